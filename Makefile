@@ -1,0 +1,50 @@
+# convexsim: two commands on a fresh machine.
+#   make demo   create .venv (if needed), install, run the main job on a shipped scene
+#   make test   the same environment plus test tools (and Chromium for viewer tests), then the suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+OUT    ?= out
+
+.PHONY: demo test venv install install-test browser bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.core-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml $(VENV)/.core-installed
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+venv install: $(VENV)/.core-installed
+install-test: $(VENV)/.test-installed
+
+# Chromium (Debian package) for the viewer's browser tests; installed only when missing and root.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian chromium for the viewer tests..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >/dev/null) \
+	  || echo "WARNING: could not install chromium; browser tests will be skipped"; \
+	else echo "WARNING: chromium missing and not root; browser tests will be skipped"; fi
+
+demo: $(VENV)/.core-installed
+	@mkdir -p $(OUT)
+	$(VENV)/bin/convexsim run scenes/box_stack.yaml --out $(OUT)/box_stack.npz --html $(OUT)/box_stack.html
+	@echo
+	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
+	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"
+
+test: $(VENV)/.test-installed browser
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.core-installed
+	$(VENV)/bin/convexsim bench
+
+clean:
+	rm -rf $(OUT) .pytest_cache

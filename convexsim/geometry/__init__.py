@@ -1,0 +1,1 @@
+"""convexsim.geometry (work in progress)."""

@@ -1,0 +1,1 @@
+"""convexsim.lcp (work in progress)."""

@@ -1,0 +1,1 @@
+"""convexsim.sap (work in progress)."""

@@ -1,0 +1,1 @@
+"""convexsim.scene (work in progress)."""

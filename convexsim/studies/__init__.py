@@ -1,0 +1,1 @@
+"""convexsim.studies (work in progress)."""

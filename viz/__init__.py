@@ -1,0 +1,1 @@
+"""Meshcat viewer for convexsim (installed as convexsim.viz); the core never imports it."""
