@@ -1,0 +1,293 @@
+"""The run loop: scene -> trajectory, with recording, progress and failure handling.
+
+``simulate`` never loses what it recorded: a step that fails (NaN state, a solver failure in strict
+mode, an LCP ray) ends the run, and the trajectory returned holds every frame recorded before it,
+with ``failure`` set to the error message (step, time, what).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time as _time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from convexsim.io.trajectory import Trajectory
+from convexsim.model import Model, State
+from convexsim.stepping import ConvergenceWarning, SimulationError, StepInfo, step
+
+StepCallback = Callable[[Model, State, StepInfo], None]
+
+
+@dataclass
+class Recorder:
+    """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step)."""
+
+    model: Model
+    frames_t: list[float] = field(default_factory=list)
+    frames_q: list[np.ndarray] = field(default_factory=list)
+    frames_v: list[np.ndarray] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)
+    converged: list[bool] = field(default_factory=list)
+    residual: list[float] = field(default_factory=list)
+    ls_evals: list[int] = field(default_factory=list)
+    contact_counts: list[int] = field(default_factory=list)
+    contact_rows: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+
+    def record(self, state: State, info: StepInfo | None) -> None:
+        """Append one frame; ``info`` is the step that produced ``state`` (None for the initial frame)."""
+        self.frames_t.append(state.t)
+        self.frames_q.append(state.q.copy())
+        self.frames_v.append(state.v.copy())
+        if info is None:
+            info = StepInfo()
+        self.iterations.append(info.iterations)
+        self.converged.append(info.converged)
+        self.residual.append(info.momentum_residual)
+        self.ls_evals.append(info.line_search_evaluations)
+        c = info.contacts
+        self.contact_counts.append(c.count)
+        if c.count:
+            force = info.force_world if info.force_world.shape[0] == c.count else np.zeros((c.count, 3))
+            self.contact_rows.append((c.body_a, c.body_b, c.point, c.normal, c.phi, force))
+
+    def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
+                      failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
+        """Pack the frames into a ``Trajectory``."""
+        q = np.array(self.frames_q).reshape(-1, self.model.nbody, 7)
+        v = np.array(self.frames_v).reshape(-1, self.model.nbody, 6)
+        rows = self.contact_rows
+        cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
+        return Trajectory(
+            time=np.array(self.frames_t, dtype=float),
+            body_names=np.array(self.model.body_names, dtype=str),
+            position=q[:, :, :3].copy(), quaternion=q[:, :, 3:7].copy(),
+            linear_velocity=v[:, :, 3:].copy(), angular_velocity=v[:, :, :3].copy(),
+            solver_iterations=np.array(self.iterations, dtype=np.int64),
+            solver_converged=np.array(self.converged, dtype=bool),
+            momentum_residual=np.array(self.residual, dtype=float),
+            line_search_evaluations=np.array(self.ls_evals, dtype=np.int64),
+            contact_offsets=np.concatenate([[0], np.cumsum(self.contact_counts)]).astype(np.int64),
+            contact_body_a=cat(0, (0,)).astype(np.int64), contact_body_b=cat(1, (0,)).astype(np.int64),
+            contact_point=cat(2, (0, 3)), contact_normal=cat(3, (0, 3)), contact_phi=cat(4, (0,)),
+            contact_force=cat(5, (0, 3)),
+            scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
+            time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
+
+
+@dataclass
+class RunStats:
+    """Summary of a run for the CLI and studies."""
+
+    steps: int = 0
+    wall_time_s: float = 0.0
+    iterations: list[int] = field(default_factory=list)
+    contacts: list[int] = field(default_factory=list)
+    unconverged_steps: int = 0
+    line_search_evaluations: int = 0
+
+    def add(self, info: StepInfo) -> None:
+        """Account for one step."""
+        self.steps += 1
+        self.iterations.append(info.iterations)
+        self.contacts.append(info.contacts.count)
+        self.unconverged_steps += int(not info.converged)
+        self.line_search_evaluations += info.line_search_evaluations
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (ms/step, mean/max iterations and contacts)."""
+        it = np.array(self.iterations or [0])
+        nc = np.array(self.contacts or [0])
+        return {
+            "steps": self.steps,
+            "wall_time_s": self.wall_time_s,
+            "ms_per_step": 1e3 * self.wall_time_s / max(self.steps, 1),
+            "mean_iterations": float(it.mean()),
+            "max_iterations": int(it.max()),
+            "mean_contacts": float(nc.mean()),
+            "max_contacts": int(nc.max()),
+            "unconverged_steps": self.unconverged_steps,
+            "line_search_evaluations": self.line_search_evaluations,
+        }
+
+
+def prepare(scene: Any, *, duration: float | None = None, time_step: float | None = None,
+            contact_model: str | None = None, solver: str | None = None,
+            overrides: Mapping[str, Any] | Iterable[str] | None = None) -> tuple[Model, State, float]:
+    """Load (path | YAML text | dict | SceneSpec), apply overrides, compile: (model, state, duration)."""
+    from convexsim import scene as scene_pkg
+
+    data = _scene_as_dict(scene)
+    extra: dict[str, Any] = {}
+    if time_step is not None:
+        extra["time_step"] = time_step
+    if duration is not None:
+        extra["duration"] = duration
+    if contact_model is not None:
+        extra["contact_model"] = contact_model
+    if solver is not None:
+        extra["solver.kind"] = solver
+    if overrides:
+        data = scene_pkg.apply_overrides(data, overrides)
+    if extra:
+        data = scene_pkg.apply_overrides(data, extra)
+    source = str(scene) if isinstance(scene, (str, os.PathLike)) and Path(str(scene)).exists() else "<scene>"
+    spec = scene_pkg.scene_from_dict(data, source=source)
+    model, state = scene_pkg.compile_scene(spec)
+    return model, state, float(model.duration)
+
+
+def _scene_as_dict(scene: Any) -> dict:
+    from convexsim import scene as scene_pkg
+    import yaml
+
+    if isinstance(scene, Mapping):
+        return dict(scene)
+    if isinstance(scene, (str, os.PathLike)):
+        path = Path(scene)
+        if path.suffix in (".yaml", ".yml") or path.exists():
+            spec = scene_pkg.load_scene(path)
+        else:
+            spec = scene_pkg.scene_from_yaml(str(scene))
+        return yaml.safe_load(scene_pkg.dump_scene(spec))
+    # A SceneSpec (pydantic model).
+    return yaml.safe_load(scene_pkg.dump_scene(scene))
+
+
+def run_model(model: Model, state: State, *, duration: float, record_every: int = 1,
+              progress: bool = False, step_callback: StepCallback | None = None,
+              strict: bool = False, metadata: Mapping[str, Any] | None = None) -> tuple[Trajectory, RunStats]:
+    """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
+
+    Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
+    what happened. Frames are recorded every ``record_every`` steps and at the last step.
+    """
+    if record_every < 1:
+        raise ValueError(f"record_every must be >= 1, got {record_every}")
+    n_steps = int(round(duration / model.time_step))
+    rec = Recorder(model)
+    rec.record(state, None)
+    stats = RunStats()
+    failure = ""
+    t0 = _time.perf_counter()
+    bar = _ProgressBar(n_steps, enabled=progress)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for k in range(n_steps):
+                state, info = step(model, state, strict=strict)
+                stats.add(info)
+                if (k + 1) % record_every == 0 or k + 1 == n_steps:
+                    rec.record(state, info)
+                if step_callback is not None:
+                    step_callback(model, state, info)
+                bar.update(k + 1, state.t, _time.perf_counter() - t0)
+    except SimulationError as exc:
+        failure = str(exc)
+    except KeyboardInterrupt:
+        failure = f"interrupted by the user at step {state.step} (t = {state.t:.6g} s)"
+        bar.close()
+        stats.wall_time_s = _time.perf_counter() - t0
+        raise _Interrupted(rec, stats, failure) from None
+    finally:
+        bar.close()
+    stats.wall_time_s = _time.perf_counter() - t0
+    meta = {**_software_versions(), **stats.as_dict(), **dict(metadata or {})}
+    traj = rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
+                             contact_model=_contact_model_name(model), failure=failure, metadata=meta)
+    return traj, stats
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: carries what was recorded so the CLI can decide what to do."""
+
+    def __init__(self, recorder: Recorder, stats: RunStats, message: str):
+        super().__init__(message)
+        self.recorder = recorder
+        self.stats = stats
+
+
+def _contact_model_name(model: Model) -> str:
+    if model.solver.kind == "lcp":
+        return "rigid"
+    return model.contact_model.name.lower()
+
+
+def _software_versions() -> dict[str, str]:
+    import numba
+    import scipy
+
+    import convexsim
+
+    return {"convexsim": convexsim.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "numba": numba.__version__, "python": platform.python_version()}
+
+
+def simulate(scene: Any, *, duration: float | None = None, time_step: float | None = None,
+             contact_model: str | None = None, solver: str | None = None,
+             overrides: Mapping[str, Any] | Iterable[str] | None = None, record_every: int = 1,
+             progress: bool = False, step_callback: StepCallback | None = None,
+             strict: bool = False) -> Trajectory:
+    """Simulate a scene and return its trajectory.
+
+    Args:
+        scene: path to a YAML scene, YAML text, a dict, or a SceneSpec.
+        duration: simulated time [s] (default: the scene's).
+        time_step: dt [s] (default: the scene's).
+        contact_model: "sap" | "lagged" | "similar" (SAP stepper).
+        solver: "sap" | "lcp".
+        overrides: dotted-path overrides, {"materials.default.stiffness": 1e5} or ["solver.sigma=1e-4"].
+        record_every: record one frame every N steps (and the last).
+        progress: show a progress bar (only for runs longer than about a second).
+        step_callback: f(model, state, info) called after every step (viewers).
+        strict: raise on a SAP step that does not converge instead of warning.
+
+    Returns:
+        The trajectory; ``traj.failure`` is non-empty if the run stopped early.
+    """
+    model, state, dur = prepare(scene, duration=duration, time_step=time_step,
+                                contact_model=contact_model, solver=solver, overrides=overrides)
+    traj, _ = run_model(model, state, duration=dur, record_every=record_every, progress=progress,
+                        step_callback=step_callback, strict=strict)
+    return traj
+
+
+class _ProgressBar:
+    """A rich progress bar that appears only once a run has taken more than a second."""
+
+    def __init__(self, total: int, *, enabled: bool):
+        self.total = total
+        self.enabled = enabled
+        self._bar = None
+        self._task = None
+
+    def update(self, done: int, t_sim: float, wall: float) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            if wall < 1.0:
+                return
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeRemainingColumn)
+
+            self._bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("t = {task.fields[t]:.3f} s"), TimeRemainingColumn(),
+                                 transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("run", total=self.total, t=t_sim)
+        if done % 10 == 0 or done == self.total:
+            self._bar.update(self._task, completed=done, t=t_sim)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+__all__ = ["simulate", "prepare", "run_model", "Recorder", "RunStats"]
