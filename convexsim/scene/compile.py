@@ -1,0 +1,309 @@
+"""Compile a validated SceneSpec into the flat-array Model and the initial State (convexsim.model).
+
+This is the only place where pydantic objects become numpy arrays. Conventions:
+
+* Body order: ``bodies`` in file order, then each grid's bodies in grid order (``<grid>_<i>``).
+* ``geom_size``: sphere (r, 0, 0); box half extents (file ``size`` is full edge lengths); capsule
+  (r, length/2, 0); halfspace (0, 0, 0).
+* Inertia, when not given, is computed from the shapes at uniform density ρ = m / Σ V_g over the
+  body's solid geometries (overlaps are not subtracted; halfspaces have no volume), each shape's
+  inertia rotated into B and moved to the body origin by the parallel-axis theorem. The body origin
+  is the centre of mass by convention, so shapes should be placed around it.
+* Fixed bodies have mass 0 and inertia 0 in the Model unless given, and zero velocity.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+
+import numpy as np
+
+from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
+from convexsim.scene.load import SceneError, dump_scene
+from convexsim.scene.schema import (
+    BodySpec,
+    BodyTemplate,
+    GeometrySpec,
+    GridSpec,
+    SceneSpec,
+    check_inertia,
+    inertia_matrix,
+)
+
+FIXED_BODY_COLOR = (0.62, 0.64, 0.66, 1.0)
+"""Default RGBA of fixed bodies (ground, walls)."""
+
+_GEOM_TYPES = {"sphere": GeomType.SPHERE, "box": GeomType.BOX, "capsule": GeomType.CAPSULE, "halfspace": GeomType.HALFSPACE}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rotations
+# ---------------------------------------------------------------------------------------------
+
+
+def quat_to_matrix(q) -> np.ndarray:
+    """Rotation matrix of a unit quaternion (w, x, y, z), shape (3, 3)."""
+    w, x, y, z = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _random_quaternions(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n uniformly distributed unit quaternions (w, x, y, z) (Shoemake's method), shape (n, 4)."""
+    u1, u2, u3 = rng.random((3, n))
+    a, b = np.sqrt(1.0 - u1), np.sqrt(u1)
+    q = np.stack([b * np.cos(2 * np.pi * u3), a * np.sin(2 * np.pi * u2), a * np.cos(2 * np.pi * u2), b * np.sin(2 * np.pi * u3)], 1)
+    q *= np.where(q[:, :1] < 0.0, -1.0, 1.0)  # w >= 0
+    return q
+
+
+def _quat_multiply(a, b) -> tuple[float, float, float, float]:
+    """Hamilton product a ⊗ b of (w, x, y, z) quaternions."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Grids
+# ---------------------------------------------------------------------------------------------
+
+
+def expand_grid(grid: GridSpec) -> list[BodySpec]:
+    """The bodies of a grid: body i = ix + nx·(iy + ny·iz) named '<grid>_<i>' at
+    origin + (ix·sx, iy·sy, iz·sz) + template.position + U(-jitter, jitter)³, orientation
+    template.quaternion (pre-multiplied by a uniform random rotation when random_orientation)."""
+    nx, ny, nz = grid.counts
+    n = nx * ny * nz
+    rng = np.random.default_rng(grid.seed)
+    offsets = rng.uniform(-grid.jitter, grid.jitter, (n, 3)) if grid.jitter > 0 else np.zeros((n, 3))
+    rotations = _random_quaternions(rng, n) if grid.random_orientation else None
+    base = grid.template.model_dump()
+    origin = np.asarray(grid.origin) + np.asarray(grid.template.position)
+    spacing = np.asarray(grid.spacing)
+    bodies = []
+    for i in range(n):
+        ix, iy, iz = i % nx, (i // nx) % ny, i // (nx * ny)
+        p = origin + spacing * (ix, iy, iz) + offsets[i]
+        d = dict(base, name=f"{grid.name}_{i}", position=tuple(float(c) for c in p))
+        if rotations is not None:
+            d["quaternion"] = _quat_multiply(tuple(rotations[i]), grid.template.quaternion)
+        bodies.append(BodySpec.model_validate(d))
+    return bodies
+
+
+def expand_bodies(spec: SceneSpec) -> list[BodySpec]:
+    """All bodies of a scene in Model order: ``bodies`` then every grid's bodies."""
+    out = list(spec.bodies)
+    for grid in spec.grids:
+        out.extend(expand_grid(grid))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Mass properties
+# ---------------------------------------------------------------------------------------------
+
+
+def shape_volume(geom: GeometrySpec) -> float:
+    """Volume [m³]: sphere 4/3·π·r³; box a·b·c; capsule π·r²·L + 4/3·π·r³; halfspace 0."""
+    if geom.shape == "sphere":
+        return 4.0 / 3.0 * math.pi * geom.radius**3
+    if geom.shape == "box":
+        a, b, c = geom.size
+        return a * b * c
+    if geom.shape == "capsule":
+        r, length = geom.radius, geom.length
+        return math.pi * r * r * length + 4.0 / 3.0 * math.pi * r**3
+    return 0.0
+
+
+def shape_unit_inertia(geom: GeometrySpec) -> np.ndarray:
+    """Inertia per unit mass about the shape's centre in the geometry frame G [m²], shape (3, 3).
+
+    Sphere: 2/5·r² (each axis). Box with edges (a, b, c): ((b²+c²), (a²+c²), (a²+b²))/12.
+    Capsule (radius r, cylinder length L along z), with cylinder mass fraction f_c and hemispheres
+    f_h = 1 - f_c: I_zz = f_c·r²/2 + f_h·2r²/5;
+    I_xx = I_yy = f_c·(L²/12 + r²/4) + f_h·(2r²/5 + L²/4 + 3Lr/8).
+    """
+    if geom.shape == "sphere":
+        return np.eye(3) * 0.4 * geom.radius**2
+    if geom.shape == "box":
+        a, b, c = geom.size
+        return np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) / 12.0
+    if geom.shape == "capsule":
+        r, length = geom.radius, geom.length
+        v_cyl, v_caps = math.pi * r * r * length, 4.0 / 3.0 * math.pi * r**3
+        f_c = v_cyl / (v_cyl + v_caps)
+        f_h = 1.0 - f_c
+        izz = f_c * r * r / 2.0 + f_h * 0.4 * r * r
+        ixx = f_c * (length**2 / 12.0 + r * r / 4.0) + f_h * (0.4 * r * r + length**2 / 4.0 + 3.0 * length * r / 8.0)
+        return np.diag([ixx, ixx, izz])
+    return np.zeros((3, 3))
+
+
+def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarray:
+    """Rotational inertia about the body origin in B [kg·m²] of ``mass`` spread uniformly over the shapes.
+
+    I = Σ_g m_g·(R_g·Î_g·R_gᵀ + |p_g|²·1 − p_g·p_gᵀ), m_g = mass·V_g/ΣV (overlaps counted twice).
+    """
+    solids = [g for g in geometries if g.shape != "halfspace"]
+    volumes = np.array([shape_volume(g) for g in solids])
+    total = float(volumes.sum())
+    inertia = np.zeros((3, 3))
+    for g, vol in zip(solids, volumes):
+        m_g = mass * vol / total
+        rot = quat_to_matrix(g.quaternion)
+        p = np.asarray(g.position)
+        inertia += m_g * (rot @ shape_unit_inertia(g) @ rot.T + (p @ p) * np.eye(3) - np.outer(p, p))
+    return 0.5 * (inertia + inertia.T)
+
+
+def geom_bound_radius(geom: GeometrySpec) -> float:
+    """Radius [m] of a sphere about the geometry origin enclosing the shape (inf for a halfspace)."""
+    if geom.shape == "sphere":
+        return float(geom.radius)
+    if geom.shape == "box":
+        return 0.5 * math.sqrt(sum(s * s for s in geom.size))
+    if geom.shape == "capsule":
+        return float(geom.radius + 0.5 * geom.length)
+    return math.inf
+
+
+def geom_size(geom: GeometrySpec) -> tuple[float, float, float]:
+    """Model.geom_size row: sphere (r, 0, 0); box half extents; capsule (r, length/2, 0); halfspace 0."""
+    if geom.shape == "sphere":
+        return (geom.radius, 0.0, 0.0)
+    if geom.shape == "box":
+        return tuple(0.5 * s for s in geom.size)  # type: ignore[return-value]
+    if geom.shape == "capsule":
+        return (geom.radius, 0.5 * geom.length, 0.0)
+    return (0.0, 0.0, 0.0)
+
+
+def _rgba(color) -> tuple[float, float, float, float]:
+    return (*color, 1.0) if len(color) == 3 else tuple(color)  # type: ignore[return-value]
+
+
+def default_body_color(k: int) -> tuple[float, float, float, float]:
+    """Distinct color of the k-th moving body: golden-ratio hue steps at fixed saturation/value."""
+    hue = (0.08 + 0.618033988749895 * k) % 1.0
+    return (*colorsys.hsv_to_rgb(hue, 0.55, 0.9), 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile
+# ---------------------------------------------------------------------------------------------
+
+
+def _body_inertia(body: BodyTemplate, where: str) -> np.ndarray:
+    """Inertia of a body [kg·m²] (given, or from the shapes), checked; zeros for a massless fixed body."""
+    if body.inertia is not None:
+        return inertia_matrix(body.inertia)
+    if body.mass is None:
+        return np.zeros((3, 3))
+    if not any(g.shape != "halfspace" for g in body.geometries):
+        if body.fixed:
+            return np.zeros((3, 3))
+        raise SceneError([f"{where}.inertia: required for a moving body without solid geometries"])
+    inertia = inertia_from_shapes(body.mass, body.geometries)
+    why = check_inertia(inertia)
+    if why:
+        raise SceneError([f"{where}: inertia computed from the shapes is not physical: {why}"])
+    return inertia
+
+
+def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
+    """Compile a validated scene into (Model, State) at t = 0 (see the module docstring for conventions)."""
+    bodies = expand_bodies(spec)
+    nbody = len(bodies)
+    material_names = tuple(spec.materials)
+    material_index = {name: i for i, name in enumerate(material_names)}
+    mats = [spec.materials[n] for n in material_names]
+
+    body_mass = np.zeros(nbody)
+    body_inertia = np.zeros((nbody, 3, 3))
+    body_fixed = np.zeros(nbody, dtype=bool)
+    body_dof = np.full(nbody, -1, dtype=np.int64)
+    q = np.zeros((nbody, 7))
+    v = np.zeros((nbody, 6))
+    geoms: list[tuple[int, GeometrySpec, tuple[float, float, float, float]]] = []
+    n_moving = 0
+    for b, body in enumerate(bodies):
+        where = f"bodies '{body.name}'"
+        body_fixed[b] = body.fixed
+        body_mass[b] = body.mass if body.mass is not None else 0.0
+        body_inertia[b] = _body_inertia(body, where)
+        q[b, :3] = body.position
+        q[b, 3:] = body.quaternion
+        if body.fixed:
+            default_color = FIXED_BODY_COLOR
+        else:
+            body_dof[b] = 6 * n_moving
+            default_color = default_body_color(n_moving)
+            n_moving += 1
+            v[b, :3] = body.angular_velocity
+            v[b, 3:] = body.linear_velocity
+        body_color = _rgba(body.color) if body.color is not None else default_color
+        for g in body.geometries:
+            geoms.append((b, g, _rgba(g.color) if g.color is not None else body_color))
+
+    missing = sorted({g.material for _, g, _ in geoms if g.material not in material_index})
+    if missing:
+        raise SceneError([f"unknown material(s) {missing}; defined: {list(material_names)}"])
+
+    ngeom = len(geoms)
+    model = Model(
+        name=spec.name,
+        time_step=float(spec.time_step),
+        duration=float(spec.duration),
+        gravity=np.asarray(spec.gravity, dtype=float),
+        contact_model=ContactModel[spec.contact_model.upper()],
+        solver=SolverSettings(**spec.solver.model_dump()),
+        body_names=tuple(b.name for b in bodies),
+        body_mass=body_mass,
+        body_inertia=body_inertia,
+        body_fixed=body_fixed,
+        body_dof=body_dof,
+        geom_body=np.array([b for b, _, _ in geoms], dtype=np.int64),
+        geom_type=np.array([int(_GEOM_TYPES[g.shape]) for _, g, _ in geoms], dtype=np.int64),
+        geom_size=np.array([geom_size(g) for _, g, _ in geoms], dtype=float).reshape(ngeom, 3),
+        geom_pos=np.array([g.position for _, g, _ in geoms], dtype=float).reshape(ngeom, 3),
+        geom_quat=np.array([g.quaternion for _, g, _ in geoms], dtype=float).reshape(ngeom, 4),
+        geom_material=np.array([material_index[g.material] for _, g, _ in geoms], dtype=np.int64),
+        geom_rbound=np.array([geom_bound_radius(g) for _, g, _ in geoms], dtype=float),
+        geom_color=np.array([c for _, _, c in geoms], dtype=float).reshape(ngeom, 4),
+        material_names=material_names,
+        material_friction=np.array([m.friction for m in mats], dtype=float),
+        material_stiffness=np.array([m.stiffness for m in mats], dtype=float),
+        material_dissipation_time=np.array([m.dissipation_time for m in mats], dtype=float),
+        material_hc_dissipation=np.array([m.hunt_crossley_dissipation for m in mats], dtype=float),
+        scene_yaml=dump_scene(spec),
+    )
+    state = State(t=0.0, q=q, v=v, step=0)
+    return model, state
+
+
+__all__ = [
+    "compile_scene",
+    "expand_bodies",
+    "expand_grid",
+    "inertia_from_shapes",
+    "shape_volume",
+    "shape_unit_inertia",
+    "geom_bound_radius",
+    "geom_size",
+    "quat_to_matrix",
+    "default_body_color",
+]

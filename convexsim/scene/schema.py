@@ -1,0 +1,418 @@
+"""Scene file schema: pydantic v2 models of what a user writes in a scene YAML file.
+
+Every model forbids unknown keys and non-finite numbers (NaN, ±inf). Units are SI and stated in
+every field's description (docs/scene-format.md is the user-facing version of this file).
+
+Checks that involve several fields (a sphere needs a ``radius``, a halfspace only on a fixed body,
+duplicate body names, unknown materials) are model validators that raise :class:`FieldProblems`,
+a ``ValueError`` carrying ``(relative field path, message, bad value)`` triples, so that
+``convexsim.scene.load`` can report each one at its full field path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+QUATERNION_NORM_TOLERANCE = 1e-3
+"""Quaternions with |1 - |q|| below this are normalized silently; others are rejected."""
+
+INERTIA_RELATIVE_TOLERANCE = 1e-9
+"""Relative slack in the inertia checks (symmetry, triangle inequality) for round-off."""
+
+DEFAULT_MATERIAL = "default"
+"""Name of the material every geometry uses unless it names another one."""
+
+Loc = tuple[str | int, ...]
+
+
+class FieldProblems(ValueError):
+    """One or more problems found by a cross-field check, each at a path relative to the model.
+
+    Attributes:
+        problems: list of ``(loc, message, value)``; ``loc`` is a tuple of keys and list indices
+            relative to the model whose validator raised.
+    """
+
+    def __init__(self, problems: list[tuple[Loc, str, Any]]):
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg, _ in self.problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Value types
+# ---------------------------------------------------------------------------------------------
+
+
+def _normalize_quaternion(q: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """Return q/|q| when |1 - |q|| < QUATERNION_NORM_TOLERANCE; otherwise raise ValueError."""
+    norm = math.sqrt(sum(c * c for c in q))
+    if norm == 0.0:
+        raise ValueError("quaternion (w, x, y, z) must be a unit quaternion; got the zero quaternion")
+    if abs(1.0 - norm) >= QUATERNION_NORM_TOLERANCE:
+        raise ValueError(
+            f"quaternion (w, x, y, z) must be a unit quaternion (|q| within {QUATERNION_NORM_TOLERANCE:g} "
+            f"of 1 is normalized); got |q| = {norm:.6g}"
+        )
+    return tuple(c / norm for c in q)  # type: ignore[return-value]
+
+
+def _check_name(name: str) -> str:
+    """Names are non-empty and free of '.', '=', '[', ']' and whitespace (they appear in dotted paths)."""
+    if not name or any(c in name for c in ".=[]") or any(c.isspace() for c in name):
+        raise ValueError(
+            f"name must be non-empty without '.', '=', '[', ']' or whitespace (it is used in dotted "
+            f"override paths); got {name!r}"
+        )
+    return name
+
+
+def _check_color(c: tuple[float, ...]) -> tuple[float, ...]:
+    """Colors are RGB or RGBA with components in [0, 1]."""
+    if len(c) not in (3, 4) or any(not 0.0 <= x <= 1.0 for x in c):
+        raise ValueError(f"color must be RGB or RGBA with components in [0, 1]; got {list(c)}")
+    return c
+
+
+Vec3 = tuple[float, float, float]
+Quaternion = Annotated[tuple[float, float, float, float], AfterValidator(_normalize_quaternion)]
+Name = Annotated[str, AfterValidator(_check_name)]
+Color = Annotated[tuple[float, ...], AfterValidator(_check_color)]
+Inertia = tuple[float, float, float] | tuple[Vec3, Vec3, Vec3]
+
+
+def _parse_inertia(value: Any) -> Any:
+    """Accept 3 principal moments or a 3x3 nested list of finite numbers [kg·m²]; one clear error otherwise."""
+    if value is None:
+        return None
+    msg = "inertia must be 3 principal moments [I1, I2, I3] or a 3x3 matrix [[...], [...], [...]] of finite numbers [kg·m²]"
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{msg}; got {value!r}") from None
+    if isinstance(value, (str, bytes)) or arr.shape not in ((3,), (3, 3)) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{msg}; got {value!r}")
+    if arr.shape == (3,):
+        return tuple(float(x) for x in arr)
+    return tuple(tuple(float(x) for x in row) for row in arr)
+
+
+def inertia_matrix(inertia: Inertia) -> np.ndarray:
+    """3x3 inertia matrix [kg·m²] from 3 principal moments or a 3x3 nested tuple."""
+    arr = np.asarray(inertia, dtype=float)
+    return np.diag(arr) if arr.shape == (3,) else arr
+
+
+def check_inertia(inertia_3x3: np.ndarray) -> str | None:
+    """Why a rotational inertia about the COM is not physical, or None when it is.
+
+    Requires symmetry, positive principal moments I1, I2, I3 and the triangle inequality
+    I1 + I2 >= I3 (for each permutation), all with relative slack INERTIA_RELATIVE_TOLERANCE.
+    """
+    m = np.asarray(inertia_3x3, dtype=float)
+    scale = max(float(np.max(np.abs(m))), np.finfo(float).tiny)
+    slack = INERTIA_RELATIVE_TOLERANCE * scale
+    if np.max(np.abs(m - m.T)) > slack:
+        return f"inertia must be a symmetric 3x3 matrix [kg·m²]; got {m.tolist()}"
+    moments = np.linalg.eigvalsh(m)
+    if moments[0] <= 0.0:
+        return f"inertia must be positive definite [kg·m²]; principal moments are {moments.tolist()}"
+    i1, i2, i3 = moments
+    if i1 + i2 < i3 - slack:
+        return (
+            "inertia violates the triangle inequality I1 + I2 >= I3 of its principal moments "
+            f"(I1, I2, I3) = ({i1:.6g}, {i2:.6g}, {i3:.6g}) [kg·m²]; no rigid body has this inertia"
+        )
+    return None
+
+
+class _Spec(BaseModel):
+    """Base of all scene models: unknown keys and NaN/inf are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Materials and solver settings
+# ---------------------------------------------------------------------------------------------
+
+
+class MaterialSpec(_Spec):
+    """Contact material of a geometry. Pair values follow the combination rules in convexsim.model."""
+
+    friction: float = Field(
+        0.5, ge=0.0, description="Coulomb friction coefficient μ (dimensionless, >= 0). Pair: 2μAμB/(μA+μB)."
+    )
+    stiffness: float = Field(
+        1e6, gt=0.0, description="Point-contact stiffness k [N/m] (> 0). Pair: in series kAkB/(kA+kB)."
+    )
+    dissipation_time: float = Field(
+        0.1, ge=0.0, description="SAP dissipation time scale τ_d [s] (>= 0). Pair: τA + τB."
+    )
+    hunt_crossley_dissipation: float = Field(
+        50.0,
+        ge=0.0,
+        description="Hunt–Crossley dissipation d [s/m] (>= 0), lagged/similar models. Pair: (kB·dA+kA·dB)/(kA+kB).",
+    )
+
+
+class SolverSpec(_Spec):
+    """Solver choice and parameters (mirrors convexsim.model.SolverSettings)."""
+
+    kind: Literal["sap", "lcp"] = Field("sap", description="Solver: 'sap' (convex, compliant) or 'lcp' (Lemke, rigid).")
+    rel_tolerance: float = Field(1e-6, gt=0.0, description="SAP relative momentum-residual tolerance ε_r (dimensionless, > 0).")
+    abs_tolerance: float = Field(1e-14, ge=0.0, description="SAP absolute tolerance ε_a [sqrt(J)] (>= 0).")
+    max_iterations: int = Field(100, ge=1, description="SAP Newton iteration limit (>= 1).")
+    sigma: float = Field(1e-3, gt=0.0, description="SAP friction regularization σ (dimensionless, > 0); stiction slip ≈ σ·μ·dt·g.")
+    beta: float = Field(1.0, gt=0.0, description="SAP near-rigid threshold β (dimensionless, > 0).")
+    line_search: Literal["exact", "backtracking"] = Field("exact", description="SAP line search: 'exact' or 'backtracking'.")
+    stiction_tolerance: float = Field(
+        1e-4, gt=0.0, description="Stiction tolerance v_s [m/s] (> 0) of the Hunt–Crossley models (lagged, similar)."
+    )
+    friction_directions: int = Field(8, ge=3, description="LCP: directions of the polyhedral friction cone (>= 3).")
+    lcp_stabilization: float = Field(
+        0.2, ge=0.0, le=1.0, description="LCP: fraction of the penetration removed per step, in [0, 1]."
+    )
+    lcp_restitution: float = Field(0.0, ge=0.0, le=1.0, description="LCP: Newton restitution coefficient e_N, in [0, 1].")
+    lcp_max_pivots: int = Field(0, ge=0, description="LCP: Lemke pivot limit (>= 0; 0 = automatic).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry and bodies
+# ---------------------------------------------------------------------------------------------
+
+_SHAPE_FIELDS = {"sphere": ("radius",), "box": ("size",), "capsule": ("radius", "length"), "halfspace": ()}
+_SHAPE_FIELD_HELP = {
+    "radius": "a radius [m] > 0",
+    "size": "full edge lengths (x, y, z) [m], each > 0",
+    "length": "the distance between the cap centres along local z [m], >= 0",
+}
+
+
+class GeometrySpec(_Spec):
+    """A collision/visual geometry rigidly attached to a body, posed in the body frame B."""
+
+    shape: Literal["sphere", "box", "capsule", "halfspace"] = Field(
+        description="Primitive: 'sphere', 'box', 'capsule' or 'halfspace' (halfspace: fixed bodies only, outward normal = local +z)."
+    )
+    radius: float | None = Field(None, gt=0.0, description="Sphere or capsule radius [m] (> 0).")
+    size: tuple[Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)]] | None = Field(
+        None, description="Box full edge lengths (x, y, z) along the geometry axes [m] (each > 0)."
+    )
+    length: float | None = Field(None, ge=0.0, description="Capsule: distance between the cap centres along local z [m] (>= 0).")
+    position: Vec3 = Field((0.0, 0.0, 0.0), description="Geometry origin in the body frame B [m].")
+    quaternion: Quaternion = Field(
+        (1.0, 0.0, 0.0, 0.0), description="Orientation R_BG (w, x, y, z), unit norm (near-unit values are normalized)."
+    )
+    material: Name = Field(DEFAULT_MATERIAL, description="Name of a material in the scene's `materials`.")
+    color: Color | None = Field(None, description="RGB or RGBA in [0, 1] for viewers (default: the body's color).")
+
+    @model_validator(mode="after")
+    def _check_shape_fields(self) -> "GeometrySpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        needed = _SHAPE_FIELDS[self.shape]
+        for fname in ("radius", "size", "length"):
+            value = getattr(self, fname)
+            if fname in needed and value is None:
+                problems.append(((fname,), f"required for shape '{self.shape}': {_SHAPE_FIELD_HELP[fname]}", None))
+            elif fname not in needed and value is not None:
+                uses = ", ".join(needed) if needed else "no size parameters"
+                problems.append(((fname,), f"not used by shape '{self.shape}' (it takes {uses}); remove it", value))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+class BodyTemplate(_Spec):
+    """Everything about a rigid body except its name (also the template of a grid)."""
+
+    mass: float | None = Field(None, gt=0.0, description="Mass [kg] (> 0); required unless the body is fixed.")
+    inertia: Annotated[Any, BeforeValidator(_parse_inertia)] = Field(
+        None,
+        description=(
+            "Rotational inertia about the COM in the body frame [kg·m²]: 3 principal values or a 3x3 matrix; "
+            "symmetric, positive definite, triangle inequality. Default: from the shapes at uniform density."
+        ),
+    )
+    fixed: bool = Field(False, description="True: welded to the world (no degrees of freedom).")
+    position: Vec3 = Field((0.0, 0.0, 0.0), description="COM position in the world frame W [m].")
+    quaternion: Quaternion = Field(
+        (1.0, 0.0, 0.0, 0.0), description="Orientation R_WB (w, x, y, z), unit norm (near-unit values are normalized)."
+    )
+    linear_velocity: Vec3 = Field((0.0, 0.0, 0.0), description="COM velocity in W [m/s].")
+    angular_velocity: Vec3 = Field((0.0, 0.0, 0.0), description="Angular velocity in W [rad/s] (world frame).")
+    geometries: list[GeometrySpec] = Field(default_factory=list, description="Geometries, posed in the body frame.")
+    color: Color | None = Field(None, description="RGB or RGBA in [0, 1] for viewers (default: a distinct color per body).")
+
+    @field_validator("inertia")
+    @classmethod
+    def _check_inertia(cls, value: Inertia | None) -> Inertia | None:
+        if value is not None:
+            why = check_inertia(inertia_matrix(value))
+            if why:
+                raise ValueError(why)
+        return value
+
+    @model_validator(mode="after")
+    def _check_body(self) -> "BodyTemplate":
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.fixed:
+            for fname in ("linear_velocity", "angular_velocity"):
+                if any(getattr(self, fname)):
+                    problems.append(((fname,), "a fixed body cannot move; set it to [0, 0, 0] or fixed: false", getattr(self, fname)))
+        else:
+            if self.mass is None:
+                problems.append((("mass",), "required for a moving body: mass [kg] > 0 (or set fixed: true)", None))
+            for i, geom in enumerate(self.geometries):
+                if geom.shape == "halfspace":
+                    problems.append(
+                        (("geometries", i, "shape"), "a halfspace is only allowed on a fixed body (fixed: true)", "halfspace")
+                    )
+            solid = [g for g in self.geometries if g.shape != "halfspace"]
+            if self.inertia is None and not solid and self.mass is not None:
+                problems.append(
+                    (("inertia",), "required for a moving body without sphere/box/capsule geometries "
+                     "(3 principal values or a 3x3 matrix [kg·m²])", None)
+                )
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+class BodySpec(BodyTemplate):
+    """A named rigid body. Its frame B has its origin at the centre of mass (by convention)."""
+
+    name: Name = Field(description="Unique body name (no '.', '=', '[', ']' or whitespace).")
+
+
+class GridSpec(_Spec):
+    """Many identical bodies on a regular lattice: body (ix, iy, iz) is named ``<name>_<i>``,
+    i = ix + nx·(iy + ny·iz), at origin + (ix·sx, iy·sy, iz·sz) + template.position + jitter."""
+
+    name: Name = Field(description="Grid name; bodies are named '<name>_<i>', i = 0 .. nx·ny·nz - 1.")
+    template: BodyTemplate = Field(description="The body every grid cell gets (its position is an offset).")
+    counts: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = Field(
+        description="Number of bodies along x, y, z (each >= 1)."
+    )
+    spacing: tuple[Annotated[float, Field(ge=0.0)], Annotated[float, Field(ge=0.0)], Annotated[float, Field(ge=0.0)]] = Field(
+        description="Distance between neighbouring lattice points along x, y, z [m] (each >= 0)."
+    )
+    origin: Vec3 = Field((0.0, 0.0, 0.0), description="World position of lattice point (0, 0, 0) [m].")
+    jitter: float = Field(0.0, ge=0.0, description="Each position coordinate is offset by a uniform value in [-jitter, jitter] [m].")
+    random_orientation: bool = Field(False, description="Give each body a uniformly random orientation (from the seed).")
+    seed: int = Field(0, ge=0, description="Seed of the jitter and orientation random numbers (numpy default_rng).")
+
+
+class SceneSpec(_Spec):
+    """A scene: global settings, materials, bodies and grids of bodies."""
+
+    name: Name = Field("scene", description="Scene name (default: the file name without extension).")
+    description: str = Field("", description="Free text; shipped scenes describe themselves in a comment header instead.")
+    time_step: float = Field(1e-3, gt=0.0, description="Time step dt [s] (> 0).")
+    duration: float = Field(1.0, gt=0.0, description="Default simulated duration [s] (> 0).")
+    gravity: Vec3 = Field((0.0, 0.0, -9.81), description="Gravity acceleration in W [m/s²].")
+    contact_model: Literal["sap", "lagged", "similar"] = Field(
+        "sap", description="Compliant contact model of the SAP solver: 'sap', 'lagged' or 'similar'."
+    )
+    solver: SolverSpec = Field(default_factory=SolverSpec, description="Solver kind and parameters.")
+    materials: dict[Name, MaterialSpec] = Field(
+        default_factory=dict, description="Materials by name; 'default' exists implicitly with the default values."
+    )
+    bodies: list[BodySpec] = Field(default_factory=list, description="Rigid bodies.")
+    grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
+
+    @field_validator("materials")
+    @classmethod
+    def _add_default_material(cls, value: dict[str, MaterialSpec]) -> dict[str, MaterialSpec]:
+        if DEFAULT_MATERIAL not in value:
+            value = {DEFAULT_MATERIAL: MaterialSpec(), **value}
+        return value
+
+    @model_validator(mode="after")
+    def _check_references(self) -> "SceneSpec":
+        problems = cross_reference_problems(self.model_dump())
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
+    """Scene-wide checks on a (possibly invalid) raw scene mapping: duplicate body names (grid bodies
+    included) and unknown material names. Tolerates any structure; skips what it cannot read."""
+    problems: list[tuple[Loc, str, Any]] = []
+    if not isinstance(data, dict):
+        return problems
+    materials = data.get("materials") or {}
+    known = set(materials) if isinstance(materials, dict) else set()
+    known.add(DEFAULT_MATERIAL)
+    seen: dict[str, Loc] = {}
+
+    def claim(name: Any, loc: Loc) -> bool:
+        """Record a body name; report and return False when it is taken."""
+        if not isinstance(name, str):
+            return True
+        if name in seen:
+            where = _format_loc(seen[name])
+            problems.append((loc, f"duplicate body name {name!r} (already used by {where}); body names must be unique", name))
+            return False
+        seen[name] = loc
+        return True
+
+    def check_materials(body: Any, loc: Loc) -> None:
+        geoms = body.get("geometries") if isinstance(body, dict) else None
+        if not isinstance(geoms, list):
+            return
+        for j, geom in enumerate(geoms):
+            mat = geom.get("material") if isinstance(geom, dict) else None
+            if isinstance(mat, str) and mat not in known:
+                allowed = ", ".join(sorted(known))
+                problems.append((loc + ("geometries", j, "material"), f"unknown material {mat!r}; defined materials: {allowed}", mat))
+
+    bodies = data.get("bodies")
+    if isinstance(bodies, list):
+        for i, body in enumerate(bodies):
+            if isinstance(body, dict):
+                claim(body.get("name"), ("bodies", i, "name"))
+                check_materials(body, ("bodies", i))
+    grids = data.get("grids")
+    if isinstance(grids, list):
+        for g, grid in enumerate(grids):
+            if not isinstance(grid, dict):
+                continue
+            check_materials(grid.get("template"), ("grids", g, "template"))
+            name, counts = grid.get("name"), grid.get("counts")
+            if isinstance(name, str) and isinstance(counts, (list, tuple)) and len(counts) == 3 and all(
+                isinstance(c, int) and c >= 1 for c in counts
+            ):
+                for k in range(int(np.prod(counts))):
+                    if not claim(f"{name}_{k}", ("grids", g, "name")):
+                        break  # one report per grid is enough
+    return problems
+
+
+def _format_loc(loc: Loc) -> str:
+    """('bodies', 2, 'geometries', 0, 'radius') -> 'bodies[2].geometries[0].radius'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+__all__ = [
+    "SceneSpec",
+    "BodySpec",
+    "BodyTemplate",
+    "GeometrySpec",
+    "GridSpec",
+    "MaterialSpec",
+    "SolverSpec",
+    "FieldProblems",
+    "DEFAULT_MATERIAL",
+    "QUATERNION_NORM_TOLERANCE",
+    "check_inertia",
+    "inertia_matrix",
+    "cross_reference_problems",
+]
