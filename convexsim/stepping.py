@@ -202,27 +202,29 @@ def _relative_residual(result) -> float:
 
 def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_blocks: np.ndarray,
                       v_star: np.ndarray, v0: np.ndarray):
-    """The SAP ContactProblem for this step (one 6-dof clique per moving body)."""
+    """The SAP ContactProblem for this step (one 6-dof clique per moving body).
+
+    A contact against a fixed body touches one clique; its Jacobian is that body's block.
+    """
     from convexsim import sap
 
     p = kin.params
     phi0 = kin.contacts.phi
+    a_moves = kin.clique_a >= 0
+    cliques = np.stack([np.where(a_moves, kin.clique_a, kin.clique_b),
+                        np.where(a_moves, kin.clique_b, -1)], axis=1)
+    J = np.stack([np.where(a_moves[:, None, None], kin.J_a, kin.J_b), kin.J_b], axis=1)
+    common = dict(mu=p.mu, k=p.stiffness, sigma=model.solver.sigma)
     cm = ContactModel(model.contact_model)
-    common = dict(dt=model.time_step, A_blocks=A_blocks, v_star=v_star,
-                  clique_a=kin.clique_a, clique_b=kin.clique_b, J_a=kin.J_a, J_b=kin.J_b,
-                  mu=p.mu, sigma=model.solver.sigma)
     if cm == ContactModel.SAP:
-        return sap.ContactProblem.for_sap_contacts(
-            **common, stiffness=p.stiffness, dissipation_time=p.dissipation_time, phi0=phi0,
-            beta=model.solver.beta)
-    vn0 = contact_velocities(kin, v0)[:, 2]
-    # Elastic force at the start of the step, fe0 = −k·φ0; negative for a speculative contact (φ0 > 0),
-    # so the Hunt–Crossley impulse only appears if the step would close the gap (vn < −φ0/dt).
-    fe0 = -p.stiffness * phi0
-    return sap.ContactProblem.for_hunt_crossley_contacts(
-        **common, model="lagged" if cm == ContactModel.LAGGED else "similar",
-        stiffness=p.stiffness, hc_dissipation=p.hc_dissipation, fe0=fe0, vn0=vn0,
-        stiction_tolerance=model.solver.stiction_tolerance)
+        params = dict(model="sap", tau_d=p.dissipation_time, phi0=phi0, beta=model.solver.beta)
+    else:
+        vn0 = contact_velocities(kin, v0)[:, 2]
+        # Elastic force at the start of the step, fe0 = −k·φ0; negative for a speculative contact
+        # (φ0 > 0), so the Hunt–Crossley impulse only appears if the step closes the gap (vn < −φ0/dt).
+        params = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * phi0, vn0=vn0,
+                      v_s=model.solver.stiction_tolerance)
+    return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **common, **params)
 
 
 def lcp_step(model: Model, state: State, *, strict: bool = True) -> tuple[State, StepInfo]:
