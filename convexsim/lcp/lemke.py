@@ -1,0 +1,595 @@
+"""Lemke's complementary pivoting algorithm for the linear complementarity problem.
+
+Problem LCP(M, q): find ``z ∈ ℝⁿ`` with
+
+    z ≥ 0,   w = M z + q ≥ 0,   zᵀw = 0.
+
+Method (docs/lcp.md, lcp-math.md §1): dense tableau ``B⁻¹[I | −M | −d | q]`` over the variables
+``w_1..w_n, z_1..z_n, z0`` (indices 0..n−1, n..2n−1, 2n). An artificial variable ``z0`` with
+covering vector ``d > 0`` makes ``(w = q + d z0, z = 0)`` feasible; complementary pivoting then
+walks the almost-complementary path until ``z0`` leaves the basis (solved), the entering column
+has no positive entry (secondary ray), or the pivot limit is hit.
+
+Tie-breaking in the ratio test, in this order:
+
+1. if ``z0`` is among the tied minimum ratios it leaves (the basis is then complementary);
+2. otherwise the lexicographic minimum of the rows ``(q̄_i, B⁻¹_{i,·}) / c_i`` (the ε-perturbation
+   ``q + (ε, ε², …)``), which cannot cycle;
+3. all comparisons use tolerances scaled to the data (``LemkeOptions``).
+
+After a solve the final basis is re-solved from the original data (``M_αα z_α = −q_α``, α the
+basic ``z``s), the better of the two candidates is kept, and ``z ≥ 0``, ``w ≥ 0``, ``z∘w ≈ 0`` are
+checked with scaled tolerances; a failed check gives ``NUMERICAL_FAILURE``, never a wrong "solved".
+Every ``refactor_every`` pivots the tableau is rebuilt from the original data with a fresh LU
+of the basis (drift control).
+
+Reference: K. G. Murty, *Linear Complementarity, Linear and Nonlinear Programming* (1988), ch. 2;
+R. W. Cottle, J.-S. Pang, R. E. Stone, *The Linear Complementarity Problem* (1992), §4.4.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from convexsim._jit import jit
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+class LemkeStatus(enum.IntEnum):
+    """How a Lemke run ended."""
+
+    SOLVED = 0
+    """z0 left the basis (or q ≥ 0): z solves the LCP and passed the final check."""
+    PIVOT_LIMIT = 1
+    """max_pivots reached (exponential path or, with broken data, cycling)."""
+    SECONDARY_RAY = 2
+    """The entering column had no positive entry: the path escapes to infinity. For copositive-plus
+    M (PSD included) this proves the LCP infeasible; for general M it proves nothing."""
+    NUMERICAL_FAILURE = 3
+    """Singular basis on refactorization, non-finite values, or the final check failed."""
+
+
+class LemkeOptions(NamedTuple):
+    """Tolerances of ``lemke`` (all dimensionless; they multiply data scales, see docs/lcp.md).
+
+    Attributes:
+        pivot_tol: an entering-column entry is a pivot candidate when ``c_i > pivot_tol·n·s``,
+            s = max(1, ‖M‖∞, ‖d‖∞).
+        ratio_rel_tol: ratios tie when ``ρ_i − ρ* ≤ ratio_rel_tol·|ρ*| + e_rhs·(1/c_i + 1/c*)``.
+        rhs_tol: absolute rhs noise ``e_rhs = rhs_tol·n·max(‖q‖∞, tiny)``.
+        lex_rel_tol: lexicographic entries are equal when within ``lex_rel_tol`` relative, plus
+            an absolute floor ``lex_abs_tol·n·(largest entry of the compared rows)``.
+        lex_abs_tol: see lex_rel_tol.
+        check_tol: final check tolerance factor ``t = check_tol·n``: ``z ≥ −t·‖z‖∞``,
+            ``w ≥ −t·s_w``, ``|z_i w_i| ≤ t·‖z‖∞·s_w`` with ``s_w = ‖M‖∞‖z‖∞ + ‖q‖∞``.
+        refactor_every: rebuild the tableau from (M, q, d) every this many pivots (0 = never).
+    """
+
+    pivot_tol: float = 10.0 * _EPS
+    ratio_rel_tol: float = 1e-12
+    rhs_tol: float = 100.0 * _EPS
+    lex_rel_tol: float = 1e-12
+    lex_abs_tol: float = 100.0 * _EPS
+    check_tol: float = 1e4 * _EPS
+    refactor_every: int = 50
+
+
+@dataclass
+class LemkeResult:
+    """Outcome of ``lemke``.
+
+    Attributes:
+        z: the solution (status SOLVED), else the last basic point, shape (n,).
+        w: M z + q, shape (n,).
+        status: LemkeStatus.
+        pivots: pivots performed, counting the first pivot of z0 into the basis.
+        z0: value of the artificial variable at the end (0 when solved).
+        basis: basic variable of each tableau row (0..n−1 → w_i, n..2n−1 → z_{i−n}, 2n → z0), shape (n,).
+        ray: for SECONDARY_RAY, the z-part of the ray direction (entering z variable = 1, basic z
+            variables increase by −c_i); zeros otherwise, shape (n,).
+        residual: max of the scaled violations of z ≥ 0, w ≥ 0, z∘w = 0 (after the re-solve).
+    """
+
+    z: np.ndarray
+    w: np.ndarray
+    status: LemkeStatus
+    pivots: int
+    z0: float
+    basis: np.ndarray
+    ray: np.ndarray
+    residual: float
+
+    @property
+    def solved(self) -> bool:
+        """status is SOLVED."""
+        return self.status == LemkeStatus.SOLVED
+
+
+class LemkeWorkspace:
+    """Preallocated buffers for ``lemke`` on problems of size n ≤ capacity.
+
+    Reusing one workspace across a stepping loop avoids allocating the O(n²) tableau each step.
+    With a workspace, the returned ``z``, ``w``, ``basis`` and ``ray`` are views into it, valid
+    until the next call that uses the same workspace.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = 0
+        self.reserve(capacity)
+
+    def reserve(self, n: int) -> None:
+        """Grow the buffers (geometrically) so that problems of size n fit."""
+        if n <= self.capacity:
+            return
+        cap = max(int(n), 2 * self.capacity, 4)
+        self.capacity = cap
+        self.tableau = np.zeros(cap * (2 * cap + 2))
+        self.lu = np.zeros(cap * cap)
+        self.perm = np.zeros(cap, np.int64)
+        self.perm2 = np.zeros(cap, np.int64)
+        self.basis = np.zeros(cap, np.int64)
+        self.vecs = np.zeros((6, cap))
+
+    def views(self, n: int):
+        """Contiguous views sized for n (no data allocation)."""
+        self.reserve(n)
+        T = self.tableau[: n * (2 * n + 2)].reshape(n, 2 * n + 2)
+        lu = self.lu[: n * n].reshape(n, n)
+        return T, lu, self.perm[:n], self.perm2[:n], self.basis[:n], self.vecs[:, :n]
+
+
+# --------------------------------------------------------------------------------------------
+# numba kernels (never raise; return status codes)
+# --------------------------------------------------------------------------------------------
+
+
+@jit
+def _lu_factor(A, perm, rel_tol):
+    """In-place LU with partial pivoting, PA = LU. Returns 0, or 1 if a pivot ≤ rel_tol·max|A|."""
+    n = A.shape[0]
+    amax = 0.0
+    for i in range(n):
+        for j in range(n):
+            a = abs(A[i, j])
+            if a > amax:
+                amax = a
+    if not np.isfinite(amax):
+        return 1
+    thresh = rel_tol * max(amax, 1e-300)
+    for i in range(n):
+        perm[i] = i
+    for k in range(n):
+        p = k
+        best = abs(A[k, k])
+        for i in range(k + 1, n):
+            a = abs(A[i, k])
+            if a > best:
+                best = a
+                p = i
+        if best <= thresh:
+            return 1
+        if p != k:
+            for j in range(n):
+                tmp = A[k, j]
+                A[k, j] = A[p, j]
+                A[p, j] = tmp
+            t = perm[k]
+            perm[k] = perm[p]
+            perm[p] = t
+        piv = A[k, k]
+        for i in range(k + 1, n):
+            f = A[i, k] / piv
+            A[i, k] = f
+            if f != 0.0:
+                for j in range(k + 1, n):
+                    A[i, j] -= f * A[k, j]
+    return 0
+
+
+@jit
+def _lu_solve(LU, perm, b, x):
+    """Solve (P⁻¹LU) x = b given _lu_factor's output; x and b distinct, shape (n,)."""
+    n = LU.shape[0]
+    for i in range(n):
+        x[i] = b[perm[i]]
+    for i in range(n):
+        s = x[i]
+        for j in range(i):
+            s -= LU[i, j] * x[j]
+        x[i] = s
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for j in range(i + 1, n):
+            s -= LU[i, j] * x[j]
+        x[i] = s / LU[i, i]
+
+
+@jit
+def _original_column(M, q, d, var, out):
+    """Column of variable ``var`` in the original tableau [I | −M | −d | q] (var = 2n+1 → q)."""
+    n = M.shape[0]
+    if var < n:
+        for i in range(n):
+            out[i] = 0.0
+        out[var] = 1.0
+    elif var < 2 * n:
+        for i in range(n):
+            out[i] = -M[i, var - n]
+    elif var == 2 * n:
+        for i in range(n):
+            out[i] = -d[i]
+    else:
+        for i in range(n):
+            out[i] = q[i]
+
+
+@jit
+def _pivot(T, row, col):
+    """Gauss–Jordan pivot on T[row, col]; the pivot column is then set to the exact unit vector."""
+    n, ncol = T.shape
+    p = T[row, col]
+    for j in range(ncol):
+        T[row, j] /= p
+    for i in range(n):
+        if i != row:
+            f = T[i, col]
+            if f != 0.0:
+                for j in range(ncol):
+                    T[i, j] -= f * T[row, j]
+    for i in range(n):
+        T[i, col] = 0.0
+    T[row, col] = 1.0
+
+
+@jit
+def _refactor(M, q, d, T, basis, LU, perm, col, x):
+    """Rebuild T = B⁻¹[I | −M | −d | q] from the original data. Returns 0 or 1 (singular B)."""
+    n = M.shape[0]
+    for k in range(n):
+        _original_column(M, q, d, basis[k], col)
+        for i in range(n):
+            LU[i, k] = col[i]
+    if _lu_factor(LU, perm, 1e3 * n * 2.220446049250313e-16) != 0:
+        return 1
+    # B x = e_k  with B columns ordered by tableau row: row k of T belongs to basis[k].
+    for var in range(2 * n + 2):
+        _original_column(M, q, d, var, col)
+        _lu_solve(LU, perm, col, x)
+        for i in range(n):
+            T[i, var] = x[i]
+    for k in range(n):
+        for i in range(n):
+            T[i, basis[k]] = 0.0
+        T[k, basis[k]] = 1.0
+    return 0
+
+
+@jit
+def _lex_less(T, a, ca, b, cb, n, rel, abs_floor):
+    """True if row a's vector (B⁻¹_a·)/ca is lexicographically smaller than row b's (B⁻¹_b·)/cb."""
+    for j in range(n):
+        va = T[a, j] / ca
+        vb = T[b, j] / cb
+        diff = va - vb
+        if abs(diff) <= rel * max(abs(va), abs(vb)) + abs_floor:
+            continue
+        return diff < 0.0
+    return False
+
+
+@jit
+def _check(M, q, z, w, check_tol):
+    """Compute w = Mz + q and return the largest scaled violation of the LCP conditions (÷ tol)."""
+    n = M.shape[0]
+    mnorm = 0.0
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += abs(M[i, j])
+        mnorm = max(mnorm, s)
+    qnorm = 0.0
+    znorm = 0.0
+    for i in range(n):
+        qnorm = max(qnorm, abs(q[i]))
+        znorm = max(znorm, abs(z[i]))
+    for i in range(n):
+        s = q[i]
+        for j in range(n):
+            s += M[i, j] * z[j]
+        w[i] = s
+    sw = max(mnorm * znorm + qnorm, 1e-300)
+    zs = max(znorm, 1e-300)
+    t = check_tol * n
+    worst = 0.0
+    for i in range(n):
+        if not (np.isfinite(z[i]) and np.isfinite(w[i])):
+            return np.inf
+        worst = max(worst, -z[i] / (t * zs))
+        worst = max(worst, -w[i] / (t * sw))
+        worst = max(worst, abs(z[i] * w[i]) / (t * zs * sw))
+    return worst
+
+
+@jit
+def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
+                  check_tol, refactor_every, T, LU, perm, perm2, basis, vecs):
+    """Run Lemke. Fills vecs[0] = z, vecs[1] = w, vecs[4] = ray. Returns (status, pivots, z0, residual).
+
+    vecs rows: 0 z, 1 w, 2 scratch (column), 3 scratch (solution), 4 ray, 5 alternate z.
+    """
+    n = M.shape[0]
+    z = vecs[0]
+    w = vecs[1]
+    col = vecs[2]
+    x = vecs[3]
+    ray = vecs[4]
+    zalt = vecs[5]
+    for i in range(n):
+        z[i] = 0.0
+        ray[i] = 0.0
+        basis[i] = i
+    # data scales
+    mnorm = 0.0
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += abs(M[i, j])
+        mnorm = max(mnorm, s)
+    dmax = 0.0
+    qmax = 0.0
+    for i in range(n):
+        dmax = max(dmax, abs(d[i]))
+        qmax = max(qmax, abs(q[i]))
+    if not (np.isfinite(mnorm) and np.isfinite(qmax) and np.isfinite(dmax)):
+        return 3, 0, 0.0, np.inf
+    scale = max(1.0, mnorm, dmax)
+    piv_tol = pivot_tol * n * scale
+    e_rhs = rhs_tol * n * max(qmax, 1e-300)
+    # trivial case
+    qmin = np.inf
+    for i in range(n):
+        qmin = min(qmin, q[i])
+    if qmin >= -e_rhs:
+        res = _check(M, q, z, w, check_tol)
+        return 0, 0, 0.0, res
+    # tableau [I | -M | -d | q]
+    for i in range(n):
+        for j in range(n):
+            T[i, j] = 0.0
+            T[i, n + j] = -M[i, j]
+        T[i, i] = 1.0
+        T[i, 2 * n] = -d[i]
+        T[i, 2 * n + 1] = q[i]
+    # z0 enters: row of min q_i/d_i, ties -> largest index (lexicographic on (q_i, e_i)/d_i)
+    best = np.inf
+    for i in range(n):
+        best = min(best, q[i] / d[i])
+    r = 0
+    for i in range(n):
+        if q[i] / d[i] - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d[i]:
+            r = i
+    _pivot(T, r, 2 * n)
+    leaving = basis[r]
+    basis[r] = 2 * n
+    z0_row = r
+    pivots = 1
+    entering = leaving + n
+    status = 1
+    rhs = 2 * n + 1
+    while pivots < max_pivots:
+        # ratio test over positive entries of the entering column
+        rho_min = np.inf
+        cmin = 0.0
+        for i in range(n):
+            c = T[i, entering]
+            if c > piv_tol:
+                rho = T[i, rhs] / c
+                if rho < rho_min:
+                    rho_min = rho
+                    cmin = c
+        if rho_min == np.inf:
+            if not np.isfinite(T[0, rhs]):
+                status = 3
+                break
+            status = 2
+            if entering >= n and entering < 2 * n:
+                ray[entering - n] = 1.0
+            for i in range(n):
+                b = basis[i]
+                if b >= n and b < 2 * n:
+                    ray[b - n] = -T[i, entering]
+            break
+        # the tied set; z0 preferred, then lexicographic
+        row = -1
+        z0_tied = False
+        for i in range(n):
+            c = T[i, entering]
+            if c > piv_tol:
+                rho = T[i, rhs] / c
+                if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
+                    if i == z0_row:
+                        z0_tied = True
+        if z0_tied:
+            row = z0_row
+        else:
+            # absolute floor for lexicographic comparisons: largest |B^-1_i.|/c_i among tied rows
+            big = 0.0
+            for i in range(n):
+                c = T[i, entering]
+                if c > piv_tol:
+                    rho = T[i, rhs] / c
+                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
+                        for j in range(n):
+                            big = max(big, abs(T[i, j] / c))
+            abs_floor = lex_abs_tol * n * big
+            for i in range(n):
+                c = T[i, entering]
+                if c > piv_tol:
+                    rho = T[i, rhs] / c
+                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
+                        if row < 0 or _lex_less(T, i, c, row, T[row, entering], n, lex_rel_tol, abs_floor):
+                            row = i
+        _pivot(T, row, entering)
+        pivots += 1
+        leaving = basis[row]
+        basis[row] = entering
+        if leaving == 2 * n:
+            status = 0
+            break
+        if refactor_every > 0 and pivots % refactor_every == 0:
+            if _refactor(M, q, d, T, basis, LU, perm, col, x) != 0:
+                status = 3
+                break
+        entering = leaving + n if leaving < n else leaving - n
+    # read the basic point
+    z0 = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b >= n and b < 2 * n:
+            z[b - n] = T[i, rhs]
+        elif b == 2 * n:
+            z0 = T[i, rhs]
+    if status != 0:
+        for i in range(n):
+            s = q[i]
+            for j in range(n):
+                s += M[i, j] * z[j]
+            w[i] = s
+        return status, pivots, z0, np.inf
+    # re-solve M_aa z_a = -q_a on the final basis; keep the better candidate
+    k = 0
+    for i in range(n):
+        b = basis[i]
+        if b >= n and b < 2 * n:
+            perm[k] = b - n
+            k += 1
+    res_tab = _check(M, q, z, w, check_tol)
+    if k > 0:
+        idx = perm[:k]
+        sub = LU[:k, :k]
+        for a in range(k):
+            for b in range(k):
+                sub[a, b] = M[idx[a], idx[b]]
+            col[a] = -q[idx[a]]
+        for i in range(n):
+            zalt[i] = 0.0
+        if _lu_factor(sub, perm2[:k], 1e-300) == 0:
+            _lu_solve(sub, perm2[:k], col[:k], x[:k])
+            for a in range(k):
+                zalt[idx[a]] = x[a]
+            res_alt = _check(M, q, zalt, w, check_tol)
+            if res_alt < res_tab:
+                for i in range(n):
+                    z[i] = zalt[i]
+                res_tab = res_alt
+    res = _check(M, q, z, w, check_tol)
+    if not (res <= 1.0):
+        return 3, pivots, z0, res
+    # within tolerance: clip tiny negatives of z to exact zeros and recompute w
+    for i in range(n):
+        if z[i] < 0.0:
+            z[i] = 0.0
+    res = _check(M, q, z, w, check_tol)
+    if not (res <= 1.0):
+        return 3, pivots, z0, res
+    return 0, pivots, z0, res
+
+
+# --------------------------------------------------------------------------------------------
+# Python wrapper
+# --------------------------------------------------------------------------------------------
+
+
+def default_max_pivots(n: int) -> int:
+    """max(1000, 50 n): O(n) pivots are expected on solvable problems; the cap guards degenerate ones."""
+    return max(1000, 50 * int(n))
+
+
+def _validate(M, q, d):
+    M = np.asarray(M, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"LCP matrix M must be square (n, n); got shape {M.shape}")
+    n = M.shape[0]
+    if q.shape != (n,):
+        raise ValueError(f"LCP vector q must have shape ({n},) to match M {M.shape}; got {q.shape}")
+    if not np.all(np.isfinite(M)):
+        bad = np.argwhere(~np.isfinite(M))[0]
+        raise ValueError(f"LCP matrix M has a non-finite entry at {tuple(int(i) for i in bad)}")
+    if not np.all(np.isfinite(q)):
+        raise ValueError(f"LCP vector q has a non-finite entry at index {int(np.flatnonzero(~np.isfinite(q))[0])}")
+    if d is None:
+        d = np.ones(n)
+    else:
+        d = np.asarray(d, dtype=np.float64)
+        if d.shape != (n,):
+            raise ValueError(f"covering vector d must have shape ({n},); got {d.shape}")
+        if not np.all(np.isfinite(d)) or np.any(d <= 0.0):
+            raise ValueError("covering vector d must be finite with every entry > 0 "
+                             f"(got min {np.nanmin(d) if np.any(np.isfinite(d)) else d[0]})")
+    return np.ascontiguousarray(M), np.ascontiguousarray(q), np.ascontiguousarray(d)
+
+
+def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorkspace | None = None,
+          options: LemkeOptions | None = None) -> LemkeResult:
+    """Solve LCP(M, q): z ≥ 0, w = Mz + q ≥ 0, zᵀw = 0 by Lemke's method (lexicographic, z0 first).
+
+    Args:
+        M: matrix, shape (n, n).
+        q: vector, shape (n,).
+        d: covering vector, shape (n,), every entry > 0 (default all ones). It changes the path,
+            hence pivot counts and, outside the P / copositive-plus classes, possibly the outcome.
+        max_pivots: pivot limit (default ``max(1000, 50 n)``); the first z0 pivot counts.
+        workspace: reusable ``LemkeWorkspace`` (results are then views into it).
+        options: ``LemkeOptions`` tolerances.
+
+    Returns:
+        LemkeResult with status SOLVED, SECONDARY_RAY, PIVOT_LIMIT or NUMERICAL_FAILURE. A result is
+        SOLVED only if it passed the scaled check of z ≥ 0, w ≥ 0, z∘w = 0.
+
+    Raises:
+        ValueError: non-square M, mismatched q or d, non-finite data, d with an entry ≤ 0,
+            max_pivots < 1.
+
+    Example:
+        >>> r = lemke([[2.0, 1.0], [1.0, 2.0]], [-5.0, -6.0])
+        >>> r.status.name, r.z.round(6).tolist(), r.pivots
+        ('SOLVED', [1.333333, 2.333333], 3)
+    """
+    M, q, d = _validate(M, q, d)
+    n = M.shape[0]
+    opts = options or LemkeOptions()
+    if max_pivots is None:
+        max_pivots = default_max_pivots(n)
+    if int(max_pivots) < 1:
+        raise ValueError(f"max_pivots must be ≥ 1; got {max_pivots}")
+    if n == 0:
+        e = np.zeros(0)
+        return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
+    own = workspace is None
+    ws = workspace if workspace is not None else LemkeWorkspace(n)
+    T, LU, perm, perm2, basis, vecs = ws.views(n)
+    status, pivots, z0, res = _lemke_kernel(
+        M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
+        opts.lex_abs_tol, opts.check_tol, int(opts.refactor_every), T, LU, perm, perm2, basis, vecs)
+    z, w, ray = vecs[0], vecs[1], vecs[4]
+    if own:
+        z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()
+    return LemkeResult(z, w, LemkeStatus(int(status)), int(pivots), float(z0), basis, ray, float(res))
+
+
+def lcp_residual(M, q, z) -> float:
+    """Natural-map residual ‖min(z, Mz + q)‖∞ (0 exactly at a solution); a solver-independent check."""
+    M = np.asarray(M, float)
+    z = np.asarray(z, float)
+    w = M @ z + np.asarray(q, float)
+    return float(np.max(np.abs(np.minimum(z, w)))) if z.size else 0.0
+
+
+__all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
+           "default_max_pivots"]
