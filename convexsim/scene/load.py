@@ -13,6 +13,7 @@ as YAML scalars or flow sequences (``gravity=[0, 0, -1.62]``).
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 import difflib
 import re
 import types
@@ -122,24 +123,55 @@ def _body_hint(data: Any, loc: Loc) -> str:
     return ""
 
 
-def _problem(source: str, data: Any, loc: Loc, message: str, value: Any = None, show_value: bool = True) -> str:
-    """One formatted problem line."""
+def _node_line(node: Any, loc: Loc) -> int | None:
+    """1-based line of the YAML node at ``loc`` (the deepest existing ancestor), or None."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for seg in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(seg, str):
+            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == seg]
+            if not match:
+                break
+            key, node = match[0]
+            line = (key.start_mark.line if not isinstance(node, yaml.ScalarNode) else node.start_mark.line) + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int) and 0 <= seg < len(node.value):
+            node = node.value[seg]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+@dataclass
+class _Context:
+    """Where problems are reported: the source name, the raw data and (for files) the YAML node tree."""
+
+    source: str
+    data: Any
+    node: Any = None
+
+
+def _problem(ctx: _Context, loc: Loc, message: str, value: Any = None, show_value: bool = True) -> str:
+    """One formatted problem line: '<source>[:line]: <path>[ (body 'x')]: <message> (got <value>)'."""
     path = _format_loc(loc) or "<top level>"
     got = f" (got {_short(value)})" if show_value else ""
-    return f"{source}: {path}{_body_hint(data, loc)}: {message}{got}"
+    line = _node_line(ctx.node, loc)
+    where = f"{ctx.source}:{line}" if line is not None else ctx.source
+    return f"{where}: {path}{_body_hint(ctx.data, loc)}: {message}{got}"
 
 
-def _pydantic_problems(err: ValidationError, data: Any, source: str) -> list[str]:
+def _pydantic_problems(err: ValidationError, ctx: _Context) -> list[str]:
     """Turn a pydantic ValidationError into problem lines at full field paths."""
     out: list[str] = []
     for e in err.errors(include_url=False):
         loc: Loc = tuple(e["loc"])
         kind, msg, value = e["type"], e["msg"], e.get("input")
-        ctx = e.get("ctx") or {}
-        exc = ctx.get("error")
+        err_ctx = e.get("ctx") or {}
+        exc = err_ctx.get("error")
         if isinstance(exc, FieldProblems):
             for sub, sub_msg, sub_value in exc.problems:
-                out.append(_problem(source, data, loc + tuple(sub), sub_msg, sub_value, sub_value is not None))
+                out.append(_problem(ctx, loc + tuple(sub), sub_msg, sub_value, sub_value is not None))
             continue
         if kind == "extra_forbidden":
             allowed = _model_keys(_resolve(loc[:-1])[0]) or []
@@ -147,35 +179,38 @@ def _pydantic_problems(err: ValidationError, data: Any, source: str) -> list[str
             close = difflib.get_close_matches(key, allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             out.append(
-                _problem(source, data, loc, f"unknown key {key!r}{hint}; allowed keys here: {', '.join(allowed)}", show_value=False)
+                _problem(ctx, loc, f"unknown key {key!r}{hint}; allowed keys here: {', '.join(allowed)}", show_value=False)
             )
             continue
         _, info = _resolve(loc)
         allowed = f" — {info.description}" if info is not None and info.description else ""
         if kind == "missing":
-            out.append(_problem(source, data, loc, f"required field is missing{allowed}", show_value=False))
+            out.append(_problem(ctx, loc, f"required field is missing{allowed}", show_value=False))
             continue
         if kind == "value_error":
             msg = msg.removeprefix("Value error, ")
             allowed = ""  # our own validators already say what is allowed
-        out.append(_problem(source, data, loc, msg + allowed, value))
+        out.append(_problem(ctx, loc, msg + allowed, value))
     return out
 
 
-def _validate(data: Any, source: str) -> SceneSpec:
+def _validate(data: Any, source: str, node: Any = None) -> SceneSpec:
     """Validate a raw mapping into a SceneSpec, or raise SceneError listing every problem."""
+    ctx = _Context(source, data, node)
     if not isinstance(data, dict):
         raise SceneError([f"{source}: <top level>: a scene must be a mapping of keys to values (got {_short(data)})"], source)
     try:
         return SceneSpec.model_validate(data)
     except ValidationError as err:
-        problems = _pydantic_problems(err, data, source)
+        problems = _pydantic_problems(err, ctx)
     # Cross-references are checked by SceneSpec only when everything else is valid; check them on the
     # raw data too so that one run reports them alongside the other problems.
     for loc, msg, value in cross_reference_problems(data):
-        line = _problem(source, data, loc, msg, value)
+        line = _problem(ctx, loc, msg, value)
         if line not in problems:
             problems.append(line)
+    prefix = re.compile(re.escape(source) + r":(\d+): ")
+    problems.sort(key=lambda line: int(m.group(1)) if (m := prefix.match(line)) else 0)  # file order
     raise SceneError(problems, source)
 
 
@@ -335,27 +370,31 @@ def apply_overrides(d: dict, overrides: dict[str, Any] | list[str] | None) -> di
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_yaml(text: str, source: str) -> Any:
-    """Parse YAML text, turning syntax errors into a SceneError with the line number."""
+def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
+    """Parse YAML text into (data, node tree); syntax errors become a SceneError with the line number."""
     try:
         data = _yaml_load(text)
+        node = yaml.compose(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        where = f":{mark.line + 1}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err)
-        raise SceneError([f"{source}: {where}invalid YAML: {problem}"], source) from None
-    return {} if data is None else data
+        raise SceneError([f"{source}{where}: invalid YAML: {problem}"], source) from None
+    return ({} if data is None else data), node
 
 
-def scene_from_dict(d: dict, source: str = "<dict>", overrides: dict[str, Any] | list[str] | None = None) -> SceneSpec:
+def scene_from_dict(
+    d: dict, source: str = "<dict>", overrides: dict[str, Any] | list[str] | None = None, *, _node: Any = None
+) -> SceneSpec:
     """Validate a raw scene mapping (after optional overrides) into a SceneSpec; SceneError otherwise."""
     data = apply_overrides(d, overrides) if overrides else d
-    return _validate(data, source)
+    return _validate(data, source, _node)
 
 
 def scene_from_yaml(text: str, source: str = "<string>", overrides: dict[str, Any] | list[str] | None = None) -> SceneSpec:
     """Parse and validate scene YAML text; SceneError otherwise."""
-    return scene_from_dict(_read_yaml(text, source), source, overrides)
+    data, node = _read_yaml(text, source)
+    return scene_from_dict(data, source, overrides, _node=node)
 
 
 def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> SceneSpec:
@@ -369,11 +408,11 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = 
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise SceneError([f"{source}: cannot read scene file: {err.strerror or err}"], source) from None
-    data = _read_yaml(text, source)
+    data, node = _read_yaml(text, source)
     if isinstance(data, dict) and "name" not in data:
         stem = re.sub(r"[.=\[\]\s]", "_", path.stem) or "scene"
         data = {"name": stem, **data}
-    return scene_from_dict(data, source, overrides)
+    return scene_from_dict(data, source, overrides, _node=node)
 
 
 def _ordered(d: dict, first: tuple[str, ...]) -> dict:

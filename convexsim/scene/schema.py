@@ -28,6 +28,8 @@ DEFAULT_MATERIAL = "default"
 
 Loc = tuple[str | int, ...]
 
+HALFSPACE_ON_MOVING_BODY = "a halfspace is only allowed on a fixed body (set fixed: true on the body, or use a box)"
+
 
 class FieldProblems(ValueError):
     """One or more problems found by a cross-field check, each at a path relative to the model.
@@ -116,7 +118,7 @@ def check_inertia(inertia_3x3: np.ndarray) -> str | None:
     scale = max(float(np.max(np.abs(m))), np.finfo(float).tiny)
     slack = INERTIA_RELATIVE_TOLERANCE * scale
     if np.max(np.abs(m - m.T)) > slack:
-        return f"inertia must be a symmetric 3x3 matrix [kg·m²]; got {m.tolist()}"
+        return "inertia must be a symmetric 3x3 matrix [kg·m²]"
     moments = np.linalg.eigvalsh(m)
     if moments[0] <= 0.0:
         return f"inertia must be positive definite [kg·m²]; principal moments are {moments.tolist()}"
@@ -268,9 +270,7 @@ class BodyTemplate(_Spec):
                 problems.append((("mass",), "required for a moving body: mass [kg] > 0 (or set fixed: true)", None))
             for i, geom in enumerate(self.geometries):
                 if geom.shape == "halfspace":
-                    problems.append(
-                        (("geometries", i, "shape"), "a halfspace is only allowed on a fixed body (fixed: true)", "halfspace")
-                    )
+                    problems.append((("geometries", i, "shape"), HALFSPACE_ON_MOVING_BODY, "halfspace"))
             solid = [g for g in self.geometries if g.shape != "halfspace"]
             if self.inertia is None and not solid and self.mass is not None:
                 problems.append(
@@ -341,7 +341,8 @@ class SceneSpec(_Spec):
 
 def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
     """Scene-wide checks on a (possibly invalid) raw scene mapping: duplicate body names (grid bodies
-    included) and unknown material names. Tolerates any structure; skips what it cannot read."""
+    included), unknown material names and halfspaces on moving bodies. Tolerates any structure;
+    skips what it cannot read."""
     problems: list[tuple[Loc, str, Any]] = []
     if not isinstance(data, dict):
         return problems
@@ -361,11 +362,14 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         seen[name] = loc
         return True
 
-    def check_materials(body: Any, loc: Loc) -> None:
+    def check_geometries(body: Any, loc: Loc) -> None:
         geoms = body.get("geometries") if isinstance(body, dict) else None
         if not isinstance(geoms, list):
             return
+        moving = body.get("fixed", False) is not True
         for j, geom in enumerate(geoms):
+            if moving and isinstance(geom, dict) and geom.get("shape") == "halfspace":
+                problems.append((loc + ("geometries", j, "shape"), HALFSPACE_ON_MOVING_BODY, "halfspace"))
             mat = geom.get("material") if isinstance(geom, dict) else None
             if isinstance(mat, str) and mat not in known:
                 allowed = ", ".join(sorted(known))
@@ -376,13 +380,13 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         for i, body in enumerate(bodies):
             if isinstance(body, dict):
                 claim(body.get("name"), ("bodies", i, "name"))
-                check_materials(body, ("bodies", i))
+                check_geometries(body, ("bodies", i))
     grids = data.get("grids")
     if isinstance(grids, list):
         for g, grid in enumerate(grids):
             if not isinstance(grid, dict):
                 continue
-            check_materials(grid.get("template"), ("grids", g, "template"))
+            check_geometries(grid.get("template"), ("grids", g, "template"))
             name, counts = grid.get("name"), grid.get("counts")
             if isinstance(name, str) and isinstance(counts, (list, tuple)) and len(counts) == 3 and all(
                 isinstance(c, int) and c >= 1 for c in counts
