@@ -1,0 +1,213 @@
+"""Numba kernels on the block layout of a SAP problem: products with A and J, Delassus estimate, Hessian.
+
+Layout (built by :class:`convexsim.sap.ContactProblem`):
+
+* cliques c = 0..ncl−1 own the contiguous velocity range ``clique_start[c] : clique_start[c] + clique_sizes[c]``;
+  A = blkdiag(A_c) with A_c (n_c x n_c, row-major) at ``A_values[A_ptr[c]:]``.
+* constraint i touches ``cliques[i, 0]`` and optionally ``cliques[i, 1]`` (−1 if absent); its Jacobian block for
+  side s (3 x n_c, row-major, contact frame, normal last) is at ``J_values[J_ptr[i, s]:]`` (−1 if absent), so
+  vc_i = Σ_s J_i,s v_c(s).
+* Hessian H = A + Jᵀ G J in the block-sparse format of ``convexsim.sap.block_sparse``: diagonal block c at
+  ``diag_ptr[c]``; edge e = (a, b), a < b, stores H[rows of b, cols of a] (n_b x n_a) at ``edge_ptr[e]``;
+  ``constraint_edge[i]`` is the edge of constraint i (−1 for a single-clique constraint).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim._jit import jit
+
+
+@jit
+def block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, x, out):
+    """out = A x for A = blkdiag(A_c). x, out: (nv,)."""
+    for c in range(clique_sizes.shape[0]):
+        n = clique_sizes[c]
+        s = clique_start[c]
+        p = A_ptr[c]
+        for r in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += A_values[p + r * n + k] * x[s + k]
+            out[s + r] = acc
+
+
+@jit
+def constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, v, vc_out):
+    """vc_out[i] = Σ_s J_i,s v_c(s) [m/s], shape (nk, 3)."""
+    for i in range(cliques.shape[0]):
+        for r in range(3):
+            vc_out[i, r] = 0.0
+        for side in range(2):
+            c = cliques[i, side]
+            if c < 0:
+                continue
+            n = clique_sizes[c]
+            s = clique_start[c]
+            p = J_ptr[i, side]
+            for r in range(3):
+                acc = 0.0
+                for k in range(n):
+                    acc += J_values[p + r * n + k] * v[s + k]
+                vc_out[i, r] += acc
+
+
+@jit
+def generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, gamma, out):
+    """out = Jᵀ γ (nv,) [N·s] for impulses γ (nk, 3)."""
+    out[:] = 0.0
+    for i in range(cliques.shape[0]):
+        for side in range(2):
+            c = cliques[i, side]
+            if c < 0:
+                continue
+            n = clique_sizes[c]
+            s = clique_start[c]
+            p = J_ptr[i, side]
+            for k in range(n):
+                acc = 0.0
+                for r in range(3):
+                    acc += J_values[p + r * n + k] * gamma[i, r]
+                out[s + k] += acc
+
+
+@jit
+def delassus_estimate(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, w_out):
+    """Delassus diagonal estimate w_i = ‖Σ_c J_i,c diag(A_c)⁻¹ J_i,cᵀ‖_F / 3 [1/kg] (sap-math.md §1.3)."""
+    W = np.empty((3, 3))
+    for i in range(cliques.shape[0]):
+        W[:, :] = 0.0
+        for side in range(2):
+            c = cliques[i, side]
+            if c < 0:
+                continue
+            n = clique_sizes[c]
+            pa = A_ptr[c]
+            p = J_ptr[i, side]
+            for k in range(n):
+                inv_a = 1.0 / A_values[pa + k * n + k]
+                for r in range(3):
+                    for q in range(3):
+                        W[r, q] += J_values[p + r * n + k] * inv_a * J_values[p + q * n + k]
+        acc = 0.0
+        for r in range(3):
+            for q in range(3):
+                acc += W[r, q] * W[r, q]
+        w_out[i] = math.sqrt(acc) / 3.0
+
+
+@jit
+def _add_jt_g_j(J_values, pb, nb, G, pa, na, out, po):
+    """out[po:] (nb x na, row-major) += J_bᵀ G J_a with J_b at J_values[pb:], J_a at J_values[pa:]."""
+    GJa = np.empty((3, na))
+    for r in range(3):
+        for k in range(na):
+            acc = 0.0
+            for q in range(3):
+                acc += G[r, q] * J_values[pa + q * na + k]
+            GJa[r, k] = acc
+    for rb in range(nb):
+        for k in range(na):
+            acc = 0.0
+            for r in range(3):
+                acc += J_values[pb + r * nb + rb] * GJa[r, k]
+            out[po + rb * na + k] += acc
+
+
+@jit
+def assemble_hessian_blocks(
+    clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G, constraint_edge, diag_ptr, edge_ptr,
+    diag_out, edge_out,
+):
+    """Nonzero blocks of H = A + Jᵀ G J into diag_out / edge_out (layout in the module docstring)."""
+    edge_out[:] = 0.0
+    for c in range(clique_sizes.shape[0]):
+        n = clique_sizes[c]
+        for k in range(n * n):
+            diag_out[diag_ptr[c] + k] = A_values[A_ptr[c] + k]
+    for i in range(cliques.shape[0]):
+        for side in range(2):
+            c = cliques[i, side]
+            if c < 0:
+                continue
+            n = clique_sizes[c]
+            _add_jt_g_j(J_values, J_ptr[i, side], n, G[i], J_ptr[i, side], n, diag_out, diag_ptr[c])
+        e = constraint_edge[i]
+        if e >= 0:
+            c0 = cliques[i, 0]
+            c1 = cliques[i, 1]
+            a, b = (0, 1) if c0 < c1 else (1, 0)
+            ca = cliques[i, a]
+            cb = cliques[i, b]
+            _add_jt_g_j(
+                J_values, J_ptr[i, b], clique_sizes[cb], G[i], J_ptr[i, a], clique_sizes[ca], edge_out,
+                edge_ptr[e],
+            )
+
+
+@jit
+def blocks_to_dense(block_sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, out):
+    """Scatter the block description of a symmetric matrix into the dense out (n x n)."""
+    nb = block_sizes.shape[0]
+    start = np.zeros(nb, dtype=np.int64)
+    for c in range(1, nb):
+        start[c] = start[c - 1] + block_sizes[c - 1]
+    out[:, :] = 0.0
+    for c in range(nb):
+        n = block_sizes[c]
+        for r in range(n):
+            for k in range(n):
+                out[start[c] + r, start[c] + k] = diag_values[diag_ptr[c] + r * n + k]
+    for e in range(edges.shape[0]):
+        a = edges[e, 0]
+        b = edges[e, 1]
+        na = block_sizes[a]
+        nb_ = block_sizes[b]
+        for r in range(nb_):
+            for k in range(na):
+                x = edge_values[edge_ptr[e] + r * na + k]
+                out[start[b] + r, start[a] + k] = x
+                out[start[a] + k, start[b] + r] = x
+
+
+@jit
+def cholesky_in_place(M, n):
+    """Lower Cholesky factor of the leading n x n of M, in place. Returns 0 on success, else 1 + failed pivot."""
+    for j in range(n):
+        d = M[j, j]
+        for k in range(j):
+            d -= M[j, k] * M[j, k]
+        if not (d > 0.0) or not math.isfinite(d):
+            return j + 1
+        d = math.sqrt(d)
+        M[j, j] = d
+        for i in range(j + 1, n):
+            acc = M[i, j]
+            for k in range(j):
+                acc -= M[i, k] * M[j, k]
+            M[i, j] = acc / d
+    return 0
+
+
+@jit
+def first_non_spd_block(clique_sizes, A_ptr, A_values):
+    """Index of the first A_c that is not symmetric positive definite (or −1 if all are SPD)."""
+    for c in range(clique_sizes.shape[0]):
+        n = clique_sizes[c]
+        p = A_ptr[c]
+        M = np.empty((n, n))
+        scale = 0.0
+        for r in range(n):
+            for k in range(n):
+                M[r, k] = A_values[p + r * n + k]
+                scale = max(scale, abs(M[r, k]))
+        for r in range(n):
+            for k in range(r):
+                if abs(M[r, k] - M[k, r]) > 1e-10 * scale:
+                    return c
+        if cholesky_in_place(M, n) != 0:
+            return c
+    return -1

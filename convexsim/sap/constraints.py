@@ -1,0 +1,111 @@
+"""Per-constraint dispatch: impulses γ, costs ℓ and Hessian blocks G for all constraints at once.
+
+Every constraint i has a kind code ``kind[i]`` (values of :class:`convexsim.model.ContactModel`) and a row of
+kernel parameters ``cpar[i, :8]`` computed once per step:
+
+* SAP (0):              (μ, Rt, Rn, v̂t1, v̂t2, v̂n, 0, 0)           see friction_cone.py
+* LAGGED (1) / SIMILAR (2): (μ, dt, k, d, fe0, n0, εs, v̂)           see hunt_crossley.py
+
+The batch kernels loop over constraints (O(nk)); the ray kernel is what the exact line search calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.sap.friction_cone import cone_hessian, cone_impulse_and_cost
+from convexsim.sap.hunt_crossley import hc_hessian, hc_impulse_and_cost
+
+KIND_SAP = 0
+KIND_LAGGED = 1
+KIND_SIMILAR = 2
+NPAR = 8
+"""Number of kernel parameters per constraint (columns of ``cpar``)."""
+
+
+@jit
+def impulse_and_cost(kind, p, vc0, vc1, vc2, gamma_out):
+    """γ of one constraint into gamma_out (3,); returns ℓ."""
+    if kind == KIND_SAP:
+        cost, region = cone_impulse_and_cost(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, gamma_out)
+        return cost
+    return hc_impulse_and_cost(
+        kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, gamma_out
+    )
+
+
+@jit
+def hessian_block(kind, p, vc0, vc1, vc2, G_out):
+    """G = −∂γ/∂vc of one constraint into G_out (3, 3)."""
+    if kind == KIND_SAP:
+        cone_hessian(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, G_out)
+    else:
+        hc_hessian(kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, G_out)
+
+
+@jit
+def eval_constraints(kind, cpar, vc, gamma_out, G_out, with_hessian):
+    """Impulses (and optionally Hessian blocks) of all constraints; returns Σ ℓ_i.
+
+    Args:
+        kind: (nk,) int64. cpar: (nk, 8). vc: (nk, 3) [m/s].
+        gamma_out: (nk, 3) [N·s], written. G_out: (nk, 3, 3), written if ``with_hessian``.
+    """
+    total = 0.0
+    for i in range(kind.shape[0]):
+        total += impulse_and_cost(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], gamma_out[i])
+        if with_hessian:
+            hessian_block(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], G_out[i])
+    return total
+
+
+@jit
+def eval_along_ray(kind, cpar, vc, dvc, alpha):
+    """Constraint part of the cost along v + α dv: (ℓ_R(α), dℓ_R/dα, d²ℓ_R/dα²).
+
+    ℓ_R(α) = Σ ℓ_i(vc_i + α dvc_i),  dℓ_R/dα = −Σ dvc_iᵀ γ_i,  d²ℓ_R/dα² = Σ dvc_iᵀ G_i dvc_i.  O(nk).
+    """
+    gamma = np.empty(3)
+    G = np.empty((3, 3))
+    ell = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for i in range(kind.shape[0]):
+        a0 = vc[i, 0] + alpha * dvc[i, 0]
+        a1 = vc[i, 1] + alpha * dvc[i, 1]
+        a2 = vc[i, 2] + alpha * dvc[i, 2]
+        ell += impulse_and_cost(kind[i], cpar[i], a0, a1, a2, gamma)
+        hessian_block(kind[i], cpar[i], a0, a1, a2, G)
+        for r in range(3):
+            d1 -= dvc[i, r] * gamma[r]
+            for c in range(3):
+                d2 += dvc[i, r] * G[r, c] * dvc[i, c]
+    return ell, d1, d2
+
+
+@jit
+def cost_along_ray(kind, cpar, vc, dvc, alpha):
+    """ℓ_R(α) and dℓ_R/dα only (no Hessian blocks), for the backtracking line search."""
+    gamma = np.empty(3)
+    ell = 0.0
+    d1 = 0.0
+    for i in range(kind.shape[0]):
+        a0 = vc[i, 0] + alpha * dvc[i, 0]
+        a1 = vc[i, 1] + alpha * dvc[i, 1]
+        a2 = vc[i, 2] + alpha * dvc[i, 2]
+        ell += impulse_and_cost(kind[i], cpar[i], a0, a1, a2, gamma)
+        for r in range(3):
+            d1 -= dvc[i, r] * gamma[r]
+    return ell, d1
+
+
+def constraint_impulse(kind: int, par, vc) -> tuple[float, np.ndarray, np.ndarray]:
+    """Python convenience for tests: (ℓ, γ (3,), G (3,3)) of one constraint with kernel parameters ``par``."""
+    par = np.ascontiguousarray(par, dtype=float)
+    kinds = np.array([kind], dtype=np.int64)
+    gamma = np.empty((1, 3))
+    G = np.empty((1, 3, 3))
+    vc = np.ascontiguousarray(vc, dtype=float).reshape(1, 3)
+    ell = eval_constraints(kinds, par.reshape(1, NPAR), vc, gamma, G, True)
+    return ell, gamma[0], G[0]

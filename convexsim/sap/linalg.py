@@ -1,0 +1,138 @@
+"""Newton-direction linear algebra: H dv = −∇ℓ with H = A + Jᵀ G J, block-sparse or dense.
+
+* Sparse path: H's nonzero blocks (one per clique, one per coupled clique pair) are assembled by
+  ``blocks.assemble_hessian_blocks`` and factored by ``convexsim.sap.block_sparse`` (fill-reducing ordering
+  and symbolic analysis once per solve, numeric block Cholesky every Newton iteration). If that module is
+  not usable, the same blocks are scattered into a dense matrix and factored densely (``sparse_fallback``).
+* Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by LAPACK. Kept
+  for small problems and as the test oracle of the sparse path.
+
+Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not numerically SPD.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim.sap import blocks
+
+
+def _block_sparse_module():
+    """The block-sparse Cholesky module if it is implemented, else None."""
+    try:
+        from convexsim.sap import block_sparse
+    except ImportError:
+        return None
+    try:
+        block_sparse.analyze(np.array([1], dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
+    except NotImplementedError:
+        return None
+    return block_sparse
+
+
+def block_sparse_available() -> bool:
+    """True when ``convexsim.sap.block_sparse`` is implemented (the sparse path is then the default)."""
+    return _block_sparse_module() is not None
+
+
+def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (ne, 2) of coupled clique pairs (a < b, unique) and the edge of each constraint (−1 if none)."""
+    two = constraint_cliques[:, 1] >= 0
+    pairs = np.sort(constraint_cliques[two], axis=1)
+    constraint_edge = -np.ones(constraint_cliques.shape[0], dtype=np.int64)
+    if pairs.shape[0] == 0:
+        return np.zeros((0, 2), dtype=np.int64), constraint_edge
+    edges, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    constraint_edge[two] = inverse.reshape(-1)
+    return np.ascontiguousarray(edges, dtype=np.int64), constraint_edge
+
+
+class SparseHessian:
+    """Block-sparse H = A + Jᵀ G J for one problem (analysis done once, at construction)."""
+
+    def __init__(self, problem, force_fallback: bool = False):
+        self.problem = problem
+        self.edges, self.constraint_edge = clique_graph(problem.constraint_cliques)
+        sizes = problem.clique_sizes
+        self.module = None if force_fallback else _block_sparse_module()
+        if self.module is not None:
+            self.sym = self.module.analyze(sizes, self.edges)
+            self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
+            self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
+        else:
+            self.sym = None
+            self.diag_ptr = np.concatenate([[0], np.cumsum(sizes * sizes)[:-1]]).astype(np.int64)
+            e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
+            self.edge_ptr = np.concatenate([[0], np.cumsum(e_sizes)[:-1]]).astype(np.int64)
+        e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
+        self.diag_values = np.zeros(int(np.sum(sizes * sizes)))
+        self.edge_values = np.zeros(int(np.sum(e_sizes)))
+
+    @property
+    def uses_block_sparse(self) -> bool:
+        """True when the block-sparse Cholesky (not the dense fallback) factors H."""
+        return self.module is not None
+
+    def assemble(self, G: np.ndarray) -> None:
+        """Fill the nonzero blocks of H for the Hessian blocks G (nk, 3, 3)."""
+        p = self.problem
+        blocks.assemble_hessian_blocks(
+            p.clique_sizes, p.A_ptr, p.A_values, p.constraint_cliques, p.J_ptr, p.J_values, G,
+            self.constraint_edge, self.diag_ptr, self.edge_ptr, self.diag_values, self.edge_values,
+        )
+
+    def dense(self) -> np.ndarray:
+        """Dense H from the assembled blocks (for tests and the fallback)."""
+        n = self.problem.nv
+        out = np.empty((n, n))
+        blocks.blocks_to_dense(
+            self.problem.clique_sizes, self.edges, self.diag_ptr, self.edge_ptr, self.diag_values,
+            self.edge_values, out,
+        )
+        return out
+
+    def factor_and_solve(self, G: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Solve H x = rhs; returns (x, ok)."""
+        self.assemble(G)
+        if self.module is None:
+            return _dense_cholesky_solve(self.dense(), rhs)
+        try:
+            fac = self.module.factor(self.sym, self.diag_values, self.edge_values)
+        except np.linalg.LinAlgError:
+            return np.full_like(rhs, np.nan), False
+        x = np.asarray(self.module.solve(self.sym, fac, rhs), dtype=float)
+        return x, bool(np.all(np.isfinite(x)))
+
+
+class DenseHessian:
+    """Dense H = A + Jᵀ G J from dense A (nv, nv) and J (3 nk, nv) (the reference path)."""
+
+    def __init__(self, problem):
+        self.A = problem.A_dense()
+        self.J = problem.J_dense()
+        self.nk = problem.nk
+
+    def matrix(self, G: np.ndarray) -> np.ndarray:
+        """H for Hessian blocks G (nk, 3, 3)."""
+        J3 = self.J.reshape(self.nk, 3, -1)
+        GJ = np.einsum("irc,icn->irn", G, J3).reshape(3 * self.nk, -1)
+        H = self.A + self.J.T @ GJ
+        return 0.5 * (H + H.T)
+
+    def factor_and_solve(self, G: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Solve H x = rhs; returns (x, ok)."""
+        return _dense_cholesky_solve(self.matrix(G), rhs)
+
+
+def _dense_cholesky_solve(H: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
+    if not np.all(np.isfinite(H)):
+        return np.full_like(rhs, np.nan), False
+    try:
+        L = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return np.full_like(rhs, np.nan), False
+    from scipy.linalg import solve_triangular
+
+    y = solve_triangular(L, rhs, lower=True, check_finite=False)
+    x = solve_triangular(L.T, y, lower=False, check_finite=False)
+    return x, bool(np.all(np.isfinite(x)))

@@ -1,0 +1,279 @@
+"""The SAP solver: Newton's method with exact line search on the strictly convex cost (sap-math.md §4).
+
+    min_v ℓ(v) = ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v)
+    ∇ℓ = A (v − v*) − Jᵀ γ(v)        (the momentum residual),      H = A + Jᵀ G J,   G = blkdiag(G_i)
+
+Each iteration: evaluate γ_i, G_i (numba, O(nk)); stop if ‖D ∇ℓ‖ ≤ ε_a + ε_r max(‖D A v‖, ‖D Jᵀγ‖) with
+D = diag(A)^(−1/2) (checked before any factorization, so an optimal guess costs 0 iterations) or if the cost
+stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (block-sparse Cholesky), line-search α
+along dv in O(nk) per evaluation, v ← v + α dv. Castro, Permenter & Han, IEEE T-RO 2023, arXiv:2110.10107.
+
+The loop is Python orchestrating numba kernels (one call per stage, each looping over constraints or
+blocks); failures are statuses in the result, turned into a warning or exception by :func:`solve`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from convexsim.sap import blocks
+from convexsim.sap._validate import check_finite, check_positive
+from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
+from convexsim.sap.linalg import DenseHessian, SparseHessian, block_sparse_available
+from convexsim.sap.linesearch import LS_OK, backtracking_line_search, exact_line_search
+from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
+from convexsim.sap.types import SapConvergenceWarning, SapParameters, SapResult, SapSolverError, SapStatus
+
+_LS_MESSAGES = {1: "not a descent direction", 2: "non-finite cost or derivative", 3: "no convergence"}
+
+
+def solve(problem: ContactProblem, v_guess=None, *, params: SapParameters | None = None) -> SapResult:
+    """Solve one SAP problem.
+
+    Args:
+        problem: the ContactProblem (validated at construction).
+        v_guess: initial velocities (nv,), e.g. the previous step's v; default v*.
+        params: SapParameters (defaults as Drake's).
+
+    Returns:
+        SapResult with v, gamma (nk, 3) in contact frames (normal last), vc, j = Jᵀγ, status, statistics.
+        On failure the last iterate is returned with a non-CONVERGED status and, depending on
+        ``params.on_failure``, a SapConvergenceWarning or a SapSolverError.
+
+    Example:
+        >>> import numpy as np
+        >>> from convexsim.sap import ContactProblem, solve
+        >>> # 1 kg point mass resting on the ground for one step, dt = 0.01 s, k = 1e4 N/m
+        >>> p = ContactProblem.from_dense(np.eye(3), [0, 0, -0.0981], np.eye(3), dt=0.01, mu=0.5, k=1e4,
+        ...                               tau_d=0.01, phi0=-9.81e-4, beta=0.0)
+        >>> r = solve(p)
+        >>> bool(r.converged), round(float(r.gamma[0, 2]), 4)
+        (True, 0.0981)
+    """
+    params = params or SapParameters()
+    w = delassus_diagonal(problem)
+    kind, cpar, R, v_hat = constraint_kernel_data(problem, w)
+    return _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params)
+
+
+def solve_dense(
+    A,
+    v_star,
+    J,
+    mu,
+    R,
+    v_hat,
+    *,
+    v_guess=None,
+    rel_tolerance: float = 1e-6,
+    abs_tolerance: float = 1e-14,
+    max_iterations: int = 100,
+    line_search: str = "exact",
+) -> SapResult:
+    """Solve a SAP problem with friction-cone constraints given directly by their regularization.
+
+    min_v ½ (v − v*)ᵀ A (v − v*) + Σ_i ½ ‖P_F(R_i⁻¹(v̂_i − J_i v))‖²_{R_i}   (dense linear algebra)
+
+    Args:
+        A: SPD matrix (nv, nv) [kg, kg·m, kg·m²].
+        v_star: free-motion velocities (nv,).
+        J: constraint Jacobian (3 nc, nv), rows (t1, t2, n) per contact.
+        mu: friction coefficients, scalar or (nc,), ≥ 0.
+        R: regularization rows (Rt, Rt, Rn) > 0, shape (nc, 3) (see :func:`contact_regularization`).
+        v_hat: bias velocities (nc, 3) [m/s].
+        v_guess: initial guess (nv,), default v*.
+        rel_tolerance, abs_tolerance, max_iterations, line_search: as in SapParameters.
+
+    Returns:
+        SapResult (``.v``, ``.gamma`` (nc, 3), ``.converged``, ``.iterations``, ...). Failures warn.
+    """
+    problem = ContactProblem.from_dense(A, v_star, J, mu=mu, k=1.0, model="sap")
+    nk = problem.nk
+    R = check_positive("R", np.asarray(R, dtype=float))
+    v_hat = check_finite("v_hat", np.asarray(v_hat, dtype=float))
+    for name, a in (("R", R), ("v_hat", v_hat)):
+        if a.shape != (nk, 3):
+            raise ValueError(f"{name} must have shape ({nk}, 3), got {a.shape}")
+    if np.any(R[:, 0] != R[:, 1]):
+        raise ValueError("R: the two tangential entries R[:, 0] and R[:, 1] must be equal (isotropic friction)")
+    cpar = np.zeros((nk, NPAR))
+    cpar[:, 0] = problem.mu
+    cpar[:, 1] = R[:, 0]
+    cpar[:, 2] = R[:, 2]
+    cpar[:, 3:6] = v_hat
+    kind = np.full(nk, KIND_SAP, dtype=np.int64)
+    params = SapParameters(
+        rel_tolerance=rel_tolerance, abs_tolerance=abs_tolerance, max_iterations=max_iterations,
+        line_search=line_search, linear_solver="dense",
+    )
+    return _solve_kernel_data(problem, kind, cpar, delassus_diagonal(problem), R, v_hat, v_guess, params)
+
+
+def _make_hessian(problem: ContactProblem, params: SapParameters):
+    choice = params.linear_solver
+    if choice == "auto":
+        choice = "sparse" if block_sparse_available() else "dense"
+    return SparseHessian(problem) if choice == "sparse" else DenseHessian(problem)
+
+
+def _initial_guess(problem: ContactProblem, v_guess) -> np.ndarray:
+    if v_guess is None:
+        return problem.v_star.copy()
+    v = np.array(v_guess, dtype=float).reshape(-1)
+    if v.shape != (problem.nv,):
+        raise ValueError(f"v_guess must have shape ({problem.nv},), got {v.shape}")
+    return check_finite("v_guess", v).copy()
+
+
+def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapParameters) -> SapResult:
+    v = _initial_guess(problem, v_guess)
+    if problem.nk == 0:  # no constraints: v = v*, nothing to iterate
+        z = np.zeros(0)
+        return SapResult(
+            problem.v_star.copy(), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(problem.nv), SapStatus.CONVERGED,
+            0, 0, 0.0, np.zeros(1), np.ones(1), np.zeros(1), np.zeros(1), True, False, z, np.zeros((0, 3)),
+            np.zeros((0, 3)),
+        )
+    run = _NewtonRun(problem, kind, cpar, params)
+    status, message = run.iterate(v)
+    result = SapResult(
+        v=run.v, gamma=run.gamma.copy(), vc=run.vc.copy(), j=run.jc.copy(), status=status,
+        iterations=run.iterations, line_search_evaluations=run.ls_evaluations, cost=run.cost[-1],
+        cost_history=np.array(run.cost), alpha=np.array(run.alpha), momentum_residual=np.array(run.residual),
+        momentum_scale=np.array(run.scale), optimality_reached=run.optimality_reached,
+        cost_criterion_reached=run.cost_criterion_reached, w=w, R=R, v_hat=v_hat, message=message,
+    )
+    _report_failure(result, params)
+    return result
+
+
+def _report_failure(result: SapResult, params: SapParameters) -> None:
+    if result.converged or params.on_failure == "ignore":
+        return
+    text = f"SAP solver failed ({result.status.name}) after {result.iterations} iterations: {result.message}"
+    if params.on_failure == "raise":
+        raise SapSolverError(text)
+    warnings.warn(text, SapConvergenceWarning, stacklevel=3)
+
+
+class _NewtonRun:
+    """Work arrays and statistics of one Newton solve (internal)."""
+
+    def __init__(self, problem: ContactProblem, kind, cpar, params: SapParameters):
+        self.p = problem
+        self.kind = kind
+        self.cpar = np.ascontiguousarray(cpar)
+        self.params = params
+        nv, nk = problem.nv, problem.nk
+        self.vc = np.empty((nk, 3))
+        self.dvc = np.empty((nk, 3))
+        self.gamma = np.empty((nk, 3))
+        self.G = np.empty((nk, 3, 3))
+        self.Av = np.empty(nv)
+        self.jc = np.empty(nv)
+        self.dp = np.empty(nv)
+        self.p_star = self._A(problem.v_star, np.empty(nv))
+        diag_idx = np.concatenate(
+            [p + np.arange(n) * (n + 1) for p, n in zip(problem.A_ptr, problem.clique_sizes)]
+        )
+        self.D = 1.0 / np.sqrt(problem.A_values[diag_idx])
+        self.hessian = None
+        self.cost, self.alpha, self.residual, self.scale = [], [1.0], [], []
+        self.iterations = 0
+        self.ls_evaluations = 0
+        self.optimality_reached = False
+        self.cost_criterion_reached = False
+
+    def _A(self, x, out):
+        p = self.p
+        blocks.block_diag_matvec(p.clique_start, p.clique_sizes, p.A_ptr, p.A_values, x, out)
+        return out
+
+    def _J(self, x, out):
+        p = self.p
+        blocks.constraint_velocities(p.clique_start, p.clique_sizes, p.constraint_cliques, p.J_ptr, p.J_values, x, out)
+        return out
+
+    def _evaluate(self, v):
+        """γ, G, ∇ℓ and ℓ at v; returns (ell, ell_A, grad)."""
+        p = self.p
+        self._J(v, self.vc)
+        ell_r = eval_constraints(self.kind, self.cpar, self.vc, self.gamma, self.G, True)
+        self._A(v, self.Av)
+        blocks.generalized_impulses(
+            p.clique_start, p.clique_sizes, p.constraint_cliques, p.J_ptr, p.J_values, self.gamma, self.jc
+        )
+        grad = self.Av - self.p_star - self.jc
+        ell_a = 0.5 * float(np.dot(v - p.v_star, self.Av - self.p_star))
+        return ell_a + ell_r, ell_a, grad
+
+    def _cost_stalled(self, ell, ell_prev) -> bool:
+        prm = self.params
+        tol = prm.cost_abs_tolerance + prm.cost_rel_tolerance * 0.5 * (abs(ell) + abs(ell_prev))
+        return abs(ell_prev - ell) < tol and self.alpha[-1] > 0.5
+
+    def iterate(self, v: np.ndarray) -> tuple[SapStatus, str]:
+        """Run Newton from v (modified in place); returns (status, message)."""
+        prm = self.params
+        self.v = v
+        ell_prev = np.inf
+        while True:
+            ell, ell_a, grad = self._evaluate(v)
+            r = float(np.linalg.norm(self.D * grad))
+            s = max(float(np.linalg.norm(self.D * self.Av)), float(np.linalg.norm(self.D * self.jc)))
+            self.cost.append(ell)
+            self.residual.append(r)
+            self.scale.append(s)
+            if not (np.isfinite(ell) and np.isfinite(r)):
+                return SapStatus.LINE_SEARCH_FAILED, "non-finite cost or gradient"
+            self.optimality_reached = r <= prm.abs_tolerance + prm.rel_tolerance * s
+            if self.iterations > 0:
+                self.cost_criterion_reached = self._cost_stalled(ell, ell_prev)
+            if self.optimality_reached or self.cost_criterion_reached:
+                return SapStatus.CONVERGED, ""
+            if self.iterations >= prm.max_iterations:
+                return SapStatus.MAX_ITERATIONS, (
+                    f"momentum residual {r:.3e} > {prm.abs_tolerance:.1e} + {prm.rel_tolerance:.1e} * {s:.3e}"
+                )
+            status, message = self._newton_step(v, grad, ell_a)
+            if status != SapStatus.CONVERGED:  # v unchanged: repeat its statistics so arrays stay aligned
+                if self.iterations + 1 > len(self.alpha):
+                    self.alpha.append(0.0)
+                    self.cost.append(ell)
+                    self.residual.append(r)
+                    self.scale.append(s)
+                return status, message
+            ell_prev = ell
+
+    def _newton_step(self, v, grad, ell_a) -> tuple[SapStatus, str]:
+        prm = self.params
+        if self.hessian is None:  # ordering / symbolic analysis once per solve, only if needed
+            self.hessian = _make_hessian(self.p, prm)
+        dv, ok = self.hessian.factor_and_solve(self.G, -grad)
+        if not ok:
+            return SapStatus.FACTORIZATION_FAILED, "the Hessian A + Jᵀ G J is not numerically SPD"
+        self._A(dv, self.dp)
+        self._J(dv, self.dvc)
+        a2 = float(np.dot(dv, self.dp))
+        if not a2 > 0.0:
+            return SapStatus.FACTORIZATION_FAILED, f"dvᵀ A dv = {a2!r} is not positive"
+        a1 = float(np.dot(self.dp, v - self.p.v_star))
+        if prm.line_search == "exact":
+            alpha, nev, code = exact_line_search(
+                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, prm.exact_alpha_max,
+                prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
+            )
+        else:
+            alpha, nev, code = backtracking_line_search(
+                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, 1.0 / prm.rho,
+                prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
+            )
+        self.ls_evaluations += int(nev)
+        self.iterations += 1
+        if code != LS_OK:
+            return SapStatus.LINE_SEARCH_FAILED, f"{prm.line_search} line search: {_LS_MESSAGES[int(code)]}"
+        v += alpha * dv
+        self.alpha.append(float(alpha))
+        return SapStatus.CONVERGED, ""

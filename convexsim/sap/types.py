@@ -1,0 +1,131 @@
+"""SAP solver parameters, statuses and results (sap-math.md §4.1, §4.6)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SapStatus(enum.IntEnum):
+    """Outcome of a SAP solve (kernels return these codes as ints)."""
+
+    CONVERGED = 0
+    MAX_ITERATIONS = 1
+    LINE_SEARCH_FAILED = 2
+    FACTORIZATION_FAILED = 3
+
+
+class SapSolverError(RuntimeError):
+    """Raised when a solve fails and ``SapParameters.on_failure == "raise"``."""
+
+
+class SapConvergenceWarning(RuntimeWarning):
+    """Warned when a solve fails and ``SapParameters.on_failure == "warn"`` (the default)."""
+
+
+@dataclass(frozen=True)
+class SapParameters:
+    """Parameters of the SAP Newton solver (defaults as Drake's SapSolverParameters).
+
+    Attributes:
+        rel_tolerance: ε_r (dimensionless): stop when r ≤ ε_a + ε_r·s, r = ‖D(A(v−v*) − Jᵀγ)‖,
+            s = max(‖D A v‖, ‖D Jᵀγ‖), D = diag(A)^(−1/2).
+        abs_tolerance: ε_a [sqrt(J)] of the same rule.
+        cost_abs_tolerance: [J] cost-stall rule: stop when |Δℓ| < cost_abs + cost_rel·(|ℓ|+|ℓ_prev|)/2 and α > 0.5.
+        cost_rel_tolerance: dimensionless, see cost_abs_tolerance.
+        max_iterations: Newton iterations (factorizations) allowed; 0 only checks the guess.
+        line_search: "exact" (Newton–bisection on dℓ/dα, default) or "backtracking" (Armijo).
+        exact_max_iterations: line-search evaluations allowed in the exact search.
+        exact_alpha_max: largest step of the exact search (1.5).
+        backtracking_max_iterations: trials allowed in the backtracking search.
+        armijo: Armijo parameter c of the backtracking search.
+        rho: step reduction factor of the backtracking search; its first trial is α = 1/ρ.
+        relative_slop: monotonicity slop (≈ 1000 machine ε).
+        linear_solver: "sparse" (block-sparse Cholesky), "dense" (dense H, the test oracle), or "auto"
+            (sparse when ``convexsim.sap.block_sparse`` is available, else dense).
+        on_failure: "warn" (SapConvergenceWarning), "raise" (SapSolverError) or "ignore"; the status is always
+            in the result.
+    """
+
+    rel_tolerance: float = 1e-6
+    abs_tolerance: float = 1e-14
+    cost_abs_tolerance: float = 1e-30
+    cost_rel_tolerance: float = 1e-15
+    max_iterations: int = 100
+    line_search: str = "exact"
+    exact_max_iterations: int = 100
+    exact_alpha_max: float = 1.5
+    backtracking_max_iterations: int = 40
+    armijo: float = 1e-4
+    rho: float = 0.8
+    relative_slop: float = 1000 * float(np.finfo(float).eps)
+    linear_solver: str = "auto"
+    on_failure: str = "warn"
+
+    def __post_init__(self):
+        for name in ("rel_tolerance", "abs_tolerance", "cost_abs_tolerance", "cost_rel_tolerance"):
+            x = getattr(self, name)
+            if not (np.isfinite(x) and x >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+        if int(self.max_iterations) != self.max_iterations or self.max_iterations < 0:
+            raise ValueError(f"max_iterations must be an integer >= 0, got {self.max_iterations!r}")
+        if self.line_search not in ("exact", "backtracking"):
+            raise ValueError(f"line_search must be 'exact' or 'backtracking', got {self.line_search!r}")
+        if self.linear_solver not in ("auto", "sparse", "dense"):
+            raise ValueError(f"linear_solver must be 'auto', 'sparse' or 'dense', got {self.linear_solver!r}")
+        if self.on_failure not in ("warn", "raise", "ignore"):
+            raise ValueError(f"on_failure must be 'warn', 'raise' or 'ignore', got {self.on_failure!r}")
+        if not (self.exact_alpha_max > 0 and 0 < self.rho < 1 and 0 < self.armijo < 1):
+            raise ValueError("need exact_alpha_max > 0, 0 < rho < 1 and 0 < armijo < 1")
+
+
+@dataclass(frozen=True)
+class SapResult:
+    """Result of one SAP solve.
+
+    Attributes:
+        v: next generalized velocities [m/s, rad/s], shape (nv,).
+        gamma: impulses per constraint in the contact frame, normal last [N·s], shape (nk, 3).
+        vc: constraint velocities J v, normal last [m/s], shape (nk, 3).
+        j: generalized impulses Jᵀγ [N·s, N·m·s], shape (nv,); generalized contact forces are j/dt.
+        status: SapStatus.
+        iterations: Newton iterations (factorizations) performed.
+        line_search_evaluations: total cost evaluations of the line searches.
+        cost: ℓ(v) at the returned v [J].
+        cost_history: ℓ at the start of every iteration and at the end, shape (iterations + 1,).
+        alpha: step length per iteration (alpha[0] = 1 by convention), shape (iterations + 1,).
+        momentum_residual: r = ‖D(A(v−v*) − Jᵀγ)‖ per iteration [sqrt(J)], shape (iterations + 1,).
+        momentum_scale: s = max(‖D A v‖, ‖D Jᵀγ‖) per iteration [sqrt(J)], shape (iterations + 1,).
+        optimality_reached: the momentum-residual criterion was met.
+        cost_criterion_reached: the cost-stall criterion was met.
+        w: Delassus diagonal estimate per constraint [1/kg], shape (nk,).
+        R: regularization (Rt, Rt, Rn) of "sap" constraints (zeros for Hunt–Crossley ones), shape (nk, 3).
+        v_hat: bias velocity of "sap" constraints [m/s], shape (nk, 3).
+        message: empty on success, else what went wrong.
+    """
+
+    v: np.ndarray
+    gamma: np.ndarray
+    vc: np.ndarray
+    j: np.ndarray
+    status: SapStatus
+    iterations: int
+    line_search_evaluations: int
+    cost: float
+    cost_history: np.ndarray
+    alpha: np.ndarray
+    momentum_residual: np.ndarray
+    momentum_scale: np.ndarray
+    optimality_reached: bool
+    cost_criterion_reached: bool
+    w: np.ndarray
+    R: np.ndarray
+    v_hat: np.ndarray
+    message: str = ""
+
+    @property
+    def converged(self) -> bool:
+        """True iff status is CONVERGED."""
+        return self.status == SapStatus.CONVERGED
