@@ -53,7 +53,7 @@ def _normalize_quaternion(q: tuple[float, float, float, float]) -> tuple[float, 
     """Return q/|q| when |1 - |q|| < QUATERNION_NORM_TOLERANCE; otherwise raise ValueError."""
     norm = math.sqrt(sum(c * c for c in q))
     if norm == 0.0:
-        raise ValueError("quaternion (w, x, y, z) must be a unit quaternion; got the zero quaternion")
+        raise ValueError("quaternion (w, x, y, z) must be a unit quaternion; the zero quaternion is not a rotation")
     if abs(1.0 - norm) >= QUATERNION_NORM_TOLERANCE:
         raise ValueError(
             f"quaternion (w, x, y, z) must be a unit quaternion (|q| within {QUATERNION_NORM_TOLERANCE:g} "
@@ -66,8 +66,8 @@ def _check_name(name: str) -> str:
     """Names are non-empty and free of '.', '=', '[', ']' and whitespace (they appear in dotted paths)."""
     if not name or any(c in name for c in ".=[]") or any(c.isspace() for c in name):
         raise ValueError(
-            f"name must be non-empty without '.', '=', '[', ']' or whitespace (it is used in dotted "
-            f"override paths); got {name!r}"
+            "name must be non-empty without '.', '=', '[', ']' or whitespace (it is used in dotted "
+            "override paths)"
         )
     return name
 
@@ -75,7 +75,7 @@ def _check_name(name: str) -> str:
 def _check_color(c: tuple[float, ...]) -> tuple[float, ...]:
     """Colors are RGB or RGBA with components in [0, 1]."""
     if len(c) not in (3, 4) or any(not 0.0 <= x <= 1.0 for x in c):
-        raise ValueError(f"color must be RGB or RGBA with components in [0, 1]; got {list(c)}")
+        raise ValueError("color must be RGB or RGBA with components in [0, 1]")
     return c
 
 
@@ -96,7 +96,7 @@ def _parse_inertia(value: Any) -> Any:
     except (TypeError, ValueError):
         raise ValueError(f"{msg}; got {value!r}") from None
     if isinstance(value, (str, bytes)) or arr.shape not in ((3,), (3, 3)) or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{msg}; got {value!r}")
+        raise ValueError(msg)
     if arr.shape == (3,):
         return tuple(float(x) for x in arr)
     return tuple(tuple(float(x) for x in row) for row in arr)

@@ -1,0 +1,128 @@
+"""Malformed scene files are rejected with messages that name the file, the field path and the value.
+
+Each file in tests/scene/bad/ says in its header (``# expect: <field path>``) which field path the
+error must name.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from convexsim.scene import SceneError, load_scene, scene_from_yaml, validate_scene_file
+
+BAD_DIR = Path(__file__).parent / "bad"
+BAD_FILES = sorted(BAD_DIR.glob("*.yaml"))
+
+
+def expected_path(path: Path) -> str:
+    """The field path named by the file's '# expect:' header line."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"#\s*expect:\s*(\S+)", line)
+        if m:
+            return m.group(1)
+    raise AssertionError(f"{path} has no '# expect: <field path>' header line")
+
+
+def names_path(message: str, field_path: str) -> bool:
+    """True when ``message`` names exactly ``field_path`` (not a longer path that starts with it)."""
+    return re.search(r"(^|[\s:])" + re.escape(field_path) + r"($|[\s:])", message) is not None
+
+
+def test_there_are_at_least_20_bad_files():
+    assert len(BAD_FILES) >= 20
+
+
+@pytest.mark.parametrize("path", BAD_FILES, ids=[p.stem for p in BAD_FILES])
+def test_bad_scene_is_rejected_naming_the_field_path(path: Path):
+    field_path = expected_path(path)
+    problems = validate_scene_file(path)
+    assert problems, f"{path.name} was accepted"
+    assert all(p.startswith(str(path)) for p in problems), problems  # every message names the file
+    assert any(names_path(p, field_path) for p in problems), f"no message names {field_path!r}: {problems}"
+    with pytest.raises(SceneError) as info:
+        load_scene(path)
+    assert names_path(str(info.value), field_path)
+
+
+def test_names_path_is_exact():
+    # The matcher itself must be able to fail: a longer path is not the expected one.
+    assert names_path("f.yaml:3: bodies[0].mass (body 'b'): bad", "bodies[0].mass")
+    assert not names_path("f.yaml:3: bodies[0].masss: bad", "bodies[0].mass")
+    assert not names_path("f.yaml:3: bodies[10].mass: bad", "bodies[1].mass")
+
+
+MANY_PROBLEMS = """\
+name: many
+time_step: -1
+gravity: [0, 0, .nan]
+contact_model: soft
+solver: {sigmaa: 1}
+materials:
+  rubber: {friction: -1}
+bodies:
+  - {name: ground, fixed: true, linear_velocity: [1, 0, 0], geometries: [{shape: halfspace}]}
+  - {name: ball, mass: 0, quaternion: [0, 0, 0, 0], geometries: [{shape: sphere, radius: -0.1}]}
+  - {name: ball, mass: 1, inertia: [1, 1, 3], geometries: [{shape: sphere, size: [1, 1, 1], material: steel}]}
+  - {name: box, mass: 1, geometries: [{shape: box}, {shape: halfspace}]}
+grids:
+  - {name: pile, counts: [2, 0, 1], spacing: [1, 1, 1], template: {mass: 1, geometries: [{shape: sphere, radius: 0.1}]}}
+"""
+
+
+def test_all_problems_are_reported_at_once():
+    with pytest.raises(SceneError) as info:
+        scene_from_yaml(MANY_PROBLEMS, source="many.yaml")
+    problems = info.value.problems
+    expected = [
+        "time_step",
+        "gravity[2]",
+        "contact_model",
+        "solver.sigmaa",
+        "materials.rubber.friction",
+        "bodies[0].linear_velocity",
+        "bodies[1].mass",
+        "bodies[1].quaternion",
+        "bodies[1].geometries[0].radius",
+        "bodies[2].name",
+        "bodies[2].inertia",
+        "bodies[2].geometries[0].radius",
+        "bodies[2].geometries[0].size",
+        "bodies[2].geometries[0].material",
+        "bodies[3].geometries[0].size",
+        "bodies[3].geometries[1].shape",
+        "grids[0].counts[1]",
+    ]
+    for field_path in expected:
+        assert any(names_path(p, field_path) for p in problems), f"{field_path} missing from {problems}"
+    assert len(problems) == len(expected), problems
+
+
+def test_messages_give_value_and_allowed_values():
+    with pytest.raises(SceneError) as info:
+        scene_from_yaml("contact_model: soft\nsolver: {sigmaa: 1}\ntime_step: -1\n", source="s.yaml")
+    text = str(info.value)
+    assert "'soft'" in text and "'sap', 'lagged' or 'similar'" in text  # bad value and the allowed set
+    assert "did you mean 'sigma'?" in text and "allowed keys here:" in text
+    assert "(got -1)" in text and "[s]" in text  # value and unit of time_step
+    assert "s.yaml:1: contact_model" in text  # file and line number
+
+
+def test_unreadable_and_invalid_yaml_files(tmp_path):
+    assert "cannot read" in validate_scene_file(tmp_path / "missing.yaml")[0]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nbodies: [\n  {name: a\n", encoding="utf-8")
+    (problem,) = validate_scene_file(broken)
+    assert problem.startswith(f"{broken}:") and "invalid YAML" in problem
+    top = tmp_path / "list.yaml"
+    top.write_text("- 1\n- 2\n", encoding="utf-8")
+    assert "mapping" in validate_scene_file(top)[0]
+
+
+def test_near_unit_quaternion_is_normalized_and_far_one_rejected():
+    ok = scene_from_yaml("bodies: [{name: b, mass: 1, quaternion: [1.0005, 0, 0, 0], geometries: [{shape: sphere, radius: 1}]}]")
+    assert ok.bodies[0].quaternion == (1.0, 0.0, 0.0, 0.0)
+    with pytest.raises(SceneError, match=r"bodies\[0\]\.quaternion"):
+        scene_from_yaml("bodies: [{name: b, mass: 1, quaternion: [1.002, 0, 0, 0], geometries: [{shape: sphere, radius: 1}]}]")
