@@ -94,7 +94,7 @@ def _parse_inertia(value: Any) -> Any:
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"{msg}; got {value!r}") from None
+        raise ValueError(msg) from None
     if isinstance(value, (str, bytes)) or arr.shape not in ((3,), (3, 3)) or not np.all(np.isfinite(arr)):
         raise ValueError(msg)
     if arr.shape == (3,):
