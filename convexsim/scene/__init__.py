@@ -20,6 +20,7 @@ from convexsim.scene.load import (
     scene_from_dict,
     scene_from_yaml,
     validate_scene_file,
+    with_overrides,
 )
 from convexsim.scene.schema import (
     BodySpec,
@@ -95,6 +96,7 @@ __all__ = [
     "apply_overrides",
     "dump_scene",
     "validate_scene_file",
+    "with_overrides",
     "compile_scene",
     "expand_bodies",
     "inertia_from_shapes",

@@ -89,17 +89,21 @@ def expand_grid(grid: GridSpec) -> list[BodySpec]:
     rng = np.random.default_rng(grid.seed)
     offsets = rng.uniform(-grid.jitter, grid.jitter, (n, 3)) if grid.jitter > 0 else np.zeros((n, 3))
     rotations = _random_quaternions(rng, n) if grid.random_orientation else None
-    base = grid.template.model_dump()
-    origin = np.asarray(grid.origin) + np.asarray(grid.template.position)
-    spacing = np.asarray(grid.spacing)
+    template = grid.template
+    base = {f: getattr(template, f) for f in type(template).model_fields}
+    origin = np.asarray(grid.origin) + np.asarray(template.position)
+    ix, iy, iz = np.arange(n) % nx, (np.arange(n) // nx) % ny, np.arange(n) // (nx * ny)
+    positions = origin + np.asarray(grid.spacing) * np.stack([ix, iy, iz], 1) + offsets
     bodies = []
     for i in range(n):
-        ix, iy, iz = i % nx, (i // nx) % ny, i // (nx * ny)
-        p = origin + spacing * (ix, iy, iz) + offsets[i]
-        d = dict(base, name=f"{grid.name}_{i}", position=tuple(float(c) for c in p))
+        quat = template.quaternion
         if rotations is not None:
-            d["quaternion"] = _quat_multiply(tuple(rotations[i]), grid.template.quaternion)
-        bodies.append(BodySpec.model_validate(d))
+            quat = np.asarray(_quat_multiply(tuple(rotations[i]), template.quaternion))
+            quat = tuple(float(c) for c in quat / np.linalg.norm(quat))
+        fields = dict(base, name=f"{grid.name}_{i}", position=tuple(float(c) for c in positions[i]), quaternion=quat)
+        # The template is validated; the computed fields are finite with unit quaternions, so no re-validation.
+        # Grid bodies share the template's geometry list (compile_scene caches their inertia by it).
+        bodies.append(BodySpec.model_construct(**fields))
     return bodies
 
 
@@ -239,12 +243,16 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     q = np.zeros((nbody, 7))
     v = np.zeros((nbody, 6))
     geoms: list[tuple[int, GeometrySpec, tuple[float, float, float, float]]] = []
+    inertia_cache: dict[tuple, np.ndarray] = {}  # grid bodies share (mass, inertia, geometries)
     n_moving = 0
     for b, body in enumerate(bodies):
         where = f"bodies '{body.name}'"
         body_fixed[b] = body.fixed
         body_mass[b] = body.mass if body.mass is not None else 0.0
-        body_inertia[b] = _body_inertia(body, where)
+        key = (body.mass, body.inertia, id(body.geometries))
+        if key not in inertia_cache:
+            inertia_cache[key] = _body_inertia(body, where)
+        body_inertia[b] = inertia_cache[key]
         q[b, :3] = body.position
         q[b, 3:] = body.quaternion
         if body.fixed:

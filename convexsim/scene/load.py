@@ -415,6 +415,17 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = 
     return scene_from_dict(data, source, overrides, _node=node)
 
 
+def with_overrides(spec: SceneSpec, overrides: dict[str, Any] | list[str] | None, source: str | None = None) -> SceneSpec:
+    """A new, validated SceneSpec: ``spec`` with dotted-path overrides applied (see apply_overrides).
+
+    Example: ``with_overrides(spec, {"materials.default.stiffness": 1e5, "solver.sigma": 1e-4})``.
+    """
+    if not overrides:
+        return spec
+    data = spec.model_dump(mode="json", exclude_none=True)
+    return scene_from_dict(data, source or f"<scene {spec.name!r}>", overrides)
+
+
 def _ordered(d: dict, first: tuple[str, ...]) -> dict:
     """Same mapping with the keys in ``first`` moved to the front."""
     return {**{k: d[k] for k in first if k in d}, **{k: v for k, v in d.items() if k not in first}}
@@ -453,4 +464,5 @@ __all__ = [
     "apply_overrides",
     "dump_scene",
     "validate_scene_file",
+    "with_overrides",
 ]

@@ -132,9 +132,10 @@ def check_inertia(inertia_3x3: np.ndarray) -> str | None:
 
 
 class _Spec(BaseModel):
-    """Base of all scene models: unknown keys and NaN/inf are errors."""
+    """Base of all scene models: unknown keys and NaN/inf are errors; instances are immutable
+    (change a scene with ``convexsim.scene.with_overrides`` or ``model_copy(update=...)``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True, frozen=True)
 
 
 # ---------------------------------------------------------------------------------------------

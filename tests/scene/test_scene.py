@@ -23,6 +23,7 @@ from convexsim.scene import (
     scene_from_yaml,
     shipped_scene_path,
     validate_scene_file,
+    with_overrides,
 )
 from convexsim.scene.compile import inertia_from_shapes, quat_to_matrix
 from convexsim.scene.schema import GeometrySpec
@@ -417,3 +418,15 @@ def test_box_slide_scene_matches_its_header():
     # Pair friction of the box and ground materials by the combination rule: 2μAμB/(μA+μB) = 0.5.
     mu = model.material_friction[model.geom_material]
     assert math.isclose(2 * mu[0] * mu[1] / (mu[0] + mu[1]), 0.5)
+
+
+def test_with_overrides_returns_a_new_validated_spec_and_specs_are_immutable():
+    spec = load_scene(shipped_scene_path("sphere_drop"))
+    heavier = with_overrides(spec, ["bodies.ball.mass=5", "materials.default.stiffness=2e5"])
+    assert heavier.bodies[1].mass == 5.0 and heavier.materials["default"].stiffness == 2e5
+    assert spec.bodies[1].mass == 1.0  # the original is unchanged
+    assert with_overrides(spec, None) is spec
+    with pytest.raises(SceneError, match=r"bodies\[1\]\.mass"):
+        with_overrides(spec, {"bodies.ball.mass": 0})
+    with pytest.raises(Exception, match="frozen"):
+        spec.duration = 2.0  # type: ignore[misc]
