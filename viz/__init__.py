@@ -1,1 +1,46 @@
-"""Meshcat viewer for convexsim (installed as convexsim.viz); the core never imports it."""
+"""Meshcat viewer for convexsim (installed as ``convexsim.viz``); the core never imports it.
+
+Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
+
+* ``export_html(trajectories, out_path, *, labels=None, layout="overlay", offset=None,
+  force_scale=None, force_threshold=None, show_contacts=True, ...) -> Path``: standalone HTML
+  animation (no server, works from file:// without network).
+* ``serve_trajectories(trajectories, *, labels=None, layout="overlay", open_browser=False,
+  port=None, html_out=None, ...) -> None``: serve the same animation on 127.0.0.1, print the URL and
+  "Ctrl-C to stop", block until SIGINT/SIGTERM, stop the server.
+* ``LiveViewer(model, *, realtime=False, ...)``: stream a running simulation (``.update(state,
+  info)``, ``.publish(trajectories)``, ``.wait()``, ``.close()``; a context manager).
+* ``MeshcatServer(*, port=None, log_path=None)``: our Meshcat server launcher (127.0.0.1 only, log
+  file, clean stop, parent-death watchdog).
+* ``build_playback`` / ``PlaybackOptions``: the commands behind export and serve.
+
+Documentation: docs/viewer.md. meshcat 0.3.2 traps handled here: docs/viewer.md §"Traps".
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "export_html": "convexsim.viz.export",
+    "serve_trajectories": "convexsim.viz.live",
+    "LiveViewer": "convexsim.viz.live",
+    "MeshcatServer": "convexsim.viz.server",
+    "ViewerServerError": "convexsim.viz.server",
+    "build_playback": "convexsim.viz.playback",
+    "PlaybackOptions": "convexsim.viz.playback",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'convexsim.viz' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,143 @@
+"""Our Meshcat server process: meshcat 0.3.2's ZMQ/websocket bridge, bound to 127.0.0.1 only.
+
+Run as ``python -u -m convexsim.viz._server_main --parent-pid PID [--port N]``. It prints
+``zmq_url=…`` and ``web_url=…`` on stdout, then serves until SIGTERM/SIGINT/SIGHUP or until its
+parent process dies (watchdog, polled every 0.25 s). Differences from the stock server
+(viewer-ux.md §1.2):
+
+* HTTP and ZMQ listen on 127.0.0.1 only (the stock ``app.listen(port)`` binds every interface);
+* ``--port 0`` takes an ephemeral port, no port given scans 7000–7099 like meshcat;
+* the page at ``/static/`` is ours (overlay with legend and simulated time);
+* ``set_property`` keeps only the last value per (path, property) in the replay tree, so streaming a
+  status readout does not grow the tree a browser receives on connect;
+* stderr is meant to go to a log file (the parent sets that up), so no pipe can fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+
+def _parent_alive(pid: int) -> bool:
+    if os.getppid() != pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _bind_http(app, port: int | None):
+    import tornado.httpserver
+    import tornado.netutil
+
+    candidates = [port] if port is not None else list(range(7000, 7100)) + [0]
+    last_error: OSError | None = None
+    for p in candidates:
+        try:
+            sockets = tornado.netutil.bind_sockets(p, address="127.0.0.1")
+        except OSError as exc:
+            last_error = exc
+            continue
+        server = tornado.httpserver.HTTPServer(app)
+        server.add_sockets(sockets)
+        return server, sockets[0].getsockname()[1]
+    raise OSError(f"could not bind the viewer's HTTP port on 127.0.0.1: {last_error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--port", type=int, default=None, help="HTTP port (0: ephemeral; default: 7000+)")
+    args = parser.parse_args(argv)
+
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import tornado.ioloop
+    import tornado.web
+    import umsgpack
+    import zmq
+    from meshcat.servers import zmqserver as zs
+    from meshcat.servers.tree import SceneTree, find_node
+    from zmq.eventloop.zmqstream import ZMQStream
+
+    from convexsim.viz.page import live_page_html
+
+    page = live_page_html().encode("utf-8")
+
+    class PageHandler(tornado.web.RequestHandler):
+        def get(self, *_):
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.set_header("Cache-Control", "no-store")
+            self.write(page)
+
+    class NoContent(tornado.web.RequestHandler):
+        def get(self, *_):
+            self.set_status(204)
+
+    class LoopbackBridge(zs.ZMQWebSocketBridge):
+        """The 0.3.2 bridge with loopback sockets, our page and a bounded property cache."""
+
+        def __init__(self, port: int | None):  # noqa: D107 (the stock __init__ binds 0.0.0.0)
+            self.host = "127.0.0.1"
+            self.websocket_pool = set()
+            self.app = self.make_app()
+            self.ioloop = tornado.ioloop.IOLoop.current()
+            sock = self.context.socket(zmq.REP)
+            zmq_port = sock.bind_to_random_port("tcp://127.0.0.1")
+            self.zmq_socket, self.zmq_stream = sock, ZMQStream(sock)
+            self.zmq_stream.on_recv(self.handle_zmq)
+            self.zmq_url = f"tcp://127.0.0.1:{zmq_port}"
+            self.http_server, self.fileserver_port = _bind_http(self.app, port)
+            self.web_url = f"http://127.0.0.1:{self.fileserver_port}/static/"
+            self.tree = SceneTree()
+
+        def make_app(self):
+            return tornado.web.Application([
+                (r"/static/(?:index\.html)?", PageHandler),
+                (r"/static/(.*)", zs.StaticFileHandlerNoCache,
+                 {"path": zs.VIEWER_ROOT, "default_filename": zs.VIEWER_HTML}),
+                (r"/favicon\.ico", NoContent),
+                (r"/", zs.WebSocketHandler, {"bridge": self}),
+            ])
+
+        def handle_zmq(self, frames):
+            if len(frames) == 3 and frames[0] == b"set_property":
+                path = [p for p in frames[1].decode("utf-8").split("/") if p]
+                key = umsgpack.unpackb(frames[2]).get("property")
+                node = find_node(self.tree, path)
+                node.properties = [p for p in node.properties if umsgpack.unpackb(p).get("property") != key]
+            super().handle_zmq(frames)
+
+    bridge = LoopbackBridge(args.port)
+    print(f"zmq_url={bridge.zmq_url}", flush=True)
+    print(f"web_url={bridge.web_url}", flush=True)
+    print(f"convexsim meshcat server pid {os.getpid()} serving {bridge.web_url}", file=sys.stderr, flush=True)
+
+    def stop(*_):
+        bridge.ioloop.add_callback_from_signal(bridge.ioloop.stop)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    if args.parent_pid is not None:
+        def watchdog():
+            if not _parent_alive(args.parent_pid):
+                print("parent process gone: stopping", file=sys.stderr, flush=True)
+                bridge.ioloop.stop()
+        tornado.ioloop.PeriodicCallback(watchdog, 250).start()
+    bridge.run()
+    bridge.http_server.stop()
+    bridge.zmq_socket.close(linger=0)
+    print("stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Standalone HTML export: no server, no network; opens from file:// and plays."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from convexsim.io.atomic import atomic_write_text
+from convexsim.io.trajectory import Trajectory
+from convexsim.model import Model
+
+from .page import static_page_html
+from .playback import Playback, PlaybackOptions, build_playback
+
+
+def write_page(pb: Playback, out_path: str | os.PathLike) -> Path:
+    """Write the standalone page of a built playback atomically; return the path."""
+    out = Path(out_path)
+    atomic_write_text(out, static_page_html(pb.commands, title=pb.info.get("title", "convexsim")))
+    return out
+
+
+def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike, *,
+                labels: Sequence[str] | None = None, layout: str = "overlay",
+                offset: Sequence[float] | None = None, force_scale: float | None = None,
+                force_threshold: float | None = None, show_contacts: bool = True,
+                models: Sequence[Model] | None = None, max_fps: float = 60.0,
+                max_contacts: int = 300, autoplay: bool = True, loop: bool = True,
+                title: str | None = None, report: bool = False) -> Path:
+    """Write one standalone HTML animation of ``trajectories`` (same scene) to ``out_path``.
+
+    The page embeds meshcat's viewer and every drawing command: it needs no server and no network.
+    Controls (Open Controls › Animations): play, pause, reset, time scrubber, timeScale (speed); keys:
+    Space play/pause, ←/→ one frame, −/= half/double speed. A legend says which trajectory is which.
+
+    Args:
+        trajectories: one or more runs of the same scene (e.g. SAP and LCP).
+        out_path: the .html file (written atomically: write to a temporary file, then rename).
+        labels: legend labels (default: "SAP (sap)", "LCP", …).
+        layout: "overlay" (the second and later runs translucent, in place) or "offset" (each run
+            shifted by ``offset``).
+        offset: shift between successive runs [m], (3,); default: along x (side by side for the
+            default camera) by 1.15 × the scene's x extent (along y if the scene is > 2× wider in x).
+        force_scale: arrow length per newton [m/N]; default 0.25·R / max|f| (R: scene radius).
+        force_threshold: no arrow at or below this force [N]; default 1e-3·max|f|.
+        show_contacts: draw contact points and force arrows.
+        models: compiled scene(s) (default: compiled from each trajectory's ``scene_yaml``).
+        max_fps: at most this many animation frames per simulated second.
+        max_contacts: at most this many contact markers per trajectory and frame (largest forces first).
+        autoplay: start playing on load (if False the page pauses at t = 0; the scrubber works).
+        loop: repeat forever (else play once).
+        title: page and legend title (default: scene name and labels).
+        report: print the path and size to stderr.
+
+    Returns:
+        The path written.
+    """
+    opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
+                           force_threshold=force_threshold, show_contacts=show_contacts,
+                           max_contacts=max_contacts, max_fps=max_fps, autoplay=autoplay, loop=loop,
+                           title=title)
+    pb = build_playback(trajectories, opts, models=models)
+    path = write_page(pb, out_path)
+    if report:
+        print(f"HTML animation: {path} ({path.stat().st_size / 1e6:.2f} MB, {sum(pb.frames)} frames)",
+              file=sys.stderr, flush=True)
+    return path

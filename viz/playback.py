@@ -1,0 +1,389 @@
+"""Recorded playback: trajectories -> one meshcat animation (bodies, contact points, force arrows).
+
+Everything is expressed as lowered meshcat commands (dicts), which the live server and the
+standalone export send identically. One ``set_animation`` holds one clip per animated node; track
+arrays are packed as Float32Array msgpack extensions (4 bytes a number, not 9).
+
+Frames. The animation time of frame f is ``time[f] − t0`` (t0: the earliest first time of all
+trajectories); the overlay shows ``t0 + animator.time``. Frames are subsampled to at most
+``max_fps`` per second of simulated time and to at most ``max_body_frames`` (moving bodies × frames)
+per trajectory; the first and the last frame are always kept, so the animation's duration equals the
+trajectory's duration ``time[-1] − time[0]``.
+
+Contacts (per trajectory, a pre-allocated pool, since animations cannot create objects):
+slot k of frame f shows the k-th contact of that frame by decreasing |f|, among contacts that
+touch (φ ≤ 0) or carry a force above the threshold; at most ``max_contacts`` slots. Slot node
+``prefix/contacts/c<k>`` has discrete ``position`` and ``visible`` tracks and a small sphere (the
+contact point); its child ``force`` has discrete ``quaternion`` (rotation taking +y to f/|f|),
+``scale`` ([1, L, 1], L = |f|·force_scale [m]) and ``visible`` (|f| > force_threshold) tracks over a
+unit-length arrow (shaft 0.75, cone 0.25 along +y). The arrow starts at the contact point and shows
+the force on body B (the contact normal points from A into B); A receives the opposite.
+
+Scale defaults: force_scale = 0.25·R / max|f| [m/N] (R: the scene's bounding radius, so the largest
+force is a quarter of the scene), force_threshold = 1e-3·max|f| [N]. Both are printed in the legend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import umsgpack
+
+from convexsim.io.trajectory import Trajectory
+from convexsim.model import GeomType, Model
+
+from . import draw
+from ._math import make_sign_continuous, quat_from_y_to, translation_matrix, wxyz_to_xyzw
+
+INTERPOLATE_DISCRETE = 2300
+INTERPOLATE_LINEAR = 2301
+
+ARROW_COLORS = ["#1f9e3a", "#e0720b", "#1f6fd1", "#c22f9d"]
+"""Contact marker colour per trajectory (legend swatches use them too)."""
+
+OVERLAY_OPACITY = 0.35
+"""Opacity factor of the second and later trajectories in the overlay layout."""
+
+
+@dataclass
+class PlaybackOptions:
+    """How trajectories are turned into an animation (see module docstring for the defaults)."""
+
+    labels: Sequence[str] | None = None
+    layout: str = "overlay"
+    offset: Sequence[float] | None = None
+    force_scale: float | None = None
+    force_threshold: float | None = None
+    show_contacts: bool = True
+    max_contacts: int = 300
+    max_fps: float = 60.0
+    max_body_frames: int = 300_000
+    autoplay: bool = True
+    loop: bool = True
+    title: str | None = None
+
+
+@dataclass
+class Playback:
+    """Commands to send (in order) and a summary of what was built."""
+
+    commands: list[dict] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    duration: float = 0.0
+    frames: list[int] = field(default_factory=list)
+    paths: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ helpers
+def f32(a) -> umsgpack.Ext:
+    """A Float32Array msgpack extension (type 0x17, as meshcat's viewer decodes it)."""
+    return umsgpack.Ext(0x17, np.ascontiguousarray(np.asarray(a, dtype="<f4")).tobytes())
+
+
+def track(name: str, jstype: str, times, values, interpolation: int | None = None, *,
+          t_end: float | None = None) -> dict:
+    """A three.js KeyframeTrack JSON (times in seconds, values flattened).
+
+    With ``t_end`` later than the last key, the last value is held until ``t_end``: every clip of
+    an animation then has the same duration, so looping stays in step (a clip of duration 0, e.g. a
+    contact slot that is never used, would otherwise make three.js's looping time NaN).
+    """
+    times = np.asarray(times, dtype=np.float64)
+    values = list(values) if jstype == "boolean" else np.asarray(values, dtype=np.float64)
+    if t_end is not None and t_end > times[-1]:
+        times = np.append(times, t_end)
+        if jstype == "boolean":
+            values = values + [values[-1]]
+        else:
+            values = np.concatenate([values, values[-1:]], axis=0)
+    t = {"name": "." + name, "type": jstype, "times": f32(times)}
+    if jstype == "boolean":
+        t["values"] = [bool(v) for v in values]
+    else:
+        t["values"] = f32(np.asarray(values, dtype=np.float64).ravel())
+    if interpolation is not None:
+        t["interpolation"] = interpolation
+    return t
+
+
+def clip(path: str, tracks: list[dict]) -> dict:
+    """One entry of ``set_animation``'s animation list (times are in seconds: fps = 1)."""
+    return {"path": path, "clip": {"fps": 1, "name": "default", "tracks": tracks}}
+
+
+def sample_frames(time: np.ndarray, max_fps: float, n_moving: int, max_body_frames: int) -> np.ndarray:
+    """Indices of the frames to show: spacing ≥ 1/fps, fps = min(max_fps, budget/(n_moving·duration)).
+
+    Frame 0 and the last frame are always included.
+    """
+    T = int(time.shape[0])
+    if T <= 2:
+        return np.arange(T)
+    duration = float(time[-1] - time[0])
+    fps = float(max_fps)
+    if n_moving > 0 and duration > 0:
+        fps = min(fps, max(max_body_frames / (n_moving * duration), 2.0 / duration))
+    min_dt = (1.0 / fps) * (1.0 - 1e-9)
+    keep = [0]
+    for i in range(1, T - 1):
+        if time[i] - time[keep[-1]] >= min_dt:
+            keep.append(i)
+    keep.append(T - 1)
+    return np.array(keep, dtype=np.int64)
+
+
+def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
+    """"SAP (lagged)", "LCP", … made unique with " #k"."""
+    out: list[str] = []
+    for t in trajectories:
+        base = t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
+        label, k = base, 2
+        while label in out:
+            label, k = f"{base} #{k}", k + 1
+        out.append(label)
+    return out
+
+
+def unique_node_names(labels: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for lab in labels:
+        base, k = draw.node_name(lab), 2
+        name = base
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
+def model_for(traj: Trajectory) -> Model:
+    """Compile the trajectory's own scene (``scene_yaml``)."""
+    if not traj.scene_yaml.strip():
+        raise ValueError("the trajectory holds no scene (scene_yaml is empty): cannot draw its geometry")
+    from convexsim.scene import compile_scene, scene_from_yaml
+
+    model, _ = compile_scene(scene_from_yaml(traj.scene_yaml))
+    return model
+
+
+def check_same_bodies(model: Model, traj: Trajectory, label: str) -> None:
+    names = [str(n) for n in traj.body_names]
+    if list(model.body_names) != names:
+        raise ValueError(f"trajectory {label!r}: its bodies {names[:5]}… do not match the scene's "
+                         f"{list(model.body_names)[:5]}…")
+
+
+def moving_mask(traj: Trajectory, frames: np.ndarray) -> np.ndarray:
+    """Bodies whose pose changes over the sampled frames, shape (B,)."""
+    p = traj.position[frames]
+    q = traj.quaternion[frames]
+    return (np.ptp(p, axis=0).max(axis=1) > 0) | (np.ptp(q, axis=0).max(axis=1) > 0)
+
+
+# ----------------------------------------------------------------------------- contact pools
+def arrow_objects(color: str, radius: float):
+    """Unit-length arrow along +y (shaft 0.75, cone 0.25) and a contact-point sphere: [(name, obj, T)]."""
+    import meshcat.geometry as mg
+
+    hexcolor = int(color.lstrip("#"), 16)
+    mat = mg.MeshLambertMaterial(color=hexcolor)
+    shaft = mg.Mesh(mg.Cylinder(0.75, radius=radius), mat)
+    head = mg.Mesh(mg.Cylinder(0.25, radiusTop=0.0, radiusBottom=2.5 * radius), mat)
+    return [("shaft", shaft, translation_matrix([0.0, 0.375, 0.0])),
+            ("head", head, translation_matrix([0.0, 0.875, 0.0]))]
+
+
+def point_object(color: str, radius: float):
+    import meshcat.geometry as mg
+
+    return mg.Mesh(mg.Sphere(radius), mg.MeshLambertMaterial(color=int(color.lstrip("#"), 16)))
+
+
+def _changes(values: np.ndarray) -> np.ndarray:
+    """Indices where a discrete sequence changes (always includes 0)."""
+    v = np.asarray(values)
+    return np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1]).astype(np.int64)
+
+
+def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarray, prefix: str, *,
+                          t_end: float, color: str, force_scale: float, force_threshold: float, radius: float,
+                          max_contacts: int) -> tuple[list[dict], list[dict], int, int]:
+    """(objects, clips, pool size, contacts dropped) for the contact slots of one trajectory."""
+    per_frame = []
+    dropped = 0
+    for f in frames:
+        c = traj.contacts_at(int(f))
+        mag = np.linalg.norm(c["force"], axis=1)
+        show = (mag > force_threshold) | (c["phi"] <= 0.0)
+        idx = np.flatnonzero(show)
+        idx = idx[np.argsort(-mag[idx], kind="stable")]
+        dropped = max(dropped, max(idx.size - max_contacts, 0))
+        idx = idx[:max_contacts]
+        per_frame.append((c["point"][idx], c["force"][idx], mag[idx]))
+    pool = max((pf[0].shape[0] for pf in per_frame), default=0)
+    objects: list[dict] = []
+    clips: list[dict] = []
+    n = len(frames)
+    for k in range(pool):
+        slot = f"{prefix}/contacts/c{k}"
+        objects.append(draw.cmd_object(f"{slot}/point", point_object(color, 2.0 * radius)))
+        for name, obj, T in arrow_objects(color, radius):
+            objects.append(draw.cmd_object(f"{slot}/force/{name}", obj))
+            objects.append(draw.cmd_transform(f"{slot}/force/{name}", T))
+        active = np.array([pf[0].shape[0] > k for pf in per_frame])
+        arrow_on = np.array([pf[0].shape[0] > k and pf[2][k] > force_threshold for pf in per_frame])
+        pos = np.zeros((n, 3))
+        quat = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+        scale = np.ones((n, 3))
+        for j, (pts, frc, mag) in enumerate(per_frame):
+            if pts.shape[0] > k:
+                pos[j] = pts[k]
+                quat[j] = wxyz_to_xyzw(quat_from_y_to(frc[k:k + 1]))[0]
+                scale[j, 1] = max(mag[k] * force_scale, 1e-9)
+        keys = np.flatnonzero(active)
+        if keys.size == 0:
+            keys = np.array([0])
+        ch = _changes(active)
+        clips.append(clip(slot, [
+            track("position", "vector3", times[keys], pos[keys], INTERPOLATE_DISCRETE, t_end=t_end),
+            track("visible", "boolean", times[ch], active[ch], t_end=t_end),
+        ]))
+        akeys = np.flatnonzero(arrow_on)
+        if akeys.size == 0:
+            akeys = np.array([0])
+        ach = _changes(arrow_on)
+        clips.append(clip(f"{slot}/force", [
+            track("quaternion", "quaternion", times[akeys], quat[akeys], INTERPOLATE_DISCRETE, t_end=t_end),
+            track("scale", "vector3", times[akeys], scale[akeys], INTERPOLATE_DISCRETE, t_end=t_end),
+            track("visible", "boolean", times[ach], arrow_on[ach], t_end=t_end),
+        ]))
+        # Hidden until the animation says otherwise (a browser without the animation shows nothing odd).
+        objects.append(draw.cmd_property(slot, "visible", bool(active[0])))
+    return objects, clips, pool, dropped
+
+
+# ------------------------------------------------------------------------------------- build
+def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions | None = None, *,
+                   models: Sequence[Model] | None = None) -> Playback:
+    """Commands drawing ``trajectories`` (same scene) and one animation of all of them.
+
+    Args:
+        trajectories: one or more recorded runs of the same scene.
+        options: PlaybackOptions (labels, layout "overlay" | "offset", offset [m], force scale [m/N]
+            and threshold [N], contacts on/off, frame budget, autoplay, loop, title).
+        models: compiled scene per trajectory (default: compiled from each ``scene_yaml``).
+
+    Raises:
+        ValueError: empty list, bad layout or labels, bodies that do not match the scene.
+    """
+    opts = options or PlaybackOptions()
+    trajs = list(trajectories)
+    if not trajs:
+        raise ValueError("nothing to show: no trajectory given")
+    if opts.layout not in ("overlay", "offset"):
+        raise ValueError(f"layout must be 'overlay' or 'offset', got {opts.layout!r}")
+    labels = list(opts.labels) if opts.labels is not None else default_labels(trajs)
+    if len(labels) != len(trajs):
+        raise ValueError(f"{len(labels)} labels for {len(trajs)} trajectories")
+    if models is None:
+        models = [model_for(t) for t in trajs]
+    models = list(models)
+    if len(models) == 1 and len(trajs) > 1:
+        models = models * len(trajs)
+    for m, t, lab in zip(models, trajs, labels):
+        check_same_bodies(m, t, lab)
+        if t.num_frames == 0:
+            raise ValueError(f"trajectory {lab!r} has no frames")
+    names = unique_node_names(labels)
+    prefixes = [f"/meshcat/{n}" for n in names]
+
+    frames = []
+    for m, t in zip(models, trajs):
+        all_frames = np.arange(t.num_frames)
+        n_moving = int(moving_mask(t, all_frames).sum()) if t.num_frames > 1 else 0
+        frames.append(sample_frames(t.time, opts.max_fps, n_moving, opts.max_body_frames))
+    t0 = min(float(t.time[0]) for t in trajs)
+    t_end = max(float(t.time[fr[-1]]) for t, fr in zip(trajs, frames)) - t0
+
+    # Layout and bounds.
+    bounds0 = [draw.bounds_of_positions(m, t.position[fr]) for m, t, fr in zip(models, trajs, frames)]
+    if opts.offset is not None:
+        step = np.asarray(opts.offset, dtype=np.float64).reshape(3)
+    else:
+        ext = bounds0[0].hi - bounds0[0].lo
+        axis = 1 if ext[0] > 2.0 * ext[1] else 0       # side by side as seen by the default camera
+        step = np.zeros(3)
+        step[axis] = 1.15 * ext[axis] + 0.1 * bounds0[0].radius
+    shifts = [(i * step if opts.layout == "offset" else np.zeros(3)) for i in range(len(trajs))]
+    bounds = bounds0[0].shifted(shifts[0])
+    for b, s in zip(bounds0[1:], shifts[1:]):
+        bounds = bounds.union(b.shifted(s))
+    R = bounds.radius
+
+    fmax = max((float(np.linalg.norm(t.contact_force, axis=1).max()) if t.contact_force.shape[0] else 0.0)
+               for t in trajs)
+    force_scale = opts.force_scale if opts.force_scale is not None else (0.25 * R / fmax if fmax > 0 else 0.0)
+    force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * fmax
+    marker_radius = max(0.006 * R, 5e-4)
+
+    pb = Playback()
+    cmds = pb.commands
+    clips: list[dict] = []
+    legend = []
+    any_ground = False
+    for i, (m, t, fr, prefix, label) in enumerate(zip(models, trajs, frames, prefixes, labels)):
+        opacity = OVERLAY_OPACITY if (opts.layout == "overlay" and i > 0) else 1.0
+        draw_ground = i == 0
+        any_ground |= draw_ground and draw.has_halfspace(m)
+        q_first = np.concatenate([t.position[0], t.quaternion[0]], axis=1)
+        cmds += draw.model_commands(m, prefix, q_first, opacity=opacity, draw_halfspaces=draw_ground,
+                                    bounds=bounds.shifted(-shifts[i]))
+        cmds.append(draw.cmd_transform(prefix, translation_matrix(shifts[i])))
+        times = t.time[fr] - t0
+        moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
+        pb.paths[label] = {"prefix": prefix, "moving": [str(t.body_names[b]) for b in np.flatnonzero(moving)]}
+        for b in np.flatnonzero(moving):
+            path = f"{prefix}/bodies/{draw.node_name(t.body_names[b])}"
+            quat = wxyz_to_xyzw(make_sign_continuous(t.quaternion[fr, b]))
+            clips.append(clip(path, [
+                track("position", "vector3", times, t.position[fr, b], INTERPOLATE_LINEAR, t_end=t_end),
+                track("quaternion", "quaternion", times, quat, INTERPOLATE_LINEAR, t_end=t_end),
+            ]))
+        color = ARROW_COLORS[i % len(ARROW_COLORS)]
+        note_parts = []
+        if len(trajs) > 1:
+            note_parts.append("solid" if opacity == 1.0 else "translucent, in place")
+            if opts.layout == "offset" and i > 0:
+                note_parts.append("shifted by (" + ", ".join(f"{x:.3g}" for x in shifts[i]) + ") m")
+        if opts.show_contacts and int(t.contact_offsets[-1]) > 0:
+            objs, cclips, pool, dropped = contact_pool_commands(
+                t, fr, times, prefix, t_end=t_end, color=color, force_scale=force_scale, force_threshold=force_threshold,
+                radius=marker_radius, max_contacts=opts.max_contacts)
+            cmds += objs
+            clips += cclips
+            pb.paths[label]["contact_slots"] = pool
+            if dropped:
+                note_parts.append(f"{dropped} smallest contacts per frame not drawn")
+        if t.failure:
+            note_parts.append("stopped early: " + (t.failure if len(t.failure) < 80 else t.failure[:77] + "…"))
+        legend.append({"label": label, "swatch": color, "opacity": opacity,
+                       "note": ("(" + "; ".join(note_parts) + ")") if note_parts else ""})
+        pb.frames.append(len(fr))
+        pb.duration = max(pb.duration, float(t.time[fr[-1]] - t0))
+
+    cmds += draw.camera_commands(bounds, hide_stock_grid=any_ground)
+    dts = np.concatenate([np.diff(t.time[fr]) for t, fr in zip(trajs, frames)])
+    title = opts.title or (models[0].name + (" — " + " vs ".join(labels) if len(trajs) > 1 else f" — {labels[0]}"))
+    notes = []
+    if force_scale > 0 and opts.show_contacts:
+        notes.append(f"force arrows: 1 m = {1.0 / force_scale:.4g} N, drawn above {force_threshold:.3g} N")
+    pb.info = {"title": title, "legend": legend, "t0": t0, "duration": pb.duration,
+               "frame_dt": float(np.median(dts)) if dts.size else 1.0 / 30.0,
+               "autoplay": bool(opts.autoplay), "note": "; ".join(notes),
+               "force_scale": force_scale, "force_threshold": force_threshold}
+    cmds.append(draw.cmd_property("/convexsim_info", "convexsim", pb.info))
+    if clips and t_end > 0:
+        cmds.append({"type": "set_animation", "path": "", "animations": clips,
+                     "options": {"play": True, "repetitions": float("inf") if opts.loop else 1}})
+    return pb

@@ -1,0 +1,218 @@
+"""MeshcatServer: our launcher of the Meshcat server (127.0.0.1 only, log file, clean stop, no orphan).
+
+The server runs ``convexsim.viz._server_main`` in a child process in its own session (so a Ctrl-C in
+the terminal reaches only our process, which then stops the server in order). Three independent
+guards make sure it never outlives us:
+
+1. ``stop()`` (also from ``with``, ``atexit`` and garbage collection): SIGTERM, wait, SIGKILL after 5 s;
+2. the server's watchdog exits within ~0.25 s when its parent process is gone (even after SIGKILL);
+3. its stdout is closed after the two start-up lines and stderr goes to a log file, so it can never
+   block on a full pipe (the stock server hangs after ~500 page loads, viewer-ux.md §1.2).
+
+Commands are sent over a ZMQ DEALER socket, pipelined (many requests in flight, replies drained in
+batches): streaming 1000 transforms costs one round trip, not 1000.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import Iterable
+
+import umsgpack
+
+_START_TIMEOUT_S = 20.0
+_REPLY_TIMEOUT_S = 30.0
+_MAX_IN_FLIGHT = 256
+
+
+class ViewerServerError(RuntimeError):
+    """The Meshcat server could not be started or stopped answering."""
+
+
+def _stop_process(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    if proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+
+
+class MeshcatServer:
+    """A Meshcat server process bound to 127.0.0.1, and a pipelined command client.
+
+    Args:
+        port: HTTP port; None scans 7000–7099 for a free one (then any free port), 0 takes an
+            ephemeral port, any other value must be free.
+        log_path: file receiving the server's stderr; default: a temporary file removed by ``stop()``.
+
+    Attributes (after ``start()``): ``web_url`` (the page to open), ``zmq_url``, ``pid``, ``port``,
+    ``log_path``.
+
+    Usage::
+
+        with MeshcatServer() as server:
+            print(server.web_url)
+            server.send([{"type": "delete", "path": "/meshcat"}])
+    """
+
+    def __init__(self, *, port: int | None = None, log_path: str | os.PathLike | None = None):
+        self._port_request = port
+        self._own_log = log_path is None
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.proc: subprocess.Popen | None = None
+        self.web_url = ""
+        self.zmq_url = ""
+        self._socket = None
+        self._in_flight = 0
+        self._finalizer = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+    @property
+    def pid(self) -> int | None:
+        """PID of the server process (None before start)."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def port(self) -> int:
+        """HTTP port of the page."""
+        return int(self.web_url.split(":")[2].split("/")[0])
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> "MeshcatServer":
+        """Launch the server and connect; raise ViewerServerError with the log tail if it fails."""
+        if self.proc is not None:
+            return self
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="convexsim-meshcat-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        args = [sys.executable, "-u", "-m", "convexsim.viz._server_main", "--parent-pid", str(os.getpid())]
+        if self._port_request is not None:
+            args += ["--port", str(int(self._port_request))]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=log, start_new_session=True)
+        self._finalizer = weakref.finalize(self, _stop_process, self.proc)   # also runs at exit
+        try:
+            lines = self._read_start_lines()
+        except BaseException:
+            self._own_log = False      # keep the log the error message points to
+            self.stop()
+            raise
+        self.zmq_url, self.web_url = lines["zmq_url"], lines["web_url"]
+        self._connect()
+        return self
+
+    def _read_start_lines(self) -> dict[str, str]:
+        assert self.proc is not None and self.proc.stdout is not None
+        found: dict[str, str] = {}
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        out = self.proc.stdout
+        while len(found) < 2:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([out], [], [], max(remaining, 0.0))
+            line = out.readline().decode("utf-8", "replace").strip() if ready else ""
+            if not line and (self.proc.poll() is not None or remaining <= 0):
+                raise ViewerServerError(
+                    f"the Meshcat server did not start (exit code {self.proc.poll()}); log {self.log_path}:\n"
+                    + self._log_tail())
+            if "=" in line:
+                key, value = line.split("=", 1)
+                if key in ("zmq_url", "web_url"):
+                    found[key] = value
+        out.close()
+        return found
+
+    def _log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def _connect(self) -> None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import zmq
+        self._zmq = zmq
+        self._context = zmq.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(self.zmq_url)
+        self._in_flight = 0
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s) and close the client. Idempotent."""
+        if self._socket is not None:
+            try:
+                self._socket.close(linger=0)
+            finally:
+                self._socket = None
+        if self.proc is not None:
+            _stop_process(self.proc, timeout)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+        if self._own_log and self.log_path is not None and self.proc is not None:
+            try:
+                self.log_path.unlink()
+            except OSError:
+                pass
+
+    close = stop
+
+    def __enter__(self) -> "MeshcatServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------------------- commands
+    def send(self, commands: Iterable[dict]) -> int:
+        """Send lowered meshcat commands (dicts with "type" and "path"); wait for all replies.
+
+        Returns the number of commands sent. Raises ViewerServerError if the server stops answering.
+        """
+        n = 0
+        for cmd in commands:
+            self._send_one(cmd)
+            n += 1
+            if self._in_flight >= _MAX_IN_FLIGHT:
+                self._drain()
+        self._drain()
+        return n
+
+    def _send_one(self, cmd: dict) -> None:
+        if self._socket is None:
+            raise ViewerServerError("the viewer server is not running")
+        self._socket.send_multipart([b"", cmd["type"].encode("utf-8"), cmd.get("path", "").encode("utf-8"),
+                                     umsgpack.packb(cmd)])
+        self._in_flight += 1
+
+    def _drain(self) -> None:
+        zmq = self._zmq
+        while self._in_flight > 0:
+            if not self._socket.poll(int(_REPLY_TIMEOUT_S * 1000), zmq.POLLIN):
+                raise ViewerServerError(
+                    f"the Meshcat server (pid {self.pid}) did not answer within {_REPLY_TIMEOUT_S:.0f} s; "
+                    f"log: {self.log_path}")
+            frames = self._socket.recv_multipart()
+            self._in_flight -= 1
+            if frames[-1] != b"ok":
+                raise ViewerServerError(f"the Meshcat server refused a command: {frames[-1]!r}")
