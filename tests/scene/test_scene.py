@@ -430,3 +430,16 @@ def test_with_overrides_returns_a_new_validated_spec_and_specs_are_immutable():
         with_overrides(spec, {"bodies.ball.mass": 0})
     with pytest.raises(Exception, match="frozen"):
         spec.duration = 2.0  # type: ignore[misc]
+
+
+def test_examples_in_docs_scene_format_load():
+    """The YAML examples of docs/scene-format.md are valid scenes (so the documentation stays true)."""
+    from pathlib import Path
+    import re
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "scene-format.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) >= 2
+    for text in blocks:
+        model, _ = compile_scene(scene_from_yaml(text, source="docs/scene-format.md"))
+        assert model.nbody >= 2
