@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -443,3 +444,18 @@ def test_examples_in_docs_scene_format_load():
     for text in blocks:
         model, _ = compile_scene(scene_from_yaml(text, source="docs/scene-format.md"))
         assert model.nbody >= 2
+
+
+def test_every_schema_field_is_documented_with_a_unit():
+    """Each field has a description; each numeric field states its unit ([...]) or 'dimensionless'."""
+    from convexsim.scene import schema
+
+    models = [schema.SceneSpec, schema.SolverSpec, schema.MaterialSpec, schema.BodySpec, schema.GeometrySpec, schema.GridSpec]
+    unitless_ok = {"kind", "line_search", "contact_model", "shape", "fixed", "name", "description", "material",
+                   "color", "seed", "random_orientation", "max_iterations", "friction_directions", "lcp_max_pivots",
+                   "counts", "geometries", "bodies", "grids", "materials", "solver", "template", "quaternion"}
+    for model in models:
+        for fname, info in model.model_fields.items():
+            assert info.description, f"{model.__name__}.{fname} has no description"
+            if fname not in unitless_ok:
+                assert re.search(r"\[[^\]]+\]|dimensionless|in \[0, 1\]", info.description), f"{model.__name__}.{fname}: no unit"
