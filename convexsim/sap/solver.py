@@ -260,14 +260,15 @@ class _NewtonRun:
         if not a2 > 0.0:
             return SapStatus.FACTORIZATION_FAILED, f"dvᵀ A dv = {a2!r} is not positive"
         a1 = float(np.dot(self.dp, v - self.p.v_star))
+        dell0 = float(np.dot(grad, dv))  # = −∇ℓᵀH⁻¹∇ℓ < 0
         if prm.line_search == "exact":
             alpha, nev, code = exact_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, prm.exact_alpha_max,
+                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, dell0, prm.exact_alpha_max,
                 prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
             )
         else:
             alpha, nev, code = backtracking_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, 1.0 / prm.rho,
+                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, dell0, 1.0 / prm.rho,
                 prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
             )
         self.ls_evaluations += int(nev)
