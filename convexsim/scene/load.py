@@ -380,7 +380,33 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
         where = f":{mark.line + 1}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err)
         raise SceneError([f"{source}{where}: invalid YAML: {problem}"], source) from None
+    duplicates = _duplicate_keys(node, ())
+    if duplicates:
+        raise SceneError(
+            [f"{source}:{line}: {_format_loc(loc)}: key {key!r} appears twice in the same mapping (first on line "
+             f"{first}); YAML would silently keep only the last one" for loc, key, line, first in duplicates],
+            source,
+        )
     return ({} if data is None else data), node
+
+
+def _duplicate_keys(node: Any, loc: Loc) -> list[tuple[Loc, str, int, int]]:
+    """(path, key, line, first line) of every key repeated within one YAML mapping, depth first."""
+    out: list[tuple[Loc, str, int, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
+            line = key.start_mark.line + 1
+            if name in seen:
+                out.append((loc + (name,), name, line, seen[name]))
+            else:
+                seen[name] = line
+            out.extend(_duplicate_keys(value, loc + (name,)))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.extend(_duplicate_keys(item, loc + (i,)))
+    return out
 
 
 def scene_from_dict(
