@@ -13,18 +13,18 @@ as YAML scalars or flow sequences (``gravity=[0, 0, -1.62]``).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 import difflib
 import re
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from convexsim.scene.schema import FieldProblems, SceneSpec, _format_loc, cross_reference_problems
+from convexsim.scene.schema import FieldProblems, SceneSpec, cross_reference_problems, format_loc
 
 Loc = tuple[str | int, ...]
 
@@ -154,7 +154,7 @@ class _Context:
 
 def _problem(ctx: _Context, loc: Loc, message: str, value: Any = None, show_value: bool = True) -> str:
     """One formatted problem line: '<source>[:line]: <path>[ (body 'x')]: <message> (got <value>)'."""
-    path = _format_loc(loc) or "<top level>"
+    path = format_loc(loc) or "<top level>"
     got = f" (got {_short(value)})" if show_value else ""
     line = _node_line(ctx.node, loc)
     where = f"{ctx.source}:{line}" if line is not None else ctx.source
@@ -321,7 +321,7 @@ def _set_path(data: dict, path: str, value: Any) -> None:
     done: list[str | int] = []
     for k, seg in enumerate(parts):
         last = k == len(parts) - 1
-        where = _format_loc(tuple(done))
+        where = format_loc(tuple(done))
         if isinstance(cur, list):
             idx = _list_index(cur, seg, where, path)
             tp, _ = _child(tp, idx)
@@ -383,7 +383,7 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
     duplicates = _duplicate_keys(node, ())
     if duplicates:
         raise SceneError(
-            [f"{source}:{line}: {_format_loc(loc)}: key {key!r} appears twice in the same mapping (first on line "
+            [f"{source}:{line}: {format_loc(loc)}: key {key!r} appears twice in the same mapping (first on line "
              f"{first}); YAML would silently keep only the last one" for loc, key, line, first in duplicates],
             source,
         )

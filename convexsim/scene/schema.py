@@ -357,7 +357,7 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         if not isinstance(name, str):
             return True
         if name in seen:
-            where = _format_loc(seen[name])
+            where = format_loc(seen[name])
             problems.append((loc, f"duplicate body name {name!r} (already used by {where}); body names must be unique", name))
             return False
         seen[name] = loc
@@ -398,7 +398,7 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
     return problems
 
 
-def _format_loc(loc: Loc) -> str:
+def format_loc(loc: Loc) -> str:
     """('bodies', 2, 'geometries', 0, 'radius') -> 'bodies[2].geometries[0].radius'."""
     out = ""
     for part in loc:
@@ -420,4 +420,5 @@ __all__ = [
     "check_inertia",
     "inertia_matrix",
     "cross_reference_problems",
+    "format_loc",
 ]

@@ -13,7 +13,6 @@ from scipy import integrate
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
 from convexsim.scene import (
     SceneError,
-    SceneSpec,
     apply_overrides,
     compile_scene,
     dump_scene,
