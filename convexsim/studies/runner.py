@@ -1,0 +1,376 @@
+"""Running a study: expand the spec, skip finished runs, execute the rest, write results as they finish.
+
+Backends:
+
+* in-process, when ``jobs == 1`` or a single run is pending;
+* a local process pool (``concurrent.futures`` with the ``spawn`` start method, so worker processes
+  never inherit threads or locks of the parent) for ``jobs > 1`` (default: the number of CPUs);
+* a Dask distributed cluster when ``scheduler="tcp://HOST:PORT"`` is given (optional extra
+  ``convexsim[cluster]``). The workers must be able to import convexsim.
+
+Every run is executed by ``execute_run``, which never raises: an exception or a run that stops early
+(``Trajectory.failure``) becomes a record with ``status = "failed"`` and the error text, and the study
+goes on. Records are appended to ``results.jsonl`` as they arrive and ``results.csv`` is rewritten
+atomically each time; re-running the same study skips every run whose ``run_id`` is already recorded.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from convexsim.studies.metrics import (METRICS, PAIR_METRICS, TIMING_METRICS, compute_metrics, make_context,
+                                       position_samples)
+from convexsim.studies.spec import (RunTask, StudySpec, expand_runs, load_study, reduce_spec, study_from_dict)
+from convexsim.studies.store import TIMING_COLUMNS, ResultStore
+
+OnResult = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class StudyResult:
+    """What ``run_study`` produced.
+
+    Attributes:
+        spec: the spec that ran (after ``reduced`` was applied).
+        out_dir: output folder.
+        csv: the results table.
+        jsonl: one JSON record per run.
+        report: the Markdown report (None when reports were turned off).
+        plots: PNG and SVG files of every metric against every swept parameter.
+        records: the records of this study's runs, in run order.
+        executed: runs executed by this call.
+        skipped: runs found already finished (resumed).
+        failed: runs whose status is "failed".
+    """
+
+    spec: StudySpec
+    out_dir: Path
+    csv: Path
+    jsonl: Path
+    report: Path | None
+    plots: list[Path] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    executed: int = 0
+    skipped: int = 0
+    failed: int = 0
+
+    @property
+    def total(self) -> int:
+        """Number of runs in the study."""
+        return len(self.records)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One run
+
+
+def _simulate(scene: Any, **kwargs: Any):
+    from convexsim.simulate import simulate
+
+    return simulate(scene, **kwargs)
+
+
+def execute_run(task: RunTask) -> dict[str, Any]:
+    """Simulate one run and compute its metrics; never raises (failures become the record's error)."""
+    rec: dict[str, Any] = {"run_id": task.run_id, "index": task.index, "params": task.params,
+                           "repetition": task.repetition, "seed": task.seed, "status": "ok", "error": "",
+                           "metrics": {}, "wall_time_s": math.nan, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    t0 = time.perf_counter()
+    try:
+        traj = _simulate(task.scene, overrides=task.overrides or None, record_every=task.record_every,
+                         progress=False, **task.run_kwargs)
+    except Exception as exc:  # noqa: BLE001 - any error is recorded; the study goes on
+        rec.update(status="failed", error=_error_text(exc))
+        return _finish(rec, t0)
+    if traj.failure:
+        rec.update(status="failed", error=str(traj.failure))
+    try:
+        opts = task.metric_options
+        ctx = make_context(traj, body=opts.get("body"), window=opts.get("window", 0.25),
+                           stop_speed=opts.get("stop_speed", 1e-3), params=task.params)
+        rec["metrics"] = compute_metrics(traj, task.metrics, ctx)
+    except Exception as exc:  # noqa: BLE001
+        rec["metrics"] = {m: math.nan for m in task.metrics if m in METRICS}
+        if rec["status"] == "ok":
+            rec.update(status="failed", error=f"metrics: {_error_text(exc)}")
+    rec["summary"] = position_samples(traj)
+    rec["steps"] = int(traj.metadata.get("steps", max(traj.num_frames - 1, 0)))
+    rec["ms_per_step"] = traj.metadata.get("ms_per_step", math.nan)
+    return _finish(rec, t0)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _finish(rec: dict[str, Any], t0: float) -> dict[str, Any]:
+    rec["wall_time_s"] = time.perf_counter() - t0
+    rec["finished_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return rec
+
+
+def _failed_record(task: RunTask, exc: BaseException) -> dict[str, Any]:
+    """A record for a run whose worker itself failed (killed worker, pickling error, ...)."""
+    rec = {"run_id": task.run_id, "index": task.index, "params": task.params, "repetition": task.repetition,
+           "seed": task.seed, "status": "failed", "error": f"worker: {_error_text(exc)}",
+           "metrics": {m: math.nan for m in task.metrics if m in METRICS}, "wall_time_s": math.nan,
+           "worker": ""}
+    return _finish(rec, time.perf_counter())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Backends
+
+
+def _run_serial(tasks: list[RunTask], on_result: OnResult) -> None:
+    for t in tasks:
+        on_result(execute_run(t))
+
+
+def _run_pool(tasks: list[RunTask], jobs: int, on_result: OnResult) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    try:
+        futures = {pool.submit(execute_run, t): t for t in tasks}
+        for fut in as_completed(futures):
+            try:
+                rec = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a broken worker fails its run only
+                rec = _failed_record(futures[fut], exc)
+            on_result(rec)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_dask(tasks: list[RunTask], scheduler: str, on_result: OnResult) -> None:
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise RuntimeError("running on a Dask cluster needs the optional extra: pip install 'convexsim[cluster]' "
+                           f"({exc})") from None
+    with Client(scheduler, timeout="20s") as client:
+        futures = [client.submit(execute_run, t, key=f"convexsim-run-{t.run_id}-{t.index}", pure=False)
+                   for t in tasks]
+        by_key = {f.key: t for f, t in zip(futures, tasks)}
+        try:
+            for fut in as_completed(futures):
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, ...
+                    rec = _failed_record(by_key[fut.key], exc)
+                on_result(rec)
+        except BaseException:
+            client.cancel(futures)
+            raise
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The study
+
+
+def _coerce_spec(spec: str | os.PathLike | StudySpec | dict) -> StudySpec:
+    if isinstance(spec, StudySpec):
+        return spec
+    if isinstance(spec, dict):
+        return study_from_dict(spec)
+    return load_study(spec)
+
+
+def default_out_dir(spec: StudySpec, reduced: bool) -> Path:
+    """``out/studies/<name>`` (``<name>-reduced`` for reduced runs), relative to the current folder."""
+    return Path("out") / "studies" / (spec.name + ("-reduced" if reduced else ""))
+
+
+def _is_complete(rec: dict[str, Any], task: RunTask) -> bool:
+    """A stored record can be reused if it holds every requested per-run metric."""
+    have = rec.get("metrics", {})
+    return all(m in have for m in task.metrics if m in METRICS)
+
+
+def run_study(spec_path_or_spec: str | os.PathLike | StudySpec | dict, *, jobs: int | None = None,
+              scheduler: str | None = None, out_dir: str | os.PathLike | None = None, progress: bool = True,
+              reduced: bool = False, plots: bool = True, report: bool = True) -> StudyResult:
+    """Run (or resume) a study and write its table, records, plots and report.
+
+    Args:
+        spec_path_or_spec: a study file, a StudySpec, or a study mapping.
+        jobs: worker processes of the local pool (default: the number of CPUs; 1 = in this process).
+        scheduler: address of a Dask scheduler, e.g. "tcp://127.0.0.1:8786" (then ``jobs`` is ignored).
+        out_dir: output folder (default ``out/studies/<name>``).
+        progress: show a progress bar on stderr.
+        reduced: run the spec's ``reduced`` version (tests, demos).
+        plots: draw the PNG/SVG plots.
+        report: write ``report.md``.
+
+    Returns:
+        A StudyResult with the output paths and counts of executed, skipped and failed runs.
+    """
+    spec = _coerce_spec(spec_path_or_spec)
+    if reduced:
+        spec = reduce_spec(spec)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(spec, reduced)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultStore(out)
+    tasks = expand_runs(spec)
+    stored = store.load()
+    records: dict[str, dict[str, Any]] = {}
+    pending: list[RunTask] = []
+    for t in tasks:
+        rec = stored.get(t.run_id)
+        if rec is not None and _is_complete(rec, t):
+            records[t.run_id] = rec
+        else:
+            pending.append(t)
+    _write_spec_copy(spec, out)
+    columns = table_columns(spec)
+    counter = {"executed": 0}
+    bar = _Progress(len(tasks), done=len(tasks) - len(pending), enabled=progress, name=spec.name)
+
+    def on_result(rec: dict[str, Any]) -> None:
+        store.append(rec)
+        records[rec["run_id"]] = rec
+        counter["executed"] += 1
+        store.write_csv(table_rows(spec, tasks, records), columns)
+        bar.advance(failed=rec.get("status") != "ok")
+
+    try:
+        if pending:
+            n_jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+            if scheduler:
+                _run_dask(pending, scheduler, on_result)
+            elif n_jobs <= 1 or len(pending) == 1:
+                _run_serial(pending, on_result)
+            else:
+                _run_pool(pending, min(n_jobs, len(pending)), on_result)
+    finally:
+        bar.close()
+    rows = table_rows(spec, tasks, records)
+    store.write_csv(rows, columns)
+    ordered = [records[t.run_id] for t in tasks if t.run_id in records]
+    result = StudyResult(spec=spec, out_dir=out, csv=store.csv, jsonl=store.jsonl, report=None, records=ordered,
+                         executed=counter["executed"], skipped=len(tasks) - len(pending),
+                         failed=sum(r.get("status") != "ok" for r in ordered))
+    if plots or report:
+        from convexsim.studies import report as report_mod
+
+        if plots:
+            result.plots = report_mod.make_plots(spec, rows, out / "plots")
+        if report:
+            result.report = report_mod.write_report(spec, rows, result, out / "report.md")
+    return result
+
+
+def _write_spec_copy(spec: StudySpec, out: Path) -> None:
+    from convexsim.io.atomic import atomic_write_text
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    atomic_write_text(out / "study.yaml", f"# resolved study spec (source: {spec.source})\n"
+                      + yaml.safe_dump(data, sort_keys=False))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The table
+
+
+def table_columns(spec: StudySpec) -> list[str]:
+    """CSV columns: run identity, swept parameters, status, metrics, pair metrics, timing, error."""
+    per_run = [m for m in spec.metrics if m in METRICS and m not in TIMING_METRICS]
+    pairs = [m for m in spec.metrics if m in PAIR_METRICS]
+    return (["index", "run_id", "repetition", "seed", *spec.swept_paths, "status", *per_run, *pairs, "steps",
+             *TIMING_COLUMNS, "error"])
+
+
+def table_rows(spec: StudySpec, tasks: Iterable[RunTask], records: dict[str, dict[str, Any]]) -> list[dict]:
+    """One row per finished run (in run order), with the SAP-vs-LCP pair metrics filled in."""
+    rows = []
+    by_id: dict[str, dict[str, Any]] = {}
+    for t in tasks:
+        rec = records.get(t.run_id)
+        if rec is None:
+            continue
+        row: dict[str, Any] = {"index": t.index, "run_id": t.run_id, "repetition": t.repetition, "seed": t.seed,
+                               **t.params, "status": rec.get("status", ""), "error": rec.get("error", ""),
+                               "steps": rec.get("steps", ""), "wall_time_s": rec.get("wall_time_s"),
+                               "ms_per_step": rec.get("ms_per_step"), "finished_at": rec.get("finished_at", ""),
+                               "worker": rec.get("worker", "")}
+        for m, v in rec.get("metrics", {}).items():
+            if m not in TIMING_METRICS:
+                row[m] = math.nan if v is None else v
+        rows.append(row)
+        by_id[t.run_id] = rec
+    _fill_pair_metrics(spec, tasks, records, rows)
+    return rows
+
+
+def _fill_pair_metrics(spec: StudySpec, tasks: Iterable[RunTask], records: dict[str, dict[str, Any]],
+                       rows: list[dict]) -> None:
+    names = [m for m in spec.metrics if m in PAIR_METRICS]
+    if not names:
+        return
+    key_of = {}
+    for t in tasks:
+        others = tuple(sorted((k, repr(v)) for k, v in t.params.items() if k != "solver.kind"))
+        key_of[t.run_id] = (others, t.repetition, t.params.get("solver.kind"))
+    groups: dict[tuple, dict[str, dict]] = {}
+    for rid, (others, rep, kind) in key_of.items():
+        rec = records.get(rid)
+        if rec is not None and rec.get("status") == "ok" and rec.get("summary"):
+            groups.setdefault((others, rep), {})[kind] = rec
+    for row in rows:
+        others, rep, _ = key_of[row["run_id"]]
+        pair = groups.get((others, rep), {})
+        for m in names:
+            fn, _ = PAIR_METRICS[m]
+            row[m] = fn(pair["sap"]["summary"], pair["lcp"]["summary"]) if "sap" in pair and "lcp" in pair \
+                else math.nan
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Progress
+
+
+class _Progress:
+    """A rich progress bar over runs (stderr); silent when disabled."""
+
+    def __init__(self, total: int, *, done: int, enabled: bool, name: str):
+        self.failed = 0
+        self._bar = None
+        if not enabled or total == 0:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(TextColumn(f"study {name}"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("failed: {task.fields[failed]}"), TimeRemainingColumn(),
+                             console=Console(stderr=True), transient=False)
+        self._bar.start()
+        self._task = self._bar.add_task("runs", total=total, completed=done, failed=0)
+
+    def advance(self, *, failed: bool) -> None:
+        self.failed += int(failed)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, failed=self.failed)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+__all__ = ["run_study", "execute_run", "StudyResult", "table_columns", "table_rows", "default_out_dir"]

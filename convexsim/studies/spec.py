@@ -1,0 +1,448 @@
+"""Study specs: a base scene, swept parameters, repetitions and the metrics to compute.
+
+A study file is YAML validated by pydantic (``extra="forbid"``); errors name the file and the field
+path (``parameters[1].range.count``), like scene files. Example::
+
+    name: rest_penetration_vs_stiffness
+    scene: ../sphere_drop.yaml          # path (relative to this file), shipped scene name, or a mapping
+    duration: 0.5                       # [s], optional override of the scene's
+    fixed: {solver.beta: 1.0}           # dotted overrides applied to every run
+    parameters:
+      - path: materials.default.stiffness
+        range: {start: 1.0e3, stop: 1.0e8, count: 11, scale: log}
+      - path: contact_model
+        values: [sap, lagged]
+    combine: grid                       # grid (Cartesian product) | zip (element-wise)
+    repetitions: 1
+    metrics: [rest_penetration, newton_iterations_mean]
+    reduced:                            # what ``--reduced`` (tests, demos) runs instead
+      duration: 0.3
+      parameters: {materials.default.stiffness: {values: [1.0e3, 1.0e4, 1.0e5]}}
+
+``expand_runs(spec)`` turns a spec into ``RunTask`` objects, each keyed by a hash of its resolved
+parameters (``run_id``), which is what resuming a study relies on.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from convexsim.studies.metrics import METRICS, PAIR_METRICS
+
+RUN_KWARG_PATHS = {"time_step": "time_step", "duration": "duration", "contact_model": "contact_model",
+                   "solver.kind": "solver"}
+"""Dotted paths passed to ``simulate`` as keyword arguments instead of scene overrides."""
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e3`` and ``1.0e5`` as floats (YAML 1.2; PyYAML 1.1 reads them as strings)."""
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def read_yaml(text: str) -> Any:
+    """Parse YAML text, reading exponent notation without a dot (``1e3``) as a float."""
+    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class StudyError(ValueError):
+    """A study file is malformed; the message names the file, the field path and what is allowed."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Range(_Strict):
+    """Evenly spaced values from ``start`` to ``stop`` inclusive (lin) or evenly in log10 (log)."""
+
+    start: float = Field(description="first value (> 0 for log)")
+    stop: float = Field(description="last value (> 0 for log)")
+    count: int = Field(ge=2, description="number of values, >= 2")
+    scale: Literal["lin", "log"] = Field("lin", description="lin | log spacing")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Range":
+        if not (math.isfinite(self.start) and math.isfinite(self.stop)):
+            raise ValueError(f"start and stop must be finite, got {self.start}, {self.stop}")
+        if self.scale == "log" and (self.start <= 0 or self.stop <= 0):
+            raise ValueError(f"a log range needs start > 0 and stop > 0, got {self.start}, {self.stop}")
+        return self
+
+    def values(self) -> list[float]:
+        """The values, rounded to 12 significant digits so that run hashes are stable."""
+        if self.scale == "log":
+            raw = np.logspace(math.log10(self.start), math.log10(self.stop), self.count)
+        else:
+            raw = np.linspace(self.start, self.stop, self.count)
+        return [_round_sig(float(x)) for x in raw]
+
+
+class ValueSet(_Strict):
+    """Either an explicit list of ``values`` or a ``range`` (exactly one)."""
+
+    values: list[Any] | None = Field(None, description="explicit values (numbers or strings)")
+    range: Range | None = Field(None, description="a lin/log range")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "ValueSet":
+        if (self.values is None) == (self.range is None):
+            raise ValueError("give exactly one of 'values' or 'range'")
+        if self.values is not None:
+            if len(self.values) == 0:
+                raise ValueError("'values' must not be empty")
+            for i, v in enumerate(self.values):
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ValueError(f"values[{i}] must be finite, got {v}")
+                if isinstance(v, (dict, list)):
+                    raise ValueError(f"values[{i}] must be a number, string or bool, got {v!r}")
+        return self
+
+    def resolved(self) -> list[Any]:
+        """The concrete values."""
+        if self.range is not None:
+            return self.range.values()
+        return [_round_sig(v) if isinstance(v, float) else v for v in self.values]
+
+    @property
+    def is_log(self) -> bool:
+        """True when the values are log-spaced (plots use a log axis)."""
+        if self.range is not None:
+            return self.range.scale == "log"
+        nums = [v for v in self.values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return len(nums) == len(self.values) and len(nums) >= 3 and min(nums) > 0 and max(nums) / min(nums) >= 100
+
+
+class Parameter(ValueSet):
+    """One swept parameter: a dotted scene path and its values."""
+
+    path: str = Field(min_length=1, description="dotted path, e.g. materials.default.stiffness, solver.sigma, "
+                                                "time_step, contact_model, solver.kind")
+    label: str | None = Field(None, description="axis label for plots (default: the path)")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if any(part == "" for part in v.split(".")) or v.strip() != v:
+            raise ValueError(f"not a dotted path: {v!r}")
+        return v
+
+
+class MetricOptions(_Strict):
+    """Options shared by the metrics (see docs/studies.md)."""
+
+    body: str | None = Field(None, description="body the body metrics look at (default: first moving body)")
+    window: float = Field(0.25, gt=0.0, le=1.0, description="final fraction of the run averaged by rest metrics")
+    stop_speed: float = Field(1e-3, gt=0.0, description="tangential speed below which a body counts as stopped "
+                                                        "[m/s]")
+
+
+class Reduced(_Strict):
+    """A smaller version of the study (``--reduced``): tests and demos."""
+
+    duration: float | None = Field(None, gt=0.0, description="simulated time per run [s]")
+    repetitions: int | None = Field(None, ge=1, description="repetitions per parameter point")
+    parameters: dict[str, ValueSet] = Field(default_factory=dict,
+                                            description="replacement values keyed by parameter path")
+
+
+class StudySpec(_Strict):
+    """A parameter study (see the module docstring for an example)."""
+
+    name: str = Field(min_length=1, description="study name (used for the output folder)")
+    description: str = Field("", description="what the study shows")
+    expected: str = Field("", description="the expected trend, stated up front")
+    scene: str | dict[str, Any] = Field(description="base scene: path (relative to the study file), shipped "
+                                                    "scene name, or an inline scene mapping")
+    duration: float | None = Field(None, gt=0.0, description="simulated time per run [s] (default: the scene's)")
+    time_step: float | None = Field(None, gt=0.0, description="dt [s] (default: the scene's)")
+    record_every: int = Field(1, ge=1, description="record one frame every N steps")
+    fixed: dict[str, Any] = Field(default_factory=dict, description="dotted overrides applied to every run")
+    parameters: list[Parameter] = Field(min_length=1, description="swept parameters")
+    combine: Literal["grid", "zip"] = Field("grid", description="grid: Cartesian product; zip: element-wise")
+    repetitions: int = Field(1, ge=1, description="runs per parameter point")
+    seed: int = Field(0, ge=0, description="seed of repetition 0; repetition r uses seed + r")
+    seed_path: str | None = Field(None, description="dotted scene path that receives each run's seed "
+                                                    "(e.g. grids.pile.jitter.seed)")
+    metrics: list[str] = Field(min_length=1, description="metric names (docs/studies.md)")
+    metric_options: MetricOptions = Field(default_factory=MetricOptions)
+    reduced: Reduced | None = Field(None, description="smaller version for tests and demos")
+    source: str | None = Field(None, exclude=True, description="(internal) file the spec was read from")
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str]) -> list[str]:
+        known = set(METRICS) | set(PAIR_METRICS)
+        for n in names:
+            if n not in known:
+                raise ValueError(f"unknown metric {n!r}; known metrics: {', '.join(sorted(known))}")
+        if len(set(names)) != len(names):
+            raise ValueError("metrics are listed more than once")
+        return names
+
+    @model_validator(mode="after")
+    def _check(self) -> "StudySpec":
+        paths = [p.path for p in self.parameters]
+        dup = {p for p in paths if paths.count(p) > 1}
+        if dup:
+            raise ValueError(f"parameters: path(s) {sorted(dup)} swept more than once")
+        if self.combine == "zip":
+            lens = {p.path: len(p.resolved()) for p in self.parameters}
+            if len(set(lens.values())) > 1:
+                raise ValueError(f"combine: zip needs parameters of equal length, got {lens}")
+        if self.reduced is not None:
+            unknown = sorted(set(self.reduced.parameters) - set(paths))
+            if unknown:
+                raise ValueError(f"reduced.parameters: {unknown} are not swept parameters {paths}")
+        if any(m in PAIR_METRICS for m in self.metrics) and "solver.kind" not in paths:
+            raise ValueError("metrics: the sap_lcp_* metrics need 'solver.kind' among the swept parameters")
+        return self
+
+    @property
+    def swept_paths(self) -> list[str]:
+        """The swept parameter paths, in order."""
+        return [p.path for p in self.parameters]
+
+    def parameter(self, path: str) -> Parameter:
+        """The swept parameter with this path."""
+        for p in self.parameters:
+            if p.path == path:
+                return p
+        raise KeyError(path)
+
+
+def _round_sig(x: float, digits: int = 12) -> float:
+    return float(f"{x:.{digits}g}") if math.isfinite(x) else x
+
+
+def _loc_to_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "function-before") or str(part).startswith(("function-", "union[")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def format_validation_error(exc: ValidationError, source: str) -> list[str]:
+    """One message per problem: ``source: field.path: what is wrong (got value)``."""
+    msgs = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if p not in ("str", "dict[str,any]"))
+        path = _loc_to_path(loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        tail = "" if err["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {got!r})"
+        msgs.append(f"{source}: {path}: {msg}{tail}")
+    return msgs
+
+
+def study_from_dict(data: Any, *, source: str = "<study>", base_dir: str | os.PathLike | None = None) -> StudySpec:
+    """Validate a study mapping; raise StudyError naming the field path of every problem."""
+    if not isinstance(data, dict):
+        raise StudyError(f"{source}: a study file must be a mapping at the top level, got {type(data).__name__}")
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as exc:
+        raise StudyError("\n".join(format_validation_error(exc, source))) from None
+    spec.source = str(source)
+    if isinstance(spec.scene, str):
+        spec.scene = str(_resolve_scene_path(spec.scene, base_dir, source))
+    _check_against_scene(spec, source)
+    return spec
+
+
+def load_study(path: str | os.PathLike) -> StudySpec:
+    """Read and validate a study file (YAML); raise StudyError (file, field path, value) if malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"study file not found: {path}")
+    try:
+        data = read_yaml(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise StudyError(f"{path}:{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return study_from_dict(data, source=str(path), base_dir=path.parent)
+
+
+def study_header(path: str | os.PathLike) -> str:
+    """The leading comment block of a study file (its statement of the expected trend)."""
+    lines = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line[1:].strip())
+    return "\n".join(lines).strip()
+
+
+def _resolve_scene_path(ref: str, base_dir: str | os.PathLike | None, source: str) -> Path:
+    candidates = []
+    if base_dir is not None:
+        candidates.append(Path(base_dir) / ref)
+    candidates.append(Path(ref))
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    try:
+        from convexsim.scene import shipped_scene_path
+
+        return Path(shipped_scene_path(ref)).resolve()
+    except Exception:  # noqa: BLE001 - any lookup failure becomes the field error below
+        pass
+    raise StudyError(f"{source}: scene: no scene file or shipped scene named {ref!r} "
+                     f"(looked in {', '.join(str(c) for c in candidates)} and scenes/)")
+
+
+def base_scene_dict(spec: StudySpec) -> dict[str, Any]:
+    """The base scene as a plain mapping (inline, or read from the referenced YAML file)."""
+    if isinstance(spec.scene, dict):
+        return copy.deepcopy(spec.scene)
+    return read_yaml(Path(spec.scene).read_text(encoding="utf-8"))
+
+
+def _check_against_scene(spec: StudySpec, source: str) -> None:
+    """Check that the base scene and every swept value apply (typos in paths fail before any run)."""
+    try:
+        from convexsim.scene import apply_overrides, scene_from_dict
+    except ImportError:  # the scene layer is not there: checked at run time instead
+        return
+    base = base_scene_dict(spec)
+    try:
+        scene_from_dict(base, source=f"{source}: scene")
+    except Exception as exc:  # noqa: BLE001
+        raise StudyError(f"{source}: scene: the base scene is invalid:\n{exc}") from None
+    checks: list[tuple[str, dict[str, Any]]] = [("fixed", dict(spec.fixed))]
+    for i, p in enumerate(spec.parameters):
+        for v in p.resolved():
+            checks.append((f"parameters[{i}] ({p.path}={v!r})", {**spec.fixed, p.path: v}))
+    if spec.seed_path:
+        checks.append(("seed_path", {spec.seed_path: spec.seed}))
+    for where, over in checks:
+        try:
+            scene_from_dict(apply_overrides(copy.deepcopy(base), over), source=f"{source}: {where}")
+        except Exception as exc:  # noqa: BLE001
+            raise StudyError(f"{source}: {where}: {exc}") from None
+
+
+def reduce_spec(spec: StudySpec) -> StudySpec:
+    """The spec with its ``reduced`` block applied (unchanged if it has none)."""
+    if spec.reduced is None:
+        return spec
+    red = spec.reduced
+    params = []
+    for p in spec.parameters:
+        repl = red.parameters.get(p.path)
+        if repl is None:
+            params.append(p)
+        else:
+            params.append(p.model_copy(update={"values": repl.values, "range": repl.range}))
+    update: dict[str, Any] = {"parameters": params, "reduced": None}
+    if red.duration is not None:
+        update["duration"] = red.duration
+    if red.repetitions is not None:
+        update["repetitions"] = red.repetitions
+    out = spec.model_copy(update=update)
+    out.source = spec.source
+    return out
+
+
+@dataclass
+class RunTask:
+    """One simulation of a study: everything a worker needs (picklable, no open files).
+
+    Attributes:
+        index: position in the expanded study (rows of the CSV are sorted by it).
+        run_id: hash of the resolved run parameters (scene, overrides, run settings, seed, repetition).
+        params: swept parameter values keyed by path.
+        repetition: repetition number r (0-based).
+        seed: seed of this run (spec.seed + r).
+        scene: the base scene mapping.
+        overrides: dotted scene overrides (fixed, then swept, then the seed).
+        run_kwargs: keyword arguments of ``simulate`` (duration, time_step, contact_model, solver).
+        record_every: frames recorded every N steps.
+        metrics: metric names to compute.
+        metric_options: MetricOptions as a dict.
+    """
+
+    index: int
+    run_id: str
+    params: dict[str, Any]
+    repetition: int
+    seed: int
+    scene: dict[str, Any]
+    overrides: dict[str, Any]
+    run_kwargs: dict[str, Any]
+    record_every: int = 1
+    metrics: list[str] = field(default_factory=list)
+    metric_options: dict[str, Any] = field(default_factory=dict)
+
+
+def parameter_points(spec: StudySpec) -> list[dict[str, Any]]:
+    """The parameter combinations: grid = Cartesian product (last parameter fastest), zip = element-wise."""
+    value_lists = [p.resolved() for p in spec.parameters]
+    paths = spec.swept_paths
+    combos = zip(*value_lists) if spec.combine == "zip" else itertools.product(*value_lists)
+    return [dict(zip(paths, c)) for c in combos]
+
+
+def run_hash(payload: dict[str, Any]) -> str:
+    """16 hex digits of SHA-256 over the canonical JSON of ``payload``."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def expand_runs(spec: StudySpec) -> list[RunTask]:
+    """All runs of the study, in a deterministic order (points, then repetitions)."""
+    base = base_scene_dict(spec)
+    tasks: list[RunTask] = []
+    for point in parameter_points(spec):
+        for rep in range(spec.repetitions):
+            seed = spec.seed + rep
+            settings: dict[str, Any] = {}
+            if spec.duration is not None:
+                settings["duration"] = spec.duration
+            if spec.time_step is not None:
+                settings["time_step"] = spec.time_step
+            settings.update(spec.fixed)
+            settings.update(point)
+            if spec.seed_path:
+                settings[spec.seed_path] = seed
+            kwargs = {RUN_KWARG_PATHS[k]: v for k, v in settings.items() if k in RUN_KWARG_PATHS}
+            overrides = {k: v for k, v in settings.items() if k not in RUN_KWARG_PATHS}
+            run_id = run_hash({"scene": base, "overrides": overrides, "kwargs": kwargs, "seed": seed,
+                               "repetition": rep, "record_every": spec.record_every})
+            tasks.append(RunTask(index=len(tasks), run_id=run_id, params=dict(point), repetition=rep, seed=seed,
+                                 scene=base, overrides=overrides, run_kwargs=kwargs,
+                                 record_every=spec.record_every, metrics=list(spec.metrics),
+                                 metric_options=spec.metric_options.model_dump()))
+    return tasks
+
+
+__all__ = ["StudySpec", "StudyError", "Parameter", "Range", "ValueSet", "MetricOptions", "Reduced", "RunTask",
+           "load_study", "study_from_dict", "study_header", "reduce_spec", "expand_runs", "parameter_points",
+           "base_scene_dict", "run_hash", "RUN_KWARG_PATHS"]
