@@ -22,9 +22,10 @@ Input format (shared with the SAP solver; nothing else is assumed):
 Workflow: ``sym = analyze(block_sizes, edges)`` once per time step (ordering + symbolic fill pattern),
 then ``fac = factor(sym, diag_values, edge_values)`` and ``x = solve(sym, fac, b)`` every Newton iteration.
 
-Ordering: *exact* minimum (external, scalar-weighted) degree on the explicit elimination graph of the
-block graph: at every step eliminate the uneliminated block whose neighbours have the fewest scalar rows
-in total (ties: smaller block index), then connect its neighbours into a clique. The neighbours of a block
+Ordering: *exact* minimum (external) degree on the explicit elimination graph of the block graph: at
+every step eliminate the uneliminated block with the fewest neighbour blocks (ties: fewest neighbour
+scalar rows, then smaller block index), then connect its neighbours into a clique. Counting blocks first
+guarantees zero fill on forests (chains, trees) whatever the block sizes. The neighbours of a block
 when it is eliminated are exactly the off-diagonal block rows of its column of L, so the ordering also
 yields the symbolic factorization. Cost O(sum over pivots of deg * (deg + deg_neighbour)) with a binary heap,
 i.e. linear in nb for bounded-degree graphs with bounded fill (no O(nb^2) scans anywhere).
@@ -233,16 +234,20 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
     """
     nb = sizes.size
     adj = [adjncy[xadj[i] : xadj[i + 1]].copy() for i in range(nb)]
-    degree = np.zeros(nb, dtype=np.int64)
+    # priority key = (number of neighbour blocks, number of neighbour scalar rows, block index)
+    scale = np.int64(sizes.sum() + 1)
+    key_of = np.zeros(nb, dtype=np.int64)
     for i in range(nb):
+        d = 0
         for t in range(adj[i].size):
-            degree[i] += sizes[adj[i][t]]
+            d += sizes[adj[i][t]]
+        key_of[i] = (adj[i].size * scale + d) * nb + i
     eliminated = np.zeros(nb, dtype=np.bool_)
     heap = np.empty(nb + 16, dtype=np.int64)
     hsize = 0
     if not use_natural:
         for i in range(nb):
-            heap, hsize = _heap_push(heap, hsize, degree[i] * nb + i)
+            heap, hsize = _heap_push(heap, hsize, key_of[i])
     perm = np.empty(nb, dtype=np.int64)
     colptr = np.zeros(nb + 1, dtype=np.int64)
     cols = np.empty(xadj[nb] + 16, dtype=np.int64)
@@ -254,7 +259,7 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
             while True:
                 key, hsize = _heap_pop(heap, hsize)
                 p = key % nb
-                if not eliminated[p] and key // nb == degree[p]:
+                if not eliminated[p] and key == key_of[p]:
                     break
         perm[k] = p
         eliminated[p] = True
@@ -273,10 +278,11 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
             d = 0
             for s in range(merged.size):
                 d += sizes[merged[s]]
-            if d != degree[u]:
-                degree[u] = d
+            key = (merged.size * scale + d) * nb + u
+            if key != key_of[u]:
+                key_of[u] = key
                 if not use_natural:
-                    heap, hsize = _heap_push(heap, hsize, d * nb + u)
+                    heap, hsize = _heap_push(heap, hsize, key)
         adj[p] = np.empty(0, dtype=np.int64)
     return perm, colptr, cols[:ncols].copy()
 

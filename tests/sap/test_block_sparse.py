@@ -1,0 +1,252 @@
+"""Block-sparse Cholesky (convexsim.sap.block_sparse) against dense numpy linear algebra.
+
+Oracles that cannot be tuned: numpy.linalg.cholesky / solve on the dense matrix, the uniqueness of the
+Cholesky factor of an SPD matrix, closed-form fill counts for chains and stars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convexsim.sap import block_sparse as bs
+
+# Both paths are backward stable, so the forward error of x is <~ cond(H) * eps. The generated problems
+# have cond(H) < 1e5 (asserted), so cond * eps ~ 2e-11: 1e-10 relative (the acceptance tolerance) holds
+# with margin and would catch any wrong block, transpose or missing Schur update (O(1) errors).
+REL_TOL = 1e-10
+
+
+def sap_like_problem(sizes, edges, rng, ground_fraction=0.5):
+    """Random SPD H = A + sum_c J_c^T G_c J_c with the block pattern of ``edges`` (like the SAP Hessian).
+
+    Returns (diag_values, edge_values, H_direct) where H_direct is assembled densely from the same J, G,
+    independently of ``bs.to_dense`` (so the storage convention is checked, not assumed)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    offset, diag_ptr, edge_ptr, nd, ne = bs.block_pointers(sizes, edges)
+    n = int(sizes.sum())
+    H = np.zeros((n, n))
+    diag_blocks = []
+    for i, ni in enumerate(sizes):
+        M = rng.standard_normal((ni, ni))
+        A = np.exp(rng.uniform(-1, 1)) * (M @ M.T + 0.5 * np.eye(ni))  # SPD "mass" block
+        if rng.random() < ground_fraction:  # contact with the ground: touches one clique
+            J = rng.standard_normal((3, ni))
+            A = A + J.T @ np.diag(rng.uniform(0.1, 2.0, 3)) @ J
+        diag_blocks.append(A)
+    edge_blocks = []
+    for i, j in edges:
+        J_i = rng.standard_normal((3, sizes[i]))
+        J_j = rng.standard_normal((3, sizes[j]))
+        G = np.diag(rng.uniform(0.1, 2.0, 3))
+        diag_blocks[i] = diag_blocks[i] + J_i.T @ G @ J_i
+        diag_blocks[j] = diag_blocks[j] + J_j.T @ G @ J_j
+        edge_blocks.append(J_j.T @ G @ J_i)  # H[rows j, cols i]
+        J = np.zeros((3, n))
+        J[:, offset[i] : offset[i] + sizes[i]] = J_i
+        J[:, offset[j] : offset[j] + sizes[j]] = J_j
+        H += J.T @ G @ J
+    d = np.concatenate([blk.ravel() for blk in diag_blocks]) if len(sizes) else np.zeros(0)
+    ev = np.concatenate([blk.ravel() for blk in edge_blocks]) if len(edge_blocks) else np.zeros(0)
+    assert d.size == nd and ev.size == ne
+    # H_direct: off-diagonal blocks come from the dense J^T G J sums; diagonal blocks are the accumulated
+    # A + ground + edge terms (the dense sums already added there are overwritten by the same quantities)
+    for i, ni in enumerate(sizes):
+        sl = slice(offset[i], offset[i] + ni)
+        H[sl, sl] = diag_blocks[i]
+    return d, ev, H
+
+
+def random_edges(nb, n_edges, rng):
+    seen = set()
+    out = []
+    while len(out) < n_edges:
+        i, j = rng.integers(0, nb, 2)
+        if i == j:
+            continue
+        key = (min(i, j), max(i, j))
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+def grid_edges(rows, cols):
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    right = np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1)
+    down = np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)
+    return np.concatenate([right, down]).astype(np.int64)
+
+
+def dense_L(sym, fac):
+    """Scatter the blocks of L into a dense matrix in elimination (permuted) scalar order."""
+    sizes_p = sym.block_sizes[sym.perm]
+    off_p = np.concatenate(([0], np.cumsum(sizes_p)[:-1]))
+    L = np.zeros((sym.n, sym.n))
+    for k, nk in enumerate(sizes_p):
+        p = sym.l_diag_ptr[k]
+        L[off_p[k] : off_p[k] + nk, off_p[k] : off_p[k] + nk] = fac.values[p : p + nk * nk].reshape(nk, nk)
+        for e in range(sym.l_colptr[k], sym.l_colptr[k + 1]):
+            r = sym.l_rows[e]
+            nr = sizes_p[r]
+            p = sym.l_ptr[e]
+            L[off_p[r] : off_p[r] + nr, off_p[k] : off_p[k] + nk] = fac.values[p : p + nr * nk].reshape(nr, nk)
+    return L
+
+
+def scalar_perm(sym):
+    return np.concatenate([np.arange(sym.block_offset[b], sym.block_offset[b] + sym.block_sizes[b])
+                           for b in sym.perm])
+
+
+def check_against_dense(sizes, edges, rng, m=3):
+    d, ev, H_direct = sap_like_problem(sizes, edges, rng)
+    H = bs.to_dense(sizes, edges, d, ev)
+    # the storage convention: to_dense reproduces the directly assembled matrix (same floating-point sums
+    # up to ordering of additions -> 1e-12 relative)
+    np.testing.assert_allclose(H, H_direct, rtol=0, atol=1e-12 * np.abs(H_direct).max())
+    cond = np.linalg.cond(H)
+    assert cond < 1e5, cond
+    sym = bs.analyze(sizes, edges)
+    fac = bs.factor(sym, d, ev)
+    # L is the unique Cholesky factor of P H P^T: compare with numpy's, block for block
+    sp = scalar_perm(sym)
+    L_ref = np.linalg.cholesky(H[np.ix_(sp, sp)])
+    L = dense_L(sym, fac)
+    assert np.abs(L - L_ref).max() <= REL_TOL * np.abs(L_ref).max()
+    b = rng.standard_normal((sym.n, m))
+    x_ref = np.linalg.solve(H, b)
+    x = bs.solve(sym, fac, b)
+    assert x.shape == b.shape
+    assert np.abs(x - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+    x1 = bs.solve(sym, fac, b[:, 0])
+    assert x1.shape == (sym.n,)
+    assert np.abs(x1 - x_ref[:, 0]).max() <= REL_TOL * np.abs(x_ref[:, 0]).max()
+    x_dense = bs.dense_solve(sizes, edges, d, ev, b)
+    assert np.abs(x_dense - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+    return sym
+
+
+@pytest.mark.parametrize("nb,n_edges,seed", [(1, 0, 0), (2, 1, 1), (10, 15, 2), (50, 75, 3), (200, 300, 4),
+                                             (200, 600, 5)])
+def test_random_problems_match_dense(nb, n_edges, seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([2, 3, 4, 6], nb)
+    edges = random_edges(nb, n_edges, rng)
+    check_against_dense(sizes, edges, rng)
+
+
+def test_disconnected_components_and_isolated_blocks():
+    rng = np.random.default_rng(10)
+    # three components: a triangle (0,1,2), a chain 3-4-5-6, isolated 7 and 8; edges listed out of order
+    edges = np.array([[4, 5], [1, 2], [0, 2], [5, 6], [0, 1], [3, 4]])
+    sizes = np.array([6, 2, 3, 4, 6, 6, 2, 3, 1])
+    sym = check_against_dense(sizes, edges, rng)
+    assert sym.fill_blocks == 0  # forests and a triangle need no fill under minimum degree
+
+
+def test_grid_graph_matches_dense_and_beats_natural_ordering():
+    rng = np.random.default_rng(11)
+    rows, cols = 12, 15
+    edges = grid_edges(rows, cols)
+    sizes = np.full(rows * cols, 6)
+    sym = check_against_dense(sizes, edges[rng.permutation(len(edges))], rng)
+    # natural (row-major) ordering of a grid fills the whole band: ~ (rows*cols) * cols blocks;
+    # minimum degree must do strictly better (it is ~ n log n for 2-D grids)
+    natural = bs.natural_ordering_fill(sizes, edges) - len(edges)
+    assert sym.fill_blocks < natural
+
+
+def test_chain_of_1000_blocks_no_fill():
+    rng = np.random.default_rng(12)
+    nb = 1000
+    edges = np.stack([np.arange(nb - 1), np.arange(1, nb)], 1)[rng.permutation(nb - 1)]
+    sizes = rng.choice([2, 3, 4, 6], nb)
+    d, ev, H = sap_like_problem(sizes, edges, rng)
+    sym = bs.analyze(sizes, edges)
+    # a tree eliminated leaf-first has zero fill: L has exactly one off-diagonal block per edge
+    assert sym.fill_blocks == 0 and sym.l_colptr[-1] == nb - 1
+    assert sym.l_size == int((sizes**2).sum() + (sizes[edges[:, 0]] * sizes[edges[:, 1]]).sum())
+    fac = bs.factor(sym, d, ev)
+    b = rng.standard_normal(sym.n)
+    x = bs.solve(sym, fac, b)
+    x_ref = np.linalg.solve(H, b)
+    assert np.abs(x - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+
+
+@pytest.mark.parametrize("nb", [8, 40])
+def test_star_graph_minimum_degree_avoids_fill(nb):
+    # arrow/star: hub 0 coupled to every other block. Natural order eliminates the hub first and turns the
+    # remaining nb-1 blocks into a clique: (nb-1)(nb-2)/2 fill blocks. Minimum degree eliminates the leaves
+    # first (degree 6 each vs the hub's 6(nb-1)) and has none.
+    rng = np.random.default_rng(nb)
+    edges = np.stack([np.zeros(nb - 1, dtype=np.int64), np.arange(1, nb)], 1)
+    sizes = np.full(nb, 6)
+    natural_fill = bs.natural_ordering_fill(sizes, edges) - (nb - 1)
+    assert natural_fill == (nb - 1) * (nb - 2) // 2
+    sym = check_against_dense(sizes, edges, rng)
+    assert sym.fill_blocks == 0
+    # the hub goes last but one (the final leaf ties with it at one neighbour; ties go to the lower index)
+    assert 0 in sym.perm[-2:]
+
+
+def test_edge_order_does_not_change_the_solution():
+    rng = np.random.default_rng(13)
+    nb = 60
+    sizes = rng.choice([2, 3, 4, 6], nb)
+    edges = random_edges(nb, 120, rng)
+    d, ev, H = sap_like_problem(sizes, edges, rng)
+    b = rng.standard_normal(int(sizes.sum()))
+    sym = bs.analyze(sizes, edges)
+    x = bs.solve(sym, bs.factor(sym, d, ev), b)
+    # shuffle the edges and move their value blocks accordingly
+    order = rng.permutation(len(edges))
+    _, _, edge_ptr, _, _ = bs.block_pointers(sizes, edges)
+    blocks = [ev[edge_ptr[e] : edge_ptr[e] + sizes[i] * sizes[j]] for e, (i, j) in enumerate(edges)]
+    ev2 = np.concatenate([blocks[e] for e in order])
+    sym2 = bs.analyze(sizes, edges[order])
+    x2 = bs.solve(sym2, bs.factor(sym2, d, ev2), b)
+    x_ref = np.linalg.solve(H, b)
+    assert np.abs(x2 - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+    assert np.abs(x2 - x).max() <= REL_TOL * np.abs(x_ref).max()
+
+
+def test_not_positive_definite_names_the_block():
+    rng = np.random.default_rng(14)
+    nb = 30
+    sizes = rng.choice([2, 3, 4, 6], nb)
+    edges = random_edges(nb, 45, rng)
+    d, ev, _ = sap_like_problem(sizes, edges, rng)
+    sym = bs.analyze(sizes, edges)
+    bad = 17
+    p = sym.diag_ptr[bad]
+    n_bad = sizes[bad]
+    # make H_bad,bad indefinite: its Schur complement (H_bb minus PSD terms) stays indefinite whatever the
+    # order, while every other block is untouched, so the pivot fails exactly at block 17
+    d[p : p + n_bad * n_bad] = -np.eye(n_bad).ravel()
+    with pytest.raises(np.linalg.LinAlgError, match=rf"block {bad}\b"):
+        bs.factor(sym, d, ev)
+    with pytest.raises(np.linalg.LinAlgError):
+        bs.dense_solve(sizes, edges, d, ev, np.ones(sym.n))
+    d[p] = np.nan
+    with pytest.raises(np.linalg.LinAlgError, match=rf"block {bad}\b"):
+        bs.factor(sym, d, ev)
+
+
+def test_malformed_input_rejected():
+    sizes = np.array([2, 3, 4])
+    with pytest.raises(ValueError, match="not a pair"):
+        bs.analyze(sizes, [[1, 0]])
+    with pytest.raises(ValueError, match="not a pair"):
+        bs.analyze(sizes, [[0, 3]])
+    with pytest.raises(ValueError, match="duplicate"):
+        bs.analyze(sizes, [[0, 1], [1, 2], [0, 1]])
+    with pytest.raises(ValueError, match=">= 1"):
+        bs.analyze([2, 0], [])
+    sym = bs.analyze(sizes, [[0, 1]])
+    with pytest.raises(ValueError, match="diag_values"):
+        bs.factor(sym, np.zeros(5), np.zeros(6))
+    with pytest.raises(ValueError, match="b must have shape"):
+        bs.solve(sym, bs.factor(sym, np.concatenate([np.eye(k).ravel() for k in sizes]), np.zeros(6)),
+                 np.ones(4))
