@@ -1,0 +1,188 @@
+"""Broad phase: candidate geometry pairs from bounding spheres (sort and sweep) and halfspace supports.
+
+Every non-halfspace geometry g is bounded by the ball of radius ρ_g (``bounding_radius``) about its
+origin. Two such geometries are a candidate pair when |c_i − c_j| <= ρ_i + ρ_j + margin. The sweep
+sorts the intervals [c_i·e − ρ_i − margin/2, c_i·e + ρ_i + margin/2] along the world axis e on which
+the centres spread most, and tests only pairs whose intervals overlap: O(n log n + k) for k
+overlapping intervals, instead of the n(n − 1)/2 tests of ``brute_force_pairs``.
+
+Halfspaces (unbounded) are handled apart: a halfspace (p, n) and a geometry g form a pair when the
+lowest point of g along n is within the margin, n·(c_g − p) − s_g(n) <= margin, with s_g(n) the
+support half-width of g along n.
+
+Pairs of geometries on the same body, pairs of two fixed bodies and halfspace–halfspace pairs are
+never reported. A pair is (A, B) with A the halfspace if there is one, else the lower geom index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.geometry.transforms import dot3
+
+SPHERE = 0
+BOX = 1
+CAPSULE = 2
+HALFSPACE = 3
+# Values of convexsim.model.GeomType, repeated as plain ints for the kernels.
+
+
+@jit
+def bounding_radius(gtype: int, size: np.ndarray) -> float:
+    """Radius [m] of the smallest origin-centred ball containing the geometry (inf for a halfspace)."""
+    if gtype == SPHERE:
+        return size[0]
+    if gtype == BOX:
+        return np.sqrt(size[0] ** 2 + size[1] ** 2 + size[2] ** 2)
+    if gtype == CAPSULE:
+        return size[0] + size[1]
+    return np.inf
+
+
+@jit
+def support_half_width(gtype: int, size: np.ndarray, R: np.ndarray, n: np.ndarray) -> float:
+    """max over the geometry of n·(x − c) [m] for a unit n: r, Σ h_i|R_i·n| or r + h|R_z·n|."""
+    if gtype == SPHERE:
+        return size[0]
+    if gtype == BOX:
+        return (
+            size[0] * abs(dot3(R[:, 0], n))
+            + size[1] * abs(dot3(R[:, 1], n))
+            + size[2] * abs(dot3(R[:, 2], n))
+        )
+    if gtype == CAPSULE:
+        return size[0] + size[1] * abs(dot3(R[:, 2], n))
+    return np.inf
+
+
+@jit
+def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray) -> bool:
+    """Geometries on different bodies, not both fixed."""
+    bi = geom_body[i]
+    bj = geom_body[j]
+    return bi != bj and not (body_fixed[bi] and body_fixed[bj])
+
+
+@jit
+def _emit(a: int, b: int, total: int, pairs: np.ndarray) -> int:
+    """Store pair (a, b) at row ``total`` if it fits; returns total + 1."""
+    if total < pairs.shape[0]:
+        pairs[total, 0] = a
+        pairs[total, 1] = b
+    return total + 1
+
+
+@jit
+def _halfspace_pairs(
+    geom_type: np.ndarray,
+    geom_size: np.ndarray,
+    geom_body: np.ndarray,
+    body_fixed: np.ndarray,
+    pos: np.ndarray,
+    rot: np.ndarray,
+    margin: float,
+    pairs: np.ndarray,
+    total: int,
+) -> int:
+    """Append (halfspace, geom) pairs whose support test passes; returns the new total."""
+    ngeom = geom_type.shape[0]
+    for h in range(ngeom):
+        if geom_type[h] != HALFSPACE:
+            continue
+        n = rot[h, :, 2].copy()
+        for g in range(ngeom):
+            if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed):
+                continue
+            height = dot3(n, pos[g] - pos[h]) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
+            if height <= margin:
+                total = _emit(h, g, total, pairs)
+    return total
+
+
+@jit
+def sweep_and_prune_pairs(
+    geom_type: np.ndarray,
+    geom_size: np.ndarray,
+    geom_body: np.ndarray,
+    body_fixed: np.ndarray,
+    pos: np.ndarray,
+    rot: np.ndarray,
+    margin: float,
+    pairs: np.ndarray,
+) -> int:
+    """All candidate pairs (sort and sweep + halfspaces) into ``pairs`` (cap, 2).
+
+    Returns the number of pairs found; if it exceeds ``pairs.shape[0]`` only the first rows were
+    written and the caller must retry with a larger buffer.
+    """
+    ngeom = geom_type.shape[0]
+    idx = np.empty(ngeom, np.int64)
+    m = 0
+    for g in range(ngeom):
+        if geom_type[g] != HALFSPACE:
+            idx[m] = g
+            m += 1
+    idx = idx[:m]
+    total = 0
+    if m > 1:
+        rho = np.empty(m)
+        for k in range(m):
+            rho[k] = bounding_radius(geom_type[idx[k]], geom_size[idx[k]])
+        centres = pos[idx]
+        axis = 0
+        best_var = -1.0
+        for e in range(3):
+            var = np.var(centres[:, e])
+            if var > best_var:
+                best_var = var
+                axis = e
+        lo = centres[:, axis] - rho - 0.5 * margin
+        hi = centres[:, axis] + rho + 0.5 * margin
+        order = np.argsort(lo, kind="mergesort")
+        for ii in range(m):
+            ki = order[ii]
+            i = idx[ki]
+            for jj in range(ii + 1, m):
+                kj = order[jj]
+                if lo[kj] > hi[ki]:
+                    break
+                j = idx[kj]
+                if not _allowed(i, j, geom_body, body_fixed):
+                    continue
+                d = centres[ki] - centres[kj]
+                reach = rho[ki] + rho[kj] + margin
+                if dot3(d, d) <= reach * reach:
+                    total = _emit(min(i, j), max(i, j), total, pairs)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, pairs, total)
+
+
+@jit
+def brute_force_pairs(
+    geom_type: np.ndarray,
+    geom_size: np.ndarray,
+    geom_body: np.ndarray,
+    body_fixed: np.ndarray,
+    pos: np.ndarray,
+    rot: np.ndarray,
+    margin: float,
+    pairs: np.ndarray,
+) -> int:
+    """Reference broad phase: the same pair rule as ``sweep_and_prune_pairs`` by testing all pairs."""
+    ngeom = geom_type.shape[0]
+    total = 0
+    for i in range(ngeom):
+        if geom_type[i] == HALFSPACE:
+            continue
+        for j in range(i + 1, ngeom):
+            if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed):
+                continue
+            d = pos[i] - pos[j]
+            reach = (
+                bounding_radius(geom_type[i], geom_size[i])
+                + bounding_radius(geom_type[j], geom_size[j])
+                + margin
+            )
+            if dot3(d, d) <= reach * reach:
+                total = _emit(i, j, total, pairs)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, pairs, total)

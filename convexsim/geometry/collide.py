@@ -1,0 +1,286 @@
+"""Whole-scene collision detection: world poses, broad phase, narrow phase, ``Contacts``.
+
+Conventions (docs/collision.md):
+
+* A pair is (A, B) with A the halfspace if there is one, otherwise the geometry with the lower
+  index. The normal is a unit vector from A into B (moving B along +n separates the pair), ``phi``
+  the signed distance [m] (< 0: penetration) and ``point`` the midpoint of the two surface points.
+* Contacts are ordered by (A, B) and, within a pair, in the kernel's order.
+* Every contact with ``phi <= margin`` is reported; ``margin > 0`` adds speculative contacts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.geometry.boxes import box_box, capsule_box, halfspace_box, sphere_box
+from convexsim.geometry.broadphase import (
+    BOX,
+    CAPSULE,
+    HALFSPACE,
+    SPHERE,
+    brute_force_pairs,
+    sweep_and_prune_pairs,
+)
+from convexsim.geometry.primitives import (
+    MAX_PAIR_CONTACTS,
+    capsule_capsule,
+    halfspace_capsule,
+    halfspace_sphere,
+    sphere_capsule,
+    sphere_sphere,
+)
+from convexsim.geometry.transforms import geom_world_poses
+from convexsim.model import Contacts
+
+BAD_GEOM_TYPE = -1
+"""Status returned by the kernels for a geometry type they do not know."""
+
+
+@jit
+def _rank(gtype: int) -> int:
+    """Canonical kernel order: halfspace < sphere < capsule < box (−1: unknown type)."""
+    if gtype == HALFSPACE:
+        return 0
+    if gtype == SPHERE:
+        return 1
+    if gtype == CAPSULE:
+        return 2
+    if gtype == BOX:
+        return 3
+    return -1
+
+
+@jit
+def _collide_canonical(
+    t1: int,
+    p1: np.ndarray,
+    R1: np.ndarray,
+    s1: np.ndarray,
+    t2: int,
+    p2: np.ndarray,
+    R2: np.ndarray,
+    s2: np.ndarray,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Dispatch a pair already in canonical order (rank(t1) <= rank(t2)); normal from 1 into 2."""
+    if t1 == HALFSPACE:
+        if t2 == SPHERE:
+            return halfspace_sphere(p1, R1, p2, s2[0], margin, phi, point, normal)
+        if t2 == CAPSULE:
+            return halfspace_capsule(p1, R1, p2, R2, s2[0], s2[1], margin, phi, point, normal)
+        if t2 == BOX:
+            return halfspace_box(p1, R1, p2, R2, s2, margin, phi, point, normal)
+        return 0  # halfspace–halfspace: never in contact
+    if t1 == SPHERE:
+        if t2 == SPHERE:
+            return sphere_sphere(p1, s1[0], p2, s2[0], margin, phi, point, normal)
+        if t2 == CAPSULE:
+            return sphere_capsule(p1, s1[0], p2, R2, s2[0], s2[1], margin, phi, point, normal)
+        return sphere_box(p1, s1[0], p2, R2, s2, margin, phi, point, normal)
+    if t1 == CAPSULE:
+        if t2 == CAPSULE:
+            return capsule_capsule(p1, R1, s1[0], s1[1], p2, R2, s2[0], s2[1], margin, phi, point, normal)
+        return capsule_box(p1, R1, s1[0], s1[1], p2, R2, s2, margin, phi, point, normal)
+    return box_box(p1, R1, s1, p2, R2, s2, margin, phi, point, normal)
+
+
+@jit
+def collide_geoms(
+    ta: int,
+    pa: np.ndarray,
+    Ra: np.ndarray,
+    sa: np.ndarray,
+    tb: int,
+    pb: np.ndarray,
+    Rb: np.ndarray,
+    sb: np.ndarray,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Contacts between geometry A (type, world position, R_WG, size) and B, normal from A into B.
+
+    Writes n <= MAX_PAIR_CONTACTS rows of ``phi`` (k,), ``point`` (k, 3), ``normal`` (k, 3) and
+    returns n, or BAD_GEOM_TYPE for an unknown type.
+    """
+    ra = _rank(ta)
+    rb = _rank(tb)
+    if ra < 0 or rb < 0:
+        return BAD_GEOM_TYPE
+    if ra <= rb:
+        return _collide_canonical(ta, pa, Ra, sa, tb, pb, Rb, sb, margin, phi, point, normal)
+    n = _collide_canonical(tb, pb, Rb, sb, ta, pa, Ra, sa, margin, phi, point, normal)
+    for k in range(n):
+        for i in range(3):
+            normal[k, i] = -normal[k, i]
+    return n
+
+
+@jit
+def narrow_phase(
+    pairs: np.ndarray,
+    npairs: int,
+    geom_type: np.ndarray,
+    geom_size: np.ndarray,
+    pos: np.ndarray,
+    rot: np.ndarray,
+    margin: float,
+    out_geoms: np.ndarray,
+    out_phi: np.ndarray,
+    out_point: np.ndarray,
+    out_normal: np.ndarray,
+) -> int:
+    """Run ``collide_geoms`` on pairs[:npairs] (A, B) and append the contacts to the out buffers.
+
+    Returns the total number of contacts (rows beyond the buffer capacity are counted, not
+    written: the caller grows the buffers and retries), or BAD_GEOM_TYPE.
+    """
+    phi = np.empty(MAX_PAIR_CONTACTS)
+    point = np.empty((MAX_PAIR_CONTACTS, 3))
+    normal = np.empty((MAX_PAIR_CONTACTS, 3))
+    cap = out_phi.shape[0]
+    total = 0
+    for k in range(npairs):
+        a = pairs[k, 0]
+        b = pairs[k, 1]
+        n = collide_geoms(
+            geom_type[a], pos[a], rot[a], geom_size[a],
+            geom_type[b], pos[b], rot[b], geom_size[b],
+            margin, phi, point, normal,
+        )  # fmt: skip
+        if n < 0:
+            return BAD_GEOM_TYPE
+        for m in range(n):
+            if total < cap:
+                out_geoms[total, 0] = a
+                out_geoms[total, 1] = b
+                out_phi[total] = phi[m]
+                out_point[total] = point[m]
+                out_normal[total] = normal[m]
+            total += 1
+    return total
+
+
+class CollisionWorkspace:
+    """Reusable output buffers of the broad and narrow phases; they only grow (never drop rows)."""
+
+    def __init__(self, pair_capacity: int = 64, contact_capacity: int = 64):
+        self.pairs = np.empty((pair_capacity, 2), np.int64)
+        self._contacts(contact_capacity)
+
+    def _contacts(self, capacity: int) -> None:
+        self.geoms = np.empty((capacity, 2), np.int64)
+        self.phi = np.empty(capacity)
+        self.point = np.empty((capacity, 3))
+        self.normal = np.empty((capacity, 3))
+
+    def grow_pairs(self, needed: int) -> None:
+        """Make room for at least ``needed`` pairs."""
+        self.pairs = np.empty((max(needed, 2 * self.pairs.shape[0]), 2), np.int64)
+
+    def grow_contacts(self, needed: int) -> None:
+        """Make room for at least ``needed`` contacts."""
+        self._contacts(max(needed, 2 * self.phi.shape[0]))
+
+
+_DEFAULT_WORKSPACE = CollisionWorkspace()
+
+
+def _model_arrays(model) -> tuple[np.ndarray, ...]:
+    return (
+        np.ascontiguousarray(model.geom_type, dtype=np.int64),
+        np.ascontiguousarray(model.geom_size, dtype=np.float64),
+        np.ascontiguousarray(model.geom_body, dtype=np.int64),
+        np.ascontiguousarray(model.body_fixed, dtype=np.bool_),
+    )
+
+
+def _check_inputs(model, q: np.ndarray, margin: float) -> np.ndarray:
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    if q.shape != (model.nbody, 7):
+        raise ValueError(f"collide: q must have shape ({model.nbody}, 7), got {q.shape}")
+    if not np.all(np.isfinite(q)):
+        bad = sorted({int(b) for b in np.argwhere(~np.isfinite(q))[:, 0]})
+        raise ValueError(f"collide: non-finite pose for bodies {bad}")
+    qnorm = np.linalg.norm(q[:, 3:], axis=1)
+    if np.any(qnorm == 0.0):
+        raise ValueError(f"collide: zero quaternion for bodies {np.flatnonzero(qnorm == 0.0).tolist()}")
+    bad_types = sorted({int(t) for t in np.asarray(model.geom_type)} - {SPHERE, BOX, CAPSULE, HALFSPACE})
+    if bad_types:
+        raise ValueError(f"collide: unknown geometry type(s) {bad_types}")
+    if not np.isfinite(margin) or margin < 0.0:
+        raise ValueError(f"collide: margin must be finite and >= 0, got {margin}")
+    return q
+
+
+def candidate_pairs(model, q: np.ndarray, *, margin: float = 0.0, brute_force: bool = False,
+                    workspace: CollisionWorkspace | None = None) -> np.ndarray:
+    """Broad-phase pairs (A, B), shape (npairs, 2), sorted by (A, B).
+
+    ``brute_force=True`` uses the O(n²) reference instead of sort and sweep (same pair rule).
+    """
+    q = _check_inputs(model, q, margin)
+    ws = _DEFAULT_WORKSPACE if workspace is None else workspace
+    pos, rot = geom_world_poses(model, q)
+    return _pairs(model, pos, rot, float(margin), brute_force, ws)
+
+
+def _pairs(model, pos, rot, margin: float, brute_force: bool, ws: CollisionWorkspace) -> np.ndarray:
+    geom_type, geom_size, geom_body, body_fixed = _model_arrays(model)
+    kernel = brute_force_pairs if brute_force else sweep_and_prune_pairs
+    while True:
+        npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, ws.pairs)
+        if npairs <= ws.pairs.shape[0]:
+            break
+        ws.grow_pairs(npairs)
+    pairs = ws.pairs[:npairs].copy()
+    ngeom = max(model.ngeom, 1)
+    return pairs[np.argsort(pairs[:, 0] * ngeom + pairs[:, 1], kind="stable")]
+
+
+def collide(model, q: np.ndarray, *, margin: float = 0.0,
+            workspace: CollisionWorkspace | None = None) -> Contacts:
+    """All contacts with phi <= margin between geometries of different, not both fixed, bodies.
+
+    Args:
+        model: a ``convexsim.model.Model``.
+        q: body poses (x, y, z, qw, qx, qy, qz), shape (nbody, 7) [m, -].
+        margin: report contacts with gap phi <= margin [m] (speculative contacts for margin > 0).
+        workspace: buffers to reuse (default: a module-level one); they grow as needed.
+
+    Returns:
+        ``Contacts`` (normal from A into B, A = halfspace or lower geom index).
+
+    Raises:
+        ValueError: bad q shape, non-finite pose, zero quaternion, negative margin, unknown geom type.
+    """
+    q = _check_inputs(model, q, margin)
+    ws = _DEFAULT_WORKSPACE if workspace is None else workspace
+    pos, rot = geom_world_poses(model, q)
+    pairs = _pairs(model, pos, rot, float(margin), False, ws)
+    geom_type, geom_size, geom_body, _ = _model_arrays(model)
+    while True:
+        nc = narrow_phase(pairs, pairs.shape[0], geom_type, geom_size, pos, rot, float(margin),
+                          ws.geoms, ws.phi, ws.point, ws.normal)
+        if nc == BAD_GEOM_TYPE:
+            raise ValueError(f"collide: unknown geometry type in {sorted(set(geom_type.tolist()))}")
+        if nc <= ws.phi.shape[0]:
+            break
+        ws.grow_contacts(nc)
+    ga = ws.geoms[:nc, 0].copy()
+    gb = ws.geoms[:nc, 1].copy()
+    return Contacts(
+        geom_a=ga,
+        geom_b=gb,
+        body_a=geom_body[ga],
+        body_b=geom_body[gb],
+        phi=ws.phi[:nc].copy(),
+        point=ws.point[:nc].copy(),
+        normal=ws.normal[:nc].copy(),
+    )

@@ -1,0 +1,231 @@
+"""Narrow-phase kernels for the round primitives: halfspace, sphere and capsule pairs.
+
+Every kernel has the form ``first_second(<first pose/size>, <second pose/size>, margin, phi, point,
+normal) -> n``: it writes n contacts (0 ≤ n ≤ MAX_PAIR_CONTACTS) with ``phi <= margin`` into rows
+0..n−1 of the output buffers ``phi`` (k,), ``point`` (k, 3), ``normal`` (k, 3), k ≥ MAX_PAIR_CONTACTS.
+The normal is a unit vector from the *first* geometry into the *second* one, ``phi`` the signed
+distance [m] (< 0: penetration) and ``point`` the midpoint of the two surface points.
+
+Shapes are given in world coordinates:
+
+* halfspace (p, R): surface through p, outward normal R[:, 2], solid below;
+* sphere (c, r);
+* capsule (c, R, r, h): the segment c ± h R[:, 2] swept by a ball of radius r.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.geometry.transforms import (
+    TINY,
+    any_perpendicular,
+    closest_params_segments,
+    cross3,
+    dot3,
+    norm3,
+    write_contact,
+)
+
+MAX_PAIR_CONTACTS = 8
+"""Largest number of contacts one pair can produce (box–box clipping and box–halfspace vertices)."""
+
+PARALLEL_SIN2 = 1e-12
+"""Two segments are parallel when sin²(angle between them) is below this."""
+
+MIN_OVERLAP = 1e-9
+"""Overlap length [m] of parallel segments below which one contact (not two) is produced."""
+
+
+@jit
+def sphere_pair(
+    ca: np.ndarray,
+    ra: float,
+    cb: np.ndarray,
+    rb: float,
+    fallback_normal: np.ndarray,
+    margin: float,
+    k: int,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Contact between balls (ca, ra) and (cb, rb) written at row k; returns 1 if phi <= margin.
+
+    phi = |cb − ca| − ra − rb, n = (cb − ca)/|cb − ca|; when the centres coincide (|cb − ca| < TINY)
+    n = ``fallback_normal`` (the caller's choice for the degenerate case).
+    """
+    diff = cb - ca
+    dist = norm3(diff)
+    if dist > TINY:
+        n = diff / dist
+    else:
+        n = fallback_normal.copy()
+    value = dist - ra - rb
+    if value > margin:
+        return 0
+    write_contact(k, value, ca + ra * n, cb - rb * n, n, phi, point, normal)
+    return 1
+
+
+@jit
+def halfspace_sphere(
+    ph: np.ndarray,
+    Rh: np.ndarray,
+    c: np.ndarray,
+    r: float,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Halfspace (ph, Rh) vs sphere (c, r): phi = n·(c − ph) − r with n = Rh[:, 2]; ≤ 1 contact."""
+    n = Rh[:, 2].copy()
+    height = dot3(n, c - ph)
+    value = height - r
+    if value > margin:
+        return 0
+    write_contact(0, value, c - height * n, c - r * n, n, phi, point, normal)
+    return 1
+
+
+@jit
+def halfspace_capsule(
+    ph: np.ndarray,
+    Rh: np.ndarray,
+    c: np.ndarray,
+    R: np.ndarray,
+    r: float,
+    h: float,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Halfspace vs capsule: one contact per cap centre c ∓ h·axis whose ball has phi <= margin.
+
+    A capsule lying on the plane gets 2 contacts (both caps), a tilted one the lower cap (and the
+    upper one too if it is within the margin); h = 0 gives one contact. Order: −h end first.
+    """
+    n = Rh[:, 2].copy()
+    axis = R[:, 2]
+    count = 0
+    nends = 2 if h > 0.0 else 1
+    for e in range(nends):
+        sign = -1.0 if e == 0 else 1.0
+        end = c + sign * h * axis
+        height = dot3(n, end - ph)
+        value = height - r
+        if value <= margin:
+            write_contact(count, value, end - height * n, end - r * n, n, phi, point, normal)
+            count += 1
+    return count
+
+
+@jit
+def sphere_sphere(
+    ca: np.ndarray,
+    ra: float,
+    cb: np.ndarray,
+    rb: float,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Sphere vs sphere; concentric spheres get the normal +z (W). ≤ 1 contact."""
+    up = np.zeros(3)
+    up[2] = 1.0
+    return sphere_pair(ca, ra, cb, rb, up, margin, 0, phi, point, normal)
+
+
+@jit
+def sphere_capsule(
+    c: np.ndarray,
+    r: float,
+    cc: np.ndarray,
+    R: np.ndarray,
+    rc: float,
+    hc: float,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Sphere vs capsule: the sphere against the ball at the closest point of the capsule segment.
+
+    A sphere centre on the capsule axis gets a normal perpendicular to the axis (any_perpendicular).
+    """
+    axis = R[:, 2].copy()
+    p0 = cc - hc * axis
+    s = 0.0
+    if hc > 0.0:
+        s = dot3(c - p0, axis) / (2.0 * hc)
+        s = min(max(s, 0.0), 1.0)
+    closest = p0 + (2.0 * hc * s) * axis
+    fallback = any_perpendicular(axis)
+    return sphere_pair(c, r, closest, rc, fallback, margin, 0, phi, point, normal)
+
+
+@jit
+def capsule_capsule(
+    ca: np.ndarray,
+    Ra: np.ndarray,
+    ra: float,
+    ha: float,
+    cb: np.ndarray,
+    Rb: np.ndarray,
+    rb: float,
+    hb: float,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Capsule vs capsule via the closest points of the two segments.
+
+    Parallel segments whose projections overlap by more than MIN_OVERLAP give 2 contacts, at the
+    two ends of the overlap interval; otherwise 1 contact between the balls at the closest points.
+    When the segments intersect (closest points coincide) the normal is ±(d_a × d_b)/|d_a × d_b|,
+    or a perpendicular of the axis if they are collinear, with the sign making n·(cb − ca) ≥ 0.
+    """
+    ax_a = Ra[:, 2].copy()
+    ax_b = Rb[:, 2].copy()
+    p1 = ca - ha * ax_a
+    q1 = ca + ha * ax_a
+    p2 = cb - hb * ax_b
+    q2 = cb + hb * ax_b
+    d1 = q1 - p1
+    d2 = q2 - p2
+    a = dot3(d1, d1)
+    e = dot3(d2, d2)
+    cr = cross3(d1, d2)
+    cr2 = dot3(cr, cr)
+    # Degenerate-case normal: perpendicular to both axes, pointing from A's centre towards B's.
+    if cr2 > PARALLEL_SIN2 * a * e and cr2 > 0.0:
+        fallback = cr / np.sqrt(cr2)
+    elif a > 0.0:
+        fallback = any_perpendicular(d1)
+    else:
+        fallback = any_perpendicular(d2)
+    if dot3(fallback, cb - ca) < 0.0:
+        fallback = -fallback
+    parallel = a > 0.0 and e > 0.0 and cr2 <= PARALLEL_SIN2 * a * e
+    if parallel:
+        s_p = dot3(p2 - p1, d1) / a
+        s_q = dot3(q2 - p1, d1) / a
+        lo = max(0.0, min(s_p, s_q))
+        hi = min(1.0, max(s_p, s_q))
+        if (hi - lo) * np.sqrt(a) > MIN_OVERLAP:
+            count = 0
+            for s in (lo, hi):
+                x1 = p1 + s * d1
+                t = min(max(dot3(x1 - p2, d2) / e, 0.0), 1.0)
+                x2 = p2 + t * d2
+                count += sphere_pair(x1, ra, x2, rb, fallback, margin, count, phi, point, normal)
+            return count
+    s, t = closest_params_segments(p1, q1, p2, q2)
+    x1 = p1 + s * d1
+    x2 = p2 + t * d2
+    return sphere_pair(x1, ra, x2, rb, fallback, margin, 0, phi, point, normal)

@@ -1,0 +1,212 @@
+"""World poses of geometries and the small vector helpers shared by the collision kernels.
+
+A geometry G is attached to body B with pose (p_BG, R_BG) (``Model.geom_pos``, ``Model.geom_quat``).
+With the body pose q_b = (p_WB, R_WB) its world pose is
+
+    p_WG = p_WB + R_WB p_BG,        R_WG = R_WB R_BG.
+
+The columns of R_WG are the geometry's local axes expressed in W.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim._jit import jit
+
+TINY = 1e-12
+"""Lengths [m] (or squared lengths, as noted) below this are treated as zero by the kernels."""
+
+
+@jit
+def quat_to_rot(w: float, x: float, y: float, z: float) -> np.ndarray:
+    """Rotation matrix of the quaternion (w, x, y, z), normalized first; shape (3, 3).
+
+    A zero quaternion yields the identity (the Python wrapper rejects it before calling).
+    """
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    R = np.eye(3)
+    if n == 0.0:
+        return R
+    w, x, y, z = w / n, x / n, y / n, z / n
+    R[0, 0] = 1.0 - 2.0 * (y * y + z * z)
+    R[0, 1] = 2.0 * (x * y - w * z)
+    R[0, 2] = 2.0 * (x * z + w * y)
+    R[1, 0] = 2.0 * (x * y + w * z)
+    R[1, 1] = 1.0 - 2.0 * (x * x + z * z)
+    R[1, 2] = 2.0 * (y * z - w * x)
+    R[2, 0] = 2.0 * (x * z - w * y)
+    R[2, 1] = 2.0 * (y * z + w * x)
+    R[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+    return R
+
+
+@jit
+def geom_world_poses_kernel(
+    q: np.ndarray, geom_body: np.ndarray, geom_pos: np.ndarray, geom_quat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """World position (ngeom, 3) [m] and rotation R_WG (ngeom, 3, 3) of every geometry."""
+    ngeom = geom_body.shape[0]
+    pos = np.empty((ngeom, 3))
+    rot = np.empty((ngeom, 3, 3))
+    for g in range(ngeom):
+        b = geom_body[g]
+        R_WB = quat_to_rot(q[b, 3], q[b, 4], q[b, 5], q[b, 6])
+        R_BG = quat_to_rot(geom_quat[g, 0], geom_quat[g, 1], geom_quat[g, 2], geom_quat[g, 3])
+        for i in range(3):
+            s = q[b, i]
+            for k in range(3):
+                s += R_WB[i, k] * geom_pos[g, k]
+            pos[g, i] = s
+            for j in range(3):
+                r = 0.0
+                for k in range(3):
+                    r += R_WB[i, k] * R_BG[k, j]
+                rot[g, i, j] = r
+    return pos, rot
+
+
+def geom_world_poses(model, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World poses of all geometries of ``model`` at body poses ``q`` (nbody, 7).
+
+    Returns:
+        (pos, rot): positions p_WG [m], shape (ngeom, 3), and rotations R_WG, shape (ngeom, 3, 3).
+    """
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    return geom_world_poses_kernel(
+        q,
+        np.ascontiguousarray(model.geom_body, dtype=np.int64),
+        np.ascontiguousarray(model.geom_pos, dtype=np.float64),
+        np.ascontiguousarray(model.geom_quat, dtype=np.float64),
+    )
+
+
+@jit
+def dot3(a: np.ndarray, b: np.ndarray) -> float:
+    """a·b for 3-vectors."""
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@jit
+def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a×b for 3-vectors."""
+    out = np.empty(3)
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+    return out
+
+
+@jit
+def norm3(a: np.ndarray) -> float:
+    """Euclidean norm of a 3-vector."""
+    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+
+
+@jit
+def any_perpendicular(d: np.ndarray) -> np.ndarray:
+    """A deterministic unit vector perpendicular to d (d need not be unit; d = 0 gives +x).
+
+    Crosses d with the world axis along which |d| is smallest (ties: the lowest index).
+    """
+    ax = np.zeros(3)
+    k = 0
+    if abs(d[1]) < abs(d[k]):
+        k = 1
+    if abs(d[2]) < abs(d[k]):
+        k = 2
+    ax[k] = 1.0
+    p = cross3(d, ax)
+    n = norm3(p)
+    if n < TINY:
+        out = np.zeros(3)
+        out[0] = 1.0
+        return out
+    return p / n
+
+
+@jit
+def clamp01(s: float) -> float:
+    """Clamp to [0, 1]."""
+    if s < 0.0:
+        return 0.0
+    if s > 1.0:
+        return 1.0
+    return s
+
+
+@jit
+def closest_params_segments(
+    p1: np.ndarray, q1: np.ndarray, p2: np.ndarray, q2: np.ndarray
+) -> tuple[float, float]:
+    """Parameters (s, t) ∈ [0, 1]² of the closest points p1 + s(q1 − p1) and p2 + t(q2 − p2).
+
+    Minimizes |p1 + s d1 − p2 − t d2|² over the unit square (the standard clamped solution of the
+    2×2 normal equations). Degenerate segments (zero length) and parallel segments are handled;
+    for parallel segments the returned pair is one of the (non-unique) minimizers.
+    """
+    d1 = q1 - p1
+    d2 = q2 - p2
+    r = p1 - p2
+    a = dot3(d1, d1)
+    e = dot3(d2, d2)
+    f = dot3(d2, r)
+    eps = TINY * TINY
+    if a <= eps and e <= eps:
+        return 0.0, 0.0
+    if a <= eps:
+        return 0.0, clamp01(f / e)
+    c = dot3(d1, r)
+    if e <= eps:
+        return clamp01(-c / a), 0.0
+    b = dot3(d1, d2)
+    denom = a * e - b * b
+    s = 0.0
+    if denom > 1e-14 * a * e:
+        s = clamp01((b * f - c * e) / denom)
+    t = (b * s + f) / e
+    if t < 0.0:
+        t = 0.0
+        s = clamp01(-c / a)
+    elif t > 1.0:
+        t = 1.0
+        s = clamp01((b - c) / a)
+    return s, t
+
+
+@jit
+def write_contact(
+    k: int,
+    phi_value: float,
+    surface_a: np.ndarray,
+    surface_b: np.ndarray,
+    n: np.ndarray,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> None:
+    """Store contact k: phi, the midpoint of the two surface points, and the unit normal n (A→B)."""
+    phi[k] = phi_value
+    for i in range(3):
+        point[k, i] = 0.5 * (surface_a[i] + surface_b[i])
+        normal[k, i] = n[i]
+
+
+@jit
+def rot_mul(R: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """R x for a 3×3 matrix and a 3-vector (no BLAS; works on strided views)."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = R[i, 0] * x[0] + R[i, 1] * x[1] + R[i, 2] * x[2]
+    return out
+
+
+@jit
+def rot_mul_t(R: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Rᵀ x for a 3×3 matrix and a 3-vector."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = R[0, i] * x[0] + R[1, i] * x[1] + R[2, i] * x[2]
+    return out
