@@ -117,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             super().handle_zmq(frames)
 
     bridge = LoopbackBridge(args.port)
-    print(f"zmq_url={bridge.zmq_url}", flush=True)
-    print(f"web_url={bridge.web_url}", flush=True)
+    try:
+        sys.stdout.write(f"zmq_url={bridge.zmq_url}\nweb_url={bridge.web_url}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass                            # the parent reads these two lines, then closes the pipe
+    sys.stdout = open(os.devnull, "w")
     print(f"convexsim meshcat server pid {os.getpid()} serving {bridge.web_url}", file=sys.stderr, flush=True)
 
     def stop(*_):

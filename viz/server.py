@@ -120,23 +120,27 @@ class MeshcatServer:
         return self
 
     def _read_start_lines(self) -> dict[str, str]:
+        """Read ``zmq_url=…`` and ``web_url=…`` from the server's stdout (unbuffered, with a timeout)."""
         assert self.proc is not None and self.proc.stdout is not None
-        found: dict[str, str] = {}
+        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + _START_TIMEOUT_S
-        out = self.proc.stdout
+        buf = b""
+        found: dict[str, str] = {}
         while len(found) < 2:
             remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([out], [], [], max(remaining, 0.0))
-            line = out.readline().decode("utf-8", "replace").strip() if ready else ""
-            if not line and (self.proc.poll() is not None or remaining <= 0):
+            ready = select.select([fd], [], [], max(remaining, 0.0))[0] if remaining > 0 else []
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:
                 raise ViewerServerError(
                     f"the Meshcat server did not start (exit code {self.proc.poll()}); log {self.log_path}:\n"
                     + self._log_tail())
-            if "=" in line:
-                key, value = line.split("=", 1)
-                if key in ("zmq_url", "web_url"):
+            buf += chunk
+            complete = buf[:buf.rfind(b"\n") + 1]        # never parse a half-written line
+            for line in complete.decode("utf-8", "replace").splitlines():
+                key, _, value = line.strip().partition("=")
+                if key in ("zmq_url", "web_url") and value:
                     found[key] = value
-        out.close()
+        self.proc.stdout.close()
         return found
 
     def _log_tail(self, n: int = 20) -> str:

@@ -1,0 +1,114 @@
+"""Real headless Chromium: exported pages from file:// and the live server page.
+
+Each test reads the scene back from ``window.viewer`` (objects present, animation duration, a body's
+position after seeking) and compares a screenshot with an empty scene's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convexsim.viz import LiveViewer, export_html
+from convexsim.viz.page import static_page_html
+
+pytestmark = pytest.mark.browser
+
+BOXES = ["ground", "box_0", "box_1", "box_2", "box_3", "box_4"]
+# three.js stores key times as Float32Array: a duration of ~0.05 s is exact to 2^-24 relative.
+DURATION_TOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def empty_screenshot(tmp_path_factory, browser):
+    from conftest import PageProbe
+
+    path = tmp_path_factory.mktemp("empty") / "empty.html"
+    path.write_text(static_page_html([]))
+    probe = PageProbe(browser, path.as_uri())
+    probe.page.wait_for_function("() => window.convexsim_loaded === true")
+    img = probe.screenshot()
+    probe.close()
+    return img
+
+
+def assert_rendered_and_differs(img: np.ndarray, empty: np.ndarray) -> None:
+    # A page whose WebGL failed is one flat colour (viewer-ux.md §3.3): check that first.
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
+    changed = np.abs(img - empty).max(axis=2) > 40
+    # The boxes, ground slab and legend cover well over 5 % of an 800×600 view.
+    assert changed.mean() > 0.05, f"only {changed.mean():.1%} of the pixels differ from an empty scene"
+
+
+def seek_z(probe, t: float, group: str, body: str) -> float:
+    return probe.page.evaluate(
+        """([t, g, b]) => { const a = viewer.animator; a.pause(); a.seek(t);
+             return viewer.scene_tree.find(['meshcat', g, 'bodies', b]).object.position.z; }""",
+        [t, group, body])
+
+
+def test_box_stack_export_plays_from_file(tmp_path, box_stack_pair, open_page, empty_screenshot):
+    sap, _ = box_stack_pair
+    out = export_html([sap], tmp_path / "box_stack.html", labels=["SAP"])
+    print(f"box_stack export: {out.stat().st_size / 1e6:.2f} MB")
+    probe = open_page(out.as_uri())
+    probe.wait_for_body("SAP", "box_4")
+    assert probe.bodies() == {"SAP": BOXES}
+    duration = probe.page.evaluate("() => viewer.animator.duration")
+    assert duration == pytest.approx(sap.duration, abs=DURATION_TOL)
+    # Seeking works on load (the play=False trap) and lands on the recorded poses.
+    for frame in (0, sap.num_frames - 1):
+        t = float(sap.time[frame] - sap.time[0])
+        z = seek_z(probe, t, "SAP", "box_4")
+        assert z == pytest.approx(sap.position[frame, 5, 2], abs=1e-6)   # float32 of ~0.45 m
+    img = probe.screenshot()
+    assert_rendered_and_differs(img, empty_screenshot)
+    overlay = probe.page.inner_text("#convexsim-overlay")
+    assert "box_stack" in overlay and "t = " in overlay
+    assert probe.errors == []
+
+
+def test_sap_vs_lcp_comparison_export(tmp_path, box_stack_pair, open_page, empty_screenshot):
+    sap, lcp = box_stack_pair
+    out = export_html([sap, lcp], tmp_path / "cmp.html", labels=["SAP", "LCP"])
+    probe = open_page(out.as_uri())
+    probe.wait_for_body("LCP", "box_4")
+    assert probe.bodies() == {"SAP": BOXES, "LCP": BOXES}
+    duration = probe.page.evaluate("() => viewer.animator.duration")
+    assert duration == pytest.approx(max(sap.duration, lcp.duration), abs=DURATION_TOL)
+    opacity = probe.page.evaluate(
+        """() => [['SAP'], ['LCP']].map(([g]) => {
+             const n = viewer.scene_tree.find(['meshcat', g, 'bodies', 'box_4']);
+             const geom = Object.values(n.children)[0].children['<object>'].object;
+             return [geom.material.opacity, geom.material.transparent]; })""")
+    assert opacity[0] == [1, False] and opacity[1][0] == pytest.approx(0.35) and opacity[1][1] is True
+    legend = probe.page.inner_text("#convexsim-overlay")
+    assert "SAP" in legend and "LCP" in legend and "translucent" in legend
+    t_end = float(lcp.time[-1] - lcp.time[0])
+    assert seek_z(probe, t_end, "LCP", "box_4") == pytest.approx(lcp.position[-1, 5, 2], abs=1e-6)
+    assert_rendered_and_differs(probe.screenshot(), empty_screenshot)
+    assert probe.errors == []
+
+
+def test_live_page_from_the_served_url(open_page, empty_screenshot):
+    from convexsim.simulate import prepare
+
+    from conftest import scene_path
+
+    model, state, _ = prepare(scene_path("box_stack"))
+    with LiveViewer(model, state=state, port=0) as viewer:
+        assert viewer.web_url.startswith("http://127.0.0.1:")
+        for k in range(5):         # streaming, not physics: lift the top box 1 cm a step
+            state = state.copy()
+            state.q[5, 2] += 0.01
+            state.t, state.step = state.t + model.time_step, k + 1
+            viewer.update(state, None, force=True)
+        probe = open_page(viewer.web_url)
+        probe.wait_for_body("live", "box_4")
+        assert probe.bodies() == {"live": BOXES}
+        # The page holds the last streamed pose (sent as float64 matrices).
+        z = probe.page.evaluate("() => viewer.scene_tree.find(['meshcat','live','bodies','box_4']).object.position.z")
+        assert z == pytest.approx(state.q[5, 2], abs=1e-12)
+        probe.page.wait_for_function("() => document.getElementById('convexsim-overlay').innerText.includes('step 5')")
+        assert_rendered_and_differs(probe.screenshot(), empty_screenshot)
+        assert probe.errors == []

@@ -1,0 +1,134 @@
+"""A 1000-body export (time and size measured and printed, not asserted), bad input, live contacts."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from convexsim.io import SCHEMA_VERSION, Trajectory, save_trajectory
+from convexsim.viz import LiveViewer, export_html
+
+from conftest import scene_path
+
+
+def falling_clutter(duration: float = 2.0, fps: float = 100.0):
+    """clutter_1000's 1000 spheres falling freely onto z = r and resting there (closed form), with one
+    ground contact per resting sphere carrying m·g."""
+    from convexsim.scene import compile_scene, dump_scene, load_scene
+
+    spec = load_scene(scene_path("clutter_1000"))
+    model, state = compile_scene(spec)
+    t = np.arange(int(round(duration * fps)) + 1) / fps
+    q0 = state.q
+    g, r, m = 9.81, 0.05, 0.5
+    pos = np.repeat(q0[None, :, :3], len(t), axis=0)
+    moving = ~model.body_fixed
+    z = q0[moving, 2][None, :] - 0.5 * g * t[:, None] ** 2
+    pos[:, moving, 2] = np.maximum(z, r)
+    quat = np.repeat(q0[None, :, 3:], len(t), axis=0)
+    resting = pos[:, :, 2] <= r
+    counts = resting.sum(axis=1)
+    frames, bodies = np.nonzero(resting)
+    K = len(frames)
+    n = len(t)
+    B = model.nbody
+    traj = Trajectory(
+        time=t, body_names=np.array(model.body_names), position=pos, quaternion=quat,
+        linear_velocity=np.zeros((n, B, 3)), angular_velocity=np.zeros((n, B, 3)),
+        solver_iterations=np.zeros(n, np.int64), solver_converged=np.ones(n, bool),
+        momentum_residual=np.zeros(n), line_search_evaluations=np.zeros(n, np.int64),
+        contact_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        contact_body_a=np.zeros(K, np.int64), contact_body_b=bodies.astype(np.int64),
+        contact_point=np.column_stack([pos[frames, bodies, 0], pos[frames, bodies, 1], np.zeros(K)]),
+        contact_normal=np.tile([0.0, 0.0, 1.0], (K, 1)), contact_phi=np.zeros(K),
+        contact_force=np.tile([0.0, 0.0, m * g], (K, 1)),
+        scene_yaml=dump_scene(spec), solver_kind="sap", contact_model="sap", time_step=1e-3)
+    return model, traj
+
+
+def test_1000_body_export_reports_time_and_size(tmp_path, capsys):
+    model, traj = falling_clutter()
+    assert int((~model.body_fixed).sum()) == 1000
+    t0 = time.perf_counter()
+    out = export_html([traj], tmp_path / "clutter.html", models=[model])
+    elapsed = time.perf_counter() - t0
+    size_mb = out.stat().st_size / 1e6
+    with capsys.disabled():
+        print(f"\n1000-body export: {traj.num_frames} frames over {traj.duration:.1f} s, "
+              f"{elapsed:.2f} s, {size_mb:.2f} MB ({out})")
+    html = out.read_text()
+    assert html.count('"') > 1000 and "convexsim_loaded" in html
+    assert size_mb < 60.0            # the frame budget (300 000 body-frames) bounds the page size
+
+
+def test_cli_view_rejects_other_schema_versions_and_missing_files(tmp_path, two_body_traj, capsys):
+    from convexsim.cli import main
+
+    good = save_trajectory(tmp_path / "good.npz", two_body_traj)
+    data = dict(np.load(good))
+    data["schema_version"] = np.asarray(SCHEMA_VERSION + 98)
+    bad = tmp_path / "future.npz"
+    np.savez(bad, **data)
+    assert main(["view", str(bad), "--html", str(tmp_path / "x.html")]) != 0
+    err = capsys.readouterr().err
+    assert f"schema version {SCHEMA_VERSION + 98} is not supported" in err
+    assert not (tmp_path / "x.html").exists()
+    assert main(["view", str(tmp_path / "nope.npz"), "--html", str(tmp_path / "y.html")]) != 0
+    assert "not found" in capsys.readouterr().err
+    assert main(["view", str(good), "--html", str(tmp_path / "ok.html")]) == 0
+    assert (tmp_path / "ok.html").stat().st_size > 100_000
+
+
+class RecordingServer:
+    """Stands in for MeshcatServer: records the commands LiveViewer sends."""
+
+    web_url = "http://127.0.0.1:1/static/"
+    running = True
+
+    def __init__(self):
+        self.commands: list[dict] = []
+
+    def send(self, cmds):
+        cmds = list(cmds)
+        self.commands += cmds
+        return len(cmds)
+
+
+def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
+    from types import SimpleNamespace
+
+    from convexsim.model import Contacts
+    from convexsim.scene import compile_scene, scene_from_yaml
+
+    from conftest import TWO_BODY_YAML
+
+    model, state = compile_scene(scene_from_yaml(TWO_BODY_YAML))
+    server = RecordingServer()
+    viewer = LiveViewer(model, realtime=True, server=server)
+    contacts = Contacts(geom_a=np.array([0, 0]), geom_b=np.array([2, 2]), body_a=np.array([0, 0]),
+                        body_b=np.array([2, 2]), phi=np.array([-1e-4, 0.01]),
+                        point=np.array([[0.5, 0.0, 0.0], [9.0, 9.0, 9.0]]), normal=np.tile([0, 0, 1.0], (2, 1)))
+    info = SimpleNamespace(contacts=contacts, force_world=np.array([[3.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
+    wall0 = time.perf_counter()
+    for k in range(1, 6):
+        s = state.copy()
+        s.t, s.step = 0.02 * k, k
+        viewer.update(s, info, force=True)
+    wall = time.perf_counter() - wall0
+    # Paced to real time: 0.08 s of simulated time after the first update cannot take less wall time.
+    assert wall >= 0.08
+    sent = server.commands
+    # One slot (the φ > 0 zero-force contact is not drawn): point at the contact, arrow along f.
+    slots = {c["path"] for c in sent if c["path"].startswith("/meshcat/live/contacts/c") and c["type"] == "set_object"}
+    assert {p.split("/")[4] for p in slots} == {"c0"}
+    T = np.array(next(c["matrix"] for c in reversed(sent) if c["path"] == "/meshcat/live/contacts/c0/force")).reshape(4, 4).T
+    y_img = T[:3, 1]                 # image of +y: direction × length |f|·scale
+    np.testing.assert_allclose(y_img / np.linalg.norm(y_img), [0.6, 0.0, 0.8], atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(y_img), 5.0 * viewer._force_scale, rtol=1e-12)
+    status = [c["value"] for c in sent if c["path"] == "/convexsim_info"]
+    assert status[-1]["live"] and status[-1]["step"] == 5 and status[-1]["contacts"] == 1
+    assert status[-1]["rate"] == pytest.approx(1.0, rel=0.5)     # sleeps make it ≈ 1× (wall jitter)
+    viewer.close()
+    assert "127.0.0.1" in capsys.readouterr().out

@@ -1,0 +1,180 @@
+"""The playback commands (no browser): tracks reproduce the trajectory, arrows follow the forces.
+
+The trajectory is synthetic with a closed-form motion (conftest.synthetic_trajectory), so every value
+read back from the lowered commands has an exact expected value. Tolerances are float32 rounding:
+track arrays are sent as Float32Array (relative 2^-24 ≈ 6e-8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from convexsim.io.trajectory import Trajectory
+from convexsim.viz.playback import OVERLAY_OPACITY, PlaybackOptions, build_playback, sample_frames
+
+F32 = 2.0**-24
+
+
+def unpack(value):
+    return np.frombuffer(value.data, dtype="<f4").astype(np.float64)
+
+
+def animation(pb) -> dict:
+    anims = [c for c in pb.commands if c["type"] == "set_animation"]
+    assert len(anims) == 1
+    return {a["path"]: {t["name"][1:]: t for t in a["clip"]["tracks"]} for a in anims[0]["animations"]}
+
+
+def track_values(tr, width):
+    times = unpack(tr["times"])
+    vals = np.array(tr["values"]) if tr["type"] == "boolean" else unpack(tr["values"]).reshape(len(times), width)
+    return times, vals
+
+
+def value_at(tr, width, t):
+    """Discrete track value at time t (last key ≤ t)."""
+    times, vals = track_values(tr, width)
+    return vals[np.searchsorted(times, t + 1e-9, side="right") - 1]
+
+
+def test_body_tracks_reproduce_the_closed_form_motion(two_body_traj):
+    traj = two_body_traj
+    pb = build_playback([traj], PlaybackOptions(labels=["run"], max_fps=1e6))
+    clips = animation(pb)
+    ball = clips["/meshcat/run/bodies/ball"]
+    t, p = track_values(ball["position"], 3)
+    np.testing.assert_allclose(t, traj.time, atol=F32 * traj.time[-1])
+    z_exact = 1.0 - 0.5 * 9.81 * traj.time**2
+    np.testing.assert_allclose(p[:, 2], z_exact, atol=F32 * np.abs(z_exact).max() * 2)
+    _, qxyzw = track_values(clips["/meshcat/run/bodies/pill"]["quaternion"], 4)
+    # The pill turns by 2t about z: rotating x̂ gives (cos 2t, sin 2t, 0) (scipy as the reference).
+    x_img = Rotation.from_quat(qxyzw).apply([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(x_img, np.column_stack([np.cos(2 * traj.time), np.sin(2 * traj.time),
+                                                        0 * traj.time]), atol=1e-6)
+    # The fixed ground is not animated; its pose is a static transform.
+    assert "/meshcat/run/bodies/ground" not in clips
+    assert pb.duration == pytest.approx(traj.duration, abs=0)
+
+
+def test_sampling_keeps_first_and_last_frames_and_the_fps_limit(two_body_traj):
+    idx = sample_frames(two_body_traj.time, 30.0, 2, 10**9)
+    t = two_body_traj.time[idx]
+    assert idx[0] == 0 and idx[-1] == two_body_traj.num_frames - 1
+    assert np.all(np.diff(t)[:-1] >= 1 / 30 - 1e-12)
+    # Budget: 2 moving bodies × frames ≤ 20 over 1 s gives ≤ 10 fps (plus the kept last frame).
+    idx = sample_frames(two_body_traj.time, 60.0, 2, 20)
+    assert len(idx) <= 12
+    pb = build_playback([two_body_traj], PlaybackOptions(labels=["a"], max_fps=30.0))
+    for path, tracks in animation(pb).items():      # every clip spans the whole animation
+        for tr in tracks.values():
+            assert unpack(tr["times"])[-1] == pytest.approx(two_body_traj.duration, rel=F32), path
+
+
+def test_force_arrows_have_length_proportional_to_force_and_point_along_it(two_body_traj):
+    traj = two_body_traj
+    scale = 0.01      # m/N
+    pb = build_playback([traj], PlaybackOptions(labels=["r"], max_fps=1e6, force_scale=scale,
+                                                force_threshold=0.0))
+    clips = animation(pb)
+    assert pb.paths["r"]["contact_slots"] == 2      # at most 2 touching contacts per frame; gap not drawn
+    for f in (0, 1, 2, 4, 5):
+        t = traj.time[f]
+        c = traj.contacts_at(f)
+        touching = c["phi"] <= 0
+        order = np.argsort(-np.linalg.norm(c["force"][touching], axis=1))
+        for k in range(2):
+            slot = clips[f"/meshcat/r/contacts/c{k}"]
+            arrow = clips[f"/meshcat/r/contacts/c{k}/force"]
+            on = k < touching.sum()
+            assert bool(value_at(slot["visible"], 1, t)) == on
+            assert bool(value_at(arrow["visible"], 1, t)) == on
+            if on:
+                fk = c["force"][touching][order[k]]
+                pk = c["point"][touching][order[k]]
+                np.testing.assert_allclose(value_at(slot["position"], 3, t), pk, atol=1e-6)
+                sy = value_at(arrow["scale"], 3, t)[1]
+                assert sy == pytest.approx(np.linalg.norm(fk) * scale, rel=2 * F32)
+                q = value_at(arrow["quaternion"], 4, t)
+                d = Rotation.from_quat(q).apply([0.0, 1.0, 0.0])
+                np.testing.assert_allclose(d, fk / np.linalg.norm(fk), atol=1e-6)
+
+
+def test_threshold_hides_arrows_but_not_touching_points(two_body_traj):
+    traj = two_body_traj
+    pb = build_playback([traj], PlaybackOptions(labels=["r"], max_fps=1e6, force_scale=0.01,
+                                                force_threshold=15.0))
+    clips = animation(pb)
+    t1 = traj.time[1]          # frame 1: one touching contact carrying 10 N < 15 N
+    assert bool(value_at(clips["/meshcat/r/contacts/c0"]["visible"], 1, t1))
+    assert not bool(value_at(clips["/meshcat/r/contacts/c0/force"]["visible"], 1, t1))
+    t2 = traj.time[2]          # frame 2: 20 N (slot 0, shown) and 10 N (slot 1, hidden)
+    assert bool(value_at(clips["/meshcat/r/contacts/c0/force"]["visible"], 1, t2))
+    assert not bool(value_at(clips["/meshcat/r/contacts/c1/force"]["visible"], 1, t2))
+
+
+def materials_of(pb, prefix):
+    out = {}
+    for c in pb.commands:
+        if c["type"] == "set_object" and c["path"].startswith(prefix + "/bodies/"):
+            out[c["path"]] = c["object"]["materials"][0]
+    return out
+
+
+def test_overlay_and_offset_layouts(two_body_traj):
+    a = two_body_traj
+    b = Trajectory(**{**a.__dict__, "solver_kind": "lcp", "contact_model": "rigid"})
+    over = build_playback([a, b], PlaybackOptions(layout="overlay"))
+    labels = [e["label"] for e in over.info["legend"]]
+    assert labels == ["SAP (sap)", "LCP"]
+    mats_a, mats_b = materials_of(over, "/meshcat/SAP (sap)"), materials_of(over, "/meshcat/LCP")
+    assert all(m["opacity"] == 1.0 for m in mats_a.values())
+    assert mats_b and all(m["opacity"] == pytest.approx(OVERLAY_OPACITY) and m["transparent"]
+                          for m in mats_b.values())
+    # The ground is drawn once (no z-fighting copy), by the first trajectory.
+    assert any("ground" in p for p in mats_a) and not any("ground" in p for p in mats_b)
+
+    off = build_playback([a, b], PlaybackOptions(layout="offset", offset=[0.0, 2.0, 0.0]))
+    shifts = {c["path"]: np.array(c["matrix"]).reshape(4, 4).T[:3, 3] for c in off.commands
+              if c["type"] == "set_transform" and c["path"] in ("/meshcat/SAP (sap)", "/meshcat/LCP")}
+    np.testing.assert_allclose(shifts["/meshcat/LCP"] - shifts["/meshcat/SAP (sap)"], [0, 2, 0])
+    assert all(m["opacity"] == 1.0 for m in materials_of(off, "/meshcat/LCP").values())
+
+
+def test_matrices_are_plain_float_lists(two_body_traj):
+    pb = build_playback([two_body_traj])
+    for c in pb.commands:
+        if c["type"] == "set_transform":
+            assert len(c["matrix"]) == 16 and all(type(x) is float for x in c["matrix"])
+            R = np.array(c["matrix"]).reshape(4, 4).T[:3, :3]
+            np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-12)
+
+
+def test_camera_sees_every_body(two_body_traj):
+    """Every body at frame 0 lies inside the default camera's 75° cone after the scene shift."""
+    pb = build_playback([two_body_traj])
+    shift = next(np.array(c["matrix"]).reshape(4, 4).T[:3, 3] for c in pb.commands
+                 if c["type"] == "set_transform" and c["path"] == "/meshcat")
+    ex, ey, ez = next(c["value"] for c in pb.commands if c["type"] == "set_property"
+                      and c["path"] == "/Cameras/default/rotated/<object>")
+    eye = np.array([ex, -ez, ey])               # rotated frame (x, z, −y) back to z-up
+    for p in two_body_traj.position[0]:
+        to_p = p + shift - eye
+        cosang = to_p @ (-eye) / (np.linalg.norm(to_p) * np.linalg.norm(eye))
+        assert cosang > np.cos(np.radians(37.5))
+
+
+def test_bad_input_is_a_clear_error(two_body_traj):
+    with pytest.raises(ValueError, match="no trajectory"):
+        build_playback([])
+    with pytest.raises(ValueError, match="layout"):
+        build_playback([two_body_traj], PlaybackOptions(layout="sideways"))
+    with pytest.raises(ValueError, match="labels"):
+        build_playback([two_body_traj], PlaybackOptions(labels=["a", "b"]))
+    other = Trajectory(**{**two_body_traj.__dict__, "body_names": np.array(["ground", "ball", "cube"])})
+    with pytest.raises(ValueError, match="do not match"):
+        build_playback([two_body_traj, other])
+    no_scene = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": ""})
+    with pytest.raises(ValueError, match="scene_yaml is empty"):
+        build_playback([no_scene])
