@@ -50,10 +50,13 @@ class FieldProblems(ValueError):
 
 
 def _normalize_quaternion(q: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    """Return q/|q| when |1 - |q|| < QUATERNION_NORM_TOLERANCE; otherwise raise ValueError."""
+    """Return q/|q| when |1 - |q|| < QUATERNION_NORM_TOLERANCE (q itself when it is unit to round-off);
+    otherwise raise ValueError."""
     norm = math.sqrt(sum(c * c for c in q))
     if norm == 0.0:
         raise ValueError("quaternion (w, x, y, z) must be a unit quaternion; the zero quaternion is not a rotation")
+    if abs(1.0 - norm) <= 8.0 * np.finfo(float).eps:
+        return tuple(q)  # unit to round-off: unchanged, so loading a dumped scene is exact (idempotent)
     if abs(1.0 - norm) >= QUATERNION_NORM_TOLERANCE:
         raise ValueError(
             f"quaternion (w, x, y, z) must be a unit quaternion (|q| within {QUATERNION_NORM_TOLERANCE:g} "

@@ -8,6 +8,8 @@ import re
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import integrate
 
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
@@ -458,3 +460,38 @@ def test_every_schema_field_is_documented_with_a_unit():
             assert info.description, f"{model.__name__}.{fname} has no description"
             if fname not in unitless_ok:
                 assert re.search(r"\[[^\]]+\]|dimensionless|in \[0, 1\]", info.description), f"{model.__name__}.{fname}: no unit"
+
+
+def test_bounding_radius_encloses_every_shape():
+    """geom_rbound (used by the broad phase) is the farthest surface point from the geometry origin."""
+    spec = scene_from_yaml(
+        "bodies: [{name: b, mass: 1, geometries: [{shape: box, size: [0.3, 0.2, 0.1]},"
+        " {shape: capsule, radius: 0.05, length: 0.4}, {shape: sphere, radius: 0.07}]}]"
+    )
+    model, _ = compile_scene(spec)
+    farthest = [np.linalg.norm([0.15, 0.1, 0.05]), 0.2 + 0.05, 0.07]  # box corner, capsule tip, sphere
+    np.testing.assert_allclose(model.geom_rbound, farthest, rtol=1e-15)
+
+
+finite = dict(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    mass=st.floats(1e-6, 1e6, **finite),
+    pos=st.lists(st.floats(-1e3, 1e3, **finite), min_size=3, max_size=3),
+    vel=st.lists(st.floats(-1e3, 1e3, **finite), min_size=3, max_size=3),
+    quat=st.lists(st.floats(-1, 1, **finite), min_size=4, max_size=4).filter(lambda q: np.linalg.norm(q) > 1e-3),
+    radius=st.floats(1e-4, 10, **finite),
+    stiffness=st.floats(1.0, 1e12, **finite),
+)
+def test_dump_load_round_trip_property(mass, pos, vel, quat, radius, stiffness):
+    q = list(np.asarray(quat) / np.linalg.norm(quat))
+    spec = scene_from_dict(
+        {
+            "materials": {"m": {"stiffness": stiffness}},
+            "bodies": [{"name": "b", "mass": mass, "position": pos, "linear_velocity": vel, "quaternion": q,
+                        "geometries": [{"shape": "sphere", "radius": radius, "material": "m"}]}],
+        }
+    )
+    assert scene_from_yaml(dump_scene(spec)) == spec
