@@ -23,6 +23,9 @@ QUATERNION_NORM_TOLERANCE = 1e-3
 INERTIA_RELATIVE_TOLERANCE = 1e-9
 """Relative slack in the inertia checks (symmetry, triangle inequality) for round-off."""
 
+MAX_GRID_BODIES = 1_000_000
+"""Largest number of bodies one grid may expand to (a typo in ``counts`` should fail, not exhaust memory)."""
+
 DEFAULT_MATERIAL = "default"
 """Name of the material every geometry uses unless it names another one."""
 
@@ -309,6 +312,13 @@ class GridSpec(_Spec):
     random_orientation: bool = Field(False, description="Give each body a uniformly random orientation (from the seed).")
     seed: int = Field(0, ge=0, description="Seed of the jitter and orientation random numbers (numpy default_rng).")
 
+    @model_validator(mode="after")
+    def _check_size(self) -> "GridSpec":
+        n = math.prod(self.counts)
+        if n > MAX_GRID_BODIES:
+            raise FieldProblems([(("counts",), f"a grid holds at most {MAX_GRID_BODIES} bodies; this one has {n}", list(self.counts))])
+        return self
+
 
 class SceneSpec(_Spec):
     """A scene: global settings, materials, bodies and grids of bodies."""
@@ -394,7 +404,7 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             name, counts = grid.get("name"), grid.get("counts")
             if isinstance(name, str) and isinstance(counts, (list, tuple)) and len(counts) == 3 and all(
                 isinstance(c, int) and c >= 1 for c in counts
-            ):
+            ) and math.prod(counts) <= MAX_GRID_BODIES:
                 for k in range(int(np.prod(counts))):
                     if not claim(f"{name}_{k}", ("grids", g, "name")):
                         break  # one report per grid is enough
