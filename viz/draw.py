@@ -8,7 +8,8 @@ Scene tree (``prefix`` is e.g. ``/meshcat/SAP``)::
 
 Shapes: sphere -> Sphere(r); box -> Box(2·half extents); capsule -> one triangle mesh (cylinder of
 half length h along local z with two hemispherical caps); halfspace -> a ground slab (thin box whose
-top face is the plane z_G = 0) with grid lines, sized from the scene's bounds.
+top face is the plane z_G = 0) with grid lines, sized from the scene's bounds; a halfspace whose
+normal is not within ~25° of +z (a wall) is drawn as a faint translucent slab without grid.
 
 Camera (meshcat 0.3.2 cannot move the orbit target, viewer-ux.md §1.6): the content root ``/meshcat``
 is translated by −c so that the scene centre c sits at the origin the camera orbits, the stock grid
@@ -32,6 +33,9 @@ CAMERA_DIRECTION = np.array([0.55, -1.0, 0.6]) / np.linalg.norm([0.55, -1.0, 0.6
 
 CAMERA_DISTANCE_FACTOR = 1.8
 """Eye distance in bounding radii."""
+
+WALL_OPACITY = 0.15
+"""Opacity of halfspaces that are not floors (walls must not hide the scene from the camera)."""
 
 
 # ----------------------------------------------------------------------------- command helpers
@@ -241,8 +245,11 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
             T_WG = pose_matrix(q0[b, :3], q0[b, 3:7]) @ pose_matrix(model.geom_pos[g], model.geom_quat[g])
             c_G = T_WG[:3, :3].T @ (bounds.center - T_WG[:3, 3])
             half = max(2.0 * bounds.radius, 0.25)
+            floor = T_WG[2, 2] > 0.9          # outward normal within ~25° of +z: a floor
             cmds.append(cmd_transform(gpath, pose_matrix(model.geom_pos[g], model.geom_quat[g])))
-            for part, obj, T in ground_objects(model.geom_color[g], opacity, c_G[:2], half):
+            parts = ground_objects(model.geom_color[g], opacity if floor else WALL_OPACITY * opacity,
+                                   c_G[:2], half)
+            for part, obj, T in (parts if floor else parts[:1]):
                 cmds.append(cmd_object(f"{gpath}/{part}", obj))
                 cmds.append(cmd_transform(f"{gpath}/{part}", T))
             continue

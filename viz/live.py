@@ -27,9 +27,9 @@ from .server import MeshcatServer
 LIVE_PREFIX = "/meshcat/live"
 
 
-def wait_for_stop_signal(server: MeshcatServer | None = None, *, out=sys.stdout) -> None:
+def wait_for_stop_signal(server: MeshcatServer | None = None, *, out=None) -> None:
     """Block until SIGINT/SIGTERM (or the server process dies); prints "Ctrl-C to stop"."""
-    print("Ctrl-C to stop", file=out, flush=True)
+    print("Ctrl-C to stop", file=out or sys.stdout, flush=True)
     stop = threading.Event()
     on_main = threading.current_thread() is threading.main_thread()
     previous = {}
@@ -70,7 +70,7 @@ class LiveViewer:
 
     def __init__(self, model: Model, *, realtime: bool | float = False, state: State | None = None,
                  port: int | None = None, max_rate_hz: float = 30.0, show_contacts: bool = True,
-                 open_browser: bool = False, server: MeshcatServer | None = None, out=sys.stdout):
+                 open_browser: bool = False, server: MeshcatServer | None = None, out=None):
         self.model = model
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
@@ -78,7 +78,7 @@ class LiveViewer:
         self._own_server = server is None
         self.server = server if server is not None else MeshcatServer(port=port).start()
         self.web_url = self.server.web_url
-        self.out = out
+        self.out = out = out or sys.stdout
         print(f"Meshcat viewer (live): {self.web_url}", file=out, flush=True)
         if open_browser:
             webbrowser.open(self.web_url, new=2)
@@ -164,10 +164,13 @@ class LiveViewer:
     def update(self, state: State, info=None, *, force: bool = False) -> bool:
         """Show ``state`` (and ``info.contacts`` / ``info.force_world``); returns True if it was sent.
 
-        Pacing (``realtime``) sleeps so that simulated time does not run ahead of wall time × rate.
+        Pacing (``realtime``) sleeps so that simulated time does not run ahead of wall time × rate; a
+        simulation slower than that is shown as fast as it runs (the pacing re-anchors after 0.25 s lag).
         """
         if self._closed:
             return False
+        if not self._drawn:
+            self._draw(state)
         now = time.perf_counter()
         if self.rate_target > 0:
             if self._pace_origin is None:
@@ -176,8 +179,10 @@ class LiveViewer:
             if due > now:
                 time.sleep(due - now)
                 now = time.perf_counter()
-        if not self._drawn:
-            self._draw(state)
+            elif now - due > 0.25:
+                # The simulation is slower than real time (or stalled): re-anchor instead of
+                # racing to catch up later.
+                self._pace_origin = (now, float(state.t))
         if not force and now - self._last_send < self.min_interval:
             return False
         cmds = []
@@ -229,13 +234,14 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
                        force_scale: float | None = None, force_threshold: float | None = None,
                        show_contacts: bool = True, open_browser: bool = False, port: int | None = None,
                        html_out: str | Path | None = None, models: Sequence[Model] | None = None,
-                       block: bool = True, out=sys.stdout) -> MeshcatServer | None:
+                       block: bool = True, out=None) -> MeshcatServer | None:
     """Serve the playback of ``trajectories`` on our 127.0.0.1-only Meshcat server.
 
     Prints the URL and "Ctrl-C to stop", blocks until SIGINT/SIGTERM, then stops the server (no
     orphan). With ``html_out`` the standalone page is written too. With ``block=False`` the running
     server is returned instead (the caller stops it). Options as in ``export_html``.
     """
+    out = out or sys.stdout
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
                            force_threshold=force_threshold, show_contacts=show_contacts)
     pb = build_playback(trajectories, opts, models=models)

@@ -213,34 +213,41 @@ def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarra
     per_frame = []
     dropped = 0
     for f in frames:
-        c = traj.contacts_at(int(f))
-        mag = np.linalg.norm(c["force"], axis=1)
-        show = (mag > force_threshold) | (c["phi"] <= 0.0)
-        idx = np.flatnonzero(show)
+        a, b = int(traj.contact_offsets[f]), int(traj.contact_offsets[f + 1])
+        force = traj.contact_force[a:b]
+        mag = np.linalg.norm(force, axis=1)
+        idx = np.flatnonzero((mag > force_threshold) | (traj.contact_phi[a:b] <= 0.0))
         idx = idx[np.argsort(-mag[idx], kind="stable")]
         dropped = max(dropped, max(idx.size - max_contacts, 0))
         idx = idx[:max_contacts]
-        per_frame.append((c["point"][idx], c["force"][idx], mag[idx]))
+        per_frame.append((traj.contact_point[a:b][idx], force[idx], mag[idx]))
+    n = len(frames)
     pool = max((pf[0].shape[0] for pf in per_frame), default=0)
+    # Slot arrays, (frames, slots, ·): slot k of frame j is the k-th shown contact of that frame.
+    active_all = np.zeros((n, pool), bool)
+    arrow_all = np.zeros((n, pool), bool)
+    pos_all = np.zeros((n, pool, 3))
+    quat_all = np.tile([0.0, 0.0, 0.0, 1.0], (n, pool, 1))
+    scale_all = np.ones((n, pool, 3))
+    for j, (pts, frc, mag) in enumerate(per_frame):
+        m = pts.shape[0]
+        if m == 0:
+            continue
+        active_all[j, :m] = True
+        arrow_all[j, :m] = mag > force_threshold
+        pos_all[j, :m] = pts
+        quat_all[j, :m] = wxyz_to_xyzw(quat_from_y_to(frc))
+        scale_all[j, :m, 1] = np.maximum(mag * force_scale, 1e-9)
     objects: list[dict] = []
     clips: list[dict] = []
-    n = len(frames)
     for k in range(pool):
         slot = f"{prefix}/contacts/c{k}"
         objects.append(draw.cmd_object(f"{slot}/point", point_object(color, 2.0 * radius)))
         for name, obj, T in arrow_objects(color, radius):
             objects.append(draw.cmd_object(f"{slot}/force/{name}", obj))
             objects.append(draw.cmd_transform(f"{slot}/force/{name}", T))
-        active = np.array([pf[0].shape[0] > k for pf in per_frame])
-        arrow_on = np.array([pf[0].shape[0] > k and pf[2][k] > force_threshold for pf in per_frame])
-        pos = np.zeros((n, 3))
-        quat = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
-        scale = np.ones((n, 3))
-        for j, (pts, frc, mag) in enumerate(per_frame):
-            if pts.shape[0] > k:
-                pos[j] = pts[k]
-                quat[j] = wxyz_to_xyzw(quat_from_y_to(frc[k:k + 1]))[0]
-                scale[j, 1] = max(mag[k] * force_scale, 1e-9)
+        active, arrow_on = active_all[:, k], arrow_all[:, k]
+        pos, quat, scale = pos_all[:, k], quat_all[:, k], scale_all[:, k]
         keys = np.flatnonzero(active)
         if keys.size == 0:
             keys = np.array([0])
@@ -343,9 +350,10 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         times = t.time[fr] - t0
         moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
         pb.paths[label] = {"prefix": prefix, "moving": [str(t.body_names[b]) for b in np.flatnonzero(moving)]}
-        for b in np.flatnonzero(moving):
+        quats = wxyz_to_xyzw(make_sign_continuous(t.quaternion[fr][:, moving])) if moving.any() else None
+        for i_m, b in enumerate(np.flatnonzero(moving)):
             path = f"{prefix}/bodies/{draw.node_name(t.body_names[b])}"
-            quat = wxyz_to_xyzw(make_sign_continuous(t.quaternion[fr, b]))
+            quat = quats[:, i_m]
             clips.append(clip(path, [
                 track("position", "vector3", times, t.position[fr, b], INTERPOLATE_LINEAR, t_end=t_end),
                 track("quaternion", "quaternion", times, quat, INTERPOLATE_LINEAR, t_end=t_end),

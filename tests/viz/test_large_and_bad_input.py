@@ -111,14 +111,15 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
                         body_b=np.array([2, 2]), phi=np.array([-1e-4, 0.01]),
                         point=np.array([[0.5, 0.0, 0.0], [9.0, 9.0, 9.0]]), normal=np.tile([0, 0, 1.0], (2, 1)))
     info = SimpleNamespace(contacts=contacts, force_world=np.array([[3.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
-    wall0 = time.perf_counter()
     for k in range(1, 6):
         s = state.copy()
         s.t, s.step = 0.02 * k, k
         viewer.update(s, info, force=True)
+        if k == 1:                  # the first update draws the scene and anchors the pacing
+            wall0 = time.perf_counter()
     wall = time.perf_counter() - wall0
     # Paced to real time: 0.08 s of simulated time after the first update cannot take less wall time.
-    assert wall >= 0.08
+    assert wall >= 0.08 - 1e-3
     sent = server.commands
     # One slot (the φ > 0 zero-force contact is not drawn): point at the contact, arrow along f.
     slots = {c["path"] for c in sent if c["path"].startswith("/meshcat/live/contacts/c") and c["type"] == "set_object"}
@@ -127,7 +128,7 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
     y_img = T[:3, 1]                 # image of +y: direction × length |f|·scale
     np.testing.assert_allclose(y_img / np.linalg.norm(y_img), [0.6, 0.0, 0.8], atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(y_img), 5.0 * viewer._force_scale, rtol=1e-12)
-    status = [c["value"] for c in sent if c["path"] == "/convexsim_info"]
+    status = [c["value"] for c in sent if c["path"] == "/convexsim_info" and c["type"] == "set_property"]
     assert status[-1]["live"] and status[-1]["step"] == 5 and status[-1]["contacts"] == 1
     assert status[-1]["rate"] == pytest.approx(1.0, rel=0.5)     # sleeps make it ≈ 1× (wall jitter)
     viewer.close()
