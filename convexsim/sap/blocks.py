@@ -211,3 +211,27 @@ def first_non_spd_block(clique_sizes, A_ptr, A_values):
         if cholesky_in_place(M, n) != 0:
             return c
     return -1
+
+
+@jit
+def dense_cholesky_solve(H, rhs, x_out):
+    """Solve H x = rhs for SPD H (n x n) by Cholesky (H is overwritten by L). Returns 0, or 1 + failed pivot.
+
+    Single-threaded on purpose: the dense path is for small problems and tests, where a threaded BLAS on a
+    shared machine costs more than it saves.
+    """
+    n = H.shape[0]
+    info = cholesky_in_place(H, n)
+    if info != 0:
+        return info
+    for i in range(n):  # L y = rhs
+        acc = rhs[i]
+        for k in range(i):
+            acc -= H[i, k] * x_out[k]
+        x_out[i] = acc / H[i, i]
+    for i in range(n - 1, -1, -1):  # Lᵀ x = y
+        acc = x_out[i]
+        for k in range(i + 1, n):
+            acc -= H[k, i] * x_out[k]
+        x_out[i] = acc / H[i, i]
+    return 0

@@ -4,8 +4,8 @@
   ``blocks.assemble_hessian_blocks`` and factored by ``convexsim.sap.block_sparse`` (fill-reducing ordering
   and symbolic analysis once per solve, numeric block Cholesky every Newton iteration). If that module is
   not usable, the same blocks are scattered into a dense matrix and factored densely (``sparse_fallback``).
-* Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by LAPACK. Kept
-  for small problems and as the test oracle of the sparse path.
+* Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by a
+  single-threaded numba kernel. Kept for small problems and as the test oracle of the sparse path.
 
 Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not numerically SPD.
 """
@@ -127,12 +127,6 @@ class DenseHessian:
 def _dense_cholesky_solve(H: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
     if not np.all(np.isfinite(H)):
         return np.full_like(rhs, np.nan), False
-    try:
-        L = np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        return np.full_like(rhs, np.nan), False
-    from scipy.linalg import solve_triangular
-
-    y = solve_triangular(L, rhs, lower=True, check_finite=False)
-    x = solve_triangular(L.T, y, lower=False, check_finite=False)
-    return x, bool(np.all(np.isfinite(x)))
+    x = np.empty_like(rhs)
+    info = blocks.dense_cholesky_solve(np.ascontiguousarray(H, dtype=float), np.ascontiguousarray(rhs), x)
+    return x, info == 0 and bool(np.all(np.isfinite(x)))

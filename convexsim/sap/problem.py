@@ -80,7 +80,7 @@ class ContactProblem:
         _check_cliques(cliques, len(sizes))
         side_sizes = np.where(cliques >= 0, sizes[np.maximum(cliques, 0)], 0)
         flat = (3 * side_sizes).reshape(-1)
-        j_ptr = np.concatenate([[0], np.cumsum(flat)[:-1]]).astype(np.int64).reshape(-1, 2)
+        j_ptr = (np.cumsum(flat) - flat).astype(np.int64).reshape(-1, 2)
         j_ptr[cliques < 0] = -1
         set_ = object.__setattr__
         set_(self, "dt", float(self.dt))

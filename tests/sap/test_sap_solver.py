@@ -1,0 +1,337 @@
+"""The SAP Newton solver: single-step anchors, Newton-iteration counts, optimality against independent solvers,
+sparse vs dense linear algebra, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sap_testproblems import point_jacobian, random_problem
+
+from convexsim.sap import (
+    ContactProblem,
+    SapParameters,
+    SapSolverError,
+    SapStatus,
+    contact_regularization,
+    delassus_diagonal,
+    solve,
+    solve_dense,
+)
+from convexsim.sap.constraints import eval_constraints
+from convexsim.sap.linalg import DenseHessian, SparseHessian
+from convexsim.sap.problem import constraint_kernel_data
+
+# --------------------------------------------------------------------------------------------- the ball anchor
+BALL_M, BALL_R, DT = 1.0, 0.1, 1e-3
+BALL_I = 0.4 * BALL_M * BALL_R**2
+R_WC_DRAKE = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # x_C = −Wy, y_C = +Wx, z_C = +Wz
+
+
+def ball_problem(model="sap", **params):
+    """Solid ball on the ground, launched with vx = 1 m/s at φ0 = 0 (sap-math.md §9.2–9.3)."""
+    A = np.diag([BALL_I] * 3 + [BALL_M] * 3)
+    J = point_jacobian(None, R_WC_DRAKE, np.array([0.0, 0.0, -BALL_R]))
+    v0 = np.array([0, 0, 0, 1.0, 0, 0])
+    v_star = v0 + DT * np.array([0, 0, 0, 0, 0, -9.81])
+    return ContactProblem.from_dense(A, v_star, J, dt=DT, model=model, **params), v0
+
+
+def test_single_step_anchor_sap_ball():
+    """Check Drake's first step of the sliding ball: vz = 0.2560, vx = 0.86710, ω·r = 0.33224 (to 1e-4)."""
+    problem, v0 = ball_problem(mu=0.5, k=5e5, tau_d=0.2, phi0=0.0, beta=1.0, sigma=1e-3)
+    assert delassus_diagonal(problem)[0] == pytest.approx(np.sqrt(2 * 3.5**2 + 1) / 3, rel=1e-12)  # §1.3
+    for ls in ("exact", "backtracking"):
+        for lin in ("dense", "sparse"):
+            r = solve(problem, v0, params=SapParameters(line_search=ls, linear_solver=lin))
+            assert r.converged
+            # pydrake 1.51.1 numbers, printed to 4–5 digits (sap-math.md §9.3): compare to 1e-4 absolute.
+            assert r.v[5] == pytest.approx(0.2560, abs=1e-4)
+            assert r.v[3] == pytest.approx(0.86710, abs=1e-4)
+            assert r.v[1] * BALL_R == pytest.approx(0.33224, abs=1e-4)
+            np.testing.assert_allclose(r.gamma[0], [0.0, -0.13290, 0.26579], atol=1e-4)
+
+
+def test_single_step_anchor_lagged_ball():
+    """Check the lagged first step: no friction (n0 = 0) and 25 vn² − 1.5 vn − 9.81e-3 = 0 (sap-math.md §9.3)."""
+    problem, v0 = ball_problem(model="lagged", mu=0.5, k=5e5, d=50.0, fe0=0.0, vn0=0.0, sigma=1e-3, v_s=1e-4)
+    r = solve(problem, v0)
+    vn = (1.5 - np.sqrt(1.5**2 + 4 * 25 * 9.81e-3)) / 50  # = −5.950e-3 m/s
+    # Momentum balance m (vn − vn*) = dt² k (−vn)(1 − d vn) holds to ε_r = 1e-6 of the momentum scale.
+    assert r.v[5] == pytest.approx(vn, rel=1e-6)
+    assert r.v[5] == pytest.approx(-5.950e-3, abs=1e-6)
+    assert r.v[3] == 1.0 and r.v[1] == 0.0  # the lagged friction bound μ n0 is zero in the first step
+
+
+# ---------------------------------------------------------------------------------- three-clique Newton test
+S22 = np.array([[2.0, 1], [1, 2]])
+S33 = np.array([[4.0, 1, 2], [1, 5, 3], [2, 3, 6]])
+S44 = np.array([[7.0, 1, 2, 3], [1, 8, 4, 5], [2, 4, 9, 6], [3, 5, 6, 10]])
+
+
+def three_clique_problem():
+    """Three cliques (2, 3, 4 dofs), cones coupling (0,1), (1,2) and (2,−): v* lies deep in region III
+    (separation) of every cone, the analogue of Drake's "velocity box" SapNewtonIterationTest."""
+    rng = np.random.default_rng(7)
+    sizes = (2, 3, 4)
+    cliques = np.array([[0, 1], [1, 2], [2, -1]])
+    J_blocks = [
+        (rng.normal(size=(3, 2)), rng.normal(size=(3, 3))),
+        (rng.normal(size=(3, 3)), rng.normal(size=(3, 4))),
+        (rng.normal(size=(3, 4)),),
+    ]
+    v_star = np.array([1.0, -1.0, 0.5, 0.2, -0.3, 0.1, 0.4, -0.2, 0.3])
+    probe = ContactProblem.from_blocks(
+        0.01, [S22, S33, S44], v_star, cliques, J_blocks, mu=0.5, k=1e4, tau_d=0.0, phi0=0.0
+    )
+    vc_star = probe.constraint_velocities(v_star)
+    # v̂n = vn(v*) − 1 m/s − μ‖vt(v*)‖ puts y(v*) well inside the polar cone; v̂n = −φ0/(dt + τd).
+    vn_hat = vc_star[:, 2] - 1.0 - 0.5 * np.hypot(vc_star[:, 0], vc_star[:, 1])
+    return ContactProblem.from_blocks(
+        0.01, [S22, S33, S44], v_star, cliques, J_blocks, mu=0.5, k=1e4, tau_d=0.0, phi0=-0.01 * vn_hat
+    )
+
+
+@pytest.mark.parametrize("ls", ["exact", "backtracking"])
+def test_newton_iteration_counts_three_cliques(ls):
+    """Check guess = v* → 0 iterations, guess inside the no-contact region → exactly 1, outside → several."""
+    problem = three_clique_problem()
+    params = SapParameters(line_search=ls, linear_solver="sparse")
+    r0 = solve(problem, problem.v_star, params=params)
+    assert r0.iterations == 0 and r0.converged and np.all(r0.gamma == 0.0)
+    rng = np.random.default_rng(3)
+    inside = problem.v_star + 0.01 * rng.normal(size=problem.nv)
+    r1 = solve(problem, inside, params=params)
+    # ℓ is the quadratic ½(v−v*)ᵀA(v−v*) on this region: one Newton step with α = 1 is exact.
+    assert r1.converged and r1.iterations == 1 and r1.alpha[1] == pytest.approx(1.0, abs=1e-12)
+    if ls == "exact":
+        assert r1.line_search_evaluations == 1  # α0 = −ℓ'(0)/ℓ''(α_max) = 1 is already the root
+    np.testing.assert_allclose(r1.v, problem.v_star, rtol=0, atol=1e-14 * 10)
+    outside = problem.v_star + 3.0 * rng.normal(size=problem.nv)
+    assert np.any(eval_constraints(*constraint_kernel_data(problem, delassus_diagonal(problem))[:2],
+                                   problem.constraint_velocities(outside), np.empty((3, 3)),
+                                   np.empty((3, 3, 3)), False) > 0)
+    r2 = solve(problem, outside, params=params)
+    assert r2.converged and r2.iterations > 1
+    np.testing.assert_allclose(r2.v, problem.v_star, rtol=0, atol=1e-12)
+
+
+def test_sparse_hessian_blocks_equal_dense_hessian_three_cliques():
+    """Check the block-assembled H equals the dense A + Jᵀ G J (to 3 ε relative) at a point in contact."""
+    problem = three_clique_problem()
+    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
+    v = problem.v_star + 3.0 * np.random.default_rng(5).normal(size=problem.nv)
+    gamma, G = np.empty((3, 3)), np.empty((3, 3, 3))
+    eval_constraints(kind, cpar, problem.constraint_velocities(v), gamma, G, True)
+    sh = SparseHessian(problem)
+    sh.assemble(G)
+    H_dense = DenseHessian(problem).matrix(G)
+    assert np.any(G != 0)
+    np.testing.assert_allclose(sh.dense(), H_dense, rtol=0, atol=3 * np.finfo(float).eps * np.abs(H_dense).max())
+
+
+# ------------------------------------------------------------------------------------ sparse vs dense paths
+@pytest.mark.parametrize("nbodies, model", [(1, "sap"), (7, "sap"), (40, "lagged"), (60, "similar"), (200, "sap")])
+def test_sparse_and_dense_paths_agree(nbodies, model):
+    """Check the block-sparse and dense linear algebra give the same v (1e-10 relative) up to 200 cliques.
+
+    Up to 60 bodies both run to convergence; for 200 bodies (dense H of size 1200, slow) both run the same
+    first 3 Newton iterations and the iterates are compared (same statuses, same numbers of iterations).
+    """
+    rng = np.random.default_rng(nbodies)
+    problem = random_problem(rng, nbodies, model=model)
+    if nbodies <= 60:
+        opts = dict(rel_tolerance=1e-12, abs_tolerance=0.0, on_failure="raise")
+    else:
+        opts = dict(rel_tolerance=1e-12, abs_tolerance=0.0, max_iterations=3, on_failure="ignore")
+    r_sparse = solve(problem, params=SapParameters(linear_solver="sparse", **opts))
+    r_dense = solve(problem, params=SapParameters(linear_solver="dense", **opts))
+    assert r_sparse.iterations == r_dense.iterations >= 1 and r_sparse.status == r_dense.status
+    # Converged runs stop at momentum residual ≤ 1e-12 of the scale; with H's condition number ≲ 1e3 here the
+    # two iterates differ by ≲ 1e-12 relative. Truncated runs take identical steps up to round-off in the
+    # factorizations (≈ 1e-15 · cond(H)) amplified over 3 iterations: both well under the 1e-10 required.
+    scale = np.linalg.norm(r_dense.v)
+    assert np.linalg.norm(r_sparse.v - r_dense.v) <= 1e-10 * scale
+    np.testing.assert_allclose(r_sparse.gamma, r_dense.gamma, rtol=0, atol=1e-10 * np.abs(r_dense.gamma).max())
+
+
+def test_sparse_hessian_blocks_equal_dense_hessian_random():
+    """Check the assembled block Hessian equals the dense one on a random 50-body problem (both cone regions)."""
+    rng = np.random.default_rng(11)
+    problem = random_problem(rng, 50)
+    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
+    gamma, G = np.empty((problem.nk, 3)), np.empty((problem.nk, 3, 3))
+    eval_constraints(kind, cpar, problem.constraint_velocities(problem.v_star), gamma, G, True)
+    sh = SparseHessian(problem)
+    sh.assemble(G)
+    H = DenseHessian(problem).matrix(G)
+    np.testing.assert_allclose(sh.dense(), H, rtol=0, atol=1e-13 * np.abs(H).max())
+    rhs = rng.normal(size=problem.nv)
+    x, ok = sh.factor_and_solve(G, rhs)
+    assert ok
+    np.testing.assert_allclose(H @ x, rhs, rtol=0, atol=1e-10 * np.abs(rhs).max())
+
+
+# ------------------------------------------------------------------------------- optimality vs independent solvers
+def _dual_conic_reference(problem, result):
+    """min_{γ∈F} ½γᵀ(W+R)γ + (J v* − v̂)ᵀγ by Clarabel; returns (v = v* + A⁻¹Jᵀγ, γ)."""
+    clarabel = pytest.importorskip("clarabel")
+    from scipy import sparse
+
+    A = problem.A_dense()
+    J = problem.J_dense()
+    W = J @ np.linalg.solve(A, J.T)
+    P = W + np.diag(result.R.reshape(-1))
+    q = J @ problem.v_star - result.v_hat.reshape(-1)
+    nk = problem.nk
+    cone_rows = np.zeros((3 * nk, 3 * nk))
+    for i in range(nk):  # s_i = (μ γn, γt1, γt2) ∈ SOC(3)
+        cone_rows[3 * i, 3 * i + 2] = problem.mu[i]
+        cone_rows[3 * i + 1, 3 * i] = 1.0
+        cone_rows[3 * i + 2, 3 * i + 1] = 1.0
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-13
+    settings.tol_ktratio = 1e-10
+    settings.max_iter = 400
+    solver = clarabel.DefaultSolver(
+        sparse.csc_matrix(np.triu(0.5 * (P + P.T))), q, sparse.csc_matrix(-cone_rows), np.zeros(3 * nk),
+        [clarabel.SecondOrderConeT(3)] * nk, settings,
+    )
+    sol = solver.solve()
+    assert str(sol.status) in ("Solved", "AlmostSolved")
+    gamma = np.array(sol.x)
+    return problem.v_star + np.linalg.solve(A, J.T @ gamma), gamma.reshape(nk, 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sap_velocity_equals_dual_conic_solution(seed):
+    """Check SAP's v equals the independent dual conic solution v = v* + A⁻¹Jᵀγ to 1e-6 relative."""
+    rng = np.random.default_rng(100 + seed)
+    problem = random_problem(rng, nbodies=3 + seed, contacts_per_body=2.0)
+    r = solve(problem, params=SapParameters(rel_tolerance=1e-10, on_failure="raise"))
+    v_ref, gamma_ref = _dual_conic_reference(problem, r)
+    # Clarabel's gap 1e-13 and SAP's ε_r = 1e-10 both sit far below the 1e-6 bound; the soft norm changes γ by
+    # O(ε = 1e-7 N·s) only where ‖yt‖ ≈ 0, i.e. v by ≲ 1e-7 relative.
+    assert np.linalg.norm(r.v - v_ref) <= 1e-6 * np.linalg.norm(v_ref)
+    regions = {(g[2] > 0, np.hypot(g[0], g[1]) >= 0.999999 * m * g[2]) for g, m in zip(r.gamma, problem.mu)}
+    assert len(regions) >= 2  # the sample exercises more than one cone region
+
+
+def test_solve_dense_matches_contact_problem_and_dual():
+    """Check solve_dense with R, v̂ from contact_regularization equals solve(problem) and the dual solution."""
+    rng = np.random.default_rng(42)
+    problem = random_problem(rng, nbodies=2, contacts_per_body=2.0)
+    w = delassus_diagonal(problem)
+    R, v_hat = contact_regularization(problem.dt, problem.k, problem.tau_d, problem.mu, w, problem.beta,
+                                      problem.sigma, problem.phi0)
+    r = solve_dense(problem.A_dense(), problem.v_star, problem.J_dense(), problem.mu, R, v_hat,
+                    rel_tolerance=1e-10)
+    r_ref = solve(problem, params=SapParameters(rel_tolerance=1e-10))
+    assert r.converged and r.gamma.shape == (problem.nk, 3)
+    np.testing.assert_allclose(r.v, r_ref.v, rtol=0, atol=1e-9 * np.linalg.norm(r_ref.v))
+    v_ref, _ = _dual_conic_reference(problem, r_ref)
+    assert np.linalg.norm(r.v - v_ref) <= 1e-6 * np.linalg.norm(v_ref)
+
+
+@pytest.mark.parametrize("model", ["lagged", "similar"])
+def test_hunt_crossley_solution_minimizes_the_cost(model):
+    """Check SAP's v for "lagged"/"similar" equals an independent quasi-Newton (BFGS) minimizer of ℓ(v)."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(9)
+    problem = random_problem(rng, nbodies=2, contacts_per_body=2.0, model=model)
+    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
+    A = problem.A_dense()
+    J = problem.J_dense()
+    gamma, G = np.empty((problem.nk, 3)), np.empty((problem.nk, 3, 3))
+
+    def cost(v):
+        ell_r = eval_constraints(kind, cpar, (J @ v).reshape(-1, 3), gamma, G, False)
+        dv = v - problem.v_star
+        return 0.5 * dv @ A @ dv + ell_r, A @ dv - J.T @ gamma.reshape(-1)
+
+    ref = minimize(cost, problem.v_star, jac=True, method="BFGS", options=dict(gtol=1e-12, maxiter=5000))
+    r = solve(problem, params=SapParameters(rel_tolerance=1e-10, on_failure="raise"))
+    assert r.cost <= ref.fun + 1e-12 * abs(ref.fun)  # Newton reaches (at least) BFGS's minimum
+    # Strong convexity: ‖v − v_ref‖_A² ≤ 2(ℓ(v_ref) − ℓ(v*)); BFGS stops at gtol 1e-12 ⇒ v_ref is 1e-9-accurate.
+    assert np.linalg.norm(r.v - ref.x) <= 1e-6 * np.linalg.norm(ref.x)
+    assert np.any(r.gamma[:, 2] > 0)  # some contacts are active
+
+
+@pytest.mark.parametrize("ls", ["exact", "backtracking"])
+def test_cost_decreases_monotonically_on_random_problems(ls):
+    """Check ℓ is non-increasing over the iterations (within Drake's relative slop) for all three models."""
+    for model in ("sap", "lagged", "similar"):
+        for seed in range(3):
+            problem = random_problem(np.random.default_rng(seed), 10, model=model)
+            r = solve(problem, params=SapParameters(line_search=ls, on_failure="raise"))
+            c = r.cost_history
+            assert len(c) == r.iterations + 1 == len(r.alpha) == len(r.momentum_residual)
+            assert np.all(c[1:] <= c[:-1] + 1000 * np.finfo(float).eps * np.maximum(1, np.abs(c[:-1])))
+            # The warm start from the solution is optimal at once.
+            r0 = solve(problem, r.v, params=SapParameters(line_search=ls))
+            assert r0.iterations == 0 and r0.converged
+
+
+def test_no_constraints_returns_free_motion():
+    """Check a problem without constraints returns v = v* with 0 iterations."""
+    problem = ContactProblem.from_blocks(0.01, [S22], [1.0, 2.0], np.zeros((0, 2)), [], mu=0.5, k=1e4)
+    r = solve(problem, np.zeros(2))
+    assert r.converged and r.iterations == 0 and r.gamma.shape == (0, 3)
+    np.testing.assert_array_equal(r.v, [1.0, 2.0])
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def _ball(**overrides):
+    A = np.diag([BALL_I] * 3 + [BALL_M] * 3)
+    J = point_jacobian(None, R_WC_DRAKE, np.array([0.0, 0.0, -BALL_R]))
+    args = dict(A=A, v_star=np.zeros(6), J=J)
+    params = dict(dt=DT, mu=0.5, k=5e5, tau_d=0.2, phi0=0.0)
+    for key, value in overrides.items():
+        (args if key in args else params)[key] = value
+    return ContactProblem.from_dense(args["A"], args["v_star"], args["J"], **params)
+
+
+@pytest.mark.parametrize(
+    "overrides, name",
+    [
+        (dict(A=np.diag([np.nan, 1, 1, 1, 1, 1.0])), "A"),
+        (dict(v_star=np.array([0, 0, 0, np.nan, 0, 0])), "v_star"),
+        (dict(A=np.diag([1.0, 1, 1, 1, 1, -1])), "A"),
+        (dict(A=np.diag([1.0, 1, 1, 1, 1, 1]) + np.eye(6, k=1)), "A"),  # not symmetric
+        (dict(mu=-0.1), "mu"),
+        (dict(k=-1.0), "k"),
+        (dict(tau_d=-0.01), "tau_d"),
+        (dict(dt=0.0), "dt"),
+        (dict(J=np.full((3, 6), np.inf)), "J"),
+    ],
+)
+def test_bad_input_is_a_value_error_naming_the_argument(overrides, name):
+    """Check NaN/inf, non-SPD A and negative parameters raise ValueError naming the argument."""
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        _ball(**overrides)
+
+
+def test_bad_input_to_solve_dense_and_guess():
+    """Check solve_dense and solve validate R, v̂, μ and the guess."""
+    A, J = np.eye(3), np.eye(3)
+    R, vh = np.array([[1e-3, 1e-3, 1e-2]]), np.zeros((1, 3))
+    with pytest.raises(ValueError, match="mu"):
+        solve_dense(A, np.zeros(3), J, -1.0, R, vh)
+    with pytest.raises(ValueError, match="R"):
+        solve_dense(A, np.zeros(3), J, 0.5, -R, vh)
+    with pytest.raises(ValueError, match="v_hat"):
+        solve_dense(A, np.zeros(3), J, 0.5, R, np.full((1, 3), np.nan))
+    with pytest.raises(ValueError, match="A"):
+        solve_dense(np.diag([1.0, 1.0, -1.0]), np.zeros(3), J, 0.5, R, vh)
+    with pytest.raises(ValueError, match="v_guess"):
+        solve(_ball(), np.full(6, np.nan))
+
+
+def test_failure_can_raise():
+    """Check on_failure="raise" turns non-convergence into SapSolverError, "ignore" only sets the status."""
+    problem, v0 = ball_problem(mu=0.5, k=5e5, tau_d=0.2, phi0=-1e-3, beta=1.0)
+    with pytest.raises(SapSolverError, match="MAX_ITERATIONS"):
+        solve(problem, v0 + 1.0, params=SapParameters(max_iterations=0, on_failure="raise"))
+    r = solve(problem, v0 + 1.0, params=SapParameters(max_iterations=0, on_failure="ignore"))
+    assert r.status == SapStatus.MAX_ITERATIONS and not r.converged
