@@ -142,3 +142,41 @@ def test_frictionless_collision_conserves_linear_momentum():
     rel = traj.linear_velocity[-1, 1] - traj.linear_velocity[-1, 0]
     d = traj.position[-1, 1] - traj.position[-1, 0]
     assert rel @ d > 0, "the spheres must be separating at the end"
+
+
+def test_box_sliding_sap_stop_time_and_distance_despite_gliding():
+    """Check the sap model's sliding box (v0 = 2 m/s, μ = 0.5) against Coulomb, within its gliding bound.
+
+    Reference: in sliding (region II) the friction impulse is exactly μ·γ_n, and the box starts and ends
+    at rest vertically, so Σγ_n = m·g·T and the stopping time is T = v0/(μ·g) = 0.408 s whatever the
+    hop; tolerance 2% (20 steps of ~1 ms settle). The distance v0²/(2μg) additionally depends on how the
+    normal impulse is spread in time: the gliding offset (dt+τ_d)·μ·|v_t| = 11 mm makes the box hop
+    (docs/physics-verification.md), which redistributes deceleration; measured 0.3% off, tolerance 5%.
+    The hop itself is asserted too: it is the documented artifact (> 5 mm), absent in the lagged model.
+    """
+    traj = simulate(box_on_ground(contact_model="sap", tau_mat=0.005, v0=(2.0, 0, 0), duration=0.7))
+    assert not traj.failure, traj.failure
+    b = traj.body_index("box")
+    vx = traj.linear_velocity[:, b, 0]
+    t_stop = traj.time[np.argmax(np.abs(vx) < 1e-3)]
+    assert t_stop == pytest.approx(2.0 / (0.5 * G), rel=0.02)
+    assert traj.position[-1, b, 0] == pytest.approx(2.0**2 / (2 * 0.5 * G), rel=0.05)
+    assert traj.position[:, b, 2].max() - 0.05 > 5e-3, "the sap model's gliding hop is expected"
+    lagged = simulate(box_on_ground(contact_model="lagged", v0=(2.0, 0, 0), duration=0.7))
+    assert lagged.position[:, b, 2].max() - 0.05 < 1e-4, "lagged slides without hopping"
+
+
+def test_box_stack_stays_within_a_millimetre_for_five_seconds():
+    """Check the shipped 5-box stack (SAP, box–box manifolds) moves less than 1 mm in 5 s.
+
+    Reference: a stack at rest. Settling under the near-rigid clamp compresses each contact layer by
+    ≈ N_above·m·g·dt·(dt+τ_d)·β²·w/(4π²) (sap-math.md §9.1), < 0.2 mm per layer here, and no body may
+    drift sideways (symmetric manifold: 1e-6 m).
+    """
+    traj = simulate("scenes/box_stack.yaml", duration=5.0, record_every=10)
+    assert not traj.failure, traj.failure
+    moving = [i for i, n in enumerate(traj.body_names) if n != "ground"]
+    d = traj.position[:, moving] - traj.position[0, moving]
+    assert np.abs(d).max() < 1e-3, np.abs(d).max(axis=0)
+    assert np.abs(d[..., :2]).max() < 1e-6
+    assert traj.solver_converged.all()
