@@ -85,6 +85,8 @@ def make_plots(spec: StudySpec, rows: list[dict], plot_dir: Path) -> list[Path]:
         for param in spec.swept_paths:
             p = spec.parameter(param)
             values = p.resolved()
+            if len(values) < 2:  # nothing varies along this axis
+                continue
             numeric = all(_is_number(v) for v in values)
             fig = Figure(figsize=(6.4, 4.4))
             fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.92)

@@ -113,10 +113,13 @@ class ValueSet(_Strict):
             if len(self.values) == 0:
                 raise ValueError("'values' must not be empty")
             for i, v in enumerate(self.values):
-                if isinstance(v, float) and not math.isfinite(v):
-                    raise ValueError(f"values[{i}] must be finite, got {v}")
-                if isinstance(v, (dict, list)):
-                    raise ValueError(f"values[{i}] must be a number, string or bool, got {v!r}")
+                items = v if isinstance(v, list) else [v]
+                for x in items:
+                    if isinstance(x, float) and not math.isfinite(x):
+                        raise ValueError(f"values[{i}] must be finite, got {v}")
+                    if isinstance(x, (dict, list)) or x is None:
+                        raise ValueError(f"values[{i}] must be a number, string, bool or a list of numbers "
+                                         f"(a vector), got {v!r}")
         return self
 
     def resolved(self) -> list[Any]:
@@ -124,6 +127,11 @@ class ValueSet(_Strict):
         if self.range is not None:
             return self.range.values()
         return [_round_sig(v) if isinstance(v, float) else v for v in self.values]
+
+    @property
+    def is_numeric(self) -> bool:
+        """True when every value is a number (not a bool, string or vector)."""
+        return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.resolved())
 
     @property
     def is_log(self) -> bool:

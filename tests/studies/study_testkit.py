@@ -1,0 +1,47 @@
+"""Helpers of the study tests: the repository paths and a tiny inline study (imported by name)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STUDIES = REPO / "scenes" / "studies"
+
+# A sphere resting on a rigid ground; dt = 1e-2 s keeps every run to a few dozen steps.
+TINY_SCENE = {
+    "name": "tiny_sphere",
+    "time_step": 1.0e-2,
+    "duration": 0.2,
+    "gravity": [0.0, 0.0, -9.81],
+    "contact_model": "sap",
+    "materials": {
+        "default": {"friction": 0.5, "stiffness": 1.0e4, "dissipation_time": 0.05,
+                    "hunt_crossley_dissipation": 5.0},
+        "rigid": {"friction": 0.5, "stiffness": 1.0e15, "dissipation_time": 0.0,
+                  "hunt_crossley_dissipation": 0.0},
+    },
+    "bodies": [
+        {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace", "material": "rigid"}]},
+        {"name": "ball", "mass": 1.0, "position": [0.0, 0.0, 0.1],
+         "geometries": [{"shape": "sphere", "radius": 0.1}]},
+    ],
+}
+
+
+def tiny_study(**changes) -> dict:
+    """A four-run study on the tiny scene (stiffness × contact model), with ``changes`` applied on top."""
+    spec = {
+        "name": "tiny",
+        "scene": copy.deepcopy(TINY_SCENE),
+        "parameters": [
+            {"path": "materials.default.stiffness", "values": [1.0e3, 1.0e4]},
+            {"path": "contact_model", "values": ["sap", "lagged"]},
+        ],
+        "metrics": ["rest_penetration", "max_penetration", "hop_height", "energy_drift",
+                    "newton_iterations_mean", "contacts_per_step", "ms_per_step"],
+    }
+    spec.update(changes)
+    return spec
+
+
