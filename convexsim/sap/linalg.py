@@ -12,13 +12,16 @@ Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not num
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from convexsim.sap import blocks
 
 
+@functools.lru_cache(maxsize=1)
 def _block_sparse_module():
-    """The block-sparse Cholesky module if it is implemented, else None."""
+    """The block-sparse Cholesky module if it is implemented, else None (probed once per process)."""
     try:
         from convexsim.sap import block_sparse
     except ImportError:

@@ -195,8 +195,11 @@ class ContactProblem:
         sizes = np.array([a.shape[0] for a in A_list], dtype=np.int64)
         cliques = np.array(constraint_cliques, dtype=np.int64).reshape(-1, 2)
         _check_cliques(cliques, len(sizes), normalize=False)
-        sides = _jacobian_sides(J_blocks, cliques.shape[0])
-        cliques, J_flat = _pack_jacobians(cliques, sides, sizes)
+        packed = _pack_uniform_jacobians(cliques, J_blocks, sizes)
+        if packed is None:
+            sides = _jacobian_sides(J_blocks, cliques.shape[0])
+            packed = _pack_jacobians(cliques, sides, sizes)
+        cliques, J_flat = packed
         A_flat = np.concatenate([a.reshape(-1) for a in A_list]) if A_list else np.zeros(0)
         return cls(
             dt, sizes, A_flat, v_star, cliques, J_flat, model, mu, k, tau_d, phi0, d, fe0, vn0,
@@ -358,6 +361,27 @@ def _jacobian_sides(J_blocks, nk: int) -> list[list[np.ndarray]]:
         else:
             out.append([np.asarray(x, dtype=float) for x in item])
     return out
+
+
+def _pack_uniform_jacobians(cliques: np.ndarray, J_blocks, sizes: np.ndarray):
+    """Vectorized packing for an array J_blocks (nk, 2, 3, n) or (nk, 3, n) when every clique has n dofs."""
+    nk = cliques.shape[0]
+    if not isinstance(J_blocks, np.ndarray) or nk == 0 or np.any(sizes != sizes[0]):
+        return None
+    n = int(sizes[0])
+    if J_blocks.shape == (nk, 3, n):
+        if np.any(cliques[:, 1] >= 0):
+            raise ValueError("J_blocks of shape (nk, 3, n) need every constraint on a single clique")
+        return cliques.copy(), np.ascontiguousarray(J_blocks, dtype=float).reshape(-1)
+    if J_blocks.shape != (nk, 2, 3, n):
+        return None
+    cliques = cliques.copy()
+    J = np.array(J_blocks, dtype=float)
+    same = cliques[:, 1] == cliques[:, 0]
+    J[same, 0] += J[same, 1]
+    cliques[same, 1] = -1
+    used = np.stack([np.ones(nk, dtype=bool), cliques[:, 1] >= 0], axis=1)
+    return cliques, J.reshape(nk, 2, 3 * n)[used].reshape(-1)
 
 
 def _pack_jacobians(cliques: np.ndarray, sides: Sequence, sizes: np.ndarray):
