@@ -19,6 +19,9 @@ def write_page(pb: Playback, out_path: str | os.PathLike) -> Path:
     """Write the standalone page of a built playback atomically; return the path."""
     out = Path(out_path)
     atomic_write_text(out, static_page_html(pb.commands, title=pb.info.get("title", "convexsim")))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(out, 0o666 & ~umask)      # a page to share: the temporary file's 0600 would surprise
     return out
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import umsgpack
 
 from convexsim.io.trajectory import Trajectory
-from convexsim.model import GeomType, Model
+from convexsim.model import Model
 
 from . import draw
 from ._math import make_sign_continuous, quat_from_y_to, translation_matrix, wxyz_to_xyzw

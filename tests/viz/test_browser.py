@@ -21,7 +21,7 @@ DURATION_TOL = 1e-6
 
 @pytest.fixture(scope="module")
 def empty_screenshot(tmp_path_factory, browser):
-    from conftest import PageProbe
+    from viz_helpers import PageProbe
 
     path = tmp_path_factory.mktemp("empty") / "empty.html"
     path.write_text(static_page_html([]))
@@ -93,7 +93,7 @@ def test_sap_vs_lcp_comparison_export(tmp_path, box_stack_pair, open_page, empty
 def test_live_page_from_the_served_url(open_page, empty_screenshot):
     from convexsim.simulate import prepare
 
-    from conftest import scene_path
+    from viz_helpers import scene_path
 
     model, state, _ = prepare(scene_path("box_stack"))
     with LiveViewer(model, state=state, port=0) as viewer:

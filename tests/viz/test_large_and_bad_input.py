@@ -10,7 +10,7 @@ import pytest
 from convexsim.io import SCHEMA_VERSION, Trajectory, save_trajectory
 from convexsim.viz import LiveViewer, export_html
 
-from conftest import scene_path
+from viz_helpers import scene_path
 
 
 def falling_clutter(duration: float = 2.0, fps: float = 100.0):
@@ -102,7 +102,7 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
     from convexsim.model import Contacts
     from convexsim.scene import compile_scene, scene_from_yaml
 
-    from conftest import TWO_BODY_YAML
+    from viz_helpers import TWO_BODY_YAML
 
     model, state = compile_scene(scene_from_yaml(TWO_BODY_YAML))
     server = RecordingServer()

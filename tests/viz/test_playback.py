@@ -1,6 +1,6 @@
 """The playback commands (no browser): tracks reproduce the trajectory, arrows follow the forces.
 
-The trajectory is synthetic with a closed-form motion (conftest.synthetic_trajectory), so every value
+The trajectory is synthetic with a closed-form motion (viz_helpers.synthetic_trajectory), so every value
 read back from the lowered commands has an exact expected value. Tolerances are float32 rounding:
 track arrays are sent as Float32Array (relative 2^-24 ≈ 6e-8).
 """
