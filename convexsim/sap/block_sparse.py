@@ -431,8 +431,8 @@ def _factor_kernel(sizes, perm, l_colptr, l_rows, l_ptr, l_diag_ptr, edge_entry,
                    edges, diag_ptr, edge_ptr, diag_values, edge_values, values):
     """Right-looking block Cholesky into ``values`` (length sym.l_size, overwritten).
 
-    Returns 0 on success, or 1 + (original index of the block whose diagonal pivot failed): H restricted
-    to the blocks eliminated so far is not positive definite (LAPACK-style info code)."""
+    Returns 0 on success, 1 + (original index of the block whose diagonal pivot failed) when H is not
+    positive definite (LAPACK-style info code), or -1 if the symbolic pattern is inconsistent."""
     nb = sizes.size
     values[:] = 0.0
     # scatter H into the pattern of L (lower triangle of each diagonal block suffices)
@@ -464,19 +464,27 @@ def _factor_kernel(sizes, perm, l_colptr, l_rows, l_ptr, l_diag_ptr, edge_entry,
         c1 = l_colptr[k + 1]
         for e in range(c0, c1):
             _right_solve_lower_transpose(values, l_ptr[e], sizes[perm[l_rows[e]]], dk, nk)
-        # Schur complement update of the trailing blocks: H_rs -= L_rk L_sk^T for r >= s in column k
-        for e1 in range(c0, c1):
-            r = l_rows[e1]
-            nr = sizes[perm[r]]
-            p1 = l_ptr[e1]
-            for e2 in range(c0, e1 + 1):
-                s = l_rows[e2]
-                ns = sizes[perm[s]]
-                p2 = l_ptr[e2]
-                if e2 == e1:
+        # Schur complement update of the trailing blocks: H_rs -= L_rk L_sk^T for rows r >= s of column k.
+        # Rows are sorted and column s of L contains every r > s of column k (symbolic closure), so one
+        # forward-moving pointer q into column s finds the targets without searching.
+        for e2 in range(c0, c1):
+            s = l_rows[e2]
+            ns = sizes[perm[s]]
+            p2 = l_ptr[e2]
+            q = l_colptr[s]
+            q_end = l_colptr[s + 1]
+            for e1 in range(e2, c1):
+                r = l_rows[e1]
+                nr = sizes[perm[r]]
+                p1 = l_ptr[e1]
+                if e1 == e2:
                     dst = l_diag_ptr[r]
                 else:
-                    dst = l_ptr[_find_entry(l_colptr, l_rows, s, r)]
+                    while q < q_end and l_rows[q] < r:
+                        q += 1
+                    if q == q_end or l_rows[q] != r:
+                        return -1  # symbolic pattern not closed under elimination (internal error)
+                    dst = l_ptr[q]
                 for a in range(nr):
                     for b in range(ns):
                         acc = 0.0
@@ -550,17 +558,25 @@ def _check_values(sym: BlockSymbolic, diag_values, edge_values) -> tuple[np.ndar
     return d, ev
 
 
-def factor(sym: BlockSymbolic, diag_values, edge_values) -> BlockFactor:
+def factor(sym: BlockSymbolic, diag_values, edge_values, out: np.ndarray | None = None) -> BlockFactor:
     """Numeric right-looking block Cholesky P H P^T = L L^T (block column k: dense LLT of the updated
     diagonal block, L_rk = H_rk L_kk^{-T}, Schur update H_rs -= L_rk L_sk^T).
 
+    ``out``: optional float64 array of length ``sym.l_size`` reused for the factor (no allocation).
     Raises ``np.linalg.LinAlgError`` naming the (original) block whose pivot failed if H is not SPD.
     """
     d, ev = _check_values(sym, diag_values, edge_values)
-    values = np.empty(sym.l_size, dtype=np.float64)
+    if out is None:
+        values = np.empty(sym.l_size, dtype=np.float64)
+    else:
+        if out.dtype != np.float64 or out.shape != (sym.l_size,) or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a contiguous float64 array of shape ({sym.l_size},)")
+        values = out
     info = _factor_kernel(sym.block_sizes, sym.perm, sym.l_colptr, sym.l_rows, sym.l_ptr, sym.l_diag_ptr,
                           sym.edge_entry, sym.edge_transposed, sym.edges, sym.diag_ptr, sym.edge_ptr, d, ev,
                           values)
+    if info < 0:
+        raise RuntimeError("block-sparse Cholesky: symbolic fill pattern is inconsistent (internal error)")
     if info != 0:
         block = int(info) - 1
         raise np.linalg.LinAlgError(
