@@ -51,7 +51,7 @@ def test_box_stack_export_plays_from_file(tmp_path, box_stack_pair, open_page, e
     sap, _ = box_stack_pair
     out = export_html([sap], tmp_path / "box_stack.html", labels=["SAP"])
     print(f"box_stack export: {out.stat().st_size / 1e6:.2f} MB")
-    probe = open_page(out.as_uri())
+    probe = open_page(out.as_uri(), offline=True)
     probe.wait_for_body("SAP", "box_4")
     assert probe.bodies() == {"SAP": BOXES}
     duration = probe.page.evaluate("() => viewer.animator.duration")
@@ -65,13 +65,13 @@ def test_box_stack_export_plays_from_file(tmp_path, box_stack_pair, open_page, e
     assert_rendered_and_differs(img, empty_screenshot)
     overlay = probe.page.inner_text("#convexsim-overlay")
     assert "box_stack" in overlay and "t = " in overlay
-    assert probe.errors == []
+    assert probe.errors == [] and probe.blocked == []
 
 
 def test_sap_vs_lcp_comparison_export(tmp_path, box_stack_pair, open_page, empty_screenshot):
     sap, lcp = box_stack_pair
     out = export_html([sap, lcp], tmp_path / "cmp.html", labels=["SAP", "LCP"])
-    probe = open_page(out.as_uri())
+    probe = open_page(out.as_uri(), offline=True)
     probe.wait_for_body("LCP", "box_4")
     assert probe.bodies() == {"SAP": BOXES, "LCP": BOXES}
     duration = probe.page.evaluate("() => viewer.animator.duration")
@@ -87,7 +87,7 @@ def test_sap_vs_lcp_comparison_export(tmp_path, box_stack_pair, open_page, empty
     t_end = float(lcp.time[-1] - lcp.time[0])
     assert seek_z(probe, t_end, "LCP", "box_4") == pytest.approx(lcp.position[-1, 5, 2], abs=1e-6)
     assert_rendered_and_differs(probe.screenshot(), empty_screenshot)
-    assert probe.errors == []
+    assert probe.errors == [] and probe.blocked == []
 
 
 def test_live_page_from_the_served_url(open_page, empty_screenshot):

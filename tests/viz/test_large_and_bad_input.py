@@ -133,3 +133,23 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
     assert status[-1]["rate"] == pytest.approx(1.0, rel=0.5)     # sleeps make it ≈ 1× (wall jitter)
     viewer.close()
     assert "127.0.0.1" in capsys.readouterr().out
+
+
+def test_cli_run_solver_both_html_is_one_comparison_page(tmp_path):
+    """`convexsim run SCENE --solver both --html cmp.html`: one page holding both runs and a legend."""
+    from convexsim.cli import main
+
+    from viz_helpers import commands_in_page
+
+    out = tmp_path / "cmp.html"
+    rc = main(["run", str(scene_path("sphere_drop")), "--solver", "both", "--duration", "0.05",
+               "--out", str(tmp_path / "sd.npz"), "--html", str(out), "--quiet"])
+    assert rc == 0
+    html = out.read_text()
+    assert "<script src" not in html and "<link" not in html      # nothing to fetch: works offline
+    cmds = commands_in_page(html)
+    groups = {c["path"].split("/")[2] for c in cmds if c["type"] == "set_object" and "/bodies/" in c["path"]}
+    assert len(groups) == 2 and any(g.startswith("SAP") for g in groups) and any(g.startswith("LCP") for g in groups)
+    info = next(c["value"] for c in cmds if c["type"] == "set_property" and c["path"] == "/convexsim_info")
+    assert [e["label"].split()[0] for e in info["legend"]] == ["SAP", "LCP"]
+    assert sum(c["type"] == "set_animation" for c in cmds) == 1

@@ -76,12 +76,21 @@ def synthetic_trajectory(*, n_frames: int = 101, dt: float = 0.01, g: float = 9.
 class PageProbe:
     """A page plus the errors it logged (favicon 404s ignored)."""
 
-    def __init__(self, browser, url: str, size=(800, 600)):
+    def __init__(self, browser, url: str, size=(800, 600), *, offline: bool = False):
         self.page = browser.new_page(viewport={"width": size[0], "height": size[1]})
         self.errors: list[str] = []
+        self.blocked: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("console", lambda m: m.type == "error" and "favicon" not in m.text
                      and self.errors.append(m.text))
+        if offline:                    # no network: every request other than file: / data: fails
+            def route(r):
+                if r.request.url.startswith(("file:", "data:", "blob:")):
+                    r.continue_()
+                else:
+                    self.blocked.append(r.request.url)
+                    r.abort()
+            self.page.route("**/*", route)
         self.page.goto(url)
 
     def wait_for_body(self, group: str, body: str, timeout_ms: int = 20000) -> None:
@@ -112,3 +121,15 @@ class PageProbe:
 
     def close(self) -> None:
         self.page.close()
+
+
+def commands_in_page(html: str) -> list[dict]:
+    """The meshcat commands embedded in an exported page (base64 msgpack strings), decoded."""
+    import base64
+    import re
+
+    import umsgpack
+
+    block = html[html.index("const cmds=["):]
+    block = block[:block.index("];")]
+    return [umsgpack.unpackb(base64.b64decode(b)) for b in re.findall(r'"([A-Za-z0-9+/=]+)"', block)]
