@@ -100,9 +100,11 @@ def delassus_estimate(clique_start, clique_sizes, A_ptr, A_values, cliques, J_pt
 
 
 @jit
-def _add_jt_g_j(J_values, pb, nb, G, pa, na, out, po):
-    """out[po:] (nb x na, row-major) += J_bᵀ G J_a with J_b at J_values[pb:], J_a at J_values[pa:]."""
-    GJa = np.empty((3, na))
+def _add_jt_g_j(J_values, pb, nb, G, pa, na, out, po, GJa):
+    """out[po:] (nb x na, row-major) += J_bᵀ G J_a with J_b at J_values[pb:], J_a at J_values[pa:].
+
+    GJa: scratch of shape (3, ≥ na).
+    """
     for r in range(3):
         for k in range(na):
             acc = 0.0
@@ -124,17 +126,20 @@ def assemble_hessian_blocks(
 ):
     """Nonzero blocks of H = A + Jᵀ G J into diag_out / edge_out (layout in the module docstring)."""
     edge_out[:] = 0.0
+    n_max = 1
     for c in range(clique_sizes.shape[0]):
         n = clique_sizes[c]
+        n_max = max(n_max, n)
         for k in range(n * n):
             diag_out[diag_ptr[c] + k] = A_values[A_ptr[c] + k]
+    GJa = np.empty((3, n_max))
     for i in range(cliques.shape[0]):
         for side in range(2):
             c = cliques[i, side]
             if c < 0:
                 continue
             n = clique_sizes[c]
-            _add_jt_g_j(J_values, J_ptr[i, side], n, G[i], J_ptr[i, side], n, diag_out, diag_ptr[c])
+            _add_jt_g_j(J_values, J_ptr[i, side], n, G[i], J_ptr[i, side], n, diag_out, diag_ptr[c], GJa)
         e = constraint_edge[i]
         if e >= 0:
             c0 = cliques[i, 0]
@@ -144,7 +149,7 @@ def assemble_hessian_blocks(
             cb = cliques[i, b]
             _add_jt_g_j(
                 J_values, J_ptr[i, b], clique_sizes[cb], G[i], J_ptr[i, a], clique_sizes[ca], edge_out,
-                edge_ptr[e],
+                edge_ptr[e], GJa,
             )
 
 

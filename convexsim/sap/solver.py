@@ -133,7 +133,8 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
         z = np.zeros(0)
         return SapResult(
             problem.v_star.copy(), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(problem.nv), SapStatus.CONVERGED,
-            0, 0, 0.0, np.zeros(1), np.ones(1), np.zeros(1), np.zeros(1), True, False, z, np.zeros((0, 3)),
+            0, 0, 0.0, np.zeros(1), np.ones(1), np.zeros(1), np.zeros(1), np.zeros(1, dtype=np.int64), True,
+            False, z, np.zeros((0, 3)),
             np.zeros((0, 3)),
         )
     run = _NewtonRun(problem, kind, cpar, params)
@@ -142,7 +143,8 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
         v=run.v, gamma=run.gamma.copy(), vc=run.vc.copy(), j=run.jc.copy(), status=status,
         iterations=run.iterations, line_search_evaluations=run.ls_evaluations, cost=run.cost[-1],
         cost_history=np.array(run.cost), alpha=np.array(run.alpha), momentum_residual=np.array(run.residual),
-        momentum_scale=np.array(run.scale), optimality_reached=run.optimality_reached,
+        momentum_scale=np.array(run.scale), line_search_history=np.array(run.ls_history, dtype=np.int64),
+        optimality_reached=run.optimality_reached,
         cost_criterion_reached=run.cost_criterion_reached, w=w, R=R, v_hat=v_hat, message=message,
     )
     _report_failure(result, params)
@@ -180,7 +182,7 @@ class _NewtonRun:
         )
         self.D = 1.0 / np.sqrt(problem.A_values[diag_idx])
         self.hessian = None
-        self.cost, self.alpha, self.residual, self.scale = [], [1.0], [], []
+        self.cost, self.alpha, self.residual, self.scale, self.ls_history = [], [1.0], [], [], [0]
         self.iterations = 0
         self.ls_evaluations = 0
         self.optimality_reached = False
@@ -241,6 +243,7 @@ class _NewtonRun:
             if status != SapStatus.CONVERGED:  # v unchanged: repeat its statistics so arrays stay aligned
                 if self.iterations + 1 > len(self.alpha):
                     self.alpha.append(0.0)
+                    self.ls_history.append(self.ls_evaluations - sum(self.ls_history))
                     self.cost.append(ell)
                     self.residual.append(r)
                     self.scale.append(s)
@@ -277,4 +280,5 @@ class _NewtonRun:
             return SapStatus.LINE_SEARCH_FAILED, f"{prm.line_search} line search: {_LS_MESSAGES[int(code)]}"
         v += alpha * dv
         self.alpha.append(float(alpha))
+        self.ls_history.append(int(nev))
         return SapStatus.CONVERGED, ""

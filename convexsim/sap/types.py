@@ -98,6 +98,7 @@ class SapResult:
         alpha: step length per iteration (alpha[0] = 1 by convention), shape (iterations + 1,).
         momentum_residual: r = ‖D(A(v−v*) − Jᵀγ)‖ per iteration [sqrt(J)], shape (iterations + 1,).
         momentum_scale: s = max(‖D A v‖, ‖D Jᵀγ‖) per iteration [sqrt(J)], shape (iterations + 1,).
+        line_search_history: line-search evaluations of each iteration (entry 0 is 0), shape (iterations + 1,).
         optimality_reached: the momentum-residual criterion was met.
         cost_criterion_reached: the cost-stall criterion was met.
         w: Delassus diagonal estimate per constraint [1/kg], shape (nk,).
@@ -118,6 +119,7 @@ class SapResult:
     alpha: np.ndarray
     momentum_residual: np.ndarray
     momentum_scale: np.ndarray
+    line_search_history: np.ndarray
     optimality_reached: bool
     cost_criterion_reached: bool
     w: np.ndarray

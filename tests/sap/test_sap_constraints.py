@@ -276,3 +276,24 @@ def test_hc_impulse_laws():
 def test_kernel_parameter_layout():
     """Check the kernel parameter row has NPAR = 8 entries as documented."""
     assert sap_par().shape == (NPAR,) and hc_par().shape == (NPAR,)
+
+
+@pytest.mark.parametrize("kind", [KIND_LAGGED, KIND_SIMILAR])
+@pytest.mark.parametrize("side", [+1, -1])
+@pytest.mark.parametrize("slip", [1e-6, 1e-4, 1e-2])  # |vt| below, at and above εs = v_s = 1e-4 m/s
+def test_hc_gradients_near_the_contact_breaking_boundary(kind, side, slip):
+    """Check the identities at relative distance 1e-5 on both sides of z = v̂, where n(z) vanishes.
+
+    h = 1e-8 m/s keeps the stencil on one side of the kink (the offset is 1e-5·v̂ = 1.5e-7 m/s = 15 h); the
+    round-off of differencing ℓ ≈ N(v̂) ≈ 2e-3 J is ε·2e-3/h ≈ 4e-11 N·s against γn ≈ 1.5e-6 N·s, hence 1e-4.
+    """
+    par = hc_par()
+    mu, v_hat, eps_s = par[0], par[7], par[6]
+    vt = np.array([0.6, -0.8]) * slip
+    soft = math.sqrt(slip**2 + eps_s**2) - eps_s
+    z_target = v_hat * (1 - side * 1e-5)  # side +1: n > 0 (in contact), −1: n = 0
+    vn = z_target if kind == KIND_LAGGED else z_target + mu * soft
+    vc = np.array([vt[0], vt[1], vn])
+    _, gamma, _ = constraint_impulse(kind, par, vc)
+    assert (gamma[2] > 0) == (side > 0)
+    assert_fd_consistent(kind, par, vc, h=1e-8, rtol=1e-4)

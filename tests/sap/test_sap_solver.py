@@ -266,7 +266,8 @@ def test_cost_decreases_monotonically_on_random_problems(ls):
             problem = random_problem(np.random.default_rng(seed), 10, model=model)
             r = solve(problem, params=SapParameters(line_search=ls, on_failure="raise"))
             c = r.cost_history
-            assert len(c) == r.iterations + 1 == len(r.alpha) == len(r.momentum_residual)
+            assert len(c) == r.iterations + 1 == len(r.alpha) == len(r.momentum_residual) == len(r.momentum_scale)
+            assert r.line_search_history.sum() == r.line_search_evaluations and len(r.line_search_history) == len(c)
             assert np.all(c[1:] <= c[:-1] + 1000 * np.finfo(float).eps * np.maximum(1, np.abs(c[:-1])))
             # The warm start from the solution is optimal at once.
             r0 = solve(problem, r.v, params=SapParameters(line_search=ls))
