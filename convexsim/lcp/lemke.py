@@ -60,8 +60,12 @@ class LemkeOptions(NamedTuple):
     Attributes:
         pivot_tol: an entering-column entry is a pivot candidate when ``c_i > pivot_tol·n·s``,
             s = max(1, ‖M‖∞, ‖d‖∞).
-        ratio_rel_tol: ratios tie when ``ρ_i − ρ* ≤ ratio_rel_tol·|ρ*| + e_rhs·(1/c_i + 1/c*)``.
-        rhs_tol: absolute rhs noise ``e_rhs = rhs_tol·n·max(‖q‖∞, tiny)``.
+        ratio_rel_tol: ratios tie when ``ρ_i − ρ* ≤ ratio_rel_tol·|ρ*| + rhs_tol·(e_i/c_i + e*/c*)``
+            with the rhs noise scale ``e_i = (|B⁻¹| |q|)_i`` of each row.
+        rhs_tol: multiplies the rhs noise scale (ratio ties above; the trivial test ``q ≥ −rhs_tol·‖q‖∞``).
+            Too loose a tie lets the lexicographic rule pick a row with a larger true ratio, which
+            makes the basis slightly infeasible and derails degenerate (contact) problems; too tight
+            lets rounding noise decide genuine ties.
         lex_rel_tol: lexicographic entries are equal when within ``lex_rel_tol`` relative, plus
             an absolute floor ``lex_abs_tol·n·(largest entry of the compared rows)``.
         lex_abs_tol: see lex_rel_tol.
@@ -72,7 +76,7 @@ class LemkeOptions(NamedTuple):
 
     pivot_tol: float = 10.0 * _EPS
     ratio_rel_tol: float = 1e-12
-    rhs_tol: float = 100.0 * _EPS
+    rhs_tol: float = 10.0 * _EPS
     lex_rel_tol: float = 1e-12
     lex_abs_tol: float = 100.0 * _EPS
     check_tol: float = 1e4 * _EPS
@@ -254,7 +258,7 @@ def _refactor(M, q, d, T, basis, LU, perm, col, x):
         _original_column(M, q, d, basis[k], col)
         for i in range(n):
             LU[i, k] = col[i]
-    if _lu_factor(LU, perm, 1e3 * n * 2.220446049250313e-16) != 0:
+    if _lu_factor(LU, perm, 1e-300) != 0:
         return 1
     # B x = e_k  with B columns ordered by tableau row: row k of T belongs to basis[k].
     for var in range(2 * n + 2):
@@ -280,6 +284,15 @@ def _lex_less(T, a, ca, b, cb, n, rel, abs_floor):
             continue
         return diff < 0.0
     return False
+
+
+@jit
+def _rhs_noise(T, i, q, n):
+    """Rounding-noise scale of row i's rhs: (|B⁻¹||q|)_i, with B⁻¹ = T[:, :n] (plus a 1e-300 floor)."""
+    s = 1e-300
+    for j in range(n):
+        s += abs(T[i, j]) * abs(q[j])
+    return s
 
 
 @jit
@@ -323,6 +336,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     vecs rows: 0 z, 1 w, 2 scratch (column), 3 scratch (solution), 4 ray, 5 alternate z.
     """
     n = M.shape[0]
+    tied = perm2
     z = vecs[0]
     w = vecs[1]
     col = vecs[2]
@@ -349,7 +363,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
         return 3, 0, 0.0, np.inf
     scale = max(1.0, mnorm, dmax)
     piv_tol = pivot_tol * n * scale
-    e_rhs = rhs_tol * n * max(qmax, 1e-300)
+    e_rhs = rhs_tol * max(qmax, 1e-300)
     # trivial case
     qmin = np.inf
     for i in range(n):
@@ -385,6 +399,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
         # ratio test over positive entries of the entering column
         rho_min = np.inf
         cmin = 0.0
+        imin = -1
         for i in range(n):
             c = T[i, entering]
             if c > piv_tol:
@@ -392,6 +407,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 if rho < rho_min:
                     rho_min = rho
                     cmin = c
+                    imin = i
         if rho_min == np.inf:
             if not np.isfinite(T[0, rhs]):
                 status = 3
@@ -404,14 +420,17 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 if b >= n and b < 2 * n:
                     ray[b - n] = -T[i, entering]
             break
-        # the tied set; z0 preferred, then lexicographic
-        row = -1
+        # the tied set (ratios equal up to the rounding noise of their rhs); z0 preferred, then lexicographic
+        noise_min = _rhs_noise(T, imin, q, n) / cmin
+        ntied = 0
         z0_tied = False
         for i in range(n):
             c = T[i, entering]
             if c > piv_tol:
                 rho = T[i, rhs] / c
-                if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
+                if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (_rhs_noise(T, i, q, n) / c + noise_min):
+                    tied[ntied] = i
+                    ntied += 1
                     if i == z0_row:
                         z0_tied = True
         if z0_tied:
@@ -419,21 +438,17 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
         else:
             # absolute floor for lexicographic comparisons: largest |B^-1_i.|/c_i among tied rows
             big = 0.0
-            for i in range(n):
+            for k in range(ntied):
+                i = tied[k]
                 c = T[i, entering]
-                if c > piv_tol:
-                    rho = T[i, rhs] / c
-                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
-                        for j in range(n):
-                            big = max(big, abs(T[i, j] / c))
+                for j in range(n):
+                    big = max(big, abs(T[i, j] / c))
             abs_floor = lex_abs_tol * n * big
-            for i in range(n):
-                c = T[i, entering]
-                if c > piv_tol:
-                    rho = T[i, rhs] / c
-                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + e_rhs * (1.0 / c + 1.0 / cmin):
-                        if row < 0 or _lex_less(T, i, c, row, T[row, entering], n, lex_rel_tol, abs_floor):
-                            row = i
+            row = tied[0]
+            for k in range(1, ntied):
+                i = tied[k]
+                if _lex_less(T, i, T[i, entering], row, T[row, entering], n, lex_rel_tol, abs_floor):
+                    row = i
         _pivot(T, row, entering)
         pivots += 1
         leaving = basis[row]
@@ -454,7 +469,17 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
             z[b - n] = T[i, rhs]
         elif b == 2 * n:
             z0 = T[i, rhs]
-    if status != 0:
+    if status == 1 or status == 2:
+        # The path stopped with z0 > 0. If z0 is at round-off level (degenerate data such as resting
+        # contacts), the basic point with z0 dropped may already solve the LCP: accept it only if it
+        # passes the same final check as a regular solve (below); otherwise report the status.
+        if _check(M, q, z, w, check_tol) <= 1.0:
+            for i in range(n):
+                ray[i] = 0.0
+            status = 0
+        else:
+            return status, pivots, z0, np.inf
+    elif status != 0:
         for i in range(n):
             s = q[i]
             for j in range(n):

@@ -1,0 +1,290 @@
+"""The rigid LCP reference stepper: velocity-level contact with a polyhedral friction cone.
+
+Anitescu–Potra / Stewart–Trinkle time stepping (lcp-math.md §2.2, docs/lcp.md). With the momentum
+matrix A (per-body spatial mass in W), the free-motion velocity v* and, per contact i, the contact-
+frame Jacobian rows J_t,i (2 × n_v, tangents t1, t2) and J_n,i (1 × n_v, normal from A into B):
+
+    A v⁺ = A v* + J_nᵀ p_n + D β                         (impulses [N·s])
+    0 ≤ p_n ⊥ J_n v⁺ + b            ≥ 0                  (normal; b = stabilized gap term [m/s])
+    0 ≤ β   ⊥ Dᵀ v⁺ + E λ           ≥ 0                  (friction directions)
+    0 ≤ λ   ⊥ μ p_n − Eᵀ β          ≥ 0                  (polyhedral Coulomb cone)
+
+with D_i = J_t,iᵀ[u_1 … u_d], u_j = (cos 2πj/d, sin 2πj/d), d = ``friction_directions``, E = blockdiag(1_d).
+Eliminating v⁺ = v* + A⁻¹W[p_n; β], W = [J_nᵀ D], gives LCP(M, q) in z = (p_n, β, λ) of size m(d+2):
+
+    M = [[J_n A⁻¹ J_nᵀ, J_n A⁻¹ D, 0], [Dᵀ A⁻¹ J_nᵀ, Dᵀ A⁻¹ D, E], [μ, −Eᵀ, 0]],   q = (J_n v* + b, Dᵀ v*, 0).
+
+Gap term (penetration stabilization, ``lcp_stabilization`` = s ∈ [0, 1]):
+``b_i = max(φ_i, 0)/dt + s·min(φ_i, 0)/dt``: a gap may close exactly within the step (position-level
+non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction s per step (Baumgarte-like).
+
+Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (seed 001, Glocker–Studer):
+q_M = q + (dt/2)v, contacts detected at q_M; active ones (φ_M ≤ 0) get the law 0 ≤ p_n ⊥ v_n⁺ + e·v_n⁻;
+inactive ones keep the gap condition b = φ_M/(dt/2); then q⁺ = q_M + (dt/2)v⁺. No stabilization is applied
+in this mode (it would change the rebound velocity).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from convexsim import dynamics
+from convexsim.lcp.lemke import LemkeResult, LemkeStatus, LemkeWorkspace, default_max_pivots, lemke
+from convexsim.model import Model, State
+from convexsim.stepping import SimulationError, StepInfo, contact_kinematics, contact_velocities
+
+
+class LcpStepError(SimulationError):
+    """Lemke did not solve a step's contact LCP (secondary ray, pivot limit or numerical failure).
+
+    Attributes:
+        step, time: where it happened (from SimulationError).
+        contacts: indices (into the step's contact list) of the contacts involved: those carrying the
+            ray direction for a ray, else all contacts of the step.
+        status: the LemkeStatus.
+        pivots: pivots performed.
+    """
+
+    def __init__(self, message: str, *, step: int, time: float, contacts: list[int], status: LemkeStatus,
+                 pivots: int):
+        super().__init__(message, step=step, time=time, contacts=contacts)
+        self.status = status
+        self.pivots = pivots
+
+
+@dataclass(frozen=True)
+class ContactLcpLayout:
+    """How z of the contact LCP is laid out and mapped back to impulses.
+
+    z = (p_n (m), β (m·d, contact-major), λ (m)).
+
+    Attributes:
+        num_contacts: m.
+        num_directions: d (0 = frictionless, β and λ absent).
+        directions: u_j in the tangent plane (t1, t2), shape (d, 2).
+        W: generalized impulse directions [J_nᵀ D], shape (n_v, m + m·d).
+        AinvW: A⁻¹W, shape (n_v, m + m·d).
+    """
+
+    num_contacts: int
+    num_directions: int
+    directions: np.ndarray
+    W: np.ndarray
+    AinvW: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Number of LCP unknowns m(d + 2) (m when frictionless)."""
+        m, d = self.num_contacts, self.num_directions
+        return m * (d + 2) if d else m
+
+    def contact_of_variable(self, i: int) -> int:
+        """Contact index owning LCP variable i."""
+        m, d = self.num_contacts, self.num_directions
+        if i < m:
+            return i
+        if i < m + m * d:
+            return (i - m) // d
+        return i - m - m * d
+
+    def impulses(self, z: np.ndarray) -> np.ndarray:
+        """Contact-frame impulses γ = (γ_t1, γ_t2, γ_n) [N·s] per contact, shape (m, 3)."""
+        m, d = self.num_contacts, self.num_directions
+        gamma = np.zeros((m, 3))
+        gamma[:, 2] = z[:m]
+        if d:
+            beta = z[m:m + m * d].reshape(m, d)
+            gamma[:, :2] = beta @ self.directions
+        return gamma
+
+    def velocity(self, v_star: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """v⁺ = v* + A⁻¹W[p_n; β], shape (n_v,)."""
+        return v_star + self.AinvW @ z[: self.AinvW.shape[1]]
+
+
+def friction_directions(d: int) -> np.ndarray:
+    """u_j = (cos 2πj/d, sin 2πj/d), j = 0..d−1, in the tangent basis (t1, t2), shape (d, 2)."""
+    a = 2.0 * np.pi * np.arange(d) / d
+    return np.stack([np.cos(a), np.sin(a)], axis=1)
+
+
+def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias: np.ndarray, mu: np.ndarray,
+                      num_directions: int) -> tuple[np.ndarray, np.ndarray, ContactLcpLayout]:
+    """The Anitescu–Potra / Stewart–Trinkle LCP (M, q) of one step (module docstring).
+
+    Args:
+        Ainv: inverse momentum matrix A⁻¹ [1/kg, 1/(kg·m²)], shape (n_v, n_v).
+        v_star: free-motion velocity [m/s, rad/s], shape (n_v,).
+        J: contact-frame Jacobians, rows (t1, t2, n) per contact, shape (m, 3, n_v).
+        bias: constant term of the normal row b [m/s], shape (m,).
+        mu: friction coefficients, shape (m,).
+        num_directions: d ≥ 3, or 0 for frictionless contact (also used when every μ is 0).
+
+    Returns:
+        (M, q, layout): M shape (N, N), q shape (N,), N = layout.size.
+    """
+    J = np.asarray(J, float)
+    m, _, nv = J.shape
+    mu = np.asarray(mu, float)
+    d = int(num_directions)
+    if d and d < 3:
+        raise ValueError(f"friction_directions must be ≥ 3 (or 0 for frictionless); got {d}")
+    if d and not np.any(mu > 0):
+        d = 0
+    U = friction_directions(d) if d else np.zeros((0, 2))
+    Jn = J[:, 2, :]                                            # (m, nv)
+    if d:
+        D = np.einsum("cki,jk->icj", J[:, :2, :], U).reshape(nv, m * d)   # column (c, j) = J_t,cᵀ u_j
+        W = np.concatenate([Jn.T, D], axis=1)
+    else:
+        W = Jn.T.copy()
+    AinvW = Ainv @ W
+    B = W.T @ AinvW
+    B = 0.5 * (B + B.T)                                        # symmetric by construction; remove round-off
+    nz = m * (d + 2) if d else m
+    M = np.zeros((nz, nz))
+    q = np.zeros(nz)
+    nw = W.shape[1]
+    M[:nw, :nw] = B
+    q[:nw] = W.T @ v_star
+    q[:m] += bias
+    if d:
+        E = np.kron(np.eye(m), np.ones((d, 1)))                # (m·d, m)
+        M[m:nw, nw:] = E
+        M[nw:, :m] = np.diag(mu)
+        M[nw:, m:nw] = -E.T
+    return M, q, ContactLcpLayout(m, d, U, W, AinvW)
+
+
+def dense_jacobian(kin, nv: int) -> np.ndarray:
+    """Contact-frame Jacobians as dense rows (m, 3, n_v) from the per-body blocks of ``contact_kinematics``."""
+    m = kin.contacts.count
+    J = np.zeros((m, 3, nv))
+    for blocks, clique in ((kin.J_a, kin.clique_a), (kin.J_b, kin.clique_b)):
+        for i in range(m):
+            c = clique[i]
+            if c >= 0:
+                J[i, :, 6 * c:6 * c + 6] += blocks[i]
+    return J
+
+
+def block_inverse(A_blocks: np.ndarray) -> np.ndarray:
+    """Dense A⁻¹ from per-body 6×6 blocks, shape (6·nmov, 6·nmov)."""
+    n = A_blocks.shape[0]
+    Ainv = np.zeros((6 * n, 6 * n))
+    inv = np.linalg.inv(A_blocks) if n else A_blocks
+    for b in range(n):
+        Ainv[6 * b:6 * b + 6, 6 * b:6 * b + 6] = inv[b]
+    return Ainv
+
+
+def gap_bias(phi: np.ndarray, dt: float, stabilization: float) -> np.ndarray:
+    """b = max(φ, 0)/dt + s·min(φ, 0)/dt [m/s]: close gaps exactly, remove the fraction s of penetration."""
+    phi = np.asarray(phi, float)
+    return np.maximum(phi, 0.0) / dt + stabilization * np.minimum(phi, 0.0) / dt
+
+
+_local = threading.local()
+
+
+def _default_workspace() -> LemkeWorkspace:
+    ws = getattr(_local, "workspace", None)
+    if ws is None:
+        ws = _local.workspace = LemkeWorkspace(16)
+    return ws
+
+
+def _validate_settings(model: Model) -> None:
+    s = model.solver
+    if not 0.0 <= s.lcp_stabilization <= 1.0:
+        raise ValueError(f"solver.lcp_stabilization must be in [0, 1]; got {s.lcp_stabilization}")
+    if not 0.0 <= s.lcp_restitution <= 1.0:
+        raise ValueError(f"solver.lcp_restitution must be in [0, 1]; got {s.lcp_restitution}")
+    if s.friction_directions != 0 and s.friction_directions < 3:
+        raise ValueError(f"solver.friction_directions must be ≥ 3; got {s.friction_directions}")
+
+
+def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) -> LemkeResult:
+    s = model.solver
+    max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
+    r = lemke(M, q, max_pivots=max_piv, workspace=workspace)
+    if r.status == LemkeStatus.SOLVED:
+        return r
+    m = layout.num_contacts
+    if r.status == LemkeStatus.SECONDARY_RAY:
+        involved = sorted({layout.contact_of_variable(int(i)) for i in np.flatnonzero(np.abs(r.ray) > 0)})
+    else:
+        involved = list(range(m))
+    c = kin.contacts
+    desc = "; ".join(
+        f"#{i} {model.body_names[c.body_a[i]]}–{model.body_names[c.body_b[i]]} φ = {c.phi[i]:.3g} m"
+        for i in involved[:8])
+    more = f" (+{len(involved) - 8} more)" if len(involved) > 8 else ""
+    what = {LemkeStatus.SECONDARY_RAY: "ended on a secondary ray (no solution found; with penetration "
+                                       "this signals jammed contacts, lcp-math.md §2.2)",
+            LemkeStatus.PIVOT_LIMIT: f"hit the pivot limit ({max_piv})",
+            LemkeStatus.NUMERICAL_FAILURE: "failed its numerical check"}[r.status]
+    raise LcpStepError(f"LCP contact solve {what} after {r.pivots} pivots; {m} contacts, size {q.shape[0]}; "
+                       f"contacts involved: {desc}{more}",
+                       step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
+
+
+def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = None) -> tuple[State, StepInfo]:
+    """Advance one step of the rigid LCP stepper (module docstring).
+
+    Returns:
+        (new state, StepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
+        (force on body B), iterations = Lemke pivots.
+
+    Raises:
+        LcpStepError: Lemke ended on a ray, the pivot limit or a numerical failure (step, time, contacts).
+        ValueError: invalid LCP settings in model.solver.
+    """
+    _validate_settings(model)
+    ws = workspace if workspace is not None else _default_workspace()
+    s = model.solver
+    dt = model.time_step
+    A_blocks, v_star = dynamics.free_motion(model, state)
+    bodies = dynamics.moving_bodies(model)
+    nv = 6 * bodies.size
+    restitution = s.lcp_restitution > 0.0
+    if restitution:
+        half = replace(model, time_step=0.5 * dt)
+        v0 = state.v[bodies].reshape(-1)
+        mid = dynamics.integrate(half, state, v0)
+        kin = contact_kinematics(model, mid)
+    else:
+        kin = contact_kinematics(model, state)
+    m = kin.contacts.count
+    if m == 0:
+        if restitution:
+            new = dynamics.integrate(half, mid, v_star)
+            return State(state.t + dt, new.q, new.v, state.step + 1), StepInfo(contacts=kin.contacts,
+                                                                               status="solved")
+        return dynamics.integrate(model, state, v_star), StepInfo(contacts=kin.contacts, status="solved")
+    J = dense_jacobian(kin, nv)
+    phi = kin.contacts.phi
+    if restitution:
+        vn_before = contact_velocities(kin, state.v[bodies].reshape(-1))[:, 2]
+        bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
+    else:
+        bias = gap_bias(phi, dt, s.lcp_stabilization)
+    M, q, layout = build_contact_lcp(block_inverse(A_blocks), v_star, J, bias, kin.params.mu,
+                                     s.friction_directions)
+    r = _solve_or_raise(M, q, layout, model, state, kin, ws)
+    v_next = layout.velocity(v_star, r.z)
+    gamma = layout.impulses(r.z)
+    info = StepInfo(contacts=kin.contacts, gamma=gamma,
+                    force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,
+                    iterations=r.pivots, converged=True, status="solved")
+    if restitution:
+        new = dynamics.integrate(half, mid, v_next)
+        return State(state.t + dt, new.q, new.v, state.step + 1), info
+    return dynamics.integrate(model, state, v_next), info
+
+
+__all__ = ["lcp_step", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
+           "gap_bias", "dense_jacobian", "block_inverse"]

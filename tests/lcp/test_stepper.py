@@ -1,0 +1,233 @@
+"""The contact LCP (hand-built problems with closed forms) and the LCP stepper on small scenes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from convexsim.lcp.lemke import LemkeStatus, lemke
+from convexsim.lcp.stepper import LcpStepError, build_contact_lcp, friction_directions, gap_bias
+
+G = 9.81
+DATA = Path(__file__).parent / "data"
+
+
+def particle_on_ground(v, force, m=1.0, dt=1e-3, mu=0.5, d=8, phi=0.0, s=0.2):
+    """Point mass (3 dof) on the plane z = 0; contact frame t1 = x, t2 = y, n = z."""
+    Ainv = np.eye(3) / m
+    v_star = np.asarray(v, float) + dt * (np.asarray(force, float) / m + np.array([0, 0, -G]))
+    J = np.eye(3)[None]
+    M, q, layout = build_contact_lcp(Ainv, v_star, J, gap_bias([phi], dt, s), [mu], d)
+    r = lemke(M, q)
+    assert r.status == LemkeStatus.SOLVED
+    return layout.velocity(v_star, r.z), layout.impulses(r.z), r
+
+
+def test_resting_particle_normal_impulse_is_weight():
+    v, gamma, _ = particle_on_ground([0, 0, 0], [0, 0, 0])
+    # exact: p_n = m g dt cancels gravity; no friction needed
+    np.testing.assert_allclose(gamma[0], [0, 0, G * 1e-3], atol=1e-15)
+    np.testing.assert_allclose(v, 0.0, atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [4, 8, 16])
+def test_polyhedral_anisotropy_mu_n_cos_pi_over_d(d):
+    # sliding exactly between two cone directions (angle π/d) and pushed along the motion with 10 N:
+    # friction is μN cos(π/d) (lcp-math.md §2.2: d = 4 → a = 6.5316 vs 5.0950 isotropic)
+    ang = np.pi / d
+    e = np.array([np.cos(ang), np.sin(ang), 0.0])
+    dt = 1e-3
+    v, gamma, _ = particle_on_ground(2.0 * e, 10.0 * e, dt=dt, d=d)
+    a = (v - 2.0 * e) / dt
+    expected = 10.0 - 0.5 * G * np.cos(np.pi / d)
+    # one step of exact arithmetic on O(1) data: round-off ~1e-16/dt = 1e-13
+    np.testing.assert_allclose(a @ e, expected, rtol=1e-10)
+    np.testing.assert_allclose(np.cross(a, e), 0.0, atol=1e-9)  # motion stays along the push
+    if d == 4:
+        assert a @ e == pytest.approx(6.5316, abs=1e-4)
+
+
+def test_sliding_along_cone_edge_gets_full_coulomb():
+    dt = 1e-3
+    v, gamma, _ = particle_on_ground([1.0, 0, 0], [0, 0, 0], dt=dt)
+    assert (v[0] - 1.0) / dt == pytest.approx(-0.5 * G, rel=1e-10)
+    assert gamma[0, 0] == pytest.approx(-0.5 * gamma[0, 2], rel=1e-12)
+
+
+def test_stick_below_threshold_and_slip_above():
+    # push 4 N < μmg = 4.905 N from rest: sticks; 6 N: accelerates at 6 − 4.905 (along a cone edge)
+    v, _, _ = particle_on_ground([0, 0, 0], [4.0, 0, 0])
+    np.testing.assert_allclose(v, 0.0, atol=1e-15)
+    dt = 1e-3
+    v, _, _ = particle_on_ground([0, 0, 0], [6.0, 0, 0], dt=dt)
+    assert v[0] / dt == pytest.approx(6.0 - 0.5 * G, rel=1e-10)
+
+
+def test_gap_closes_exactly_within_step_and_stabilization_fraction():
+    dt = 1e-3
+    # falling at 2 m/s with a 1 mm gap: the step may only close the gap, v_z = −φ/dt = −1 m/s
+    v, _, _ = particle_on_ground([0, 0, -2.0], [0, 0, 0], phi=1e-3, dt=dt)
+    assert v[2] == pytest.approx(-1.0, rel=1e-12)
+    # penetration 1 mm with s = 0.2: pushed out at s·|φ|/dt = 0.2 m/s
+    v, _, _ = particle_on_ground([0, 0, 0], [0, 0, 0], phi=-1e-3, dt=dt, s=0.2)
+    assert v[2] == pytest.approx(0.2, rel=1e-12)
+
+
+def test_frictionless_collision_is_plastic_and_conserves_momentum():
+    # two point masses on the x axis, contact normal +x from A to B: vn = v_B − v_A
+    mA, mB = 1.0, 3.0
+    Ainv = np.diag([1 / mA, 1 / mB])
+    v_star = np.array([2.0, -1.0])
+    J = np.zeros((1, 3, 2))
+    J[0, 2] = [-1.0, 1.0]
+    M, q, layout = build_contact_lcp(Ainv, v_star, J, np.zeros(1), np.zeros(1), 8)
+    assert layout.num_directions == 0  # μ = 0: friction variables dropped
+    r = lemke(M, q)
+    v = layout.velocity(v_star, r.z)
+    vc = (mA * 2.0 + mB * -1.0) / (mA + mB)
+    np.testing.assert_allclose(v, [vc, vc], rtol=1e-14)
+
+
+def test_lcp_matrix_structure_is_copositive_not_psd():
+    Ainv = np.eye(3)
+    J = np.eye(3)[None]
+    M, q, layout = build_contact_lcp(Ainv, np.zeros(3), J, np.zeros(1), [0.5], 4)
+    assert M.shape == (6, 6) and layout.size == 6
+    # zᵀMz ≥ 0 on random nonnegative z (copositive), symmetric part indefinite (lcp-math.md §2.2)
+    rng = np.random.default_rng(0)
+    Z = rng.random((2000, 6))
+    assert np.einsum("ki,ij,kj->k", Z, M, Z).min() >= -1e-12
+    assert np.linalg.eigvalsh(M + M.T).min() < -1e-3
+    np.testing.assert_allclose(friction_directions(4), [[1, 0], [0, 1], [-1, 0], [0, -1]], atol=1e-15)
+
+
+def test_jammed_penetrating_particle_ends_on_a_ray():
+    # floor (normal +z) and ceiling (normal −z) both penetrate: W·(1, 1) = 0 is an internal force and
+    # qᵀz̄ = s(φ1 + φ2)/dt < 0, so no z solves the LCP (v_z ≥ 1 and −v_z ≥ 1); Lemke must not say solved.
+    dt, s = 1e-3, 0.2
+    J = np.zeros((2, 3, 3))
+    J[0] = np.eye(3)
+    J[1] = np.diag([1.0, -1.0, -1.0])  # frame (t1, t2, n) = (x, −y, −z)
+    v_star = np.array([0, 0, -G * dt])
+    M, q, layout = build_contact_lcp(np.eye(3), v_star, J, gap_bias([-5e-3, -5e-3], dt, s), [0.5, 0.5], 4)
+    r = lemke(M, q)
+    assert r.status == LemkeStatus.SECONDARY_RAY
+    assert {layout.contact_of_variable(i) for i in np.flatnonzero(r.ray)} <= {0, 1}
+
+
+def test_box_stack_degenerate_step_regression():
+    # A 240-variable contact LCP from box_stack (step 52, resting contacts, z0 reaches round-off) on
+    # which looser tie tolerances used to end on a false ray / numerical failure. Φ ≥ 0 up to
+    # round-off, so a solution exists (lcp-math.md §2.2); Lemke must find it.
+    data = np.load(DATA / "box_stack_step52_lcp.npz")
+    M, q = data["M"], data["q"]
+    r = lemke(M, q)
+    assert r.status == LemkeStatus.SOLVED
+    w = M @ r.z + q
+    s = np.abs(M).sum(1).max() * r.z.max() + np.abs(q).max()
+    assert r.z.min() >= 0 and w.min() >= -1e-9 * s and np.abs(r.z * w).max() <= 1e-9 * s * r.z.max()
+
+
+def test_bad_friction_directions():
+    with pytest.raises(ValueError, match="friction_directions"):
+        build_contact_lcp(np.eye(3), np.zeros(3), np.eye(3)[None], np.zeros(1), [0.5], 2)
+
+
+# --------------------------------------------------------------------------------------------
+# scenes (need the full pipeline: scene, collision, dynamics)
+# --------------------------------------------------------------------------------------------
+
+SPHERE_BETWEEN_PLATES = {
+    "name": "jammed_sphere",
+    "time_step": 1e-3,
+    "duration": 0.01,
+    "solver": {"kind": "lcp", "lcp_stabilization": 0.2},
+    "bodies": [
+        {"name": "floor", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+        {"name": "ceiling", "fixed": True, "position": [0, 0, 0.19], "quaternion": [0, 1, 0, 0],
+         "geometries": [{"shape": "halfspace"}]},
+        {"name": "ball", "mass": 1.0, "position": [0, 0, 0.095], "geometries": [{"shape": "sphere", "radius": 0.1}]},
+    ],
+}
+
+
+def _simulate(scene, **kw):
+    from convexsim.simulate import simulate
+
+    return simulate(scene, **kw)
+
+
+def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
+    from convexsim.simulate import prepare
+    from convexsim.stepping import step
+
+    model, state, _ = prepare(SPHERE_BETWEEN_PLATES)
+    with pytest.raises(LcpStepError) as exc:
+        step(model, state)
+    err = exc.value
+    assert err.step == 0 and err.time == 0.0 and err.status == LemkeStatus.SECONDARY_RAY
+    assert sorted(err.contacts) == [0, 1]
+    assert "secondary ray" in str(err) and "floor" in str(err) and "ceiling" in str(err)
+    traj = _simulate(SPHERE_BETWEEN_PLATES)
+    assert "secondary ray" in traj.failure
+    assert traj.num_frames == 1  # the initial frame is kept; nothing half-written
+
+
+def test_sphere_drop_lands_without_penetration_and_rests():
+    scene = "scenes/sphere_drop.yaml"
+    traj = _simulate(scene, solver="lcp", duration=0.5)
+    assert traj.failure == ""
+    z = traj.position[:, traj.body_index("ball"), 2]
+    t = traj.time
+    # free fall from 1 m: symplectic Euler z_k = 1 − g dt² k(k+1)/2 until the landing step
+    k = np.arange(len(t))
+    free = 1.0 - G * 1e-6 * k * (k + 1) / 2
+    falling = free > 0.1 + 1e-9
+    np.testing.assert_allclose(z[falling], free[falling], atol=1e-12)
+    # gap condition closes exactly: no penetration (beyond round-off) at any frame
+    assert z.min() >= 0.1 - 1e-12
+    # resting: normal force = m g on the last frame
+    fz = traj.contact_force[traj.contact_offsets[-2]:traj.contact_offsets[-1], 2].sum()
+    assert fz == pytest.approx(G, rel=1e-9)
+    assert abs(traj.linear_velocity[-1, traj.body_index("ball"), 2]) < 1e-12
+
+
+def test_box_slide_stops_within_discrete_bound():
+    traj = _simulate("scenes/box_slide.yaml", solver="lcp", duration=0.6)
+    b = traj.body_index("box")
+    dist = traj.position[-1, b, 0]
+    v0, mu, dt = 2.0, 0.5, 1e-3
+    # implicit Euler Coulomb (sliding along a cone direction: full μN): distance = Σ dt·v_k with
+    # v_k = v0 − kμg·dt, which is v0²/(2μg) − v0·dt/2 up to one step's travel v0·dt
+    analytic = v0**2 / (2 * mu * G)
+    assert abs(dist - analytic) <= v0 * dt
+    assert np.abs(traj.linear_velocity[-1, b]).max() < 1e-12
+    # flat and no penetration beyond round-off
+    assert traj.position[:, b, 2].min() >= 0.1 - 1e-12
+
+
+def test_incline_stick_does_not_move():
+    # tan θ = 0.4 < μ cos(π/8) = 0.462: inside even the inscribed octagon, so the box sticks exactly
+    traj = _simulate("scenes/incline_stick.yaml", solver="lcp", duration=0.2)
+    b = traj.body_index("box")
+    assert np.abs(traj.position[:, b] - traj.position[0, b]).max() < 1e-12
+
+
+def test_restitution_moreau_midpoint_rebound_ratio():
+    e = 0.5
+    scene = {
+        "name": "bounce", "time_step": 1e-3, "duration": 0.5,
+        "solver": {"kind": "lcp", "lcp_restitution": e},
+        "bodies": [
+            {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+            {"name": "ball", "mass": 1.0, "position": [0, 0, 0.3], "geometries": [{"shape": "sphere", "radius": 0.1}]},
+        ],
+    }
+    traj = _simulate(scene)
+    assert traj.failure == ""
+    vz = traj.linear_velocity[:, 1, 2]
+    k = int(np.argmax(vz > 0))  # first frame after the impact step
+    # Newton's law on the active contact: v⁺ = −e·v⁻ exactly (frictionless normal, one contact)
+    assert vz[k] == pytest.approx(-e * vz[k - 1], rel=1e-12)
