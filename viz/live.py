@@ -22,7 +22,7 @@ from convexsim.model import Model, State
 from . import draw
 from ._math import pose_matrix, quat_from_y_to
 from .playback import ARROW_COLORS, PlaybackOptions, arrow_objects, build_playback, point_object
-from .server import MeshcatServer
+from .server import MeshcatServer, ViewerServerError
 
 LIVE_PREFIX = "/meshcat/live"
 
@@ -198,7 +198,13 @@ class LiveViewer:
                   "t": float(state.t), "step": int(state.step), "rate": rate, "contacts": nshow,
                   "note": (f"force arrows: 1 m = {1.0 / self._force_scale:.4g} N" if self.show_contacts else "")}
         cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
-        self.server.send(cmds)
+        try:
+            self.server.send(cmds)
+        except ViewerServerError as exc:
+            # A dead viewer must not kill the simulation: say so once and stop streaming.
+            print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
+            self._closed = True
+            return False
         self._last_send = now
         self._last_sent_t = (float(state.t), now)
         self.sends += 1

@@ -7,6 +7,7 @@ Both pages run meshcat 0.3.2's bundled viewer (``main.min.js``) plus a small ove
   export share one mechanism: title, one legend row per trajectory (colour swatch, label, how it is
   drawn), the force-arrow scale, and the simulated time: ``t0 + animator.time`` during playback, or
   the streamed time and real-time rate while a simulation is live;
+* on the live page, a red line when the websocket closes (meshcat 0.3.2 does not reconnect);
 * keyboard shortcuts for playback: Space play/pause, ←/→ one recorded frame back/forward, −/= halve or
   double the speed (the dat.GUI "Open Controls › Animations" folder offers play, pause, reset, the
   time scrubber and ``timeScale``);
@@ -69,6 +70,8 @@ OVERLAY_JS = r"""
            " &nbsp;" + inf.contacts + " contacts</div>";
     }
     if (inf.note) h += '<div style="color:#555">' + esc(inf.note) + "</div>";
+    if (window.convexsim_disconnected) h += '<div style="color:#b00">no connection to the viewer server ' +
+      "(stopped?): the scene is frozen; reload after restarting it</div>";
     if (h !== lastHtml) { box.innerHTML = h; box.style.display = h ? "block" : "none"; lastHtml = h; }
   }
   window.convexsim_render = render;
@@ -113,7 +116,9 @@ def live_page_html() -> str:
             f"<style>{_STYLE}</style></head><body><div id=\"meshcat-pane\"></div>"
             "<script src=\"main.min.js\"></script><script>"
             "var viewer = new MeshCat.Viewer(document.getElementById('meshcat-pane'));"
-            "try { viewer.connect(); } catch (e) { console.info('no MeshCat websocket server', e); }"
+            "try { viewer.connect(); viewer.connection.addEventListener('close', () => {"
+            " window.convexsim_disconnected = true; }); }"
+            " catch (e) { console.info('no MeshCat websocket server', e); }"
             f"</script><script>{OVERLAY_JS}</script></body></html>")
 
 

@@ -134,11 +134,46 @@ def sample_frames(time: np.ndarray, max_fps: float, n_moving: int, max_body_fram
     return np.array(keep, dtype=np.int64)
 
 
+def _flatten(d, prefix: str = "") -> dict:
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            out.update(_flatten(v, f"{prefix}{i}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+def scene_differences(trajectories: Sequence[Trajectory], max_keys: int = 2) -> list[str]:
+    """Per trajectory, "key=value" of the (at most ``max_keys``) scene settings that differ between
+    them (e.g. "materials.default.stiffness=100000.0"); empty strings if none or too many differ."""
+    import yaml
+
+    try:
+        flat = [_flatten(yaml.safe_load(t.scene_yaml) or {}) for t in trajectories]
+    except yaml.YAMLError:
+        return [""] * len(trajectories)
+    keys = sorted({k for f in flat for k in f})
+    differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1
+              and not k.startswith("solver.kind") and k != "contact_model"]
+    if not differ or len(differ) > max_keys:
+        return [""] * len(trajectories)
+    return [", ".join(f"{k.split('.')[-1] if len(differ) == 1 else k}={f.get(k)}" for k in differ) for f in flat]
+
+
 def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
-    """"SAP (lagged)", "LCP", … made unique with " #k"."""
+    """"SAP (lagged)", "LCP", …; runs with the same solver get the scene setting that differs
+    ("SAP (sap) stiffness=1e5"), or " #k"."""
+    bases = [t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
+             for t in trajectories]
+    if len(set(bases)) < len(bases):
+        diffs = scene_differences(trajectories)
+        bases = [f"{b} {d}".strip() for b, d in zip(bases, diffs)]
     out: list[str] = []
-    for t in trajectories:
-        base = t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
+    for base in bases:
         label, k = base, 2
         while label in out:
             label, k = f"{base} #{k}", k + 1

@@ -211,11 +211,18 @@ class MeshcatServer:
 
     def _drain(self) -> None:
         zmq = self._zmq
+        deadline = time.monotonic() + _REPLY_TIMEOUT_S
         while self._in_flight > 0:
-            if not self._socket.poll(int(_REPLY_TIMEOUT_S * 1000), zmq.POLLIN):
-                raise ViewerServerError(
-                    f"the Meshcat server (pid {self.pid}) did not answer within {_REPLY_TIMEOUT_S:.0f} s; "
-                    f"log: {self.log_path}")
+            if not self._socket.poll(200, zmq.POLLIN):
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise ViewerServerError(f"the Meshcat server (pid {self.pid}) exited with code "
+                                            f"{self.proc.returncode}; log: {self.log_path}")
+                if time.monotonic() > deadline:
+                    raise ViewerServerError(
+                        f"the Meshcat server (pid {self.pid}) did not answer within {_REPLY_TIMEOUT_S:.0f} s; "
+                        f"log: {self.log_path}")
+                continue
+            deadline = time.monotonic() + _REPLY_TIMEOUT_S
             frames = self._socket.recv_multipart()
             self._in_flight -= 1
             if frames[-1] != b"ok":

@@ -153,3 +153,19 @@ def test_cli_run_solver_both_html_is_one_comparison_page(tmp_path):
     info = next(c["value"] for c in cmds if c["type"] == "set_property" and c["path"] == "/convexsim_info")
     assert [e["label"].split()[0] for e in info["legend"]] == ["SAP", "LCP"]
     assert sum(c["type"] == "set_animation" for c in cmds) == 1
+
+
+def test_live_viewer_survives_a_dead_server(capsys):
+    """If the viewer's server dies mid-run, updates stop with one message; the run goes on."""
+    from convexsim.scene import compile_scene, scene_from_yaml
+
+    from viz_helpers import TWO_BODY_YAML
+
+    model, state = compile_scene(scene_from_yaml(TWO_BODY_YAML))
+    viewer = LiveViewer(model, state=state, port=0)
+    viewer.server.proc.kill()
+    viewer.server.proc.wait()
+    assert viewer.update(state, None, force=True) is False
+    assert viewer.update(state, None, force=True) is False
+    assert capsys.readouterr().err.count("viewer stopped streaming") == 1
+    viewer.close()

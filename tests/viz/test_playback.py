@@ -178,3 +178,17 @@ def test_bad_input_is_a_clear_error(two_body_traj):
     no_scene = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": ""})
     with pytest.raises(ValueError, match="scene_yaml is empty"):
         build_playback([no_scene])
+
+
+def test_default_labels_name_the_setting_that_differs(two_body_traj):
+    import yaml
+
+    from convexsim.viz.playback import default_labels
+
+    soft_yaml = yaml.safe_load(two_body_traj.scene_yaml)
+    soft_yaml["materials"] = {"default": {"stiffness": 1.0e4}}
+    stiff_yaml = {**soft_yaml, "materials": {"default": {"stiffness": 1.0e6}}}
+    soft = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(soft_yaml)})
+    stiff = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(stiff_yaml)})
+    assert default_labels([soft, stiff]) == ["SAP (sap) stiffness=10000.0", "SAP (sap) stiffness=1000000.0"]
+    assert default_labels([soft, soft]) == ["SAP (sap)", "SAP (sap) #2"]
