@@ -24,7 +24,7 @@ MODELS = {"sap": KIND_SAP, "lagged": KIND_LAGGED, "similar": KIND_SIMILAR}
 """Contact model name -> constraint kind code (same values as convexsim.model.ContactModel)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ContactProblem:
     """One SAP problem in flat block layout (all arrays float64 / int64, SI units).
 
