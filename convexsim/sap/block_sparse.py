@@ -88,6 +88,10 @@ class BlockSymbolic(NamedTuple):
     """Number of floats in ``fac.values``."""
     fill_blocks: int
     """Off-diagonal blocks of L that are not edges of H (block fill-in)."""
+    diag_len: int
+    """Length of ``diag_values`` (sum n_i^2)."""
+    edge_len: int
+    """Length of ``edge_values`` (sum over edges of n_i n_j)."""
 
 
 class BlockFactor(NamedTuple):
@@ -355,7 +359,7 @@ def analyze(block_sizes, edges) -> BlockSymbolic:
     Raises ``ValueError`` for malformed input. Cost ~linear in nb for bounded-degree, low-fill graphs.
     """
     sizes, e = _validate(block_sizes, edges)
-    block_offset, diag_ptr, edge_ptr, _, _ = block_pointers(sizes, e)
+    block_offset, diag_ptr, edge_ptr, diag_len, edge_len = block_pointers(sizes, e)
     perm, colptr, cols = _elimination_columns(sizes, e, natural=False)
     iperm, l_rows, l_ptr, l_diag_ptr, edge_entry, edge_transposed, l_size = _symbolic_kernel(
         sizes, e, perm, colptr, cols
@@ -377,6 +381,8 @@ def analyze(block_sizes, edges) -> BlockSymbolic:
         edge_transposed=edge_transposed,
         l_size=int(l_size),
         fill_blocks=int(colptr[-1] - e.shape[0]),
+        diag_len=diag_len,
+        edge_len=edge_len,
     )
 
 
@@ -548,13 +554,10 @@ def _solve_kernel(sizes, perm, block_offset, l_colptr, l_rows, l_ptr, l_diag_ptr
 def _check_values(sym: BlockSymbolic, diag_values, edge_values) -> tuple[np.ndarray, np.ndarray]:
     d = np.ascontiguousarray(diag_values, dtype=np.float64).ravel()
     ev = np.ascontiguousarray(edge_values, dtype=np.float64).ravel()
-    sizes = sym.block_sizes
-    need_d = int((sizes * sizes).sum())
-    need_e = int((sizes[sym.edges[:, 0]] * sizes[sym.edges[:, 1]]).sum()) if sym.edges.shape[0] else 0
-    if d.size != need_d:
-        raise ValueError(f"diag_values has {d.size} entries, expected sum n_i^2 = {need_d}")
-    if ev.size != need_e:
-        raise ValueError(f"edge_values has {ev.size} entries, expected sum n_i n_j = {need_e}")
+    if d.size != sym.diag_len:
+        raise ValueError(f"diag_values has {d.size} entries, expected sum n_i^2 = {sym.diag_len}")
+    if ev.size != sym.edge_len:
+        raise ValueError(f"edge_values has {ev.size} entries, expected sum n_i n_j = {sym.edge_len}")
     return d, ev
 
 

@@ -150,6 +150,19 @@ def test_random_problems_match_dense(nb, n_edges, seed):
     check_against_dense(sizes, edges, rng)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_small_random_graphs_of_any_density(seed):
+    # from no edges to the complete graph (every block coupled: no fill but a dense L), random block sizes
+    rng = np.random.default_rng(100 + seed)
+    nb = int(rng.integers(1, 13))
+    all_pairs = [(i, j) for i in range(nb) for j in range(i + 1, nb)]
+    n_edges = int(rng.integers(0, len(all_pairs) + 1)) if all_pairs else 0
+    pick = rng.permutation(len(all_pairs))[:n_edges]
+    edges = np.array([all_pairs[p] for p in pick], dtype=np.int64).reshape(-1, 2)
+    sizes = rng.integers(1, 7, nb)
+    check_against_dense(sizes, edges, rng, m=2)
+
+
 def test_disconnected_components_and_isolated_blocks():
     rng = np.random.default_rng(10)
     # three components: a triangle (0,1,2), a chain 3-4-5-6, isolated 7 and 8; edges listed out of order
