@@ -112,3 +112,6 @@ def test_live_page_from_the_served_url(open_page, empty_screenshot):
         probe.page.wait_for_function("() => document.getElementById('convexsim-overlay').innerText.includes('step 5')")
         assert_rendered_and_differs(probe.screenshot(), empty_screenshot)
         assert probe.errors == []
+        viewer.server.stop()           # the page says so (0.3.2 neither reconnects nor tells)
+        probe.page.wait_for_function(
+            "() => document.getElementById('convexsim-overlay').innerText.includes('no connection')")
