@@ -5,9 +5,9 @@
 Each problem is one "sap"-model time step (dt = 10 ms) of N free rigid bodies (6-dof cliques, angular-first
 [ω; v]) resting on the ground and touching neighbours, ~3 contacts per body (see :func:`contact_layout`;
 default layout "rows": rows of 10 touching bodies, a sparse contact graph of chains; "grid": a 2-D grid).
-Masses, inertias and orientations are random (A_c SPD), the bodies slightly penetrate (φ0 ∈ [−1, −0.1] mm)
-and carry random free-motion velocities v* (one step of gravity, random spin and horizontal push), so the
-step mixes sticking and sliding contacts.
+Masses, inertias and orientations are random (A_c SPD), the bodies slightly penetrate
+(φ0 ∈ [−1, −0.1] mm) and carry random free-motion velocities v* (one step of gravity, random spin and
+horizontal push), so the step mixes sticking and sliding contacts.
 
 A second table times the linear algebra alone on a SAP-like Hessian with the same pattern
 (H = A + Σ Jᵀ G J): block-sparse analyze + factor versus dense ``numpy.linalg.cholesky``.
@@ -143,7 +143,7 @@ def make_problem(n_bodies: int, seed: int = 0, layout: str = "rows"):
 
 
 def sap_like_hessian(n_bodies: int, seed: int = 0, layout: str = "rows"):
-    """(block_sizes, edges, diag_values, edge_values) of H = A + Σ_c J_cᵀ G_c J_c for the benchmark problem,
+    """(block_sizes, edges, diag_values, edge_values) of H = A + Σ_c J_cᵀ G_c J_c for the benchmark problem
     with random SPD 3x3 G_c (stands in for the constraint Hessians; the pattern is what matters)."""
     data = random_problem_data(n_bodies, seed, layout)
     rng = np.random.default_rng(seed + 1)
@@ -176,7 +176,8 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
     """Time SAP solves and the linear algebra for each size; returns one dict per size.
 
     Keys: layout, bodies, contacts, nv, solve_ms, newton_iterations, line_search_evaluations, converged,
-    ms_per_iteration, ratio (solve time / previous size's, None for the first), sparse_factor_ms (analyze + factor), fill_blocks,
+    ms_per_iteration, ratio (solve time / previous size's, None for the first), sparse_factor_ms
+    (analyze + factor), fill_blocks,
     dense_factor_ms (numpy Cholesky of the dense H; None when nv > dense_max_n), factor_rel_diff (relative
     max difference of the two solutions of H x = 1).
     """
@@ -257,7 +258,8 @@ def format_table(rows: list[dict]) -> str:
         speed = None if r["dense_factor_ms"] is None else r["dense_factor_ms"] / r["sparse_factor_ms"]
         lines.append(
             f"{r['bodies']:>7d} {r['nv']:>6d} {r['fill_blocks']:>9d} {r['sparse_factor_ms']:>10.3f} "
-            f"{fmt(r['dense_factor_ms'], '>10.3f')} {fmt(speed, '>8.1f')} {fmt(r['factor_rel_diff'], '>11.1e')}"
+            f"{fmt(r['dense_factor_ms'], '>10.3f')} {fmt(speed, '>8.1f')} "
+            f"{fmt(r['factor_rel_diff'], '>11.1e')}"
         )
     lines.append("ratio = t(N) / t(previous N) (whole solve, then per Newton iteration); ~10 per 10x bodies "
                  "means linear scaling.")

@@ -359,6 +359,8 @@ def analyze(block_sizes, edges) -> BlockSymbolic:
     Raises ``ValueError`` for malformed input. Cost ~linear in nb for bounded-degree, low-fill graphs.
     """
     sizes, e = _validate(block_sizes, edges)
+    if float(sizes.size) ** 2 * float(sizes.sum() + 1) >= 2.0**62:
+        raise ValueError(f"{sizes.size} blocks of total size {sizes.sum()}: too many for the int64 ordering keys")
     block_offset, diag_ptr, edge_ptr, diag_len, edge_len = block_pointers(sizes, e)
     perm, colptr, cols = _elimination_columns(sizes, e, natural=False)
     iperm, l_rows, l_ptr, l_diag_ptr, edge_entry, edge_transposed, l_size = _symbolic_kernel(

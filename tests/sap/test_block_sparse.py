@@ -102,7 +102,8 @@ def dense_L(sym, fac):
             r = sym.l_rows[e]
             nr = sizes_p[r]
             p = sym.l_ptr[e]
-            L[off_p[r] : off_p[r] + nr, off_p[k] : off_p[k] + nk] = fac.values[p : p + nr * nk].reshape(nr, nk)
+            blk = fac.values[p : p + nr * nk].reshape(nr, nk)
+            L[off_p[r] : off_p[r] + nr, off_p[k] : off_p[k] + nk] = blk
     return L
 
 
@@ -300,8 +301,8 @@ def test_bench_point_jacobian_is_rigid_body_point_velocity():
     assert np.linalg.det(frame) == pytest.approx(1.0, abs=1e-14)
     w, v, r = rng.standard_normal((3, 3))
     # independent: the velocity of the material point at offset r is v + w x r (numpy cross product)
-    np.testing.assert_allclose(_point_jacobian(frame, r) @ np.concatenate([w, v]), frame @ (v + np.cross(w, r)),
-                               atol=1e-14)
+    expected = frame @ (v + np.cross(w, r))
+    np.testing.assert_allclose(_point_jacobian(frame, r) @ np.concatenate([w, v]), expected, atol=1e-14)
 
 
 @pytest.mark.parametrize("layout", ["rows", "grid"])
@@ -331,5 +332,6 @@ def test_run_benchmark_smoke():
         assert r["converged"] and r["newton_iterations"] >= 1 and r["line_search_evaluations"] >= 1
         # sparse vs dense solve of the same H: both backward stable, cond(H) ~1e7 -> differences ~cond*eps
         assert r["factor_rel_diff"] < 1e-8
-        assert r["contacts"] == 2 * r["bodies"] + r["bodies"] - (r["bodies"] + 9) // 10  # 2 ground + row pairs
+        n = r["bodies"]
+        assert r["contacts"] == 2 * n + n - (n + 9) // 10  # 2 ground contacts per body + row neighbours
     assert "ratio" in format_table(rows)
