@@ -360,7 +360,7 @@ def analyze(block_sizes, edges) -> BlockSymbolic:
     """
     sizes, e = _validate(block_sizes, edges)
     if float(sizes.size) ** 2 * float(sizes.sum() + 1) >= 2.0**62:
-        raise ValueError(f"{sizes.size} blocks of total size {sizes.sum()}: too many for the int64 ordering keys")
+        raise ValueError(f"{sizes.size} blocks, total size {sizes.sum()}: int64 ordering keys would overflow")
     block_offset, diag_ptr, edge_ptr, diag_len, edge_len = block_pointers(sizes, e)
     perm, colptr, cols = _elimination_columns(sizes, e, natural=False)
     iperm, l_rows, l_ptr, l_diag_ptr, edge_entry, edge_transposed, l_size = _symbolic_kernel(
