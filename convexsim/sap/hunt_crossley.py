@@ -49,6 +49,21 @@ def hc_step_constants(dt, k, d, mu, fe0, vn0, sigma, w, v_s):
 
 
 @jit
+def hc_kernel_parameters(dt, k, d, mu, fe0, vn0, sigma, w, v_s, cpar_out):
+    """Rows (μ, dt, k, d, fe0, n0, εs, v̂) of all Hunt–Crossley constraints into cpar_out (nk, 8)."""
+    for i in range(k.shape[0]):
+        n0, eps_s, v_hat = hc_step_constants(dt, k[i], d[i], mu[i], fe0[i], vn0[i], sigma, w[i], v_s)
+        cpar_out[i, 0] = mu[i]
+        cpar_out[i, 1] = dt
+        cpar_out[i, 2] = k[i]
+        cpar_out[i, 3] = d[i]
+        cpar_out[i, 4] = fe0[i]
+        cpar_out[i, 5] = n0
+        cpar_out[i, 6] = eps_s
+        cpar_out[i, 7] = v_hat
+
+
+@jit
 def hc_normal(dt, k, d, fe0, v_hat, v):
     """(N(v), n(v), n'(v)): antiderivative, impulse and its derivative of the discrete H&C law."""
     x = min(v, v_hat)

@@ -18,7 +18,7 @@ from convexsim.sap import blocks
 from convexsim.sap._validate import check_finite, check_nonneg, check_positive, per_constraint
 from convexsim.sap.constraints import KIND_LAGGED, KIND_SAP, KIND_SIMILAR, NPAR
 from convexsim.sap.friction_cone import contact_regularization
-from convexsim.sap.hunt_crossley import hc_step_constants
+from convexsim.sap.hunt_crossley import hc_kernel_parameters
 
 MODELS = {"sap": KIND_SAP, "lagged": KIND_LAGGED, "similar": KIND_SIMILAR}
 """Contact model name -> constraint kind code (same values as convexsim.model.ContactModel)."""
@@ -188,7 +188,10 @@ class ContactProblem:
         """
         if mu is None or k is None:
             raise ValueError("mu and k are required (per-constraint friction and stiffness)")
-        A_list = [np.asarray(a, dtype=float) for a in A_blocks]
+        if isinstance(A_blocks, np.ndarray) and A_blocks.ndim == 3:
+            A_list = list(A_blocks.astype(float, copy=False))
+        else:
+            A_list = [np.asarray(a, dtype=float) for a in A_blocks]
         for c, a in enumerate(A_list):
             if a.ndim != 2 or a.shape[0] != a.shape[1]:
                 raise ValueError(f"A_blocks[{c}] must be square, got shape {a.shape}")
@@ -200,7 +203,10 @@ class ContactProblem:
             sides = _jacobian_sides(J_blocks, cliques.shape[0])
             packed = _pack_jacobians(cliques, sides, sizes)
         cliques, J_flat = packed
-        A_flat = np.concatenate([a.reshape(-1) for a in A_list]) if A_list else np.zeros(0)
+        if isinstance(A_blocks, np.ndarray) and A_blocks.ndim == 3:
+            A_flat = np.ascontiguousarray(A_blocks, dtype=float).reshape(-1)
+        else:
+            A_flat = np.concatenate([a.reshape(-1) for a in A_list]) if A_list else np.zeros(0)
         return cls(
             dt, sizes, A_flat, v_star, cliques, J_flat, model, mu, k, tau_d, phi0, d, fe0, vn0,
             sigma=float(sigma), beta=float(beta), v_s=float(v_s),
@@ -326,12 +332,9 @@ def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
         cpar[:, 2] = R[:, 2]
         cpar[:, 3:6] = v_hat
         return kind, cpar, R, v_hat
-    for i in range(nk):
-        n0, eps_s, vh = hc_step_constants(
-            problem.dt, problem.k[i], problem.d[i], problem.mu[i], problem.fe0[i], problem.vn0[i],
-            problem.sigma, w[i], problem.v_s,
-        )
-        cpar[i] = (problem.mu[i], problem.dt, problem.k[i], problem.d[i], problem.fe0[i], n0, eps_s, vh)
+    hc_kernel_parameters(
+        problem.dt, problem.k, problem.d, problem.mu, problem.fe0, problem.vn0, problem.sigma, w, problem.v_s, cpar
+    )
     return kind, cpar, R, v_hat
 
 
