@@ -21,8 +21,9 @@ Methods:
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
   vertex with depth <= margin along the reference normal is a contact (≤ 8). Edge axis: 1 contact
   at the closest points of the two supporting edges. Face axes win ties (relative bias 1e-6).
-  For separated boxes phi is the SAT separation, a lower bound of the distance (exact for
-  face–face and edge–edge closest features).
+  Separated boxes (within the margin): exact distance from the 8 + 8 vertex–box and 144 edge–edge
+  candidates; if the gap direction is within ~0.8° of a face normal the clipped face manifold is
+  returned (its smallest phi is the exact distance), else 1 contact at the closest points.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ from convexsim._jit import jit
 from convexsim.geometry.primitives import MIN_OVERLAP
 from convexsim.geometry.transforms import (
     TINY,
+    add3,
+    axpy3,
+    clamp_to_box,
     closest_params_segments,
+    column3,
     cross3,
     dot3,
     norm3,
     rot_mul,
     rot_mul_t,
+    scale3,
+    sub3,
+    unit3,
     write_contact,
 )
 
@@ -68,16 +76,13 @@ def halfspace_box(
     normal: np.ndarray,
 ) -> int:
     """Halfspace vs box: one contact per box vertex v with n·(v − ph) <= margin (≤ 8)."""
-    n = Rh[:, 2].copy()
+    n = column3(Rh, 2)
     count = 0
     for corner in range(8):
-        v = c.copy()
-        for i in range(3):
-            s = 1.0 if (corner >> i) & 1 else -1.0
-            v += (s * half[i]) * R[:, i]
-        height = dot3(n, v - ph)
+        v = _box_vertex(c, R, half, corner)
+        height = dot3(n, sub3(v, ph))
         if height <= margin:
-            write_contact(count, height, v - height * n, v, n, phi, point, normal)
+            write_contact(count, height, axpy3(v, -height, n), v, n, phi, point, normal)
             count += 1
     return count
 
@@ -100,13 +105,13 @@ def sphere_box(
     Centre inside (or on the surface): exit through the face i minimizing h_i − |p_i| (lowest i
     on ties, p_i = 0 exits through +e_i), phi = −(h_i − |p_i|) − r.
     """
-    p = rot_mul_t(Rb, c - cb)
-    q = np.minimum(np.maximum(p, -half), half)
-    diff = p - q
+    p = rot_mul_t(Rb, sub3(c, cb))
+    q = clamp_to_box(p, half)
+    diff = sub3(p, q)
     dist = norm3(diff)
     n_local = np.zeros(3)  # box -> sphere, box frame
     if dist > TINY:
-        n_local = diff / dist
+        n_local = scale3(diff, 1.0 / dist)
         value = dist - r
     else:
         best = 0
@@ -121,9 +126,9 @@ def sphere_box(
         value = -depth - r
     if value > margin:
         return 0
-    n = -(rot_mul(Rb, n_local))  # sphere -> box, world
-    on_box = cb + rot_mul(Rb, q)
-    on_sphere = c + r * n
+    n = rot_mul(Rb, scale3(n_local, -1.0))  # sphere -> box, world
+    on_box = add3(cb, rot_mul(Rb, q))
+    on_sphere = axpy3(c, r, n)
     write_contact(0, value, on_sphere, on_box, n, phi, point, normal)
     return 1
 
@@ -160,14 +165,16 @@ def _segment_box_closest(
     on an edge of that face), so these 14 candidates give the exact distance.
     """
     best_d2 = np.inf
-    best_seg = P0.copy()
-    best_box = P0.copy()
-    for P in (P0, P1):
-        q = np.minimum(np.maximum(P, -half), half)
-        d2 = dot3(P - q, P - q)
+    best_seg = P0
+    best_box = P0
+    for end in range(2):
+        P = P0 if end == 0 else P1
+        q = clamp_to_box(P, half)
+        diff = sub3(P, q)
+        d2 = dot3(diff, diff)
         if d2 < best_d2:
             best_d2 = d2
-            best_seg = P.copy()
+            best_seg = P
             best_box = q
     for j in range(3):
         k1 = (j + 1) % 3
@@ -180,9 +187,10 @@ def _segment_box_closest(
             e0[j] = -half[j]
             e1[j] = half[j]
             s, t = closest_params_segments(P0, P1, e0, e1)
-            xs = P0 + s * (P1 - P0)
-            xb = e0 + t * (e1 - e0)
-            d2 = dot3(xs - xb, xs - xb)
+            xs = axpy3(P0, s, sub3(P1, P0))
+            xb = axpy3(e0, t, sub3(e1, e0))
+            diff = sub3(xs, xb)
+            d2 = dot3(diff, diff)
             if d2 < best_d2:
                 best_d2 = d2
                 best_seg = xs
@@ -190,7 +198,7 @@ def _segment_box_closest(
     return np.sqrt(best_d2), best_seg, best_box
 
 
-@jit
+@jit("int64(float64[::1], float64[::1], float64[::1], int64, float64, float64, float64[::1], float64[:, ::1], float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def _capsule_face_contacts(
     P0: np.ndarray,
     d: np.ndarray,
@@ -228,20 +236,19 @@ def _capsule_face_contacts(
             t1 = min(t1, tb)
     if t0 > t1:
         return -1
-    n_local = np.zeros(3)
-    n_local[face] = s
-    n = -(rot_mul(Rb, n_local))  # capsule -> box, world
+    n_local = unit3(face, s)
+    n = rot_mul(Rb, unit3(face, -s))  # capsule -> box, world
     nends = 2 if (t1 - t0) * norm3(d) > MIN_OVERLAP else 1
     count = 0
     for e in range(nends):
         t = t0 if e == 0 else t1
-        P = P0 + t * d
+        P = axpy3(P0, t, d)
         height = s * P[face] - half[face]
         value = height - r
         if value <= margin:
-            on_box = P - (height * s) * n_local
-            on_capsule = P - (r * s) * n_local
-            write_contact(count, value, cb + rot_mul(Rb, on_capsule), cb + rot_mul(Rb, on_box), n, phi, point, normal)
+            on_box = add3(cb, rot_mul(Rb, axpy3(P, -height, n_local)))
+            on_capsule = add3(cb, rot_mul(Rb, axpy3(P, -r, n_local)))
+            write_contact(count, value, on_capsule, on_box, n, phi, point, normal)
             count += 1
     return count
 
@@ -261,16 +268,16 @@ def capsule_box(
     normal: np.ndarray,
 ) -> int:
     """Capsule vs box, normal from the capsule into the box; ≤ 2 contacts (see module docstring)."""
-    axis_local = rot_mul_t(Rb, Rc[:, 2])
-    P0 = rot_mul_t(Rb, cc - cb) - h * axis_local
-    P1 = P0 + (2.0 * h) * axis_local
-    d = P1 - P0
+    axis_local = rot_mul_t(Rb, column3(Rc, 2))
+    P0 = axpy3(rot_mul_t(Rb, sub3(cc, cb)), -h, axis_local)
+    P1 = axpy3(P0, 2.0 * h, axis_local)
+    d = sub3(P1, P0)
     if not _segment_hits_box(P0, d, half):
         dist, xs, xb = _segment_box_closest(P0, P1, half)
         if dist > TINY:
             if dist - r > margin:
                 return 0
-            n_local = (xs - xb) / dist  # box -> capsule
+            n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
             for i in range(3):
                 if abs(n_local[i]) >= FACE_NORMAL_COS:
                     count = _capsule_face_contacts(
@@ -278,9 +285,9 @@ def capsule_box(
                     )
                     if count > 0:
                         return count
-            n = -(rot_mul(Rb, n_local))
-            on_capsule = cb + rot_mul(Rb, xs - r * n_local)
-            write_contact(0, dist - r, on_capsule, cb + rot_mul(Rb, xb), n, phi, point, normal)
+            n = rot_mul(Rb, scale3(n_local, -1.0))
+            on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
+            write_contact(0, dist - r, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
             return 1
     # The segment meets the box: separating-axis test, minimum overlap over face and edge axes.
     best_face = 0
@@ -308,7 +315,7 @@ def capsule_box(
         ln = norm3(L)
         if ln < 1e-6 * dn:
             continue
-        L /= ln
+        L = scale3(L, 1.0 / ln)
         rb = half[0] * abs(L[0]) + half[1] * abs(L[1]) + half[2] * abs(L[2])
         a = dot3(P0, L)
         b = dot3(P1, L)
@@ -318,7 +325,7 @@ def capsule_box(
         if ov < best_edge_overlap:
             best_edge_overlap = ov
             best_edge = j
-            edge_normal = L if up <= down else -L
+            edge_normal = L if up <= down else scale3(L, -1.0)
     if best_edge < 0:
         count = _capsule_face_contacts(
             P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
@@ -326,14 +333,15 @@ def capsule_box(
         if count >= 0:
             return count
         # Unreachable for a segment meeting the box; fall back to the face axis at the deepest end.
-        n_local = np.zeros(3)
-        n_local[best_face] = best_face_sign
+        n_local = unit3(best_face, best_face_sign)
         xs = P0 if best_face_sign * P0[best_face] <= best_face_sign * P1[best_face] else P1
-        xb = xs + best_face_overlap * n_local
+        xb = axpy3(xs, best_face_overlap, n_local)
         value = -best_face_overlap - r
         if value > margin:
             return 0
-        write_contact(0, value, cb + rot_mul(Rb, xs - r * n_local), cb + rot_mul(Rb, xb), -(rot_mul(Rb, n_local)), phi, point, normal)
+        on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
+        n = rot_mul(Rb, unit3(best_face, -best_face_sign))
+        write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
         return 1
     # Edge axis: closest points between the segment and the box edge (along e_j) supporting n.
     e0 = np.zeros(3)
@@ -343,33 +351,35 @@ def capsule_box(
     e0[best_edge] = -half[best_edge]
     e1[best_edge] = half[best_edge]
     s, t = closest_params_segments(P0, P1, e0, e1)
-    xs = P0 + s * d
-    xb = e0 + t * (e1 - e0)
+    xs = axpy3(P0, s, d)
+    xb = axpy3(e0, t, sub3(e1, e0))
     value = -best_edge_overlap - r
     if value > margin:
         return 0
-    n = -(rot_mul(Rb, edge_normal))
-    write_contact(0, value, cb + rot_mul(Rb, xs - r * edge_normal), cb + rot_mul(Rb, xb), n, phi, point, normal)
+    n = rot_mul(Rb, scale3(edge_normal, -1.0))
+    on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, edge_normal)))
+    write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
     return 1
 
 
-@jit
+@jit("int64(float64[:, ::1], int64, float64[::1], float64, float64[:, ::1])")  # explicit: no per-literal specializations
 def _clip_polygon(
     poly: np.ndarray, count: int, n: np.ndarray, offset: float, out: np.ndarray
 ) -> int:
     """Sutherland–Hodgman: keep the part of polygon poly[:count] with n·x <= offset; returns size."""
     m = 0
     for i in range(count):
-        a = poly[i]
-        b = poly[(i + 1) % count]
-        da = dot3(n, a) - offset
-        db = dot3(n, b) - offset
+        j = (i + 1) % count
+        da = n[0] * poly[i, 0] + n[1] * poly[i, 1] + n[2] * poly[i, 2] - offset
+        db = n[0] * poly[j, 0] + n[1] * poly[j, 1] + n[2] * poly[j, 2] - offset
         if da <= 0.0:
-            out[m] = a
+            for k in range(3):
+                out[m, k] = poly[i, k]
             m += 1
         if (da < 0.0 < db) or (db < 0.0 < da):
             t = da / (da - db)
-            out[m] = a + t * (b - a)
+            for k in range(3):
+                out[m, k] = poly[i, k] + t * (poly[j, k] - poly[i, k])
             m += 1
     return m
 
@@ -377,14 +387,13 @@ def _clip_polygon(
 @jit
 def _box_radius(R: np.ndarray, half: np.ndarray, L: np.ndarray) -> float:
     """Half-width Σ h_i |R[:, i]·L| of a box projected on the unit axis L."""
-    return (
-        half[0] * abs(dot3(R[:, 0], L))
-        + half[1] * abs(dot3(R[:, 1], L))
-        + half[2] * abs(dot3(R[:, 2], L))
-    )
+    total = 0.0
+    for i in range(3):
+        total += half[i] * abs(R[0, i] * L[0] + R[1, i] * L[1] + R[2, i] * L[2])
+    return total
 
 
-@jit
+@jit("int64(float64[::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float64[::1], int64, float64[::1], boolean, float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def _box_box_faces(
     cr: np.ndarray,
     Rr: np.ndarray,
@@ -393,52 +402,193 @@ def _box_box_faces(
     Ri: np.ndarray,
     hi: np.ndarray,
     axis: int,
+    nr: np.ndarray,
     ref_is_a: bool,
     margin: float,
     phi: np.ndarray,
     point: np.ndarray,
     normal: np.ndarray,
 ) -> int:
-    """Face contact: clip the incident box's face against reference face ``axis`` of box (cr, Rr, hr)."""
-    nr = Rr[:, axis] * _sign(dot3(ci - cr, Rr[:, axis]))  # reference -> incident
+    """Face contacts: clip the incident box's face against face ``axis`` of the reference box.
+
+    ``nr`` = ±Rr[:, axis] is the reference face's outward normal (pointing towards the incident box).
+    """
     # Incident face: outward normal most anti-parallel to nr.
+    inc_axes = np.empty((3, 3))  # rows: incident box axes
+    cosines = np.empty(3)
+    for j in range(3):
+        for i in range(3):
+            inc_axes[j, i] = Ri[i, j]
+        cosines[j] = dot3(inc_axes[j], nr)
     k = 0
     for j in range(1, 3):
-        if abs(dot3(Ri[:, j], nr)) > abs(dot3(Ri[:, k], nr)):
+        if abs(cosines[j]) > abs(cosines[k]):
             k = j
-    s = -_sign(dot3(Ri[:, k], nr))
+    s = -_sign(cosines[k])
     u = (k + 1) % 3
     v = (k + 2) % 3
-    face_c = ci + (s * hi[k]) * Ri[:, k]
+    face_c = axpy3(ci, s * hi[k], inc_axes[k])
     poly = np.empty((8, 3))
     for corner in range(4):
         su = 1.0 if corner == 0 or corner == 3 else -1.0
         sv = 1.0 if corner < 2 else -1.0
-        poly[corner] = face_c + (su * hi[u]) * Ri[:, u] + (sv * hi[v]) * Ri[:, v]
+        for i in range(3):
+            poly[corner, i] = face_c[i] + su * hi[u] * inc_axes[u, i] + sv * hi[v] * inc_axes[v, i]
     scratch = np.empty((8, 3))
     count = 4
     for j in range(3):
         if j == axis:
             continue
-        side = Rr[:, j].copy()
-        for sgn in (1.0, -1.0):
-            count = _clip_polygon(poly, count, sgn * side, sgn * dot3(side, cr) + hr[j], scratch)
+        side = column3(Rr, j)
+        offset = dot3(side, cr)
+        for sgn_index in range(2):
+            sgn = 1.0 if sgn_index == 0 else -1.0
+            count = _clip_polygon(poly, count, scale3(side, sgn), sgn * offset + hr[j], scratch)
             poly, scratch = scratch, poly
             if count == 0:
                 return 0
-    ref_c = cr + hr[axis] * nr
+    ref_c = axpy3(cr, hr[axis], nr)
+    n_out = nr if ref_is_a else scale3(nr, -1.0)
     out = 0
     for m in range(count):
-        p = poly[m]
-        depth = dot3(nr, p - ref_c)
+        p = poly[m].copy()
+        depth = dot3(nr, sub3(p, ref_c))
         if depth <= margin:
-            on_ref = p - depth * nr
+            on_ref = axpy3(p, -depth, nr)
             if ref_is_a:
-                write_contact(out, depth, on_ref, p, nr, phi, point, normal)
+                write_contact(out, depth, on_ref, p, n_out, phi, point, normal)
             else:
-                write_contact(out, depth, p, on_ref, -nr, phi, point, normal)
+                write_contact(out, depth, p, on_ref, n_out, phi, point, normal)
             out += 1
     return out
+
+
+@jit
+def _box_vertex(c: np.ndarray, R: np.ndarray, half: np.ndarray, corner: int) -> np.ndarray:
+    """Vertex ``corner`` (bit i set: +half[i]) of a box, world frame."""
+    v = np.empty(3)
+    for i in range(3):
+        v[i] = c[i]
+    for j in range(3):
+        s = half[j] if (corner >> j) & 1 else -half[j]
+        for i in range(3):
+            v[i] += s * R[i, j]
+    return v
+
+
+@jit
+def _closest_point_on_box(c: np.ndarray, R: np.ndarray, half: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Closest point of the solid box to x (world frame)."""
+    return add3(c, rot_mul(R, clamp_to_box(rot_mul_t(R, sub3(x, c)), half)))
+
+
+@jit
+def _box_box_closest(
+    ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray, hb: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Distance and closest points (on A, on B) of two disjoint boxes.
+
+    The minimum over two disjoint convex polytopes is attained vertex–solid or edge–edge: the 8
+    vertices of each box against the other (clamped into it) and the 12 × 12 edge pairs.
+    """
+    best = np.inf
+    xa = ca
+    xb = cb
+    for corner in range(8):
+        va = _box_vertex(ca, Ra, ha, corner)
+        qb = _closest_point_on_box(cb, Rb, hb, va)
+        diff = sub3(va, qb)
+        d2 = dot3(diff, diff)
+        if d2 < best:
+            best, xa, xb = d2, va, qb
+        vb = _box_vertex(cb, Rb, hb, corner)
+        qa = _closest_point_on_box(ca, Ra, ha, vb)
+        diff = sub3(vb, qa)
+        d2 = dot3(diff, diff)
+        if d2 < best:
+            best, xa, xb = d2, qa, vb
+    for ea in range(12):
+        ia = ea // 4
+        a0 = _box_vertex(ca, Ra, ha, _edge_corner(ia, ea % 4))
+        da = scale3(column3(Ra, ia), 2.0 * ha[ia])
+        a1 = add3(a0, da)
+        for eb in range(12):
+            ib = eb // 4
+            b0 = _box_vertex(cb, Rb, hb, _edge_corner(ib, eb % 4))
+            db = scale3(column3(Rb, ib), 2.0 * hb[ib])
+            s, u = closest_params_segments(a0, a1, b0, add3(b0, db))
+            pa = axpy3(a0, s, da)
+            pb = axpy3(b0, u, db)
+            diff = sub3(pa, pb)
+            d2 = dot3(diff, diff)
+            if d2 < best:
+                best, xa, xb = d2, pa, pb
+    return np.sqrt(best), xa, xb
+
+
+@jit
+def _edge_corner(axis: int, k: int) -> int:
+    """Corner index of the −axis end of edge k (0..3) along ``axis``: the 2 other bits are k's bits."""
+    lo = (axis + 1) % 3
+    hi = (axis + 2) % 3
+    return ((k & 1) << lo) | (((k >> 1) & 1) << hi)
+
+
+FACE_MANIFOLD_COS = 1.0 - 1e-4
+"""Separated boxes get a face manifold when the closest direction is within ~0.8° of a face normal."""
+
+
+@jit
+def _box_box_separated(
+    ca: np.ndarray,
+    Ra: np.ndarray,
+    ha: np.ndarray,
+    cb: np.ndarray,
+    Rb: np.ndarray,
+    hb: np.ndarray,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Disjoint boxes: exact distance; face manifold when the gap direction is nearly a face normal.
+
+    If the closest direction n is within FACE_MANIFOLD_COS of a face normal (of A or B) and the
+    clipped face contacts include the exact distance, they are returned; otherwise 1 contact at
+    the closest points.
+    """
+    dist, xa, xb = _box_box_closest(ca, Ra, ha, cb, Rb, hb)
+    if dist > margin:
+        return 0
+    if dist < TINY:  # touching: the SAT normal would be needed; use the centre line
+        n = sub3(cb, ca)
+        n = scale3(n, 1.0 / max(norm3(n), TINY))
+    else:
+        n = scale3(sub3(xb, xa), 1.0 / dist)
+    best_cos = -1.0
+    best_f = 0
+    for f in range(6):
+        axis = column3(Ra, f) if f < 3 else column3(Rb, f - 3)
+        cosine = abs(dot3(axis, n))
+        if cosine > best_cos:
+            best_cos, best_f = cosine, f
+    if best_cos >= FACE_MANIFOLD_COS:
+        if best_f < 3:
+            axis = column3(Ra, best_f)
+            nr = scale3(axis, _sign(dot3(n, axis)))
+            count = _box_box_faces(ca, Ra, ha, cb, Rb, hb, best_f, nr, True, margin, phi, point, normal)
+        else:
+            axis = column3(Rb, best_f - 3)
+            nr = scale3(axis, -_sign(dot3(n, axis)))
+            count = _box_box_faces(cb, Rb, hb, ca, Ra, ha, best_f - 3, nr, False, margin, phi, point, normal)
+        if count > 0:
+            lowest = phi[0]
+            for k in range(1, count):
+                lowest = min(lowest, phi[k])
+            if lowest <= dist * (1.0 + 1e-9) + TINY:
+                return count
+    write_contact(0, dist, xa, xb, n, phi, point, normal)
+    return 1
 
 
 @jit
@@ -455,12 +605,12 @@ def box_box(
     normal: np.ndarray,
 ) -> int:
     """Box vs box by the separating-axis test and face clipping; ≤ 8 contacts (module docstring)."""
-    t = cb - ca
+    t = sub3(cb, ca)
     # Face axes: 0..2 of A, 3..5 of B. Separation along L: |t·L| − rA(L) − rB(L).
     best_face = 0
     best_face_sep = -np.inf
     for f in range(6):
-        L = Ra[:, f].copy() if f < 3 else Rb[:, f - 3].copy()
+        L = column3(Ra, f) if f < 3 else column3(Rb, f - 3)
         sep = abs(dot3(t, L)) - _box_radius(Ra, ha, L) - _box_radius(Rb, hb, L)
         if f == 0 or sep > best_face_sep + FACE_BIAS * abs(best_face_sep) + TINY:
             best_face_sep = sep
@@ -473,36 +623,42 @@ def box_box(
     best_L = np.zeros(3)
     for i in range(3):
         for j in range(3):
-            L = cross3(Ra[:, i], Rb[:, j])
+            L = cross3(column3(Ra, i), column3(Rb, j))
             ln = norm3(L)
             if ln < 1e-6:
                 continue  # parallel edges: covered by the face axes
-            L /= ln
+            L = scale3(L, 1.0 / ln)
             sep = abs(dot3(t, L)) - _box_radius(Ra, ha, L) - _box_radius(Rb, hb, L)
             if sep > best_edge_sep:
                 best_edge_sep = sep
                 best_i, best_j = i, j
-                best_L = L * _sign(dot3(t, L))  # A -> B
+                best_L = scale3(L, _sign(dot3(t, L)))  # A -> B
+    if (best_edge_sep if best_i >= 0 else best_face_sep) > 0.0:
+        return _box_box_separated(ca, Ra, ha, cb, Rb, hb, margin, phi, point, normal)
     if best_i < 0:
         if best_face < 3:
-            return _box_box_faces(ca, Ra, ha, cb, Rb, hb, best_face, True, margin, phi, point, normal)
-        return _box_box_faces(cb, Rb, hb, ca, Ra, ha, best_face - 3, False, margin, phi, point, normal)
-    if best_edge_sep > margin:
-        return 0
+            axis = column3(Ra, best_face)
+            nr = scale3(axis, _sign(dot3(t, axis)))
+            return _box_box_faces(ca, Ra, ha, cb, Rb, hb, best_face, nr, True, margin, phi, point, normal)
+        axis = column3(Rb, best_face - 3)
+        nr = scale3(axis, -_sign(dot3(t, axis)))
+        return _box_box_faces(cb, Rb, hb, ca, Ra, ha, best_face - 3, nr, False, margin, phi, point, normal)
     # Edge–edge: A's edge along A_i supporting +n, B's edge along B_j supporting −n.
-    pa0 = ca.copy()
-    pb0 = cb.copy()
+    pa = ca
+    pb = cb
     for k in range(3):
+        axis_a = column3(Ra, k)
+        axis_b = column3(Rb, k)
         if k != best_i:
-            pa0 += (_sign(dot3(Ra[:, k], best_L)) * ha[k]) * Ra[:, k]
+            pa = axpy3(pa, _sign(dot3(axis_a, best_L)) * ha[k], axis_a)
         if k != best_j:
-            pb0 -= (_sign(dot3(Rb[:, k], best_L)) * hb[k]) * Rb[:, k]
-    pa1 = pa0 + ha[best_i] * Ra[:, best_i]
-    pa0 = pa0 - ha[best_i] * Ra[:, best_i]
-    pb1 = pb0 + hb[best_j] * Rb[:, best_j]
-    pb0 = pb0 - hb[best_j] * Rb[:, best_j]
-    s, u = closest_params_segments(pa0, pa1, pb0, pb1)
-    xa = pa0 + s * (pa1 - pa0)
-    xb = pb0 + u * (pb1 - pb0)
+            pb = axpy3(pb, -_sign(dot3(axis_b, best_L)) * hb[k], axis_b)
+    da = scale3(column3(Ra, best_i), 2.0 * ha[best_i])
+    db = scale3(column3(Rb, best_j), 2.0 * hb[best_j])
+    pa0 = axpy3(pa, -0.5, da)
+    pb0 = axpy3(pb, -0.5, db)
+    s, u = closest_params_segments(pa0, add3(pa0, da), pb0, add3(pb0, db))
+    xa = axpy3(pa0, s, da)
+    xb = axpy3(pb0, u, db)
     write_contact(0, best_edge_sep, xa, xb, best_L, phi, point, normal)
     return 1

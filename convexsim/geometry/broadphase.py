@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.geometry.transforms import dot3
+from convexsim.geometry.transforms import column3, dot3, sub3
 
 SPHERE = 0
 BOX = 1
@@ -90,11 +90,11 @@ def _halfspace_pairs(
     for h in range(ngeom):
         if geom_type[h] != HALFSPACE:
             continue
-        n = rot[h, :, 2].copy()
+        n = column3(rot[h], 2)
         for g in range(ngeom):
             if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed):
                 continue
-            height = dot3(n, pos[g] - pos[h]) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
+            height = dot3(n, sub3(pos[g], pos[h])) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
             if height <= margin:
                 total = _emit(h, g, total, pairs)
     return total
@@ -150,7 +150,7 @@ def sweep_and_prune_pairs(
                 j = idx[kj]
                 if not _allowed(i, j, geom_body, body_fixed):
                     continue
-                d = centres[ki] - centres[kj]
+                d = sub3(centres[ki], centres[kj])
                 reach = rho[ki] + rho[kj] + margin
                 if dot3(d, d) <= reach * reach:
                     total = _emit(min(i, j), max(i, j), total, pairs)
@@ -177,7 +177,7 @@ def brute_force_pairs(
         for j in range(i + 1, ngeom):
             if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed):
                 continue
-            d = pos[i] - pos[j]
+            d = sub3(pos[i], pos[j])
             reach = (
                 bounding_radius(geom_type[i], geom_size[i])
                 + bounding_radius(geom_type[j], geom_size[j])

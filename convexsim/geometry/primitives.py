@@ -21,10 +21,14 @@ from convexsim._jit import jit
 from convexsim.geometry.transforms import (
     TINY,
     any_perpendicular,
+    axpy3,
     closest_params_segments,
+    column3,
     cross3,
     dot3,
     norm3,
+    scale3,
+    sub3,
     write_contact,
 )
 
@@ -38,7 +42,7 @@ MIN_OVERLAP = 1e-9
 """Overlap length [m] of parallel segments below which one contact (not two) is produced."""
 
 
-@jit
+@jit("int64(float64[::1], float64, float64[::1], float64, float64[::1], float64, int64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def sphere_pair(
     ca: np.ndarray,
     ra: float,
@@ -56,16 +60,16 @@ def sphere_pair(
     phi = |cb − ca| − ra − rb, n = (cb − ca)/|cb − ca|; when the centres coincide (|cb − ca| < TINY)
     n = ``fallback_normal`` (the caller's choice for the degenerate case).
     """
-    diff = cb - ca
+    diff = sub3(cb, ca)
     dist = norm3(diff)
     if dist > TINY:
-        n = diff / dist
+        n = scale3(diff, 1.0 / dist)
     else:
-        n = fallback_normal.copy()
+        n = fallback_normal
     value = dist - ra - rb
     if value > margin:
         return 0
-    write_contact(k, value, ca + ra * n, cb - rb * n, n, phi, point, normal)
+    write_contact(k, value, axpy3(ca, ra, n), axpy3(cb, -rb, n), n, phi, point, normal)
     return 1
 
 
@@ -81,12 +85,12 @@ def halfspace_sphere(
     normal: np.ndarray,
 ) -> int:
     """Halfspace (ph, Rh) vs sphere (c, r): phi = n·(c − ph) − r with n = Rh[:, 2]; ≤ 1 contact."""
-    n = Rh[:, 2].copy()
-    height = dot3(n, c - ph)
+    n = column3(Rh, 2)
+    height = dot3(n, sub3(c, ph))
     value = height - r
     if value > margin:
         return 0
-    write_contact(0, value, c - height * n, c - r * n, n, phi, point, normal)
+    write_contact(0, value, axpy3(c, -height, n), axpy3(c, -r, n), n, phi, point, normal)
     return 1
 
 
@@ -108,17 +112,17 @@ def halfspace_capsule(
     A capsule lying on the plane gets 2 contacts (both caps), a tilted one the lower cap (and the
     upper one too if it is within the margin); h = 0 gives one contact. Order: −h end first.
     """
-    n = Rh[:, 2].copy()
-    axis = R[:, 2]
+    n = column3(Rh, 2)
+    axis = column3(R, 2)
     count = 0
     nends = 2 if h > 0.0 else 1
     for e in range(nends):
         sign = -1.0 if e == 0 else 1.0
-        end = c + sign * h * axis
-        height = dot3(n, end - ph)
+        end = axpy3(c, sign * h, axis)
+        height = dot3(n, sub3(end, ph))
         value = height - r
         if value <= margin:
-            write_contact(count, value, end - height * n, end - r * n, n, phi, point, normal)
+            write_contact(count, value, axpy3(end, -height, n), axpy3(end, -r, n), n, phi, point, normal)
             count += 1
     return count
 
@@ -136,7 +140,7 @@ def sphere_sphere(
 ) -> int:
     """Sphere vs sphere; concentric spheres get the normal +z (W). ≤ 1 contact."""
     up = np.zeros(3)
-    up[2] = 1.0
+    up[2] = 1.0  # fallback normal for concentric spheres
     return sphere_pair(ca, ra, cb, rb, up, margin, 0, phi, point, normal)
 
 
@@ -157,13 +161,13 @@ def sphere_capsule(
 
     A sphere centre on the capsule axis gets a normal perpendicular to the axis (any_perpendicular).
     """
-    axis = R[:, 2].copy()
-    p0 = cc - hc * axis
+    axis = column3(R, 2)
+    p0 = axpy3(cc, -hc, axis)
     s = 0.0
     if hc > 0.0:
-        s = dot3(c - p0, axis) / (2.0 * hc)
+        s = dot3(sub3(c, p0), axis) / (2.0 * hc)
         s = min(max(s, 0.0), 1.0)
-    closest = p0 + (2.0 * hc * s) * axis
+    closest = axpy3(p0, 2.0 * hc * s, axis)
     fallback = any_perpendicular(axis)
     return sphere_pair(c, r, closest, rc, fallback, margin, 0, phi, point, normal)
 
@@ -190,42 +194,43 @@ def capsule_capsule(
     When the segments intersect (closest points coincide) the normal is ±(d_a × d_b)/|d_a × d_b|,
     or a perpendicular of the axis if they are collinear, with the sign making n·(cb − ca) ≥ 0.
     """
-    ax_a = Ra[:, 2].copy()
-    ax_b = Rb[:, 2].copy()
-    p1 = ca - ha * ax_a
-    q1 = ca + ha * ax_a
-    p2 = cb - hb * ax_b
-    q2 = cb + hb * ax_b
-    d1 = q1 - p1
-    d2 = q2 - p2
+    ax_a = column3(Ra, 2)
+    ax_b = column3(Rb, 2)
+    p1 = axpy3(ca, -ha, ax_a)
+    q1 = axpy3(ca, ha, ax_a)
+    p2 = axpy3(cb, -hb, ax_b)
+    q2 = axpy3(cb, hb, ax_b)
+    d1 = sub3(q1, p1)
+    d2 = sub3(q2, p2)
     a = dot3(d1, d1)
     e = dot3(d2, d2)
     cr = cross3(d1, d2)
     cr2 = dot3(cr, cr)
     # Degenerate-case normal: perpendicular to both axes, pointing from A's centre towards B's.
     if cr2 > PARALLEL_SIN2 * a * e and cr2 > 0.0:
-        fallback = cr / np.sqrt(cr2)
+        fallback = scale3(cr, 1.0 / np.sqrt(cr2))
     elif a > 0.0:
         fallback = any_perpendicular(d1)
     else:
         fallback = any_perpendicular(d2)
-    if dot3(fallback, cb - ca) < 0.0:
-        fallback = -fallback
+    if dot3(fallback, sub3(cb, ca)) < 0.0:
+        fallback = scale3(fallback, -1.0)
     parallel = a > 0.0 and e > 0.0 and cr2 <= PARALLEL_SIN2 * a * e
     if parallel:
-        s_p = dot3(p2 - p1, d1) / a
-        s_q = dot3(q2 - p1, d1) / a
+        s_p = dot3(sub3(p2, p1), d1) / a
+        s_q = dot3(sub3(q2, p1), d1) / a
         lo = max(0.0, min(s_p, s_q))
         hi = min(1.0, max(s_p, s_q))
         if (hi - lo) * np.sqrt(a) > MIN_OVERLAP:
             count = 0
-            for s in (lo, hi):
-                x1 = p1 + s * d1
-                t = min(max(dot3(x1 - p2, d2) / e, 0.0), 1.0)
-                x2 = p2 + t * d2
+            for end in range(2):
+                s = lo if end == 0 else hi
+                x1 = axpy3(p1, s, d1)
+                t = min(max(dot3(sub3(x1, p2), d2) / e, 0.0), 1.0)
+                x2 = axpy3(p2, t, d2)
                 count += sphere_pair(x1, ra, x2, rb, fallback, margin, count, phi, point, normal)
             return count
     s, t = closest_params_segments(p1, q1, p2, q2)
-    x1 = p1 + s * d1
-    x2 = p2 + t * d2
+    x1 = axpy3(p1, s, d1)
+    x2 = axpy3(p2, t, d2)
     return sphere_pair(x1, ra, x2, rb, fallback, margin, 0, phi, point, normal)

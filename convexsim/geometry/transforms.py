@@ -105,6 +105,72 @@ def norm3(a: np.ndarray) -> float:
     return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
 
 
+# Small 3-vector helpers. Kernels use these instead of numpy array expressions: numba compiles
+# every array expression as a separate function, which multiplies compile time.
+
+
+@jit
+def add3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = a[i] + b[i]
+    return out
+
+
+@jit
+def sub3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a − b."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = a[i] - b[i]
+    return out
+
+
+@jit
+def scale3(a: np.ndarray, s: float) -> np.ndarray:
+    """s a."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = s * a[i]
+    return out
+
+
+@jit
+def axpy3(a: np.ndarray, s: float, d: np.ndarray) -> np.ndarray:
+    """a + s d."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = a[i] + s * d[i]
+    return out
+
+
+@jit("float64[::1](float64[:, ::1], int64)")  # explicit: no per-literal specializations
+def column3(R: np.ndarray, j: int) -> np.ndarray:
+    """Column j of a 3×3 matrix as a new contiguous vector."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = R[i, j]
+    return out
+
+
+@jit("float64[::1](int64, float64)")  # explicit: no per-literal specializations
+def unit3(i: int, s: float) -> np.ndarray:
+    """s e_i."""
+    out = np.zeros(3)
+    out[i] = s
+    return out
+
+
+@jit
+def clamp_to_box(p: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """Componentwise clamp of p into [−half, half]."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = min(max(p[i], -half[i]), half[i])
+    return out
+
+
 @jit
 def any_perpendicular(d: np.ndarray) -> np.ndarray:
     """A deterministic unit vector perpendicular to d (d need not be unit; d = 0 gives +x).
@@ -121,10 +187,8 @@ def any_perpendicular(d: np.ndarray) -> np.ndarray:
     p = cross3(d, ax)
     n = norm3(p)
     if n < TINY:
-        out = np.zeros(3)
-        out[0] = 1.0
-        return out
-    return p / n
+        return unit3(0, 1.0)
+    return scale3(p, 1.0 / n)
 
 
 @jit
@@ -147,9 +211,9 @@ def closest_params_segments(
     2×2 normal equations). Degenerate segments (zero length) and parallel segments are handled;
     for parallel segments the returned pair is one of the (non-unique) minimizers.
     """
-    d1 = q1 - p1
-    d2 = q2 - p2
-    r = p1 - p2
+    d1 = sub3(q1, p1)
+    d2 = sub3(q2, p2)
+    r = sub3(p1, p2)
     a = dot3(d1, d1)
     e = dot3(d2, d2)
     f = dot3(d2, r)
@@ -176,7 +240,7 @@ def closest_params_segments(
     return s, t
 
 
-@jit
+@jit("void(int64, float64, float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def write_contact(
     k: int,
     phi_value: float,
