@@ -137,10 +137,17 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
             False, z, np.zeros((0, 3)),
             np.zeros((0, 3)),
         )
-    run = _NewtonRun(problem, kind, cpar, params)
-    status, message = run.iterate(v)
+    reduced, dofs = _participating_problem(problem)
+    run = _NewtonRun(reduced, kind, cpar, params)
+    status, message = run.iterate(v[dofs] if dofs is not None else v)
+    v_out, j_out = run.v, run.jc.copy()
+    if dofs is not None:  # cliques without constraints keep v = v*, j = 0
+        v_out = problem.v_star.copy()
+        v_out[dofs] = run.v
+        j_out = np.zeros(problem.nv)
+        j_out[dofs] = run.jc
     result = SapResult(
-        v=run.v, gamma=run.gamma.copy(), vc=run.vc.copy(), j=run.jc.copy(), status=status,
+        v=v_out, gamma=run.gamma.copy(), vc=run.vc.copy(), j=j_out, status=status,
         iterations=run.iterations, line_search_evaluations=run.ls_evaluations, cost=run.cost[-1],
         cost_history=np.array(run.cost), alpha=np.array(run.alpha), momentum_residual=np.array(run.residual),
         momentum_scale=np.array(run.scale), line_search_history=np.array(run.ls_history, dtype=np.int64),
@@ -149,6 +156,30 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
     )
     _report_failure(result, params)
     return result
+
+
+def _participating_problem(problem: ContactProblem):
+    """(problem restricted to the cliques touched by some constraint, their dof mask), or (problem, None).
+
+    Untouched cliques decouple: their optimum is v = v* exactly, so they are left out of the Newton solve (as
+    Drake does); this keeps the cost proportional to the contact graph, not to the number of bodies.
+    """
+    sizes = problem.clique_sizes
+    used = np.zeros(problem.ncliques, dtype=bool)
+    cl = problem.constraint_cliques
+    used[cl[cl >= 0]] = True
+    if used.all():
+        return problem, None
+    new_index = np.cumsum(used) - 1
+    cliques = np.where(cl >= 0, new_index[np.maximum(cl, 0)], -1)
+    a_mask = np.repeat(used, sizes * sizes)
+    dofs = np.repeat(used, sizes)
+    reduced = ContactProblem(
+        problem.dt, sizes[used], problem.A_values[a_mask], problem.v_star[dofs], cliques, problem.J_values,
+        problem.model, problem.mu, problem.k, problem.tau_d, problem.phi0, problem.d, problem.fe0, problem.vn0,
+        sigma=problem.sigma, beta=problem.beta, v_s=problem.v_s,
+    )
+    return reduced, dofs
 
 
 def _report_failure(result: SapResult, params: SapParameters) -> None:
@@ -177,9 +208,10 @@ class _NewtonRun:
         self.jc = np.empty(nv)
         self.dp = np.empty(nv)
         self.p_star = self._A(problem.v_star, np.empty(nv))
-        diag_idx = np.concatenate(
-            [p + np.arange(n) * (n + 1) for p, n in zip(problem.A_ptr, problem.clique_sizes)]
-        )
+        sizes = problem.clique_sizes
+        owner = np.repeat(np.arange(problem.ncliques), sizes)  # clique of every dof
+        local = np.arange(nv) - problem.clique_start[owner]
+        diag_idx = problem.A_ptr[owner] + local * (sizes[owner] + 1)
         self.D = 1.0 / np.sqrt(problem.A_values[diag_idx])
         self.hessian = None
         self.cost, self.alpha, self.residual, self.scale, self.ls_history = [], [1.0], [], [], [0]
