@@ -13,7 +13,7 @@ normal is not within ~25° of +z (a wall) is drawn as a faint translucent slab w
 
 Camera (meshcat 0.3.2 cannot move the orbit target, viewer-ux.md §1.6): the content root ``/meshcat``
 is translated by −c so that the scene centre c sits at the origin the camera orbits, the stock grid
-and axes follow, and the eye is put at distance 1.8·R (R: bounding radius; the vertical field of view
+and axes follow (both are hidden when a ground slab with its own grid is drawn), and the eye is put at distance 1.8·R (R: bounding radius; the vertical field of view
 is 75°, so R/sin(37.5°) = 1.64·R just fits the bounding sphere) along a fixed oblique direction.
 """
 
@@ -267,8 +267,9 @@ def camera_commands(bounds: Bounds, *, hide_stock_grid: bool) -> list[dict]:
     c, R = bounds.center, bounds.radius
     shift = translation_matrix(-c)
     cmds = [cmd_transform("/meshcat", shift), cmd_transform("/Axes", shift)]
-    if hide_stock_grid:
+    if hide_stock_grid:                 # our ground has its own grid; the axes would z-fight with it
         cmds.append(cmd_property("/Grid", "visible", False))
+        cmds.append(cmd_property("/Axes", "visible", False))
     else:
         cmds.append(cmd_transform("/Grid", shift))
     e = CAMERA_DISTANCE_FACTOR * R * CAMERA_DIRECTION

@@ -17,10 +17,13 @@ touch (φ ≤ 0) or carry a force above the threshold; at most ``max_contacts`` 
 contact point); its child ``force`` has discrete ``quaternion`` (rotation taking +y to f/|f|),
 ``scale`` ([1, L, 1], L = |f|·force_scale [m]) and ``visible`` (|f| > force_threshold) tracks over a
 unit-length arrow (shaft 0.75, cone 0.25 along +y). The arrow starts at the contact point and shows
-the force on body B (the contact normal points from A into B); A receives the opposite.
+the force on body B (the contact normal points from A into B); A receives the opposite. Markers are
+drawn on top of the bodies (no depth test), since most arrows start inside or under a body.
 
-Scale defaults: force_scale = 0.25·R / max|f| [m/N] (R: the scene's bounding radius, so the largest
-force is a quarter of the scene), force_threshold = 1e-3·max|f| [N]. Both are printed in the legend.
+Scale defaults: force_scale = 0.25·R / f_ref [m/N] (R: the scene's bounding radius; f_ref: the 98th
+percentile of the nonzero |f| of all runs shown, so typical large forces are a quarter of the scene and
+a one-step impact spike does not shrink every other arrow), force_threshold = 1e-3·f_ref [N]. Both are
+printed in the legend.
 """
 
 from __future__ import annotations
@@ -217,12 +220,19 @@ def moving_mask(traj: Trajectory, frames: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- contact pools
-def arrow_objects(color: str, radius: float):
-    """Unit-length arrow along +y (shaft 0.75, cone 0.25) and a contact-point sphere: [(name, obj, T)]."""
+def marker_material(color: str):
+    """Contact-marker material: drawn on top of everything (no depth test, rendered in the
+    transparent pass after the opaque bodies), so arrows inside or under bodies stay visible."""
     import meshcat.geometry as mg
 
-    hexcolor = int(color.lstrip("#"), 16)
-    mat = mg.MeshLambertMaterial(color=hexcolor)
+    return mg.MeshLambertMaterial(color=int(color.lstrip("#"), 16), opacity=0.9, depthTest=False)
+
+
+def arrow_objects(color: str, radius: float):
+    """Unit-length arrow along +y (shaft 0.75, cone 0.25): [(name, obj, T)]."""
+    import meshcat.geometry as mg
+
+    mat = marker_material(color)
     shaft = mg.Mesh(mg.Cylinder(0.75, radius=radius), mat)
     head = mg.Mesh(mg.Cylinder(0.25, radiusTop=0.0, radiusBottom=2.5 * radius), mat)
     return [("shaft", shaft, translation_matrix([0.0, 0.375, 0.0])),
@@ -230,9 +240,10 @@ def arrow_objects(color: str, radius: float):
 
 
 def point_object(color: str, radius: float):
+    """Contact-point sphere."""
     import meshcat.geometry as mg
 
-    return mg.Mesh(mg.Sphere(radius), mg.MeshLambertMaterial(color=int(color.lstrip("#"), 16)))
+    return mg.Mesh(mg.Sphere(radius), marker_material(color))
 
 
 def _changes(values: np.ndarray) -> np.ndarray:
@@ -363,10 +374,13 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         bounds = bounds.union(b.shifted(s))
     R = bounds.radius
 
-    fmax = max((float(np.linalg.norm(t.contact_force, axis=1).max()) if t.contact_force.shape[0] else 0.0)
-               for t in trajs)
-    force_scale = opts.force_scale if opts.force_scale is not None else (0.25 * R / fmax if fmax > 0 else 0.0)
-    force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * fmax
+    mags = np.concatenate([np.linalg.norm(t.contact_force, axis=1) for t in trajs])
+    mags = mags[mags > 0]
+    # Reference force: the 98th percentile of the nonzero |f| of all runs, so that a one-step impact
+    # spike does not shrink every other arrow to nothing (the spike's arrow is just longer).
+    f_ref = float(np.percentile(mags, 98)) if mags.size else 0.0
+    force_scale = opts.force_scale if opts.force_scale is not None else (0.25 * R / f_ref if f_ref > 0 else 0.0)
+    force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * f_ref
     marker_radius = max(0.006 * R, 5e-4)
 
     pb = Playback()

@@ -94,7 +94,9 @@ def _halfspace_pairs(
         for g in range(ngeom):
             if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed):
                 continue
-            height = dot3(n, sub3(pos[g], pos[h])) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
+            height = (
+                n[0] * (pos[g, 0] - pos[h, 0]) + n[1] * (pos[g, 1] - pos[h, 1]) + n[2] * (pos[g, 2] - pos[h, 2])
+            ) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
             if height <= margin:
                 total = _emit(h, g, total, pairs)
     return total
@@ -150,9 +152,11 @@ def sweep_and_prune_pairs(
                 j = idx[kj]
                 if not _allowed(i, j, geom_body, body_fixed):
                     continue
-                d = sub3(centres[ki], centres[kj])
+                dx = centres[ki, 0] - centres[kj, 0]
+                dy = centres[ki, 1] - centres[kj, 1]
+                dz = centres[ki, 2] - centres[kj, 2]
                 reach = rho[ki] + rho[kj] + margin
-                if dot3(d, d) <= reach * reach:
+                if dx * dx + dy * dy + dz * dz <= reach * reach:
                     total = _emit(min(i, j), max(i, j), total, pairs)
     return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, pairs, total)
 

@@ -11,6 +11,8 @@ Conventions (docs/collision.md):
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from convexsim._jit import jit
@@ -189,7 +191,15 @@ class CollisionWorkspace:
         self._contacts(max(needed, 2 * self.phi.shape[0]))
 
 
-_DEFAULT_WORKSPACE = CollisionWorkspace()
+_THREAD_LOCAL = threading.local()
+
+
+def _default_workspace() -> CollisionWorkspace:
+    """One default workspace per thread (the buffers are reused between calls)."""
+    ws = getattr(_THREAD_LOCAL, "workspace", None)
+    if ws is None:
+        ws = _THREAD_LOCAL.workspace = CollisionWorkspace()
+    return ws
 
 
 def _model_arrays(model) -> tuple[np.ndarray, ...]:
@@ -226,7 +236,7 @@ def candidate_pairs(model, q: np.ndarray, *, margin: float = 0.0, brute_force: b
     ``brute_force=True`` uses the O(n²) reference instead of sort and sweep (same pair rule).
     """
     q = _check_inputs(model, q, margin)
-    ws = _DEFAULT_WORKSPACE if workspace is None else workspace
+    ws = _default_workspace() if workspace is None else workspace
     pos, rot = geom_world_poses(model, q)
     return _pairs(model, pos, rot, float(margin), brute_force, ws)
 
@@ -252,7 +262,7 @@ def collide(model, q: np.ndarray, *, margin: float = 0.0,
         model: a ``convexsim.model.Model``.
         q: body poses (x, y, z, qw, qx, qy, qz), shape (nbody, 7) [m, -].
         margin: report contacts with gap phi <= margin [m] (speculative contacts for margin > 0).
-        workspace: buffers to reuse (default: a module-level one); they grow as needed.
+        workspace: buffers to reuse (default: one per thread); they grow as needed.
 
     Returns:
         ``Contacts`` (normal from A into B, A = halfspace or lower geom index).
@@ -261,7 +271,7 @@ def collide(model, q: np.ndarray, *, margin: float = 0.0,
         ValueError: bad q shape, non-finite pose, zero quaternion, negative margin, unknown geom type.
     """
     q = _check_inputs(model, q, margin)
-    ws = _DEFAULT_WORKSPACE if workspace is None else workspace
+    ws = _default_workspace() if workspace is None else workspace
     pos, rot = geom_world_poses(model, q)
     pairs = _pairs(model, pos, rot, float(margin), False, ws)
     geom_type, geom_size, geom_body, _ = _model_arrays(model)

@@ -173,7 +173,9 @@ def _heap_push(heap, size, key):
         parent = (i - 1) // 2
         if heap[parent] <= heap[i]:
             break
-        heap[parent], heap[i] = heap[i], heap[parent]
+        tmp = heap[parent]
+        heap[parent] = heap[i]
+        heap[i] = tmp
         i = parent
     return heap, size + 1
 
@@ -194,15 +196,17 @@ def _heap_pop(heap, size):
             child = left + 1
         if heap[i] <= heap[child]:
             break
-        heap[i], heap[child] = heap[child], heap[i]
+        tmp = heap[i]
+        heap[i] = heap[child]
+        heap[child] = tmp
         i = child
     return top, size
 
 
 @jit
-def _merge_without(a, b, skip_a, skip_b):
-    """Sorted union of sorted int arrays a and b, leaving out value skip_a from a and skip_b from b."""
-    out = np.empty(a.size + b.size, dtype=np.int64)
+def _merge_without(a, b, skip_a, skip_b, out):
+    """Sorted union of sorted int arrays a and b into out, leaving out value skip_a from a and skip_b from b.
+    Returns the number of values written."""
     ia = 0
     ib = 0
     m = 0
@@ -225,7 +229,7 @@ def _merge_without(a, b, skip_a, skip_b):
             ib += 1
         out[m] = v
         m += 1
-    return out[:m]
+    return m
 
 
 @jit
@@ -235,17 +239,26 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
     Returns (perm, colptr, cols) where cols[colptr[k]:colptr[k+1]] are the (original) block indices adjacent
     to block perm[k] when it is eliminated, i.e. the nonzero block rows of column k of L.
     ``use_natural`` = True eliminates in the order 0, 1, ..., nb-1 (used to measure fill for comparison).
+
+    Storage: the sorted neighbour list of block i is pool[start[i] : start[i] + length[i]]; a list that
+    outgrows its capacity moves to the end of the pool with twice the room (the pool doubles when full).
     """
     nb = sizes.size
-    adj = [adjncy[xadj[i] : xadj[i + 1]].copy() for i in range(nb)]
+    pool = adjncy.copy()
+    if pool.size == 0:
+        pool = np.empty(16, dtype=np.int64)
+    pool_end = adjncy.size
+    start = xadj[:nb].copy()
+    length = xadj[1:] - xadj[:nb]
+    cap = length.copy()
     # priority key = (number of neighbour blocks, number of neighbour scalar rows, block index)
     scale = np.int64(sizes.sum() + 1)
     key_of = np.zeros(nb, dtype=np.int64)
     for i in range(nb):
         d = 0
-        for t in range(adj[i].size):
-            d += sizes[adj[i][t]]
-        key_of[i] = (adj[i].size * scale + d) * nb + i
+        for t in range(start[i], start[i] + length[i]):
+            d += sizes[pool[t]]
+        key_of[i] = (length[i] * scale + d) * nb + i
     eliminated = np.zeros(nb, dtype=np.bool_)
     heap = np.empty(nb + 16, dtype=np.int64)
     hsize = 0
@@ -254,8 +267,9 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
             heap, hsize = _heap_push(heap, hsize, key_of[i])
     perm = np.empty(nb, dtype=np.int64)
     colptr = np.zeros(nb + 1, dtype=np.int64)
-    cols = np.empty(xadj[nb] + 16, dtype=np.int64)
+    cols = np.empty(adjncy.size + 16, dtype=np.int64)
     ncols = 0
+    merged = np.empty(2 * nb + 2, dtype=np.int64)
     for k in range(nb):
         if use_natural:
             p = k
@@ -267,7 +281,7 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
                     break
         perm[k] = p
         eliminated[p] = True
-        nbrs = adj[p]
+        nbrs = pool[start[p] : start[p] + length[p]].copy()
         if ncols + nbrs.size > cols.size:
             bigger = np.empty(2 * cols.size + nbrs.size, dtype=np.int64)
             bigger[:ncols] = cols[:ncols]
@@ -277,17 +291,26 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
         colptr[k + 1] = ncols
         for t in range(nbrs.size):
             u = nbrs[t]
-            merged = _merge_without(adj[u], nbrs, p, u)
-            adj[u] = merged
+            m = _merge_without(pool[start[u] : start[u] + length[u]], nbrs, p, u, merged)
+            if m > cap[u]:
+                if pool_end + 2 * m > pool.size:
+                    bigger = np.empty(2 * pool.size + 2 * m, dtype=np.int64)
+                    bigger[:pool_end] = pool[:pool_end]
+                    pool = bigger
+                start[u] = pool_end
+                cap[u] = 2 * m
+                pool_end += 2 * m
+            pool[start[u] : start[u] + m] = merged[:m]
+            length[u] = m
             d = 0
-            for s in range(merged.size):
+            for s in range(m):
                 d += sizes[merged[s]]
-            key = (merged.size * scale + d) * nb + u
+            key = (m * scale + d) * nb + u
             if key != key_of[u]:
                 key_of[u] = key
                 if not use_natural:
                     heap, hsize = _heap_push(heap, hsize, key)
-        adj[p] = np.empty(0, dtype=np.int64)
+        length[p] = 0
     return perm, colptr, cols[:ncols].copy()
 
 
@@ -315,13 +338,27 @@ def _symbolic_kernel(sizes, edges, perm, colptr, cols):
     for k in range(nb):
         iperm[perm[k]] = k
     nnzb = colptr[nb]
-    l_rows = np.empty(nnzb, dtype=np.int64)
+    # sort each column's rows by a double transpose (O(nnzb), no comparison sort): list the columns of every
+    # row in increasing column order, then read the rows back in increasing row order into the columns
+    rowptr = np.zeros(nb + 1, dtype=np.int64)
+    for t in range(nnzb):
+        rowptr[iperm[cols[t]] + 1] += 1
+    for r in range(nb):
+        rowptr[r + 1] += rowptr[r]
+    fill = rowptr[:nb].copy()
+    row_cols = np.empty(nnzb, dtype=np.int64)
     for k in range(nb):
-        seg = np.empty(colptr[k + 1] - colptr[k], dtype=np.int64)
-        for t in range(seg.size):
-            seg[t] = iperm[cols[colptr[k] + t]]
-        seg.sort()
-        l_rows[colptr[k] : colptr[k + 1]] = seg
+        for t in range(colptr[k], colptr[k + 1]):
+            r = iperm[cols[t]]
+            row_cols[fill[r]] = k
+            fill[r] += 1
+    fill = colptr[:nb].copy()
+    l_rows = np.empty(nnzb, dtype=np.int64)
+    for r in range(nb):
+        for t in range(rowptr[r], rowptr[r + 1]):
+            k = row_cols[t]
+            l_rows[fill[k]] = r
+            fill[k] += 1
     l_diag_ptr = np.empty(nb, dtype=np.int64)
     l_ptr = np.empty(nnzb, dtype=np.int64)
     off = 0

@@ -169,7 +169,7 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
     parts += ["## Scene", "", f"Base scene: {src} (name `{scene.get('name', '?')}`).", ""]
     if spec.duration is not None or spec.time_step is not None:
         parts += [f"Run settings: duration = {spec.duration} s, time_step = {spec.time_step} s.", ""]
-    scene_text = yaml.safe_dump(scene, sort_keys=False).rstrip()
+    scene_text = yaml.safe_dump(scene, sort_keys=False, default_flow_style=None, allow_unicode=True).rstrip()
     parts += ["<details><summary>base scene YAML</summary>", "", "```yaml", scene_text, "```", "", "</details>", ""]
     parts += ["## Parameters", ""]
     prow = []
