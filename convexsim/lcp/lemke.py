@@ -21,7 +21,10 @@ After a solve the final basis is re-solved from the original data (``M_αα z_α
 basic ``z``s), the better of the two candidates is kept, and ``z ≥ 0``, ``w ≥ 0``, ``z∘w ≈ 0`` are
 checked with scaled tolerances; a failed check gives ``NUMERICAL_FAILURE``, never a wrong "solved".
 Every ``refactor_every`` pivots the tableau is rebuilt from the original data with a fresh LU
-of the basis (drift control).
+of the basis (drift control), and also before a lexicographic tie decision once ``max(8, n)``
+pivots have passed since the last rebuild: the decision reads ``B⁻¹``, whose accumulated rounding
+noise otherwise decides near-ties (Fathi's SPD family lost 4 of its 2⁸ pivots that way). A rebuild
+costs about n pivots, so this at most doubles the work.
 
 Reference: K. G. Murty, *Linear Complementarity, Linear and Nonlinear Programming* (1988), ch. 2;
 R. W. Cottle, J.-S. Pang, R. E. Stone, *The Linear Complementarity Problem* (1992), §4.4.
@@ -67,20 +70,23 @@ class LemkeOptions(NamedTuple):
             makes the basis slightly infeasible and derails degenerate (contact) problems; too tight
             lets rounding noise decide genuine ties.
         lex_rel_tol: lexicographic entries are equal when within ``lex_rel_tol`` relative, plus
-            an absolute floor ``lex_abs_tol·n·(largest entry of the compared rows)``.
-        lex_abs_tol: see lex_rel_tol.
+            an absolute floor ``lex_abs_tol·max(‖row a‖∞, ‖row b‖∞)`` of the pair compared.
+        lex_abs_tol: see lex_rel_tol. A floor scaled by the largest entry over *all* tied rows (tried:
+            100ε·n·max) merged distinct lexicographic vectors on 240-variable contact problems and let
+            the path cycle; without any floor rounding noise decides exact ties (Fathi's problem).
         check_tol: final check tolerance factor ``t = check_tol·n``: ``z ≥ −t·‖z‖∞``,
             ``w ≥ −t·s_w``, ``|z_i w_i| ≤ t·‖z‖∞·s_w`` with ``s_w = ‖M‖∞‖z‖∞ + ‖q‖∞``.
-        refactor_every: rebuild the tableau from (M, q, d) every this many pivots (0 = never).
+        refactor_every: rebuild the tableau from (M, q, d) every this many pivots (0 = never, −1 = automatic:
+            max(50, 2n); a rebuild costs about as much as 2n pivots).
     """
 
     pivot_tol: float = 10.0 * _EPS
     ratio_rel_tol: float = 1e-12
     rhs_tol: float = 10.0 * _EPS
     lex_rel_tol: float = 1e-12
-    lex_abs_tol: float = 100.0 * _EPS
+    lex_abs_tol: float = 10.0 * _EPS
     check_tol: float = 1e4 * _EPS
-    refactor_every: int = 50
+    refactor_every: int = -1
 
 
 @dataclass
@@ -274,15 +280,30 @@ def _refactor(M, q, d, T, basis, LU, perm, col, x):
 
 
 @jit
-def _lex_less(T, a, ca, b, cb, n, rel, abs_floor):
-    """True if row a's vector (B⁻¹_a·)/ca is lexicographically smaller than row b's (B⁻¹_b·)/cb."""
+def _lex_less(T, a, ca, b, cb, n, rel, abs_tol):
+    """True if row a's vector (B⁻¹_a·)/ca is lexicographically smaller than row b's (B⁻¹_b·)/cb.
+
+    Entries count as equal within ``rel`` relative plus ``abs_tol``·max(‖row a‖∞, ‖row b‖∞) (the
+    rounding-noise level of the pair); if all are equal in that sense, the raw values decide.
+    """
+    scale = 0.0
+    for j in range(n):
+        scale = max(scale, abs(T[a, j] / ca), abs(T[b, j] / cb))
+    floor = abs_tol * scale
     for j in range(n):
         va = T[a, j] / ca
         vb = T[b, j] / cb
         diff = va - vb
-        if abs(diff) <= rel * max(abs(va), abs(vb)) + abs_floor:
+        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
             continue
         return diff < 0.0
+    # Equal to noise level in every entry: the two B⁻¹ rows are nearly parallel (a nearly singular
+    # basis, e.g. redundant contacts). Decide on the raw values rather than keep the first row,
+    # which lets the path cycle.
+    for j in range(n):
+        diff = T[a, j] / ca - T[b, j] / cb
+        if diff != 0.0:
+            return diff < 0.0
     return False
 
 
@@ -395,6 +416,8 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     entering = leaving + n
     status = 1
     rhs = 2 * n + 1
+    since_refactor = 0
+    tie_refactor = max(8, n)  # a rebuild costs about n pivots: at most doubles the work
     while pivots < max_pivots:
         # ratio test over positive entries of the entering column
         rho_min = np.inf
@@ -433,24 +456,25 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                     ntied += 1
                     if i == z0_row:
                         z0_tied = True
+        if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
+            # a lexicographic decision reads B⁻¹: take it from a fresh factorization, not from a
+            # tableau carrying the rounding noise of many pivots (Fathi's SPD family needs this)
+            if _refactor(M, q, d, T, basis, LU, perm, col, x) != 0:
+                status = 3
+                break
+            since_refactor = 0
+            continue
         if z0_tied:
             row = z0_row
         else:
-            # absolute floor for lexicographic comparisons: largest |B^-1_i.|/c_i among tied rows
-            big = 0.0
-            for k in range(ntied):
-                i = tied[k]
-                c = T[i, entering]
-                for j in range(n):
-                    big = max(big, abs(T[i, j] / c))
-            abs_floor = lex_abs_tol * n * big
             row = tied[0]
             for k in range(1, ntied):
                 i = tied[k]
-                if _lex_less(T, i, T[i, entering], row, T[row, entering], n, lex_rel_tol, abs_floor):
+                if _lex_less(T, i, T[i, entering], row, T[row, entering], n, lex_rel_tol, lex_abs_tol):
                     row = i
         _pivot(T, row, entering)
         pivots += 1
+        since_refactor += 1
         leaving = basis[row]
         basis[row] = entering
         if leaving == 2 * n:
@@ -460,6 +484,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
             if _refactor(M, q, d, T, basis, LU, perm, col, x) != 0:
                 status = 3
                 break
+            since_refactor = 0
         entering = leaving + n if leaving < n else leaving - n
     # read the basic point
     z0 = 0.0
@@ -591,6 +616,9 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     opts = options or LemkeOptions()
     if max_pivots is None:
         max_pivots = default_max_pivots(n)
+    refactor = int(opts.refactor_every)
+    if refactor < 0:
+        refactor = max(50, 2 * n)
     if int(max_pivots) < 1:
         raise ValueError(f"max_pivots must be ≥ 1; got {max_pivots}")
     if n == 0:
@@ -601,7 +629,7 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     T, LU, perm, perm2, basis, vecs = ws.views(n)
     status, pivots, z0, res = _lemke_kernel(
         M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
-        opts.lex_abs_tol, opts.check_tol, int(opts.refactor_every), T, LU, perm, perm2, basis, vecs)
+        opts.lex_abs_tol, opts.check_tol, refactor, T, LU, perm, perm2, basis, vecs)
     z, w, ray = vecs[0], vecs[1], vecs[4]
     if own:
         z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()
