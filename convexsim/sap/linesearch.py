@@ -29,19 +29,19 @@ def _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha):
 
 
 @jit
-def exact_line_search(kind, cpar, vc, dvc, ell_a0, a1, a2, dell0, alpha_max, max_evaluations, cost_abs_tol,
+def exact_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_max, max_evaluations, cost_abs_tol,
                       cost_rel_tol):
     """Minimize the convex ℓ(α) on [0, α_max] by Newton's method with bisection safeguard on ℓ'(α) = 0.
 
     The root of f(α) = ℓ'(α)/(−ℓ'(0)) is bracketed by [0, α_max] (unless ℓ'(α_max) ≤ 0, then α_max is
     returned). Start α0 = min(−ℓ'(0)/ℓ''(α_max), α_max); stop when |f| < 1e-8 or the step < 1e-8 α0.
 
-    ``dell0`` = ∇ℓ(v)·dv is passed in (computed without the cancellation of a1 − dvcᵀγ near the optimum).
+    ``ell0`` = ℓ(v) and ``dell0`` = ∇ℓ(v)·dv are passed in: the solver has them already (and ∇ℓ·dv is
+    computed without the cancellation of a1 − dvcᵀγ near the optimum), so α = 0 costs no evaluation.
 
     Returns:
         (alpha, evaluations, status). ``evaluations`` counts root-finder evaluations (1 for the early exits).
     """
-    ell0, unused, d2ell0 = _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, 0.0)
     if not (math.isfinite(ell0) and math.isfinite(dell0)):
         return 0.0, 1, LS_NOT_FINITE
     if dell0 >= 0.0:
@@ -93,14 +93,13 @@ def _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha):
 
 
 @jit
-def backtracking_line_search(kind, cpar, vc, dvc, ell_a0, a1, a2, dell0, alpha_max, max_iterations, armijo, rho,
-                             relative_slop):
+def backtracking_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_max, max_iterations, armijo,
+                             rho, relative_slop):
     """Armijo backtracking α = α_max ρ^m (sap-math.md §4.5), exploiting convexity of ℓ(α); dell0 = ∇ℓ·dv.
 
     Returns:
         (alpha, evaluations, status).
     """
-    ell0, unused = _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, 0.0)
     if not (math.isfinite(ell0) and math.isfinite(dell0)):
         return 0.0, 1, LS_NOT_FINITE
     if dell0 >= 0.0:

@@ -153,6 +153,7 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
         momentum_scale=np.array(run.scale), line_search_history=np.array(run.ls_history, dtype=np.int64),
         optimality_reached=run.optimality_reached,
         cost_criterion_reached=run.cost_criterion_reached, w=w, R=R, v_hat=v_hat, message=message,
+        nonmonotonic_iterations=run.nonmonotonic,
     )
     _report_failure(result, params)
     return result
@@ -219,6 +220,7 @@ class _NewtonRun:
         self.ls_evaluations = 0
         self.optimality_reached = False
         self.cost_criterion_reached = False
+        self.nonmonotonic = 0
 
     def _A(self, x, out):
         p = self.p
@@ -261,17 +263,20 @@ class _NewtonRun:
             self.residual.append(r)
             self.scale.append(s)
             if not (np.isfinite(ell) and np.isfinite(r)):
-                return SapStatus.LINE_SEARCH_FAILED, "non-finite cost or gradient"
+                where = "at the guess" if self.iterations == 0 else f"after iteration {self.iterations}"
+                return SapStatus.NUMERICAL_FAILURE, f"non-finite cost or momentum residual {where}"
             self.optimality_reached = r <= prm.abs_tolerance + prm.rel_tolerance * s
             if self.iterations > 0:
                 self.cost_criterion_reached = self._cost_stalled(ell, ell_prev)
+                if ell > ell_prev + prm.relative_slop * max(1.0, 0.5 * (abs(ell) + abs(ell_prev))):
+                    self.nonmonotonic += 1  # round-off dominates; reported in the result (§4.2b)
             if self.optimality_reached or self.cost_criterion_reached:
                 return SapStatus.CONVERGED, ""
             if self.iterations >= prm.max_iterations:
                 return SapStatus.MAX_ITERATIONS, (
                     f"momentum residual {r:.3e} > {prm.abs_tolerance:.1e} + {prm.rel_tolerance:.1e} * {s:.3e}"
                 )
-            status, message = self._newton_step(v, grad, ell_a)
+            status, message = self._newton_step(v, grad, ell, ell_a)
             if status != SapStatus.CONVERGED:  # v unchanged: repeat its statistics so arrays stay aligned
                 if self.iterations + 1 > len(self.alpha):
                     self.alpha.append(0.0)
@@ -282,7 +287,7 @@ class _NewtonRun:
                 return status, message
             ell_prev = ell
 
-    def _newton_step(self, v, grad, ell_a) -> tuple[SapStatus, str]:
+    def _newton_step(self, v, grad, ell, ell_a) -> tuple[SapStatus, str]:
         prm = self.params
         if self.hessian is None:  # ordering / symbolic analysis once per solve, only if needed
             self.hessian = _make_hessian(self.p, prm)
@@ -298,12 +303,12 @@ class _NewtonRun:
         dell0 = float(np.dot(grad, dv))  # = −∇ℓᵀH⁻¹∇ℓ < 0
         if prm.line_search == "exact":
             alpha, nev, code = exact_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, dell0, prm.exact_alpha_max,
+                self.kind, self.cpar, self.vc, self.dvc, ell, ell_a, a1, a2, dell0, prm.exact_alpha_max,
                 prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
             )
         else:
             alpha, nev, code = backtracking_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell_a, a1, a2, dell0, 1.0 / prm.rho,
+                self.kind, self.cpar, self.vc, self.dvc, ell, ell_a, a1, a2, dell0, 1.0 / prm.rho,
                 prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
             )
         self.ls_evaluations += int(nev)

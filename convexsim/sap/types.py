@@ -15,6 +15,8 @@ class SapStatus(enum.IntEnum):
     MAX_ITERATIONS = 1
     LINE_SEARCH_FAILED = 2
     FACTORIZATION_FAILED = 3
+    NUMERICAL_FAILURE = 4
+    """Non-finite cost or momentum residual at an iterate (e.g. a guess or v* of absurd size)."""
 
 
 class SapSolverError(RuntimeError):
@@ -100,6 +102,10 @@ class SapResult:
         momentum_scale: s = max(‖D A v‖, ‖D Jᵀγ‖) per iteration [sqrt(J)], shape (iterations + 1,).
         line_search_history: line-search evaluations of each iteration (entry 0 is 0), shape (iterations + 1,).
         optimality_reached: the momentum-residual criterion was met.
+        nonmonotonic_iterations: iterations whose cost rose by more than the slop
+            ``relative_slop·max(1, (|ℓ| + |ℓ_prev|)/2)`` (Drake's sanity check, sap-math.md §4.2b); the
+            cost of a convex problem under an exact or Armijo line search never rises, so a nonzero
+            count means round-off dominates (a badly scaled problem).
         cost_criterion_reached: the cost-stall criterion was met.
         w: Delassus diagonal estimate per constraint [1/kg], shape (nk,).
         R: regularization (Rt, Rt, Rn) of "sap" constraints (zeros for Hunt–Crossley ones), shape (nk, 3).
@@ -126,6 +132,7 @@ class SapResult:
     R: np.ndarray
     v_hat: np.ndarray
     message: str = ""
+    nonmonotonic_iterations: int = 0
 
     @property
     def converged(self) -> bool:

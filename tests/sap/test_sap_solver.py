@@ -269,6 +269,7 @@ def test_cost_decreases_monotonically_on_random_problems(ls):
             assert len(c) == r.iterations + 1 == len(r.alpha) == len(r.momentum_residual) == len(r.momentum_scale)
             assert r.line_search_history.sum() == r.line_search_evaluations and len(r.line_search_history) == len(c)
             assert np.all(c[1:] <= c[:-1] + 1000 * np.finfo(float).eps * np.maximum(1, np.abs(c[:-1])))
+            assert r.nonmonotonic_iterations == 0  # the solver's own count of the same check agrees
             # The warm start from the solution is optimal at once.
             r0 = solve(problem, r.v, params=SapParameters(line_search=ls))
             assert r0.iterations == 0 and r0.converged
@@ -336,6 +337,16 @@ def test_failure_can_raise():
         solve(problem, v0 + 1.0, params=SapParameters(max_iterations=0, on_failure="raise"))
     r = solve(problem, v0 + 1.0, params=SapParameters(max_iterations=0, on_failure="ignore"))
     assert r.status == SapStatus.MAX_ITERATIONS and not r.converged
+
+
+def test_non_finite_cost_at_the_guess_is_a_numerical_failure():
+    """Check a finite guess whose cost overflows (½‖v‖²_A with ‖v‖ = 1e200) ends as NUMERICAL_FAILURE
+    naming the guess, after no iteration, instead of a line-search failure that never ran."""
+    problem, v0 = ball_problem(mu=0.5, k=5e5, tau_d=0.2, phi0=-1e-3, beta=1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = solve(problem, np.full(6, 1e200), params=SapParameters(on_failure="ignore"))
+    assert r.status == SapStatus.NUMERICAL_FAILURE and r.iterations == 0
+    assert "at the guess" in r.message
 
 
 def test_cliques_without_constraints_keep_free_motion():
