@@ -432,7 +432,14 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                     cmin = c
                     imin = i
         if rho_min == np.inf:
-            if not np.isfinite(T[0, rhs]):
+            # no candidate row: a genuine ray only if the tableau is finite (a NaN entry in the
+            # entering column or any rhs fails every comparison and would fake a ray)
+            finite = True
+            for i in range(n):
+                if not (np.isfinite(T[i, rhs]) and np.isfinite(T[i, entering])):
+                    finite = False
+                    break
+            if not finite:
                 status = 3
                 break
             status = 2

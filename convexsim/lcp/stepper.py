@@ -42,8 +42,9 @@ class LcpStepError(SimulationError):
 
     Attributes:
         step, time: where it happened (from SimulationError).
-        contacts: indices (into the step's contact list) of the contacts involved: those carrying the
-            ray direction for a ray, else all contacts of the step.
+        contacts: indices (into the step's contact list) of the contacts involved: for a ray those
+            carrying the ray direction (``ray_contacts``: the entering variable's contact if the ray's
+            z-part is all zero), otherwise, or if no contact is identified, all contacts of the step.
         status: the LemkeStatus.
         pivots: pivots performed.
     """
@@ -187,6 +188,32 @@ def gap_bias(phi: np.ndarray, dt: float, stabilization: float) -> np.ndarray:
     return np.maximum(phi, 0.0) / dt + stabilization * np.minimum(phi, 0.0) / dt
 
 
+def ray_contacts(result: LemkeResult, layout: ContactLcpLayout) -> list[int]:
+    """Contacts carrying a secondary ray's direction (sorted indices into the step's contact list).
+
+    The z-part of the ray names them. When it is all zero (the entering variable was a slack w_i
+    and no basic z moves along the ray), the contact of the entering variable is named instead:
+    it is the complement of the last variable that left, recorded in ``result.basis``' missing
+    index. Empty if neither identifies a contact (the caller then names all contacts).
+    """
+    nz = np.flatnonzero(np.abs(result.ray) > 0)
+    if nz.size:
+        return sorted({layout.contact_of_variable(int(i)) for i in nz})
+    n = layout.size
+    basis = np.asarray(result.basis)
+    if basis.shape != (n,):
+        return []
+    # almost-complementary basis: exactly one index pair (w_i, z_i) has neither member basic; the
+    # entering variable is one of that pair (the other just left), so i names the contact
+    present = np.zeros(n, bool)
+    for b in basis:
+        b = int(b)
+        if b < 2 * n:
+            present[b % n] = True
+    missing = np.flatnonzero(~present)
+    return sorted({layout.contact_of_variable(int(i)) for i in missing})
+
+
 _local = threading.local()
 
 
@@ -214,9 +241,8 @@ def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) ->
     if r.status == LemkeStatus.SOLVED:
         return r
     m = layout.num_contacts
-    if r.status == LemkeStatus.SECONDARY_RAY:
-        involved = sorted({layout.contact_of_variable(int(i)) for i in np.flatnonzero(np.abs(r.ray) > 0)})
-    else:
+    involved = ray_contacts(r, layout) if r.status == LemkeStatus.SECONDARY_RAY else []
+    if not involved:
         involved = list(range(m))
     c = kin.contacts
     desc = "; ".join(
@@ -287,4 +313,4 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
 
 
 __all__ = ["lcp_step", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
-           "gap_bias", "dense_jacobian", "block_inverse"]
+           "gap_bias", "dense_jacobian", "block_inverse", "ray_contacts"]

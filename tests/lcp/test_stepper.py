@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convexsim.lcp.lemke import LemkeStatus, lemke
-from convexsim.lcp.stepper import LcpStepError, build_contact_lcp, friction_directions, gap_bias
+from convexsim.lcp.lemke import LemkeResult, LemkeStatus, lemke
+from convexsim.lcp.stepper import (LcpStepError, build_contact_lcp, friction_directions, gap_bias,
+                                   ray_contacts)
 
 G = 9.81
 DATA = Path(__file__).parent / "data"
@@ -130,6 +131,26 @@ def test_box_stack_degenerate_step_regression():
     assert r.z.min() >= 0 and w.min() >= -1e-9 * s and np.abs(r.z * w).max() <= 1e-9 * s * r.z.max()
 
 
+def test_ray_contacts_falls_back_to_the_entering_variable():
+    # Two contacts, d = 4: z = (p_n 0..1, β 2..9 (contact 0: 2..5, contact 1: 6..9), λ 10..11), n = 12.
+    # A ray whose z-part is all zero (possible only through rounding: in exact arithmetic a secondary
+    # ray moves some z) must still name a contact: the entering variable's pair is the one with no
+    # basic member. Here pair 7 (β of contact 1) is missing, so contact 1 is named, not both.
+    _, _, layout = build_contact_lcp(np.eye(6), np.zeros(6), np.stack([np.eye(3, 6), np.eye(3, 6, 3)]),
+                                     np.zeros(2), [0.5, 0.5], 4)
+    n = layout.size
+    assert n == 12
+    basis = np.array([i if i != 7 else 2 * n for i in range(n)])  # z0 took pair 7's row; w_i elsewhere
+    basis[3] = n + 3  # a basic z: still one member per pair
+    r = LemkeResult(np.zeros(n), np.zeros(n), LemkeStatus.SECONDARY_RAY, 5, 1.0, basis, np.zeros(n), np.inf)
+    assert ray_contacts(r, layout) == [1]
+    # a nonzero ray names the contacts owning its nonzero entries (here β of contact 0 and λ of 1)
+    ray = np.zeros(n)
+    ray[[4, 11]] = [1.0, 0.5]
+    r.ray = ray
+    assert ray_contacts(r, layout) == [0, 1]
+
+
 def test_bad_friction_directions():
     with pytest.raises(ValueError, match="friction_directions"):
         build_contact_lcp(np.eye(3), np.zeros(3), np.eye(3)[None], np.zeros(1), [0.5], 2)
@@ -173,6 +194,36 @@ def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
     traj = _simulate(SPHERE_BETWEEN_PLATES)
     assert "secondary ray" in traj.failure
     assert traj.num_frames == 1  # the initial frame is kept; nothing half-written
+
+
+def test_failure_after_step_zero_reports_where_and_keeps_frames():
+    # sphere_drop with a pivot limit of 1: a step whose LCP has q ≥ 0 needs 0 pivots, one with
+    # q_n < 0 (the gap would close within the step) needs z0 plus at least one more pivot. The ball
+    # falls freely (gap φ_k = 0.9 − g·dt²·k(k+1)/2) until the first step k whose free-fall end point
+    # is below the ground: (k+1)(k+2) > 2·0.9/(g·dt²), k = 427 (t = 0.427 s). Steps 0..426 succeed,
+    # so the run must keep frames 0..427 and name step 427, its time and its one contact.
+    from convexsim.simulate import prepare
+    from convexsim.stepping import step
+
+    dt = 1e-3
+    k = 0
+    while (k + 1) * (k + 2) <= 2 * 0.9 / (G * dt**2):
+        k += 1
+    assert k == 427
+    traj = _simulate("scenes/sphere_drop.yaml", solver="lcp", duration=0.6,
+                     overrides={"solver.lcp_max_pivots": 1})
+    assert f"step {k} " in traj.failure and "t = 0.427 s" in traj.failure
+    assert "pivot limit (1)" in traj.failure and "ground–ball" in traj.failure
+    assert traj.num_frames == k + 1 > 1
+    assert traj.time[-1] == pytest.approx(k * dt, abs=1e-12)
+    model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp", overrides={"solver.lcp_max_pivots": 1})
+    with pytest.raises(LcpStepError) as exc:
+        for _ in range(k + 1):
+            state, _ = step(model, state)
+    err = exc.value
+    assert err.step == k and err.time == pytest.approx(k * dt, abs=1e-12)
+    assert err.status == LemkeStatus.PIVOT_LIMIT and err.pivots == 1
+    assert err.contacts == [0]
 
 
 def test_sphere_drop_lands_without_penetration_and_rests():
