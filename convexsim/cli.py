@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 def _print(msg: str = "", *, quiet: bool = False, file=None) -> None:
@@ -65,10 +65,68 @@ def _add_run(sub) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def _check_time_flags(args) -> None:
+    """--duration and --time-step must be finite and > 0; errors name the flag, not the scene file."""
+    import math
+
+    for flag, value in (("--duration", args.duration), ("--time-step", args.time_step)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag}: must be a finite number of seconds > 0 (got {value:g})")
+
+
+def _step_plan(args, scene_path: Path, model, duration: float) -> tuple[int, str]:
+    """(number of steps, note about rounding or ''); ValueError when the run would take no step."""
+    from convexsim.simulate import step_count
+
+    dt = model.time_step
+    n = step_count(duration, dt)
+    source = "--duration" if args.duration is not None else f"{scene_path}: duration"
+    dt_source = " (--time-step)" if args.time_step is not None else ""
+    if n < 1:
+        raise ValueError(f"{source} = {duration:g} s is shorter than one time step (dt = {dt:g} s{dt_source}), so "
+                         f"nothing would be simulated; give a duration of at least {dt:g} s")
+    if abs(n * dt - duration) > 1e-9 * duration:
+        return n, (f"{source} = {duration:g} s is not a multiple of dt = {dt:g} s{dt_source}: "
+                   f"rounded to {n} steps ({n * dt:.9g} s)")
+    return n, ""
+
+
+class _TerminateOnSigterm:
+    """While active, SIGTERM raises TerminationRequest (a KeyboardInterrupt) so that it stops a run
+    exactly like Ctrl-C: the loop ends cleanly, reports the step and time, and nothing is written."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        from convexsim.simulate import TerminationRequest
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            def handler(signum, frame):
+                raise TerminationRequest("SIGTERM")
+
+            self._old = signal.signal(signal.SIGTERM, handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
+
+
 def cmd_run(args) -> int:
+    with _TerminateOnSigterm():
+        return _cmd_run(args)
+
+
+def _cmd_run(args) -> int:
     from convexsim.io import save_trajectory
     from convexsim.simulate import _Interrupted, prepare, run_model
 
+    _check_time_flags(args)
     scene_path = _resolve_scene(args.scene)
     kinds = ["sap", "lcp"] if args.solver == "both" else [args.solver]
     out = Path(args.out) if args.out else Path(f"{scene_path.stem}.npz")
@@ -77,6 +135,9 @@ def cmd_run(args) -> int:
         model, state, duration = prepare(scene_path, duration=args.duration, time_step=args.time_step,
                                          contact_model=args.contact_model, solver=kind,
                                          overrides=args.overrides)
+        _, rounding = _step_plan(args, scene_path, model, duration)
+        if rounding:
+            _print(f"note: {rounding}", file=sys.stderr)
         target = out.with_name(f"{out.stem}_{model.solver.kind}{out.suffix}") if len(kinds) > 1 else out
         callback, viewer = _live_viewer(args, model)
         try:
@@ -84,14 +145,15 @@ def cmd_run(args) -> int:
                                     progress=not args.quiet, step_callback=callback, strict=args.strict,
                                     metadata={"command": " ".join(sys.argv)})
         except _Interrupted as exc:
-            _print(f"interrupted: {exc}; no output written (a run is saved only when it ends)", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            what = "terminated" if exc.terminated is not None else "interrupted"
+            _print(f"{what}: {exc}; no output written (a run is saved only when it ends)", file=sys.stderr)
+            return EXIT_TERMINATED if exc.terminated is not None else EXIT_INTERRUPTED
         finally:
             if viewer is not None:
                 viewer.close()
         save_trajectory(target, traj)
         trajectories.append(traj)
-        _print(_summary(model, traj, stats, target), quiet=args.quiet)
+        _print(_summary(model, traj, stats, target, rounding), quiet=args.quiet)
         if traj.failure:
             _print(f"FAILED: {traj.failure}\n(the {traj.num_frames} frames recorded before it are in {target})",
                    file=sys.stderr)
@@ -116,7 +178,7 @@ def _live_viewer(args, model):
     return (lambda m, s, info: viewer.update(s, info)), viewer
 
 
-def _summary(model, traj, stats, path: Path) -> str:
+def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
     d = stats.as_dict()
     bodies = int((~model.body_fixed).sum())
     solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if model.solver.kind == "sap" else "")
@@ -125,7 +187,7 @@ def _summary(model, traj, stats, path: Path) -> str:
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
         f"steps      {d['steps']} ({traj.time[-1]:.4g} s simulated) in {d['wall_time_s']:.2f} s wall, "
-        f"{d['ms_per_step']:.3f} ms/step",
+        f"{d['ms_per_step']:.3f} ms/step" + (f"\n           ({rounding})" if rounding else ""),
         f"{it_name:<18} mean {d['mean_iterations']:.2f}, max {d['max_iterations']}",
         f"contacts   mean {d['mean_contacts']:.1f}, max {d['max_contacts']} per step",
         f"failures   {d['unconverged_steps']} unconverged steps" + (f"; stopped: {traj.failure}" if traj.failure else ""),
@@ -363,7 +425,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SceneError, TrajectoryFormatError, FileNotFoundError, ValueError) as exc:
         print(f"convexsim {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from convexsim.simulate import TerminationRequest
+
+        if isinstance(exc, TerminationRequest):
+            print(f"terminated ({exc.signal_name})", file=sys.stderr)
+            return EXIT_TERMINATED
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 

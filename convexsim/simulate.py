@@ -7,6 +7,7 @@ with ``failure`` set to the error message (step, time, what).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time as _time
@@ -123,6 +124,9 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
     """Load (path | YAML text | dict | SceneSpec), apply overrides, compile: (model, state, duration)."""
     from convexsim import scene as scene_pkg
 
+    for name, value in (("duration", duration), ("time_step", time_step)):
+        if value is not None and not _positive_finite(value):
+            raise ValueError(f"{name} argument: must be a finite number > 0 [s] (got {value!r})")
     data = _scene_as_dict(scene)
     extra: dict[str, Any] = {}
     if time_step is not None:
@@ -141,6 +145,14 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
     spec = scene_pkg.scene_from_dict(data, source=source)
     model, state = scene_pkg.compile_scene(spec)
     return model, state, float(model.duration)
+
+
+def _positive_finite(value: Any) -> bool:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and x > 0 and not isinstance(value, (bool, str))
 
 
 def _scene_as_dict(scene: Any) -> dict:
@@ -170,7 +182,10 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     """
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
-    n_steps = int(round(duration / model.time_step))
+    n_steps = step_count(duration, model.time_step)
+    if n_steps < 1:
+        raise ValueError(f"duration = {duration:g} s is shorter than one time step (dt = {model.time_step:g} s), "
+                         f"so nothing would be simulated; give a duration of at least {model.time_step:g} s")
     rec = Recorder(model)
     rec.record(state, None)
     stats = RunStats()
@@ -190,11 +205,12 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
                 bar.update(k + 1, state.t, _time.perf_counter() - t0)
     except SimulationError as exc:
         failure = str(exc)
-    except KeyboardInterrupt:
-        failure = f"interrupted by the user at step {state.step} (t = {state.t:.6g} s)"
+    except KeyboardInterrupt as exc:
+        who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
+        failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
         bar.close()
         stats.wall_time_s = _time.perf_counter() - t0
-        raise _Interrupted(rec, stats, failure) from None
+        raise _Interrupted(rec, stats, failure, exc if isinstance(exc, TerminationRequest) else None) from None
     finally:
         bar.close()
     stats.wall_time_s = _time.perf_counter() - t0
@@ -204,13 +220,29 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     return traj, stats
 
 
-class _Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: carries what was recorded so the CLI can decide what to do."""
+class TerminationRequest(KeyboardInterrupt):
+    """Raised by a signal handler (the CLI's, for SIGTERM) to stop a run the way Ctrl-C does."""
 
-    def __init__(self, recorder: Recorder, stats: RunStats, message: str):
+    def __init__(self, signal_name: str = "SIGTERM"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or a TerminationRequest) during a run: carries what was recorded so the CLI can decide
+    what to do; ``terminated`` is the TerminationRequest, or None for Ctrl-C."""
+
+    def __init__(self, recorder: Recorder, stats: RunStats, message: str,
+                 terminated: TerminationRequest | None = None):
         super().__init__(message)
         self.recorder = recorder
         self.stats = stats
+        self.terminated = terminated
+
+
+def step_count(duration: float, time_step: float) -> int:
+    """Number of steps a run of ``duration`` takes: round(duration / dt) (0 when duration < dt/2)."""
+    return int(round(duration / time_step))
 
 
 def _contact_model_name(model: Model) -> str:
@@ -290,4 +322,4 @@ class _ProgressBar:
             self._bar = None
 
 
-__all__ = ["simulate", "prepare", "run_model", "Recorder", "RunStats"]
+__all__ = ["simulate", "prepare", "run_model", "step_count", "Recorder", "RunStats", "TerminationRequest"]

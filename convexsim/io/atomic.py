@@ -1,6 +1,8 @@
 """Atomic file writes: write to a temporary file in the same folder, fsync, then rename.
 
 A reader (or a killed writer) never sees a half-written file: either the old file or the new one.
+The file gets the permissions of a normally created file, 0o666 & ~umask (typically 0644), not the
+0600 of the temporary file.
 """
 
 from __future__ import annotations
@@ -10,6 +12,20 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where possible (Linux: /proc/self/status)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic set-and-restore (not thread-safe, but brief)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -30,6 +46,7 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp_path, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

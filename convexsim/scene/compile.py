@@ -8,7 +8,8 @@ This is the only place where pydantic objects become numpy arrays. Conventions:
 * Inertia, when not given, is computed from the shapes at uniform density ρ = m / Σ V_g over the
   body's solid geometries (overlaps are not subtracted; halfspaces have no volume), each shape's
   inertia rotated into B and moved to the body origin by the parallel-axis theorem. The body origin
-  is the centre of mass by convention, so shapes should be placed around it.
+  is the centre of mass: the schema rejects a moving body whose shapes' volume-weighted centroid is
+  off its origin (schema.shapes_centroid); with an explicit ``inertia`` the user asserts it.
 * Fixed bodies have mass 0 and inertia 0 in the Model unless given, and zero velocity.
 """
 
@@ -29,6 +30,7 @@ from convexsim.scene.schema import (
     SceneSpec,
     check_inertia,
     inertia_matrix,
+    shape_volume,
 )
 
 FIXED_BODY_COLOR = (0.62, 0.64, 0.66, 1.0)
@@ -118,19 +120,6 @@ def expand_bodies(spec: SceneSpec) -> list[BodySpec]:
 # ---------------------------------------------------------------------------------------------
 # Mass properties
 # ---------------------------------------------------------------------------------------------
-
-
-def shape_volume(geom: GeometrySpec) -> float:
-    """Volume [m³]: sphere 4/3·π·r³; box a·b·c; capsule π·r²·L + 4/3·π·r³; halfspace 0."""
-    if geom.shape == "sphere":
-        return 4.0 / 3.0 * math.pi * geom.radius**3
-    if geom.shape == "box":
-        a, b, c = geom.size
-        return a * b * c
-    if geom.shape == "capsule":
-        r, length = geom.radius, geom.length
-        return math.pi * r * r * length + 4.0 / 3.0 * math.pi * r**3
-    return 0.0
 
 
 def shape_unit_inertia(geom: GeometrySpec) -> np.ndarray:

@@ -137,6 +137,56 @@ def check_inertia(inertia_3x3: np.ndarray) -> str | None:
     return None
 
 
+CENTROID_RELATIVE_TOLERANCE = 1e-9
+"""A moving body whose inertia is computed from its shapes must have the shapes' centroid at the body
+origin to within this fraction of the body's size (the largest |geometry position| + shape extent)."""
+
+
+def shape_volume(geom: Any) -> float:
+    """Volume [m³] of a geometry: sphere 4/3·π·r³; box a·b·c; capsule π·r²·L + 4/3·π·r³; halfspace 0."""
+    if geom.shape == "sphere":
+        return 4.0 / 3.0 * math.pi * geom.radius**3
+    if geom.shape == "box":
+        a, b, c = geom.size
+        return a * b * c
+    if geom.shape == "capsule":
+        r, length = geom.radius, geom.length
+        return math.pi * r * r * length + 4.0 / 3.0 * math.pi * r**3
+    return 0.0
+
+
+def _shape_extent(geom: Any) -> float:
+    """Radius [m] of a sphere about the geometry origin that encloses the shape (0 for a halfspace)."""
+    if geom.shape == "sphere":
+        return float(geom.radius)
+    if geom.shape == "box":
+        return 0.5 * math.sqrt(sum(s * s for s in geom.size))
+    if geom.shape == "capsule":
+        return float(geom.radius + 0.5 * geom.length)
+    return 0.0
+
+
+def shapes_centroid(geometries: list[Any]) -> tuple[np.ndarray, float]:
+    """(centroid [m], body size [m]) of the solid geometries in the body frame at uniform density.
+
+    centroid = Σ V_g·p_g / Σ V_g (sphere, box and capsule are point-symmetric about their origin p_g,
+    so orientation does not matter; overlaps are counted twice, as in the inertia); size =
+    max_g (|p_g| + enclosing radius of g). Halfspaces are ignored. (zeros, 0) without solids.
+    """
+    solids = [g for g in geometries if g.shape != "halfspace"]
+    if not solids:
+        return np.zeros(3), 0.0
+    volumes = np.array([shape_volume(g) for g in solids])
+    positions = np.array([g.position for g in solids], dtype=float)
+    centroid = volumes @ positions / volumes.sum()
+    size = max(float(np.linalg.norm(p)) + _shape_extent(g) for g, p in zip(solids, positions))
+    return centroid, size
+
+
+def _fmt_vec(v: np.ndarray) -> str:
+    return "(" + ", ".join(f"{x:.6g}" if abs(x) > 0 else "0" for x in v) + ")"
+
+
 class _Spec(BaseModel):
     """Base of all scene models: unknown keys and NaN/inf are errors; instances are immutable
     (change a scene with ``convexsim.scene.with_overrides`` or ``model_copy(update=...)``)."""
@@ -284,6 +334,19 @@ class BodyTemplate(_Spec):
                     (("inertia",), "required for a moving body without sphere/box/capsule geometries "
                      "(3 principal values or a 3x3 matrix [kg·m²])", None)
                 )
+            if self.inertia is None and solid:
+                # Mass properties come from the shapes: the body frame must be at their centroid,
+                # because gravity acts and the inertia is taken at the body origin.
+                centroid, size = shapes_centroid(solid)
+                if np.linalg.norm(centroid) > CENTROID_RELATIVE_TOLERANCE * size:
+                    problems.append(
+                        (("geometries",),
+                         f"the shapes' centroid is at {_fmt_vec(centroid)} m in the body frame; the body frame "
+                         f"must be at the centre of mass — shift the geometry positions by {_fmt_vec(-centroid)} m "
+                         f"(and the body position by R_WB·{_fmt_vec(centroid)} m to keep the shapes in place), "
+                         "or give mass and inertia explicitly (the body origin is then taken as the centre of mass)",
+                         None)
+                    )
         if problems:
             raise FieldProblems(problems)
         return self
@@ -432,6 +495,9 @@ __all__ = [
     "QUATERNION_NORM_TOLERANCE",
     "check_inertia",
     "inertia_matrix",
+    "shape_volume",
+    "shapes_centroid",
+    "CENTROID_RELATIVE_TOLERANCE",
     "cross_reference_problems",
     "format_loc",
 ]

@@ -1,5 +1,6 @@
 """End-to-end command-line tests on shipped scenes (run, info, validate, scenes, interruption)."""
 
+import math
 import os
 import signal
 import subprocess
@@ -88,9 +89,10 @@ def _console():
     return [sys.executable, "-m", "convexsim.cli"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
-    """Check a run stopped by Ctrl-C or SIGKILL leaves no output file and no temporary file behind."""
+    """Check a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves no output file and no temporary file
+    behind; SIGTERM is handled like Ctrl-C (a message with the step and time reached), exit 143."""
     out = tmp_path / "big.npz"
     proc = subprocess.Popen(_console() + ["run", "sphere_pile", "--duration", "30", "--out", str(out)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -103,3 +105,80 @@ def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
     if sig == signal.SIGINT:
         assert "interrupted" in err
+        assert proc.returncode == 130
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert "terminated: interrupted by SIGTERM at step" in err and "no output written" in err, err
+
+
+def test_time_flags_are_checked_and_named(tmp_path, capsys):
+    """Check bad --duration/--time-step values are blamed on the flag (not the scene file), a duration
+    shorter than one step is an error naming --duration, and nothing is written in either case."""
+    out = tmp_path / "t.npz"
+    for flags, expected in ((["--duration", "-1"], "--duration: must be a finite number of seconds > 0 (got -1)"),
+                            (["--duration", "nan"], "--duration: must be a finite number of seconds > 0 (got nan)"),
+                            (["--time-step", "0"], "--time-step: must be a finite number of seconds > 0 (got 0)"),
+                            (["--duration", "0.0004"], "--duration = 0.0004 s is shorter than one time step (dt = 0.001 s)")):
+        assert main(["run", "sphere_drop", *flags, "--out", str(out), "--quiet"]) == 1, flags
+        err = capsys.readouterr().err
+        assert expected in err, err
+        assert "sphere_drop.yaml" not in err, err
+    assert not out.exists()
+
+
+def test_duration_not_a_multiple_of_dt_is_reported_as_rounded(tmp_path, capsys):
+    """Check --duration 0.0105 with dt = 1 ms runs round(10.5) = 10 steps and says so (stderr note and
+    summary), so the user knows the file ends at t = 0.01 s."""
+    out = tmp_path / "r.npz"
+    assert main(["run", "sphere_drop", "--duration", "0.0105", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    message = "--duration = 0.0105 s is not a multiple of dt = 0.001 s: rounded to 10 steps (0.01 s)"
+    assert message in captured.err and message in captured.out
+    assert load_trajectory(out).num_frames == 11
+    assert main(["run", "sphere_drop", "--duration", "0.01", "--out", str(out)]) == 0
+    assert "rounded" not in "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_outputs_get_normal_file_permissions(tmp_path, mask):
+    """Check trajectory files get 0o666 & ~umask like any new file (not mkstemp's 0600): 0644 under
+    umask 022, 0640 under 027."""
+    old = os.umask(mask)
+    try:
+        out = tmp_path / f"p{mask:o}.npz"
+        assert main(["run", "sphere_drop", "--duration", "0.002", "--out", str(out), "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_atomic_write_sets_umask_permissions(tmp_path):
+    """Check atomic_write_text leaves a file with mode 0o666 & ~umask, also when replacing a 0600 file."""
+    from convexsim.io.atomic import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "a.txt"
+        target.write_text("old")
+        target.chmod(0o600)
+        atomic_write_text(target, "new")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_bench_prints_its_figures(capsys):
+    """Smoke test of `convexsim bench` on its fastest setting (one scene, 5 steps, no solver table):
+    exit 0 and the ms/step, iterations/step and contacts/step columns with a row for the scene.
+    No timing is asserted."""
+    assert main(["bench", "--scenes", "sphere_drop", "--duration", "0.005", "--no-solver-bench"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0]
+    for column in ("ms/step", "iter/step", "contacts/step", "steps", "bodies"):
+        assert column in header, header
+    (row,) = [line for line in lines if line.startswith("sphere_drop")]
+    fields = row.split()
+    assert fields[1:3] == ["1", "5"]  # 1 moving body, 5 steps
+    assert all(math.isfinite(float(x)) for x in fields[3:])

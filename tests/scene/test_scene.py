@@ -313,6 +313,62 @@ def test_two_spheres_share_mass_by_volume():
 
 
 # ---------------------------------------------------------------------------------------------
+# The body frame is at the centre of mass
+# ---------------------------------------------------------------------------------------------
+
+
+def _body_yaml(geometries: str, extra: str = "") -> str:
+    return f"bodies: [{{name: hammer, mass: 2, {extra}geometries: [{geometries}]}}]"
+
+
+def test_centred_composite_body_is_accepted():
+    """A dumbbell (two equal spheres at ±0.3 m) and a box-plus-spheres body with volume-weighted
+    centroid exactly at the origin compile; the dumbbell's inertia has the parallel-axis term."""
+    dumbbell = _body_yaml("{shape: sphere, radius: 0.1, position: [-0.3, 0, 0]}, {shape: sphere, radius: 0.1, position: [0.3, 0, 0]}")
+    model, _ = compile_scene(scene_from_yaml(dumbbell))
+    m, r, d = 2.0, 0.1, 0.3
+    np.testing.assert_allclose(np.diag(model.body_inertia[0]), [0.4 * m * r * r, 0.4 * m * r * r + m * d * d, 0.4 * m * r * r + m * d * d], rtol=1e-12)
+    # Unequal volumes balanced by the lever arms: V_box·0.1 = 2·V_sphere·x  →  centroid at 0.
+    v_box, v_sphere = 0.2 * 0.1 * 0.1, 4.0 / 3.0 * math.pi * 0.05**3
+    x = v_box * 0.1 / (2 * v_sphere)
+    mixed = _body_yaml(f"{{shape: box, size: [0.2, 0.1, 0.1], position: [-0.1, 0, 0]}}, {{shape: sphere, radius: 0.05, position: [{x!r}, 0.2, 0]}}, {{shape: sphere, radius: 0.05, position: [{x!r}, -0.2, 0]}}")
+    compile_scene(scene_from_yaml(mixed))
+
+
+def test_off_centre_shapes_are_rejected_with_the_shift_to_apply():
+    """One sphere at (0.3, 0, 0): the error names the field path, the centroid and the shift."""
+    with pytest.raises(SceneError) as info:
+        scene_from_yaml(_body_yaml("{shape: sphere, radius: 0.1, position: [0.3, 0, 0]}"), source="h.yaml")
+    (problem,) = info.value.problems
+    assert problem.startswith("h.yaml:1: bodies[0].geometries (body 'hammer'): ")
+    assert "centroid is at (0.3, 0, 0) m" in problem and "by (-0.3, 0, 0) m" in problem
+    assert "give mass and inertia explicitly" in problem
+    # Grid templates are checked the same way (a template's geometries are posed in its body frame).
+    grid = "grids: [{name: g, counts: [2, 1, 1], spacing: [1, 1, 1], template: {mass: 1, geometries: [{shape: box, size: [0.1, 0.1, 0.1], position: [0, 0, 0.05]}]}}]"
+    with pytest.raises(SceneError, match=r"grids\[0\]\.template\.geometries \(grid 'g'\): the shapes' centroid is at \(0, 0, 0\.05\)"):
+        scene_from_yaml(grid)
+
+
+def test_centroid_tolerance_is_relative_to_body_size():
+    """An offset of 1e-12 m on a 0.4 m body (1e-9·size = 4e-10 m) is round-off and accepted; 1e-6 m is not."""
+    ok = _body_yaml("{shape: sphere, radius: 0.1, position: [1.0e-12, 0, 0]}")
+    compile_scene(scene_from_yaml(ok))
+    with pytest.raises(SceneError, match="centroid"):
+        scene_from_yaml(_body_yaml("{shape: sphere, radius: 0.1, position: [1.0e-6, 0, 0]}"))
+
+
+def test_explicit_inertia_asserts_the_origin_is_the_centre_of_mass():
+    """With mass and inertia given, the shapes are only collision geometry and may sit anywhere
+    (docs/scene-format.md: the user then asserts the body origin is the centre of mass); fixed bodies
+    are not checked either (they do not move)."""
+    text = _body_yaml("{shape: sphere, radius: 0.1, position: [0.3, 0, 0]}", extra="inertia: [0.1, 0.1, 0.1], ")
+    model, _ = compile_scene(scene_from_yaml(text))
+    np.testing.assert_array_equal(model.body_inertia[0], np.diag([0.1, 0.1, 0.1]))
+    fixed = "bodies: [{name: wall, fixed: true, geometries: [{shape: box, size: [1, 1, 1], position: [2, 0, 0]}]}]"
+    compile_scene(scene_from_yaml(fixed))
+
+
+# ---------------------------------------------------------------------------------------------
 # Compile
 # ---------------------------------------------------------------------------------------------
 
