@@ -2,7 +2,8 @@
 
 The main CLI delegates the ``study`` subcommand's arguments to ``cli_main``; ``python -m
 convexsim.studies`` runs it directly. Exit status: 0 when the study completed (failed runs are data and
-are listed; ``--strict`` makes them exit 1), 2 for a malformed study file or bad arguments, 130 when
+are listed; ``--strict`` makes them exit 1), 2 for a malformed study file, bad arguments or an unreachable
+``--scheduler``, 130 when
 interrupted (finished runs are kept: run the same command again to resume).
 """
 
@@ -59,8 +60,9 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
         print(f"convexsim study: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:
+        retry = f", {res.retryable} retryable (worker lost; run again to retry)" if res.retryable else ""
         print(f"study {res.spec.name}: {res.total} runs ({res.executed} executed, {res.skipped} resumed, "
-              f"{res.failed} failed)")
+              f"{res.failed} failed{retry})")
         print(f"  table:   {res.csv}")
         print(f"  records: {res.jsonl}")
         if res.report is not None:
@@ -69,8 +71,8 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
             print(f"  plots:   {len(res.plots)} files in {res.plots[0].parent}")
         for r in res.records:
             if r.get("status") != "ok":
-                print(f"  failed run {r['index']} {r.get('params')}: {str(r.get('error', ''))[:160]}")
-    return 1 if (args.strict and res.failed) else 0
+                print(f"  {r.get('status')} run {r['index']} {r.get('params')}: {str(r.get('error', ''))[:160]}")
+    return 1 if (args.strict and (res.failed or res.retryable)) else 0
 
 
 __all__ = ["cli_main", "build_parser"]

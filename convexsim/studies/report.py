@@ -60,9 +60,69 @@ def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.polyfit(np.log10(x[ok]), np.log10(y[ok]), 1)[0])
 
 
+REGIME_TOL = (0.1, 0.1)
+"""(absolute, relative): a local log–log slope s stays in a regime of mean local slope r while
+|s − r| <= 0.1 + 0.1·|r| (0.2 around −1, 0.1 around a plateau)."""
+
+
+def loglog_regimes(x: Sequence[float], y: Sequence[float],
+                   tol: tuple[float, float] = REGIME_TOL) -> list[tuple[float, float, int, float]]:
+    """Split a log–log curve into contiguous regimes and fit each: ``[(x_first, x_last, points, slope), ...]``.
+
+    The points with x, y > 0 are averaged per x and sorted; walking along x, the local slope between
+    neighbours joins the current regime while it is within ``tol[0] + tol[1]·|r|`` of the regime's mean local
+    slope r, else a new regime starts at the shared point. Each regime's slope is the least-squares
+    fit over its points, so a curve that follows m·g/k and then a floor gives −1 and ≈ 0, not one slope
+    mixing both.
+    """
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if not np.any(ok):
+        return []
+    ux = np.unique(x[ok])
+    if ux.size < 2:
+        return []
+    uy = np.array([y[ok][x[ok] == u].mean() for u in ux])
+    lx, ly = np.log10(ux), np.log10(uy)
+    local = np.diff(ly) / np.diff(lx)
+    bounds = []
+    start, members = 0, [local[0]]
+    for i in range(1, local.size):
+        ref = float(np.mean(members))
+        if abs(local[i] - ref) <= tol[0] + tol[1] * abs(ref):
+            members.append(local[i])
+        else:
+            bounds.append((start, i))
+            start, members = i, [local[i]]
+    bounds.append((start, local.size))
+    out = []
+    for a, b in bounds:
+        slope = float(np.polyfit(lx[a:b + 1], ly[a:b + 1], 1)[0])
+        out.append((float(ux[a]), float(ux[b]), b - a + 1, slope))
+    return out
+
+
+def _pair_kind(rows: list[dict]) -> Any:
+    """The ``solver.kind`` whose rows carry the pair metrics in plots and slopes (both rows of a pair hold the
+    same value): ``sap`` when present."""
+    kinds = [r.get("solver.kind") for r in rows]
+    return "sap" if "sap" in kinds else (kinds[0] if kinds else None)
+
+
 def group_series(spec: StudySpec, rows: list[dict], metric: str, param: str) -> dict[str, tuple[list, list]]:
-    """Per combination of the other swept parameters: (x values, metric values) of the rows, in row order."""
+    """Per combination of the other swept parameters: (x values, metric values) of the rows, in row order.
+
+    A SAP-vs-LCP pair metric is one value per pair: it is taken from the ``sap`` rows only and ``solver.kind``
+    does not split the series (nothing is returned against ``solver.kind`` itself).
+    """
     others = [p for p in spec.swept_paths if p != param]
+    if metric in PAIR_METRICS:
+        if param == "solver.kind":
+            return {}
+        kind = _pair_kind(rows)
+        rows = [r for r in rows if r.get("solver.kind") == kind]
+        others = [p for p in others if p != "solver.kind"]
     series: dict[str, tuple[list, list]] = {}
     for r in rows:
         label = ", ".join(f"{o}={r.get(o)}" for o in others) or metric
@@ -86,6 +146,8 @@ def make_plots(spec: StudySpec, rows: list[dict], plot_dir: Path) -> list[Path]:
             p = spec.parameter(param)
             values = p.resolved()
             if len(values) < 2:  # nothing varies along this axis
+                continue
+            if metric in PAIR_METRICS and param == "solver.kind":  # one value per pair: no axis
                 continue
             numeric = all(_is_number(v) for v in values)
             fig = Figure(figsize=(6.4, 4.4))
@@ -118,7 +180,7 @@ def make_plots(spec: StudySpec, rows: list[dict], plot_dir: Path) -> list[Path]:
             ax.set_ylabel(f"{metric} [{unit}]" if unit != "1" else metric)
             ax.set_title(f"{spec.name}: {metric} vs {param}", fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
-            if ax.get_legend_handles_labels()[0] and len(spec.swept_paths) > 1:
+            if ax.get_legend_handles_labels()[0] and len(group_series(spec, rows, metric, param)) > 1:
                 ax.legend(fontsize=7)
             stem = f"{_slug(metric)}__vs__{_slug(param)}"
             for ext in ("png", "svg"):
@@ -205,13 +267,17 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
             continue
         for m in metrics:
             for label, (xs, ys) in group_series(spec, rows, m, p.path).items():
-                s = loglog_slope([_as_float(x) for x in xs], ys)
-                if math.isfinite(s):
-                    slopes.append([m, f"`{p.path}`", label, s])
+                for x0, x1, n, s in loglog_regimes([_as_float(x) for x in xs], ys):
+                    if math.isfinite(s):
+                        slopes.append([m, f"`{p.path}`", label, f"{x0:.4g} – {x1:.4g}", n, s])
     if slopes:
-        parts += ["Log–log slopes d log(metric) / d log(parameter) (least squares over all points; a slope of −1 "
-                  "means inverse proportionality):", "", _table(["metric", "parameter", "series", "slope"], slopes),
-                  ""]
+        parts += ["Log–log slopes d log(metric) / d log(parameter), fitted per contiguous regime: walking along the "
+                  f"parameter, neighbouring points whose local slopes agree within {REGIME_TOL[0]:g} + "
+                  f"{REGIME_TOL[1]:g}·|slope| are fitted "
+                  "together and a change of regime (e.g. the near-rigid floor) starts a new fit; a 2-point "
+                  "regime is a transition between two. A slope of −1 means inverse proportionality. Compare "
+                  "with the expected trend above, which states each regime's range.", "",
+                  _table(["metric", "parameter", "series", "range", "points", "slope"], slopes), ""]
     pngs = [p for p in result.plots if p.suffix == ".png"]
     if pngs:
         parts += ["## Plots", ""]
@@ -225,4 +291,4 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
     return path
 
 
-__all__ = ["make_plots", "write_report", "software_versions", "loglog_slope", "group_series"]
+__all__ = ["make_plots", "write_report", "software_versions", "loglog_slope", "loglog_regimes", "group_series"]

@@ -10,12 +10,19 @@ Backends:
 
 Every run is executed by ``execute_run``, which never raises: an exception or a run that stops early
 (``Trajectory.failure``) becomes a record with ``status = "failed"`` and the error text, and the study
-goes on. Records are appended to ``results.jsonl`` as they arrive and ``results.csv`` is rewritten
-atomically each time; re-running the same study skips every run whose ``run_id`` is already recorded.
+goes on. A worker that dies or is lost (``BrokenProcessPool``, Dask ``KilledWorker``, a lost connection)
+is not a run failure: the pool is rebuilt (or the run resubmitted) up to ``INFRA_RETRIES`` times, and a
+run that still has no result is recorded with ``status = "retryable"``. Records are appended to
+``results.jsonl`` as they arrive and ``results.csv`` is rewritten atomically each time.
+
+Resume rule (``reusable``): a stored record is reused when its ``fingerprint`` (the run's resolved inputs,
+per-run metrics, ``metric_options`` and the convexsim version) equals the task's and its status is
+``ok`` or ``failed``; a ``retryable`` record, a record with another fingerprint or none is executed again.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import math
 import os
@@ -35,6 +42,20 @@ from convexsim.studies.store import TIMING_COLUMNS, ResultStore
 
 OnResult = Callable[[dict[str, Any]], None]
 
+INFRA_RETRIES = 2
+"""How many times runs lost to a dead worker or a lost connection are resubmitted before being recorded as
+``retryable``."""
+
+CONNECT_TIMEOUT_S = 5.0
+"""Timeout of the TCP probe of a Dask scheduler address and of the Dask Client's connection."""
+
+FINAL_STATUSES = ("ok", "failed")
+"""Statuses of records that a resumed study keeps (``retryable`` records are executed again)."""
+
+
+class SchedulerUnreachable(RuntimeError):
+    """The ``--scheduler`` address is malformed or nothing answers there."""
+
 
 @dataclass
 class StudyResult:
@@ -50,7 +71,8 @@ class StudyResult:
         records: the records of this study's runs, in run order.
         executed: runs executed by this call.
         skipped: runs found already finished (resumed).
-        failed: runs whose status is "failed".
+        failed: runs whose status is "failed" (the simulation or its metrics failed; kept on resume).
+        retryable: runs whose worker was lost even after retries (executed again on resume).
     """
 
     spec: StudySpec
@@ -63,6 +85,7 @@ class StudyResult:
     executed: int = 0
     skipped: int = 0
     failed: int = 0
+    retryable: int = 0
 
     @property
     def total(self) -> int:
@@ -82,15 +105,21 @@ def _simulate(scene: Any, **kwargs: Any):
 
 def execute_run(task: RunTask) -> dict[str, Any]:
     """Simulate one run and compute its metrics; never raises (failures become the record's error)."""
-    rec: dict[str, Any] = {"run_id": task.run_id, "index": task.index, "params": task.params,
-                           "repetition": task.repetition, "seed": task.seed, "status": "ok", "error": "",
-                           "metrics": {}, "wall_time_s": math.nan, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    rec: dict[str, Any] = {"run_id": task.run_id, "fingerprint": task.fingerprint, "index": task.index,
+                           "params": task.params, "repetition": task.repetition, "seed": task.seed, "status": "ok",
+                           "error": "", "metrics": {}, "wall_time_s": math.nan,
+                           "worker": f"{socket.gethostname()}:{os.getpid()}"}
     t0 = time.perf_counter()
     try:
         traj = _simulate(task.scene, overrides=task.overrides or None, record_every=task.record_every,
                          progress=False, **task.run_kwargs)
+    except MemoryError as exc:  # the machine's limit, not the run's physics: try again on resume
+        rec.update(status="retryable", error=_error_text(exc),
+                   metrics={m: math.nan for m in task.metrics if m in METRICS})
+        return _finish(rec, t0)
     except Exception as exc:  # noqa: BLE001 - any error is recorded; the study goes on
-        rec.update(status="failed", error=_error_text(exc))
+        rec.update(status="failed", error=_error_text(exc),
+                   metrics={m: math.nan for m in task.metrics if m in METRICS})
         return _finish(rec, t0)
     if traj.failure:
         rec.update(status="failed", error=str(traj.failure))
@@ -120,13 +149,70 @@ def _finish(rec: dict[str, Any], t0: float) -> dict[str, Any]:
     return rec
 
 
-def _failed_record(task: RunTask, exc: BaseException) -> dict[str, Any]:
-    """A record for a run whose worker itself failed (killed worker, pickling error, ...)."""
-    rec = {"run_id": task.run_id, "index": task.index, "params": task.params, "repetition": task.repetition,
-           "seed": task.seed, "status": "failed", "error": f"worker: {_error_text(exc)}",
+def _retryable_record(task: RunTask, exc: BaseException, attempts: int) -> dict[str, Any]:
+    """A record for a run that got no result because its worker died or was lost, ``attempts`` times."""
+    rec = {"run_id": task.run_id, "fingerprint": task.fingerprint, "index": task.index, "params": task.params,
+           "repetition": task.repetition, "seed": task.seed, "status": "retryable",
+           "error": f"worker lost {attempts} times, last: {_error_text(exc)}",
            "metrics": {m: math.nan for m in task.metrics if m in METRICS}, "wall_time_s": math.nan,
            "worker": ""}
     return _finish(rec, time.perf_counter())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Worker warm-up: load the numba-compiled kernels before the first timed run
+
+_WARM_SCENE: dict[str, Any] = {
+    "name": "warmup",
+    "time_step": 1.0e-3,
+    "duration": 2.0e-3,
+    "gravity": [0.0, 0.0, -9.81],
+    "materials": {"default": {"friction": 0.5, "stiffness": 1.0e5, "dissipation_time": 0.01,
+                              "hunt_crossley_dissipation": 5.0}},
+    "bodies": [
+        {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+        {"name": "sphere", "mass": 1.0, "position": [0.0, 0.0, 0.099], "linear_velocity": [0.1, 0.0, 0.0],
+         "geometries": [{"shape": "sphere", "radius": 0.1}]},
+        {"name": "box", "mass": 1.0, "position": [0.0, 0.0, 0.248], "geometries": [{"shape": "box",
+                                                                                   "size": [0.1, 0.1, 0.1]}]},
+        {"name": "capsule", "mass": 1.0, "position": [0.5, 0.0, 0.049],
+         "quaternion": [0.70710678, 0.0, 0.70710678, 0.0],
+         "geometries": [{"shape": "capsule", "radius": 0.05, "length": 0.2}]},
+    ],
+}
+_WARM_RUNS = ({"contact_model": "sap"}, {"contact_model": "lagged"}, {"contact_model": "similar"},
+              {"solver": "lcp"})
+_warmed = False
+
+
+def warm_up_worker() -> None:
+    """Simulate a tiny scene (sphere, box, capsule on a plane; every contact model and LCP) for two steps.
+
+    The first run in a process pays for loading the numba kernels (≈ 4× its later ``ms_per_step``); doing it
+    here keeps that cost out of the timing columns. Runs once per process; never raises.
+    """
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    import warnings
+
+    try:
+        from convexsim.simulate import simulate
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for kwargs in _WARM_RUNS:
+                try:
+                    simulate(copy.deepcopy(_WARM_SCENE), progress=False, **kwargs)
+                except Exception:  # noqa: BLE001 - a warm-up problem must not stop the study
+                    pass
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _pool_initializer() -> None:
+    warm_up_worker()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -134,46 +220,135 @@ def _failed_record(task: RunTask, exc: BaseException) -> dict[str, Any]:
 
 
 def _run_serial(tasks: list[RunTask], on_result: OnResult) -> None:
+    warm_up_worker()
     for t in tasks:
         on_result(execute_run(t))
 
 
-def _run_pool(tasks: list[RunTask], jobs: int, on_result: OnResult) -> None:
+def _run_pool(tasks: list[RunTask], jobs: int, on_result: OnResult, *, retries: int | None = None) -> None:
+    """Run ``tasks`` on a spawn process pool; rebuild the pool and resubmit the runs a dead worker took down."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    retries = INFRA_RETRIES if retries is None else retries
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    pending = list(tasks)
+    attempt = 0
+    while pending:
+        attempt += 1
+        pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
+                                   initializer=_pool_initializer)
+        lost: list[tuple[RunTask, BaseException]] = []
+        try:
+            futures = {}
+            for i, t in enumerate(pending):
+                try:
+                    futures[pool.submit(execute_run, t)] = t
+                except Exception as exc:  # noqa: BLE001 - the pool broke while submitting
+                    lost.extend((u, exc) for u in pending[i:])
+                    break
+            for fut in as_completed(futures):
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # noqa: BLE001 - BrokenProcessPool etc.: the worker, not the run
+                    lost.append((futures[fut], exc))
+                    continue
+                on_result(rec)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=not lost, cancel_futures=bool(lost))
+        lost.sort(key=lambda item: item[0].index)
+        if lost and attempt > retries:
+            for t, exc in lost:
+                on_result(_retryable_record(t, exc, attempt))
+            return
+        pending = [t for t, _ in lost]
+
+
+def _probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Check that something accepts TCP connections at ``tcp://HOST:PORT`` (raise SchedulerUnreachable if not)."""
+    from urllib.parse import urlsplit
+
     try:
-        futures = {pool.submit(execute_run, t): t for t in tasks}
-        for fut in as_completed(futures):
-            try:
-                rec = fut.result()
-            except Exception as exc:  # noqa: BLE001 - a broken worker fails its run only
-                rec = _failed_record(futures[fut], exc)
-            on_result(rec)
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+        parts = urlsplit(address)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+        parts = None
+    if parts is None or parts.scheme not in ("tcp", "tls") or not host or port is None:
+        raise SchedulerUnreachable(f"--scheduler: expected tcp://HOST:PORT, got {address!r}")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SchedulerUnreachable(f"--scheduler: cannot reach the Dask scheduler at {address} ({reason}; TCP "
+                                   f"connect with a {timeout:g} s timeout). Start one with `dask scheduler` "
+                                   f"or check the address.") from None
 
 
-def _run_dask(tasks: list[RunTask], scheduler: str, on_result: OnResult) -> None:
+class _WarmUpPlugin:
+    """Dask worker plugin: warm up every worker, including workers that join or restart later."""
+
+    name = "convexsim-warmup"
+
+    def setup(self, worker: Any = None) -> None:
+        warm_up_worker()
+
+
+def _warm_dask(client: Any) -> None:
+    try:
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        plugin_cls = type("ConvexsimWarmUp", (_WarmUpPlugin, WorkerPlugin), {})
+        client.register_plugin(plugin_cls())
+    except Exception:  # noqa: BLE001 - older distributed: warm the current workers only
+        try:
+            client.run(warm_up_worker)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _run_dask(tasks: list[RunTask], scheduler: str, on_result: OnResult, *, retries: int | None = None) -> None:
+    retries = INFRA_RETRIES if retries is None else retries
+    _probe_scheduler(scheduler)
     try:
         from dask.distributed import Client, as_completed
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("running on a Dask cluster needs the optional extra: pip install 'convexsim[cluster]' "
                            f"({exc})") from None
-    with Client(scheduler, timeout="20s") as client:
-        futures = [client.submit(execute_run, t, key=f"convexsim-run-{t.run_id}-{t.index}", pure=False)
-                   for t in tasks]
-        by_key = {f.key: t for f, t in zip(futures, tasks)}
+    try:
+        client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S:g}s")
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachable(f"--scheduler: no Dask scheduler answered at {scheduler} within "
+                                   f"{CONNECT_TIMEOUT_S:g} s ({_error_text(exc)})") from None
+    with client:
+        _warm_dask(client)
+        by_key: dict[str, RunTask] = {}
+        attempts: dict[str, int] = {}
+
+        def submit(t: RunTask) -> Any:
+            n = attempts.get(t.run_id, 0) + 1
+            attempts[t.run_id] = n
+            fut = client.submit(execute_run, t, key=f"convexsim-run-{t.run_id}-{t.index}-a{n}", pure=False)
+            by_key[fut.key] = t
+            return fut
+
+        futures = [submit(t) for t in tasks]
+        queue = as_completed(futures)
         try:
-            for fut in as_completed(futures):
+            for fut in queue:
+                t = by_key[fut.key]
                 try:
                     rec = fut.result()
-                except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, ...
-                    rec = _failed_record(by_key[fut.key], exc)
+                except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, lost connection
+                    if attempts[t.run_id] <= retries:
+                        new = submit(t)
+                        futures.append(new)
+                        queue.add(new)
+                        continue
+                    rec = _retryable_record(t, exc, attempts[t.run_id])
                 on_result(rec)
         except BaseException:
             client.cancel(futures)
@@ -197,10 +372,14 @@ def default_out_dir(spec: StudySpec, reduced: bool) -> Path:
     return Path("out") / "studies" / (spec.name + ("-reduced" if reduced else ""))
 
 
-def _is_complete(rec: dict[str, Any], task: RunTask) -> bool:
-    """A stored record can be reused if it holds every requested per-run metric."""
-    have = rec.get("metrics", {})
-    return all(m in have for m in task.metrics if m in METRICS)
+def reusable(rec: dict[str, Any], task: RunTask) -> bool:
+    """The resume rule: a stored record is reused iff it has the task's fingerprint and a final status.
+
+    ``ok`` and ``failed`` (the simulation raised, stopped early or its metrics failed) are final: the same
+    inputs give the same outcome. ``retryable`` (the worker was lost) and a changed fingerprint (other
+    metrics, ``metric_options`` or convexsim version; records written before fingerprints existed) are not.
+    """
+    return rec.get("fingerprint") == task.fingerprint and rec.get("status") in FINAL_STATUSES
 
 
 def run_study(spec_path_or_spec: str | os.PathLike | StudySpec | dict, *, jobs: int | None = None,
@@ -233,7 +412,7 @@ def run_study(spec_path_or_spec: str | os.PathLike | StudySpec | dict, *, jobs: 
     pending: list[RunTask] = []
     for t in tasks:
         rec = stored.get(t.run_id)
-        if rec is not None and _is_complete(rec, t):
+        if rec is not None and reusable(rec, t):
             records[t.run_id] = rec
         else:
             pending.append(t)
@@ -265,7 +444,8 @@ def run_study(spec_path_or_spec: str | os.PathLike | StudySpec | dict, *, jobs: 
     ordered = [records[t.run_id] for t in tasks if t.run_id in records]
     result = StudyResult(spec=spec, out_dir=out, csv=store.csv, jsonl=store.jsonl, report=None, records=ordered,
                          executed=counter["executed"], skipped=len(tasks) - len(pending),
-                         failed=sum(r.get("status") != "ok" for r in ordered))
+                         failed=sum(r.get("status") == "failed" for r in ordered),
+                         retryable=sum(r.get("status") == "retryable" for r in ordered))
     if plots or report:
         from convexsim.studies import report as report_mod
 
@@ -373,4 +553,5 @@ class _Progress:
             self._bar = None
 
 
-__all__ = ["run_study", "execute_run", "StudyResult", "table_columns", "table_rows", "default_out_dir"]
+__all__ = ["run_study", "execute_run", "StudyResult", "table_columns", "table_rows", "default_out_dir", "reusable",
+           "warm_up_worker", "SchedulerUnreachable", "INFRA_RETRIES", "FINAL_STATUSES"]

@@ -120,6 +120,15 @@ class ValueSet(_Strict):
                     if isinstance(x, (dict, list)) or x is None:
                         raise ValueError(f"values[{i}] must be a number, string, bool or a list of numbers "
                                          f"(a vector), got {v!r}")
+        vals = self.resolved()
+        seen: dict[Any, int] = {}
+        for i, v in enumerate(vals):
+            key = _value_key(v)
+            if key in seen:
+                where = "range" if self.range is not None else f"values[{i}]"
+                raise ValueError(f"{where}: value {v!r} is swept twice (same as values[{seen[key]}]); every swept "
+                                 f"value must be distinct (duplicates would give two runs with the same run_id)")
+            seen[key] = i
         return self
 
     def resolved(self) -> list[Any]:
@@ -223,6 +232,11 @@ class StudySpec(_Strict):
             unknown = sorted(set(self.reduced.parameters) - set(paths))
             if unknown:
                 raise ValueError(f"reduced.parameters: {unknown} are not swept parameters {paths}")
+            if self.combine == "zip":
+                lens = {p.path: len((self.reduced.parameters.get(p.path) or p).resolved()) for p in self.parameters}
+                if len(set(lens.values())) > 1:
+                    raise ValueError(f"reduced.parameters: combine: zip needs the reduced parameters to have equal "
+                                     f"lengths, got {lens}")
         if any(m in PAIR_METRICS for m in self.metrics) and "solver.kind" not in paths:
             raise ValueError("metrics: the sap_lcp_* metrics need 'solver.kind' among the swept parameters")
         return self
@@ -238,6 +252,17 @@ class StudySpec(_Strict):
             if p.path == path:
                 return p
         raise KeyError(path)
+
+
+def _value_key(v: Any) -> Any:
+    """A hashable key under which equal swept values (1000 and 1.0e3, [0, 1] and [0.0, 1.0]) coincide."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("num", float(v))
+    if isinstance(v, list):
+        return ("vec", tuple(_value_key(x) for x in v))
+    return (type(v).__name__, v)
 
 
 def _round_sig(x: float, digits: int = 12) -> float:
@@ -334,27 +359,48 @@ def base_scene_dict(spec: StudySpec) -> dict[str, Any]:
 
 
 def _check_against_scene(spec: StudySpec, source: str) -> None:
-    """Check that the base scene and every swept value apply (typos in paths fail before any run)."""
+    """Check the base scene, every swept value (full and reduced) and ``metric_options.body`` before any run.
+
+    Typos in paths, values the scene rejects and a metric body that is not in the scene fail at load time,
+    naming the field (``parameters[1] (path=value)``, ``reduced.parameters.<path> (path=value)``,
+    ``metric_options.body``).
+    """
     try:
-        from convexsim.scene import apply_overrides, scene_from_dict
+        from convexsim.scene import apply_overrides, expand_bodies, scene_from_dict
     except ImportError:  # the scene layer is not there: checked at run time instead
         return
     base = base_scene_dict(spec)
+
+    def build(where: str, over: dict[str, Any]):
+        prefix = f"{source}: {where}"
+        try:
+            data = apply_overrides(copy.deepcopy(base), over) if over else copy.deepcopy(base)
+            return scene_from_dict(data, source=prefix)
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc).strip()
+            # The scene layer usually names the source itself; never print the prefix twice.
+            raise StudyError(text if text.startswith(prefix) else f"{prefix}: {text}") from None
+
     try:
-        scene_from_dict(base, source=f"{source}: scene")
+        scene_from_dict(copy.deepcopy(base), source=f"{source}: scene")
     except Exception as exc:  # noqa: BLE001
         raise StudyError(f"{source}: scene: the base scene is invalid:\n{exc}") from None
-    checks: list[tuple[str, dict[str, Any]]] = [("fixed", dict(spec.fixed))]
+    fixed_scene = build("fixed", dict(spec.fixed))
     for i, p in enumerate(spec.parameters):
         for v in p.resolved():
-            checks.append((f"parameters[{i}] ({p.path}={v!r})", {**spec.fixed, p.path: v}))
+            build(f"parameters[{i}] ({p.path}={v!r})", {**spec.fixed, p.path: v})
+    if spec.reduced is not None:
+        for path, vs in spec.reduced.parameters.items():
+            for v in vs.resolved():
+                build(f"reduced.parameters.{path} ({path}={v!r})", {**spec.fixed, path: v})
     if spec.seed_path:
-        checks.append(("seed_path", {spec.seed_path: spec.seed}))
-    for where, over in checks:
-        try:
-            scene_from_dict(apply_overrides(copy.deepcopy(base), over), source=f"{source}: {where}")
-        except Exception as exc:  # noqa: BLE001
-            raise StudyError(f"{source}: {where}: {exc}") from None
+        build("seed_path", {**spec.fixed, spec.seed_path: spec.seed})
+    body = spec.metric_options.body
+    if body is not None:
+        names = [b.name for b in expand_bodies(fixed_scene)]
+        if body not in names:
+            raise StudyError(f"{source}: metric_options.body: no body named {body!r} in the scene; bodies: "
+                             f"{', '.join(map(str, names))}")
 
 
 def reduce_spec(spec: StudySpec) -> StudySpec:
@@ -395,6 +441,9 @@ class RunTask:
         record_every: frames recorded every N steps.
         metrics: metric names to compute.
         metric_options: MetricOptions as a dict.
+        fingerprint: hash of everything that determines the run's record: the run's resolved inputs
+            (as in ``run_id``), the per-run metric names, ``metric_options`` and the convexsim version. A
+            stored record with another fingerprint is stale and the run is executed again.
     """
 
     index: int
@@ -408,6 +457,23 @@ class RunTask:
     record_every: int = 1
     metrics: list[str] = field(default_factory=list)
     metric_options: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+
+
+def _software_version() -> str:
+    import convexsim
+
+    return str(getattr(convexsim, "__version__", "?"))
+
+
+def run_fingerprint(run_payload: dict[str, Any], metrics: list[str], metric_options: dict[str, Any]) -> str:
+    """Hash of a run's resolved inputs, its per-run metrics (sorted), the metric options and the convexsim version.
+
+    Pair metrics (``sap_lcp_*``) are left out: they are computed from the stored position samples when
+    the table is built, not by the run.
+    """
+    return run_hash({"run": run_payload, "metrics": sorted(m for m in metrics if m in METRICS),
+                     "metric_options": metric_options, "convexsim": _software_version()})
 
 
 def parameter_points(spec: StudySpec) -> list[dict[str, Any]]:
@@ -442,15 +508,18 @@ def expand_runs(spec: StudySpec) -> list[RunTask]:
                 settings[spec.seed_path] = seed
             kwargs = {RUN_KWARG_PATHS[k]: v for k, v in settings.items() if k in RUN_KWARG_PATHS}
             overrides = {k: v for k, v in settings.items() if k not in RUN_KWARG_PATHS}
-            run_id = run_hash({"scene": base, "overrides": overrides, "kwargs": kwargs, "seed": seed,
-                               "repetition": rep, "record_every": spec.record_every})
+            payload = {"scene": base, "overrides": overrides, "kwargs": kwargs, "seed": seed, "repetition": rep,
+                       "record_every": spec.record_every}
+            run_id = run_hash(payload)
+            options = spec.metric_options.model_dump()
             tasks.append(RunTask(index=len(tasks), run_id=run_id, params=dict(point), repetition=rep, seed=seed,
                                  scene=base, overrides=overrides, run_kwargs=kwargs,
                                  record_every=spec.record_every, metrics=list(spec.metrics),
-                                 metric_options=spec.metric_options.model_dump()))
+                                 metric_options=options,
+                                 fingerprint=run_fingerprint(payload, list(spec.metrics), options)))
     return tasks
 
 
 __all__ = ["StudySpec", "StudyError", "Parameter", "Range", "ValueSet", "MetricOptions", "Reduced", "RunTask",
            "load_study", "study_from_dict", "study_header", "reduce_spec", "expand_runs", "parameter_points",
-           "base_scene_dict", "run_hash", "RUN_KWARG_PATHS"]
+           "base_scene_dict", "run_hash", "run_fingerprint", "RUN_KWARG_PATHS"]

@@ -45,3 +45,32 @@ def tiny_study(**changes) -> dict:
     return spec
 
 
+
+
+# Stand-ins for ``runner.execute_run`` / the pool initializer, run inside spawned pool workers (they are
+# pickled by reference, so they must live in an importable module, not in a test file).
+
+
+def no_warm_up() -> None:
+    """A pool initializer that does nothing (the fake runs below do not need the numba kernels)."""
+
+
+def exit_worker_once(marker: str, task):
+    """Kill this worker process the first time any worker gets here (``marker`` is created), then run normally."""
+    import os
+
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        from convexsim.studies.runner import execute_run
+
+        return execute_run(task)
+    os.close(fd)
+    os._exit(3)
+
+
+def exit_worker_always(task):
+    """Kill this worker process (a run that takes its worker down every time)."""
+    import os
+
+    os._exit(3)

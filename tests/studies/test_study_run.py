@@ -58,6 +58,110 @@ def test_exception_in_a_run_is_recorded(tmp_path, monkeypatch):
     res = run_study(tiny_study(), jobs=1, out_dir=tmp_path, progress=False, plots=False, report=False)
     assert len(calls) == 4 and res.failed == 4
     assert all(r["error"] == "RuntimeError: solver exploded" for r in read_csv(res.csv))
+    # A run that raised is final, like one that stopped early: resuming does not execute it again ...
+    again = run_study(tiny_study(), jobs=1, out_dir=tmp_path, progress=False, plots=False, report=False)
+    assert len(calls) == 4 and again.executed == 0 and again.skipped == 4 and again.failed == 4
+    # ... unless its fingerprint changed (here: the metric options).
+    changed = run_study(tiny_study(metric_options={"window": 0.5}), jobs=1, out_dir=tmp_path, progress=False,
+                        plots=False, report=False)
+    assert len(calls) == 8 and changed.executed == 4
+
+
+def test_changed_metric_options_reexecute_runs_and_unchanged_resume(tmp_path):
+    """Check a stored record is reused only with the same fingerprint (metric options, metrics, version)."""
+    spec = tiny_study(duration=0.1, metrics=["rest_penetration", "hop_height"])
+    first = run_study(spec, jobs=1, out_dir=tmp_path, progress=False, plots=False, report=False)
+    assert first.executed == 4
+    same = run_study(spec, jobs=1, out_dir=tmp_path, progress=False, plots=False, report=False)
+    assert same.executed == 0 and same.skipped == 4
+    # window 0.25 -> 1.0: the rest penetration now averages the whole run, including the drop.
+    wide = run_study({**spec, "metric_options": {"window": 1.0}}, jobs=1, out_dir=tmp_path, progress=False,
+                     plots=False, report=False)
+    assert wide.executed == 4 and wide.skipped == 0
+    old = [r["metrics"]["rest_penetration"] for r in first.records]
+    new = [r["metrics"]["rest_penetration"] for r in wide.records]
+    assert all(a != b for a, b in zip(old, new)), (old, new)
+    assert [float(r["rest_penetration"]) for r in read_csv(wide.csv)] == new  # the table shows the new values
+    assert all(r["fingerprint"] != q["fingerprint"] for r, q in zip(first.records, wide.records))
+    assert len(_jsonl(wide.jsonl)) == 8  # the old records are kept in the file (a later line wins)
+    # Another metric list changes the fingerprint too; a record without a fingerprint (older format) is stale.
+    more = run_study({**spec, "metric_options": {"window": 1.0}, "metrics": ["rest_penetration"]}, jobs=1,
+                     out_dir=tmp_path, progress=False, plots=False, report=False)
+    assert more.executed == 4
+    lines = _jsonl(more.jsonl)[-4:]
+    for rec in lines:
+        del rec["fingerprint"]
+    more.jsonl.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    legacy = run_study({**spec, "metric_options": {"window": 1.0}, "metrics": ["rest_penetration"]}, jobs=1,
+                       out_dir=tmp_path, progress=False, plots=False, report=False)
+    assert legacy.executed == 4
+
+
+def test_killed_pool_worker_is_retried_not_recorded_as_a_failure(tmp_path, monkeypatch):
+    """Check a worker killed mid-study makes the pool restart and every run still finishes ok."""
+    from functools import partial
+
+    import study_testkit
+
+    monkeypatch.setattr(runner_mod, "_pool_initializer", study_testkit.no_warm_up)
+    monkeypatch.setattr(runner_mod, "execute_run", partial(study_testkit.exit_worker_once, str(tmp_path / "died")))
+    res = run_study(tiny_study(duration=0.05), jobs=2, out_dir=tmp_path / "out", progress=False, plots=False,
+                    report=False)
+    assert (tmp_path / "died").exists()  # a worker did die
+    assert res.failed == 0 and res.retryable == 0 and res.executed == 4
+    assert [r["status"] for r in read_csv(res.csv)] == ["ok"] * 4
+
+
+def test_runs_whose_worker_always_dies_are_retryable_and_rerun_on_resume(tmp_path, monkeypatch):
+    """Check runs still without a result after the bounded retries are 'retryable', and resume executes them."""
+    import study_testkit
+
+    monkeypatch.setattr(runner_mod, "_pool_initializer", study_testkit.no_warm_up)
+    monkeypatch.setattr(runner_mod, "INFRA_RETRIES", 1)
+    with monkeypatch.context() as m:
+        m.setattr(runner_mod, "execute_run", study_testkit.exit_worker_always)
+        res = run_study(tiny_study(duration=0.05), jobs=2, out_dir=tmp_path, progress=False, plots=False,
+                        report=False)
+    assert res.retryable == 4 and res.failed == 0
+    rows = read_csv(res.csv)
+    assert [r["status"] for r in rows] == ["retryable"] * 4
+    assert all("worker lost 2 times" in r["error"] for r in rows), rows[0]["error"]
+    again = run_study(tiny_study(duration=0.05), jobs=1, out_dir=tmp_path, progress=False, plots=False,
+                      report=False)
+    assert again.executed == 4 and again.skipped == 0 and again.retryable == 0
+    assert [r["status"] for r in read_csv(again.csv)] == ["ok"] * 4
+    assert len(_jsonl(again.jsonl)) == 8  # the retryable records stay in the file
+
+
+def test_unreachable_scheduler_exits_2_naming_the_address(tmp_path, capsys):
+    """Check --scheduler at a local port where nothing listens fails fast with exit 2 and the address."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago and has no listener now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(tiny_study(duration=0.05)))
+    address = f"tcp://127.0.0.1:{port}"
+    assert cli_main([str(spec), "--scheduler", address, "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot reach the Dask scheduler at {address}" in err, err
+    assert cli_main([str(spec), "--scheduler", "127.0.0.1:8786", "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "expected tcp://HOST:PORT" in capsys.readouterr().err
+
+
+def test_warm_up_scene_runs_with_every_solver():
+    """Check the worker warm-up scene is valid and runs to the end with each contact model and LCP (if it did
+    not, warm_up_worker would silently leave the numba loading in the first run's ms_per_step)."""
+    import copy
+
+    from convexsim.simulate import simulate
+
+    for kwargs in runner_mod._WARM_RUNS:
+        traj = simulate(copy.deepcopy(runner_mod._WARM_SCENE), progress=False, **kwargs)
+        assert not traj.failure, (kwargs, traj.failure)
+        assert traj.num_frames == 3, kwargs
+        assert traj.contact_offsets[-1] > 0, kwargs  # the shapes touch: the contact kernels ran
 
 
 def test_cli_reports_a_malformed_spec_with_its_field_path(tmp_path, capsys):
@@ -150,8 +254,10 @@ def test_dask_cluster_gives_the_same_table_as_the_local_pool(tmp_path):
     spec = tmp_path / "tiny.yaml"
     spec.write_text(yaml.safe_dump(tiny_study(duration=0.1)))
     local = run_study(spec, jobs=2, out_dir=tmp_path / "local", progress=False, plots=False, report=False)
-    with distributed.LocalCluster(host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False,
-                                  protocol="tcp", dashboard_address=None) as cluster:
+    # Two worker processes (as on a real cluster: runs are pickled to other interpreters), all on 127.0.0.1.
+    with distributed.LocalCluster(host="127.0.0.1", n_workers=2, threads_per_worker=1, processes=True,
+                                  protocol="tcp", dashboard_address=None,
+                                  worker_dashboard_address=None) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         code = cli_main([str(spec), "--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "dask"),
                          "--no-plots", "--quiet"])
@@ -159,7 +265,9 @@ def test_dask_cluster_gives_the_same_table_as_the_local_pool(tmp_path):
     a, b = _physics_rows(local.csv), _physics_rows(tmp_path / "dask" / "results.csv")
     assert len(a) == 4
     assert all(r["status"] == "ok" for r in a)
-    # Same code, same inputs, deterministic solver: the tables agree exactly (not just to a tolerance).
+    # Same code, same inputs, deterministic solver: the tables agree exactly (not just to a tolerance),
+    # whatever order the runs finished in (rows are sorted by index).
     assert a == b
-    workers = {r["worker"] for r in read_csv(local.csv)}
-    assert str(os.getpid()) not in {w.split(":")[-1] for w in workers}  # the pool ran in other processes
+    for csv_path in (local.csv, tmp_path / "dask" / "results.csv"):
+        workers = {r["worker"] for r in read_csv(csv_path)}
+        assert str(os.getpid()) not in {w.split(":")[-1] for w in workers}  # ran in other processes

@@ -48,6 +48,23 @@ BAD_SPECS = [
      "parameters[0] (materials.default.stifness=1000.0)"),
     ("swept value invalid for the scene", _with_param(values=[1.0e3, -5.0]),
      "parameters[0] (materials.default.stiffness=-5.0)"),
+    ("duplicate swept value", _with_param(values=[1.0e3, 1.0e4, 1000]),
+     "parameters[0]: values[2]: value 1000 is swept twice (same as values[0])"),
+    ("duplicate values from a range", _with_param(range={"start": 5.0, "stop": 5.0, "count": 3}),
+     "parameters[0]: range: value 5.0 is swept twice"),
+    ("metric body not in the scene", tiny_study(metric_options={"body": "bal"}),
+     "metric_options.body: no body named 'bal' in the scene; bodies: ground, ball"),
+    ("reduced value invalid for the scene",
+     tiny_study(reduced={"parameters": {"materials.default.stiffness": {"values": [1.0e3, -5.0]}}}),
+     "reduced.parameters.materials.default.stiffness (materials.default.stiffness=-5.0)"),
+    ("reduced duplicate value",
+     tiny_study(reduced={"parameters": {"contact_model": {"values": ["sap", "sap"]}}}),
+     "reduced.parameters.contact_model: values[1]: value 'sap' is swept twice"),
+    ("reduced zip of unequal lengths", tiny_study(combine="zip", parameters=[
+        {"path": "materials.default.stiffness", "values": [1.0e3, 1.0e4]},
+        {"path": "contact_model", "values": ["sap", "lagged"]}],
+        reduced={"parameters": {"contact_model": {"values": ["sap"]}}}),
+     "reduced.parameters: combine: zip needs the reduced parameters to have equal lengths"),
     ("scene file missing", tiny_study(scene="no_such_scene_file.yaml"), "scene: no scene file or shipped scene"),
     ("invalid base scene", tiny_study(scene={"name": "x", "bodies": [{"name": "b", "mass": -1.0}]}),
      "scene: the base scene is invalid"),
@@ -64,6 +81,19 @@ def test_malformed_study_is_rejected_with_its_field_path(case, data, expected, t
     msg = str(err.value)
     assert expected in msg, msg
     assert str(path) in msg, msg
+
+
+def test_scene_error_names_the_file_and_field_once(tmp_path):
+    """Check a swept value the scene rejects gives 'file: parameters[0] (path=value): ...' without repeating it."""
+    path = tmp_path / "badmodel.yaml"
+    path.write_text(yaml.safe_dump(_with_param(values=[1.0e3, -5.0])))
+    with pytest.raises(StudyError) as err:
+        load_study(path)
+    first = str(err.value).splitlines()[0]
+    where = f"{path}: parameters[0] (materials.default.stiffness=-5.0)"
+    assert first.startswith(where), first
+    assert first.count("parameters[0]") == 1, first
+    assert "materials.default.stiffness: Input should be greater than 0" in str(err.value)
 
 
 def test_yaml_syntax_error_gives_the_line(tmp_path):
@@ -127,6 +157,22 @@ def test_run_ids_are_stable_and_depend_on_every_resolved_input():
     # The metric list is not part of the run: adding a metric keeps the ids (finished runs are reused).
     e = expand_runs(study_from_dict(tiny_study(metrics=["rest_penetration"])))
     assert [r.run_id for r in a] == [r.run_id for r in e]
+
+
+def test_fingerprints_cover_metrics_metric_options_and_version(monkeypatch):
+    """Check the fingerprint (what resume compares) changes with the metrics, their options and the version."""
+    import convexsim
+
+    fp = lambda spec: [r.fingerprint for r in expand_runs(study_from_dict(spec))]  # noqa: E731
+    base = fp(tiny_study())
+    assert base == fp(tiny_study()) and len(set(base)) == 4
+    assert base == fp(tiny_study(metrics=list(reversed(tiny_study()["metrics"]))))  # order does not matter
+    for changed in (tiny_study(metrics=["rest_penetration"]), tiny_study(metric_options={"window": 0.5}),
+                    tiny_study(metric_options={"body": "ball"}), tiny_study(metric_options={"stop_speed": 1e-2}),
+                    tiny_study(duration=0.1)):
+        assert not set(base) & set(fp(changed))
+    monkeypatch.setattr(convexsim, "__version__", "999.0")
+    assert not set(base) & set(fp(tiny_study()))
 
 
 def test_reduced_replaces_values_duration_and_repetitions():
