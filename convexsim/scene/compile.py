@@ -30,6 +30,7 @@ from convexsim.scene.schema import (
     SceneSpec,
     check_inertia,
     inertia_matrix,
+    shape_extent,
     shape_volume,
 )
 
@@ -165,13 +166,7 @@ def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarr
 
 def geom_bound_radius(geom: GeometrySpec) -> float:
     """Radius [m] of a sphere about the geometry origin enclosing the shape (inf for a halfspace)."""
-    if geom.shape == "sphere":
-        return float(geom.radius)
-    if geom.shape == "box":
-        return 0.5 * math.sqrt(sum(s * s for s in geom.size))
-    if geom.shape == "capsule":
-        return float(geom.radius + 0.5 * geom.length)
-    return math.inf
+    return math.inf if geom.shape == "halfspace" else shape_extent(geom)
 
 
 def geom_size(geom: GeometrySpec) -> tuple[float, float, float]:

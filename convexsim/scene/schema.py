@@ -155,7 +155,7 @@ def shape_volume(geom: Any) -> float:
     return 0.0
 
 
-def _shape_extent(geom: Any) -> float:
+def shape_extent(geom: Any) -> float:
     """Radius [m] of a sphere about the geometry origin that encloses the shape (0 for a halfspace)."""
     if geom.shape == "sphere":
         return float(geom.radius)
@@ -179,7 +179,7 @@ def shapes_centroid(geometries: list[Any]) -> tuple[np.ndarray, float]:
     volumes = np.array([shape_volume(g) for g in solids])
     positions = np.array([g.position for g in solids], dtype=float)
     centroid = volumes @ positions / volumes.sum()
-    size = max(float(np.linalg.norm(p)) + _shape_extent(g) for g, p in zip(solids, positions))
+    size = max(float(np.linalg.norm(p)) + shape_extent(g) for g, p in zip(solids, positions))
     return centroid, size
 
 
