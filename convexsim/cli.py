@@ -58,8 +58,12 @@ def _add_run(sub) -> None:
     p.add_argument("--out", help="trajectory file (default: <scene name>.npz in the current folder)")
     p.add_argument("--record-every", type=int, default=1, metavar="N", help="record every N-th step")
     p.add_argument("--html", help="also export a standalone HTML animation to this file")
-    p.add_argument("--view", action="store_true", help="stream the simulation to a Meshcat viewer")
+    p.add_argument("--view", action="store_true",
+                   help="stream the simulation to a Meshcat viewer, then serve the recorded playback of "
+                        "every run on the same page until Ctrl-C")
     p.add_argument("--realtime", action="store_true", help="with --view: pace the simulation to real time")
+    p.add_argument("--no-wait", action="store_true",
+                   help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     p.set_defaults(func=cmd_run)
@@ -118,11 +122,11 @@ class _TerminateOnSigterm:
 
 
 def cmd_run(args) -> int:
-    with _TerminateOnSigterm():
-        return _cmd_run(args)
+    with _TerminateOnSigterm(), _run_viewer(args) as viewer:
+        return _cmd_run(args, viewer)
 
 
-def _cmd_run(args) -> int:
+def _cmd_run(args, viewer=None) -> int:
     from convexsim.io import save_trajectory
     from convexsim.simulate import _Interrupted, prepare, run_model
 
@@ -139,7 +143,7 @@ def _cmd_run(args) -> int:
         if rounding:
             _print(f"note: {rounding}", file=sys.stderr)
         target = out.with_name(f"{out.stem}_{model.solver.kind}{out.suffix}") if len(kinds) > 1 else out
-        callback, viewer = _live_viewer(args, model)
+        callback = viewer.live(model) if viewer is not None else None
         try:
             traj, stats = run_model(model, state, duration=duration, record_every=args.record_every,
                                     progress=not args.quiet, step_callback=callback, strict=args.strict,
@@ -148,9 +152,6 @@ def _cmd_run(args) -> int:
             what = "terminated" if exc.terminated is not None else "interrupted"
             _print(f"{what}: {exc}; no output written (a run is saved only when it ends)", file=sys.stderr)
             return EXIT_TERMINATED if exc.terminated is not None else EXIT_INTERRUPTED
-        finally:
-            if viewer is not None:
-                viewer.close()
         save_trajectory(target, traj)
         trajectories.append(traj)
         _print(_summary(model, traj, stats, target, rounding), quiet=args.quiet)
@@ -163,19 +164,26 @@ def _cmd_run(args) -> int:
     if args.html:
         from convexsim import viz
 
-        path = viz.export_html(trajectories, args.html,
-                               labels=[f"{t.solver_kind.upper()} ({t.contact_model})" for t in trajectories])
+        path = viz.export_html(trajectories, args.html)      # labels as on the --view page
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
+    if viewer is not None:             # the recorded playback on the same page; Ctrl-C to stop
+        viewer.finish(trajectories, wait=not args.no_wait)
     return status
 
 
-def _live_viewer(args, model):
+def _run_viewer(args):
+    """One viewer for the whole `run --view` command (a context manager; a no-op without --view)."""
+    import contextlib
+
     if not getattr(args, "view", False):
-        return None, None
+        if getattr(args, "realtime", False):
+            raise ValueError("--realtime paces the live viewer: use it together with --view")
+        if getattr(args, "no_wait", False):
+            raise ValueError("--no-wait only applies to --view")
+        return contextlib.nullcontext()
     from convexsim import viz
 
-    viewer = viz.LiveViewer(model, realtime=args.realtime)
-    return (lambda m, s, info: viewer.update(s, info)), viewer
+    return viz.RunViewer(realtime=args.realtime)
 
 
 def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
@@ -295,7 +303,8 @@ def _add_view(sub) -> None:
     p.add_argument("trajectories", nargs="+")
     p.add_argument("--html", help="write a standalone HTML file instead of serving")
     p.add_argument("--layout", choices=["overlay", "offset"], default="overlay",
-                   help="with two trajectories: second one translucent in place (overlay) or shifted (offset)")
+                   help="with two trajectories: second one translucent in place (overlay) or shifted (offset); "
+                        "runs of different scenes need offset")
     p.add_argument("--labels", nargs="+", help="legend labels, one per trajectory")
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
     p.set_defaults(func=cmd_view)
@@ -306,7 +315,11 @@ def cmd_view(args) -> int:
     from convexsim.io import load_trajectory
 
     trajs = [load_trajectory(p) for p in args.trajectories]
-    labels = args.labels or [Path(p).stem for p in args.trajectories]
+    # Runs of different scenes are refused unless --layout offset (the error names the files).
+    from convexsim.viz.playback import check_comparable
+
+    check_comparable(trajs, list(args.trajectories), args.layout)
+    labels = args.labels           # None: the playback's labels ("SAP (sap)", "LCP", …)
     if args.html:
         path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout)
         print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)")

@@ -10,6 +10,9 @@ Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
   "Ctrl-C to stop", block until SIGINT/SIGTERM, stop the server.
 * ``LiveViewer(model, *, realtime=False, ...)``: stream a running simulation (``.update(state,
   info)``, ``.publish(trajectories)``, ``.wait()``, ``.close()``; a context manager).
+* ``RunViewer(*, realtime=False, port=None)``: one server for a whole ``convexsim run --view``
+  (``.live(model)`` -> step callback, ``.finish(trajectories, wait=True)`` publishes the playback and
+  blocks with "Ctrl-C to stop", ``.close()``).
 * ``MeshcatServer(*, port=None, log_path=None)``: our Meshcat server launcher (127.0.0.1 only, log
   file, clean stop, parent-death watchdog).
 * ``build_playback`` / ``PlaybackOptions``: the commands behind export and serve.
@@ -25,6 +28,7 @@ _EXPORTS = {
     "export_html": "convexsim.viz.export",
     "serve_trajectories": "convexsim.viz.live",
     "LiveViewer": "convexsim.viz.live",
+    "RunViewer": "convexsim.viz.live",
     "MeshcatServer": "convexsim.viz.server",
     "ViewerServerError": "convexsim.viz.server",
     "build_playback": "convexsim.viz.playback",

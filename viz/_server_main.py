@@ -2,7 +2,7 @@
 
 Run as ``python -u -m convexsim.viz._server_main --parent-pid PID [--port N]``. It prints
 ``zmq_url=…`` and ``web_url=…`` on stdout, then serves until SIGTERM/SIGINT/SIGHUP or until its
-parent process dies (watchdog, polled every 0.25 s). Differences from the stock server
+parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-log``). Differences from the stock server
 (viewer-ux.md §1.2):
 
 * HTTP and ZMQ listen on 127.0.0.1 only (the stock ``app.listen(port)`` binds every interface);
@@ -10,6 +10,8 @@ parent process dies (watchdog, polled every 0.25 s). Differences from the stock 
 * the page at ``/static/`` is ours (overlay with legend and simulated time);
 * ``set_property`` keeps only the last value per (path, property) in the replay tree, so streaming a
   status readout does not grow the tree a browser receives on connect;
+* a new browser gets the animations after every object, property and transform (``send_scene``);
+  the stock order sends the root's animation first, which hides resting contacts (see there);
 * stderr is meant to go to a log file (the parent sets that up), so no pipe can fill.
 """
 
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--port", type=int, default=None, help="HTTP port (0: ephemeral; default: 7000+)")
+    parser.add_argument("--orphan-log", default=None,
+                        help="log file to remove when the watchdog stops the server (nobody else can then)")
     args = parser.parse_args(argv)
 
     import warnings
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     import umsgpack
     import zmq
     from meshcat.servers import zmqserver as zs
-    from meshcat.servers.tree import SceneTree, find_node
+    from meshcat.servers.tree import SceneTree, find_node, walk
     from zmq.eventloop.zmqstream import ZMQStream
 
     from convexsim.viz.page import live_page_html
@@ -108,6 +112,29 @@ def main(argv: list[str] | None = None) -> int:
                 (r"/", zs.WebSocketHandler, {"bridge": self}),
             ])
 
+        def send_scene(self, websocket):
+            """Replay the tree to a new browser: objects, properties and transforms first, animations last.
+
+            The stock order walks from the root, and ``set_animation`` is stored at the root path "",
+            so a new browser got the animation before the contact slots' ``visible False``. three.js's
+            mixer may then activate the clip while the slots are still visible, remember ``true`` as
+            the last value it wrote and, as it writes a property only when its value changes, never
+            show a resting contact again (until the loop wraps through a hidden key). Sending the
+            animation last gives the browser the same order as a page connected before the publish.
+            """
+            animations = []
+            for node in walk(self.tree):
+                if node.object is not None:
+                    websocket.write_message(node.object, binary=True)
+                for p in node.properties:
+                    websocket.write_message(p, binary=True)
+                if node.transform is not None:
+                    websocket.write_message(node.transform, binary=True)
+                if node.animation is not None:
+                    animations.append(node.animation)
+            for a in animations:
+                websocket.write_message(a, binary=True)
+
         def handle_zmq(self, frames):
             if len(frames) == 3 and frames[0] == b"set_property":
                 path = [p for p in frames[1].decode("utf-8").split("/") if p]
@@ -130,16 +157,23 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
+    orphaned = []
     if args.parent_pid is not None:
         def watchdog():
             if not _parent_alive(args.parent_pid):
                 print("parent process gone: stopping", file=sys.stderr, flush=True)
+                orphaned.append(True)
                 bridge.ioloop.stop()
         tornado.ioloop.PeriodicCallback(watchdog, 250).start()
     bridge.run()
     bridge.http_server.stop()
     bridge.zmq_socket.close(linger=0)
     print("stopped", file=sys.stderr, flush=True)
+    if orphaned and args.orphan_log:
+        try:
+            os.unlink(args.orphan_log)
+        except OSError:
+            pass
     return 0
 
 

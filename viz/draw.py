@@ -158,6 +158,14 @@ def capsule_mesh(radius: float, half_length: float, n_around: int = 24, n_cap: i
     return verts, np.array(faces, dtype=np.int64)
 
 
+def tinted(rgba, tint, weight: float):
+    """``rgba`` with its RGB blended toward ``tint`` (RGB in [0, 1] or None) by ``weight`` in [0, 1]."""
+    rgba = np.asarray(rgba, dtype=np.float64).copy()
+    if tint is not None and weight > 0:
+        rgba[:3] = (1.0 - weight) * rgba[:3] + weight * np.asarray(tint, dtype=np.float64)[:3]
+    return rgba
+
+
 def _material(rgba, opacity_factor: float):
     import meshcat.geometry as mg
 
@@ -199,13 +207,13 @@ def ground_objects(rgba, opacity_factor: float, center_xy, half_size: float):
             ("grid", grid, np.eye(4))]
 
 
-def geom_objects(model: Model, g: int, opacity_factor: float):
-    """(object) of a finite geometry in its own frame G."""
+def geom_objects(model: Model, g: int, opacity_factor: float, tint=None, tint_weight: float = 0.0):
+    """(object) of a finite geometry in its own frame G (colour blended toward ``tint``)."""
     import meshcat.geometry as mg
 
     kind = int(model.geom_type[g])
     size = model.geom_size[g]
-    mat = _material(model.geom_color[g], opacity_factor)
+    mat = _material(tinted(model.geom_color[g], tint, tint_weight), opacity_factor)
     if kind == GeomType.SPHERE:
         return mg.Mesh(mg.Sphere(float(size[0])), mat)
     if kind == GeomType.BOX:
@@ -217,7 +225,8 @@ def geom_objects(model: Model, g: int, opacity_factor: float):
 
 
 def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float = 1.0,
-                   draw_halfspaces: bool = True, bounds: Bounds | None = None) -> list[dict]:
+                   draw_halfspaces: bool = True, bounds: Bounds | None = None, tint=None,
+                   tint_weight: float = 0.0) -> list[dict]:
     """Objects and static transforms of every body and geometry of ``model`` under ``prefix``.
 
     Args:
@@ -228,6 +237,8 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
         opacity: factor on every geometry's alpha (e.g. 0.35 for the overlaid second trajectory).
         draw_halfspaces: draw halfspaces as ground slabs (off for overlaid copies: no z-fighting).
         bounds: scene bounds in W sizing the ground slabs (default: from q0).
+        tint, tint_weight: RGB in [0, 1] toward which the finite geometries' colours are blended by
+            ``tint_weight`` (tells an overlaid run's bodies apart; halfspaces keep their colour).
     """
     q0 = np.asarray(q0, dtype=np.float64).reshape(model.nbody, 7)
     if bounds is None:
@@ -253,7 +264,7 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
                 cmds.append(cmd_object(f"{gpath}/{part}", obj))
                 cmds.append(cmd_transform(f"{gpath}/{part}", T))
             continue
-        cmds.append(cmd_object(gpath, geom_objects(model, g, opacity)))
+        cmds.append(cmd_object(gpath, geom_objects(model, g, opacity, tint, tint_weight)))
         cmds.append(cmd_transform(gpath, pose_matrix(model.geom_pos[g], model.geom_quat[g])))
     return cmds
 

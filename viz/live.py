@@ -21,7 +21,8 @@ from convexsim.model import Model, State
 
 from . import draw
 from ._math import pose_matrix, quat_from_y_to
-from .playback import ARROW_COLORS, PlaybackOptions, arrow_objects, build_playback, point_object
+from .playback import (ARROW_COLORS, REFERENCE_ARROW, PlaybackOptions, arrow_objects, build_playback,
+                       point_object, weight_reference)
 from .server import MeshcatServer, ViewerServerError
 
 LIVE_PREFIX = "/meshcat/live"
@@ -58,11 +59,16 @@ class LiveViewer:
         state: if given, draw the scene right away (otherwise at the first ``update``).
         port: HTTP port (None: 7000 or the next free one; 0: any free port).
         max_rate_hz: at most this many updates a second are sent to the browser [Hz].
-        show_contacts: draw contact points and force arrows (force on body B, length |f|·scale with
-            scale = 0.25·R / (total weight of the moving bodies) [m/N], R the scene's radius).
+        show_contacts: draw contact points and force arrows (force on body B, length
+            min(|f|·scale, R) with scale = 0.25·R / f_ref [m/N], R the radius of the initial scene
+            enlarged by 25 % and f_ref the weight of the heaviest moving body, 1 N without gravity:
+            the same rule as the playback, see playback.py).
         open_browser: open the page in the default browser.
         server: an already started MeshcatServer to use (then ``close()`` leaves it running).
         out: where the URL is printed.
+        announce: print the URL (off when the caller already did).
+        clock, sleep: the wall clock [s] and the sleep function used for pacing and throttling
+            (default ``time.perf_counter`` / ``time.sleep``; tests inject fakes).
 
     ``update(state, info)`` is meant for ``simulate(..., step_callback=lambda m, s, i: viewer.update(s, i))``;
     it returns at once when throttled. Usable as a context manager (``close()`` on exit).
@@ -70,7 +76,8 @@ class LiveViewer:
 
     def __init__(self, model: Model, *, realtime: bool | float = False, state: State | None = None,
                  port: int | None = None, max_rate_hz: float = 30.0, show_contacts: bool = True,
-                 open_browser: bool = False, server: MeshcatServer | None = None, out=None):
+                 open_browser: bool = False, server: MeshcatServer | None = None, out=None,
+                 announce: bool = True, clock=time.perf_counter, sleep=time.sleep):
         self.model = model
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
@@ -79,11 +86,14 @@ class LiveViewer:
         self.server = server if server is not None else MeshcatServer(port=port).start()
         self.web_url = self.server.web_url
         self.out = out = out or sys.stdout
-        print(f"Meshcat viewer (live): {self.web_url}", file=out, flush=True)
+        self._clock, self._sleep = clock, sleep
+        if announce:
+            print(f"Meshcat viewer (live): {self.web_url}", file=out, flush=True)
         if open_browser:
             webbrowser.open(self.web_url, new=2)
         self._drawn = False
         self._closed = False
+        self._dead = False          # the server stopped answering: no more streaming (close() still stops it)
         self._pace_origin: tuple[float, float] | None = None
         self._last_send = -np.inf
         self._last_sent_t: tuple[float, float] | None = None
@@ -91,8 +101,7 @@ class LiveViewer:
         self._visible = []
         self._arrow_visible = []
         self._moving = np.flatnonzero(~np.asarray(model.body_fixed, dtype=bool))
-        g = float(np.linalg.norm(model.gravity))
-        weight = float(np.sum(np.asarray(model.body_mass)[self._moving])) * g
+        weight = weight_reference([model])
         self._force_ref = weight if weight > 0 else 1.0
         self._radius = 1.0
         self.sends = 0
@@ -107,7 +116,7 @@ class LiveViewer:
         bounds = draw.Bounds(bounds.center - 1.25 * (bounds.center - bounds.lo),
                              bounds.center + 1.25 * (bounds.hi - bounds.center))
         self._radius = bounds.radius
-        self._force_scale = 0.25 * bounds.radius / self._force_ref
+        self._force_scale = REFERENCE_ARROW * bounds.radius / self._force_ref
         self._force_threshold = 1e-3 * self._force_ref
         cmds = [draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")]
         cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=bounds)
@@ -150,7 +159,7 @@ class LiveViewer:
                 i = show[k]
                 cmds.append(draw.cmd_transform(slot, pose_matrix(contacts.point[i])))
                 if arrow_on:
-                    L = float(mag[i]) * self._force_scale
+                    L = min(float(mag[i]) * self._force_scale, self._radius)     # clamped at R
                     cmds.append(draw.cmd_transform(f"{slot}/force", pose_matrix(np.zeros(3), quats[k], (1.0, L, 1.0))))
             if self._visible[k] != on:
                 cmds.append(draw.cmd_property(slot, "visible", bool(on)))
@@ -167,18 +176,23 @@ class LiveViewer:
         Pacing (``realtime``) sleeps so that simulated time does not run ahead of wall time × rate; a
         simulation slower than that is shown as fast as it runs (the pacing re-anchors after 0.25 s lag).
         """
-        if self._closed:
+        if self._closed or self._dead:
             return False
         if not self._drawn:
-            self._draw(state)
-        now = time.perf_counter()
+            try:
+                self._draw(state)
+            except ViewerServerError as exc:
+                print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
+                self._dead = True
+                return False
+        now = self._clock()
         if self.rate_target > 0:
             if self._pace_origin is None:
                 self._pace_origin = (now, float(state.t))
             due = self._pace_origin[0] + (float(state.t) - self._pace_origin[1]) / self.rate_target
             if due > now:
-                time.sleep(due - now)
-                now = time.perf_counter()
+                self._sleep(due - now)
+                now = self._clock()
             elif now - due > 0.25:
                 # The simulation is slower than real time (or stalled): re-anchor instead of
                 # racing to catch up later.
@@ -196,14 +210,15 @@ class LiveViewer:
             rate = (float(state.t) - self._last_sent_t[0]) / (now - self._last_sent_t[1])
         status = {"title": f"{self.model.name} — live ({self.model.solver.kind.upper()})", "live": True,
                   "t": float(state.t), "step": int(state.step), "rate": rate, "contacts": nshow,
-                  "note": (f"force arrows: 1 m = {1.0 / self._force_scale:.4g} N" if self.show_contacts else "")}
+                  "note": (f"force arrows: 1 m = {1.0 / self._force_scale:.4g} N, clamped at "
+                           f"{self._radius:.3g} m" if self.show_contacts else "")}
         cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
         try:
             self.server.send(cmds)
         except ViewerServerError as exc:
             # A dead viewer must not kill the simulation: say so once and stop streaming.
             print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
-            self._closed = True
+            self._dead = True
             return False
         self._last_send = now
         self._last_sent_t = (float(state.t), now)
@@ -270,3 +285,71 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
         raise
     server.stop()
     return None
+
+
+class RunViewer:
+    """One viewer for a whole ``convexsim run --view`` command (one server for every solver run).
+
+    Each run streams live (``live(model)`` gives its step callback); ``finish(trajectories)`` then
+    replaces the live scene by the recorded playback of every run on the same server and, with
+    ``wait=True``, blocks with "Ctrl-C to stop", so a run that ends before the page is opened can still
+    be watched. ``close()`` (also on ``with`` exit, Ctrl-C included) stops the server. The server is
+    started (and its URL printed) at the first ``live`` or ``finish``.
+    """
+
+    def __init__(self, *, realtime: bool | float = False, port: int | None = None, open_browser: bool = False,
+                 out=None):
+        self.realtime = realtime
+        self.out = out or sys.stdout
+        self._port, self._open_browser = port, open_browser
+        self.server: MeshcatServer | None = None
+        self.web_url = ""
+        self.viewer: LiveViewer | None = None
+
+    def _ensure_server(self) -> MeshcatServer:
+        if self.server is None:
+            self.server = MeshcatServer(port=self._port).start()
+            self.web_url = self.server.web_url
+            print(f"Meshcat viewer: {self.web_url} (live while simulating, then the recorded playback)",
+                  file=self.out, flush=True)
+            if self._open_browser:
+                webbrowser.open(self.web_url, new=2)
+        return self.server
+
+    def live(self, model: Model):
+        """A step callback streaming ``model``'s run (``simulate(..., step_callback=...)``)."""
+        self._ensure_server()
+        if self.viewer is not None:
+            self.viewer.close()
+        self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out, announce=False)
+        viewer = self.viewer
+        return lambda m, s, info: viewer.update(s, info)
+
+    def finish(self, trajectories: Sequence[Trajectory], *, labels: Sequence[str] | None = None,
+               wait: bool = True) -> None:
+        """Publish the playback of ``trajectories``; with ``wait``, block until Ctrl-C / SIGTERM."""
+        if self.viewer is not None:
+            self.viewer.close()
+            self.viewer = None
+        self._ensure_server()
+        if trajectories:
+            pb = build_playback(trajectories, PlaybackOptions(labels=labels))
+            self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
+            print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"
+                  f"{'s' if len(trajectories) > 1 else ''})", file=self.out, flush=True)
+        if wait:
+            wait_for_stop_signal(self.server, out=self.out)
+
+    def close(self) -> None:
+        """Stop the server. Idempotent."""
+        if self.viewer is not None:
+            self.viewer.close()
+            self.viewer = None
+        if self.server is not None:
+            self.server.stop()
+
+    def __enter__(self) -> "RunViewer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -4,8 +4,9 @@ Both pages run meshcat 0.3.2's bundled viewer (``main.min.js``) plus a small ove
 
 * a legend and a readout in the top-left corner, drawn from the dict stored by a ``set_property``
   command on the scene node ``/convexsim_info`` (property ``convexsim``), so the live page and the
-  export share one mechanism: title, one legend row per trajectory (colour swatch, label, how it is
-  drawn), the force-arrow scale, and the simulated time: ``t0 + animator.time`` during playback, or
+  export share one mechanism: title, one legend row per trajectory (label; a square swatch and text for
+  how its bodies are drawn: solid / translucent, tinted, in place / shifted; a disc for its contact-marker
+  colour; notes), the force-arrow scale, and the simulated time: ``t0 + animator.time`` during playback, or
   the streamed time and real-time rate while a simulation is live;
 * on the live page, a red line when the websocket closes (meshcat 0.3.2 does not reconnect);
 * keyboard shortcuts for playback: Space play/pause, ←/→ one recorded frame back/forward, −/= halve or
@@ -53,11 +54,20 @@ OVERLAY_JS = r"""
     }
     let h = "";
     if (inf.title) h += "<b>" + esc(inf.title) + "</b><br>";
+    function sw(color, opacity, round) {
+      return '<span style="display:inline-block;width:12px;height:12px;margin:0 4px 0 6px;vertical-align:-1px;' +
+             'border:1px solid #333;' + (round ? 'border-radius:6px;' : '') + 'background:' + esc(color) +
+             ';opacity:' + (opacity === undefined ? 1 : opacity) + '"></span>';
+    }
     for (const e of (inf.legend || [])) {
-      h += '<div class="convexsim-legend-row"><span style="display:inline-block;width:12px;height:12px;' +
-           'margin-right:6px;vertical-align:-1px;border:1px solid #333;background:' + esc(e.swatch) +
-           ';opacity:' + (e.opacity === undefined ? 1 : e.opacity) + '"></span>' + esc(e.label) +
-           (e.note ? ' <span style="color:#555">' + esc(e.note) + '</span>' : '') + '</div>';
+      h += '<div class="convexsim-legend-row"><b>' + esc(e.label) + '</b>';
+      if (e.body) {              // body style (square) and contact-marker colour (disc), told apart
+        h += sw(e.body.color, e.body.opacity, false) + esc(e.body.text);
+        if (e.marker) h += sw(e.marker.color, 1, true) + esc(e.marker.text);
+      } else {
+        h += sw(e.swatch, e.opacity, false);
+      }
+      h += (e.note ? ' <span style="color:#555">' + esc(e.note) + '</span>' : '') + '</div>';
     }
     const t0 = inf.t0 || 0;
     if (a.duration > 0) {

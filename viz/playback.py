@@ -8,22 +8,25 @@ Frames. The animation time of frame f is ``time[f] − t0`` (t0: the earliest fi
 trajectories); the overlay shows ``t0 + animator.time``. Frames are subsampled to at most
 ``max_fps`` per second of simulated time and to at most ``max_body_frames`` (moving bodies × frames)
 per trajectory; the first and the last frame are always kept, so the animation's duration equals the
-trajectory's duration ``time[-1] − time[0]``.
+trajectory's duration ``time[-1] − time[0]``. Within each sampling interval the frame with the largest
+contact force is kept (ties: the earliest), so a one-step impact is never thinned away.
 
 Contacts (per trajectory, a pre-allocated pool, since animations cannot create objects):
 slot k of frame f shows the k-th contact of that frame by decreasing |f|, among contacts that
 touch (φ ≤ 0) or carry a force above the threshold; at most ``max_contacts`` slots. Slot node
 ``prefix/contacts/c<k>`` has discrete ``position`` and ``visible`` tracks and a small sphere (the
 contact point); its child ``force`` has discrete ``quaternion`` (rotation taking +y to f/|f|),
-``scale`` ([1, L, 1], L = |f|·force_scale [m]) and ``visible`` (|f| > force_threshold) tracks over a
+``scale`` ([1, L, 1], L = min(|f|·force_scale, R) [m]) and ``visible`` (|f| > force_threshold) tracks over a
 unit-length arrow (shaft 0.75, cone 0.25 along +y). The arrow starts at the contact point and shows
 the force on body B (the contact normal points from A into B); A receives the opposite. Markers are
 drawn on top of the bodies (no depth test), since most arrows start inside or under a body.
 
-Scale defaults: force_scale = 0.25·R / f_ref [m/N] (R: the scene's bounding radius; f_ref: the 98th
-percentile of the nonzero |f| of all runs shown, so typical large forces are a quarter of the scene and
-a one-step impact spike does not shrink every other arrow), force_threshold = 1e-3·f_ref [N]. Both are
-printed in the legend.
+Scale (one rule, shared with the live viewer): force_scale = 0.25·R / f_ref [m/N], R the scene's
+bounding radius and f_ref the weight m·|g| of the heaviest moving body (so a body resting on one contact
+draws a quarter of the scene); without gravity f_ref is the 98th percentile of the nonzero |f| (live:
+1 N). force_threshold = 1e-3·f_ref [N]. Arrows are clamped at length R (an impact of thousands of
+newtons would otherwise draw an arrow many times the scene). Scale, threshold and clamp are printed in
+the legend.
 """
 
 from __future__ import annotations
@@ -43,11 +46,39 @@ from ._math import make_sign_continuous, quat_from_y_to, translation_matrix, wxy
 INTERPOLATE_DISCRETE = 2300
 INTERPOLATE_LINEAR = 2301
 
-ARROW_COLORS = ["#1f9e3a", "#e0720b", "#1f6fd1", "#c22f9d"]
-"""Contact marker colour per trajectory (legend swatches use them too)."""
+ARROW_COLORS = ["#1f9e3a", "#1f6fd1", "#c22f9d", "#e0720b"]
+"""Contact marker colour per trajectory; the bodies of the second and later runs are tinted with it."""
+
+COLOR_NAMES = ["green", "blue", "magenta", "orange"]
+"""Names of ARROW_COLORS, for the legend."""
 
 OVERLAY_OPACITY = 0.35
 """Opacity factor of the second and later trajectories in the overlay layout."""
+
+TINT_WEIGHT = 0.55
+"""How far the second and later runs' body colours are blended toward their run colour."""
+
+REFERENCE_ARROW = 0.25
+"""Arrow length of the reference force f_ref, as a fraction of the scene radius R."""
+
+
+def hex_to_rgb(color: str) -> np.ndarray:
+    v = int(color.lstrip("#"), 16)
+    return np.array([(v >> 16) & 255, (v >> 8) & 255, v & 255], dtype=np.float64) / 255.0
+
+
+def rgb_to_css(rgb) -> str:
+    return "#" + "".join(f"{int(round(255 * float(np.clip(c, 0, 1)))):02x}" for c in tuple(rgb)[:3])
+
+
+def weight_reference(models: Sequence[Model]) -> float:
+    """The reference force of the arrow scale: the largest weight m·|g| of a moving body [N] (0 if none)."""
+    best = 0.0
+    for m in models:
+        moving = ~np.asarray(m.body_fixed, dtype=bool)
+        if moving.any():
+            best = max(best, float(np.max(np.asarray(m.body_mass)[moving])) * float(np.linalg.norm(m.gravity)))
+    return best
 
 
 @dataclass
@@ -116,10 +147,29 @@ def clip(path: str, tracks: list[dict]) -> dict:
     return {"path": path, "clip": {"fps": 1, "name": "default", "tracks": tracks}}
 
 
-def sample_frames(time: np.ndarray, max_fps: float, n_moving: int, max_body_frames: int) -> np.ndarray:
-    """Indices of the frames to show: spacing ≥ 1/fps, fps = min(max_fps, budget/(n_moving·duration)).
+def frame_peak_force(traj: Trajectory) -> np.ndarray:
+    """Largest contact force magnitude of each frame [N], shape (T,) (0 for a frame without contacts)."""
+    T = traj.num_frames
+    out = np.zeros(T)
+    offsets = np.asarray(traj.contact_offsets, dtype=np.int64)
+    if T == 0 or offsets[-1] == 0:
+        return out
+    mag = np.linalg.norm(traj.contact_force, axis=1)
+    counts = np.diff(offsets)
+    nonempty = np.flatnonzero(counts > 0)
+    out[nonempty] = np.maximum.reduceat(mag, offsets[nonempty])
+    return out
 
-    Frame 0 and the last frame are always included.
+
+def sample_frames(time: np.ndarray, max_fps: float, n_moving: int, max_body_frames: int,
+                  priority: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the frames to show, at most about fps per simulated second,
+    fps = min(max_fps, budget/(n_moving·duration)).
+
+    The time axis is cut into intervals of ≥ 1/fps (greedily, from frame 0); each interval is shown by
+    its frame of largest ``priority`` (e.g. the peak contact force, so an impact survives the thinning;
+    ties and no priority: its first frame, then the spacing is ≥ 1/fps). Frame 0 and the last frame are
+    always included.
     """
     T = int(time.shape[0])
     if T <= 2:
@@ -134,7 +184,14 @@ def sample_frames(time: np.ndarray, max_fps: float, n_moving: int, max_body_fram
         if time[i] - time[keep[-1]] >= min_dt:
             keep.append(i)
     keep.append(T - 1)
-    return np.array(keep, dtype=np.int64)
+    keep = np.array(keep, dtype=np.int64)
+    if priority is None:
+        return keep
+    priority = np.asarray(priority, dtype=np.float64)
+    starts = keep[:-1]
+    # argmax of each interval [keep[j], keep[j+1]) (first maximum: ties keep the interval's start).
+    best = [int(a + np.argmax(priority[a:b])) for a, b in zip(starts, keep[1:])]
+    return np.unique(np.concatenate([[0], best, [T - 1]])).astype(np.int64)
 
 
 def _flatten(d, prefix: str = "") -> dict:
@@ -167,11 +224,25 @@ def scene_differences(trajectories: Sequence[Trajectory], max_keys: int = 2) -> 
     return [", ".join(f"{k.split('.')[-1] if len(differ) == 1 else k}={f.get(k)}" for k in differ) for f in flat]
 
 
+def scene_name(traj: Trajectory) -> str:
+    """The ``name`` of the trajectory's scene ("" if none)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(traj.scene_yaml) or {}
+    except yaml.YAMLError:
+        return ""
+    return str(data.get("name", "")) if isinstance(data, dict) else ""
+
+
 def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
     """"SAP (lagged)", "LCP", …; runs with the same solver get the scene setting that differs
-    ("SAP (sap) stiffness=1e5"), or " #k"."""
+    ("SAP (sap) stiffness=1e5"), or " #k"; runs of different scenes are prefixed with the scene name."""
     bases = [t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
              for t in trajectories]
+    names = [scene_name(t) for t in trajectories]
+    if len(set(names)) > 1:
+        bases = [f"{n}: {b}" if n else b for n, b in zip(names, bases)]
     if len(set(bases)) < len(bases):
         diffs = scene_differences(trajectories)
         bases = [f"{b} {d}".strip() for b, d in zip(bases, diffs)]
@@ -203,6 +274,22 @@ def model_for(traj: Trajectory) -> Model:
 
     model, _ = compile_scene(scene_from_yaml(traj.scene_yaml))
     return model
+
+
+def check_comparable(trajectories: Sequence[Trajectory], names: Sequence[str], layout: str) -> None:
+    """Raise ValueError if runs with different bodies would be overlaid (``names`` name the runs in
+    the message, e.g. file names); with ``layout="offset"`` they are allowed (side by side)."""
+    if layout == "offset" or len(trajectories) < 2:
+        return
+    first = [str(n) for n in trajectories[0].body_names]
+    for traj, name in zip(trajectories[1:], names[1:]):
+        other = [str(n) for n in traj.body_names]
+        if other != first:
+            a, b = scene_name(trajectories[0]) or "?", scene_name(traj) or "?"
+            raise ValueError(
+                f"{names[0]} (scene {a!r}, {len(first)} bodies) and {name} (scene {b!r}, {len(other)} bodies) "
+                f"are not runs of the same scene: their bodies differ, so they cannot be overlaid; "
+                f"use --layout offset (layout=\"offset\") to show them side by side")
 
 
 def check_same_bodies(model: Model, traj: Trajectory, label: str) -> None:
@@ -254,8 +341,11 @@ def _changes(values: np.ndarray) -> np.ndarray:
 
 def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarray, prefix: str, *,
                           t_end: float, color: str, force_scale: float, force_threshold: float, radius: float,
-                          max_contacts: int) -> tuple[list[dict], list[dict], int, int]:
-    """(objects, clips, pool size, contacts dropped) for the contact slots of one trajectory."""
+                          max_contacts: int, max_length: float = np.inf) -> tuple[list[dict], list[dict], int, int]:
+    """(objects, clips, pool size, contacts dropped) for the contact slots of one trajectory.
+
+    Arrow lengths are |f|·force_scale, clamped at ``max_length`` [m].
+    """
     per_frame = []
     dropped = 0
     for f in frames:
@@ -283,7 +373,7 @@ def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarra
         arrow_all[j, :m] = mag > force_threshold
         pos_all[j, :m] = pts
         quat_all[j, :m] = wxyz_to_xyzw(quat_from_y_to(frc))
-        scale_all[j, :m, 1] = np.maximum(mag * force_scale, 1e-9)
+        scale_all[j, :m, 1] = np.clip(mag * force_scale, 1e-9, max_length)
     objects: list[dict] = []
     clips: list[dict] = []
     for k in range(pool):
@@ -322,13 +412,15 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     """Commands drawing ``trajectories`` (same scene) and one animation of all of them.
 
     Args:
-        trajectories: one or more recorded runs of the same scene.
+        trajectories: one or more recorded runs of the same scene (runs whose bodies differ are
+            refused unless ``layout="offset"``: then they are shown side by side).
         options: PlaybackOptions (labels, layout "overlay" | "offset", offset [m], force scale [m/N]
             and threshold [N], contacts on/off, frame budget, autoplay, loop, title).
         models: compiled scene per trajectory (default: compiled from each ``scene_yaml``).
 
     Raises:
-        ValueError: empty list, bad layout or labels, bodies that do not match the scene.
+        ValueError: empty list, bad layout or labels, bodies that do not match the scene, runs of
+            different scenes overlaid.
     """
     opts = options or PlaybackOptions()
     trajs = list(trajectories)
@@ -348,6 +440,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         check_same_bodies(m, t, lab)
         if t.num_frames == 0:
             raise ValueError(f"trajectory {lab!r} has no frames")
+    check_comparable(trajs, [repr(lab) for lab in labels], opts.layout)
+    same_scene = len({tuple(map(str, t.body_names)) for t in trajs}) == 1 and len({scene_name(t) for t in trajs}) == 1
     names = unique_node_names(labels)
     prefixes = [f"/meshcat/{n}" for n in names]
 
@@ -355,7 +449,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     for m, t in zip(models, trajs):
         all_frames = np.arange(t.num_frames)
         n_moving = int(moving_mask(t, all_frames).sum()) if t.num_frames > 1 else 0
-        frames.append(sample_frames(t.time, opts.max_fps, n_moving, opts.max_body_frames))
+        frames.append(sample_frames(t.time, opts.max_fps, n_moving, opts.max_body_frames,
+                                    priority=frame_peak_force(t) if opts.show_contacts else None))
     t0 = min(float(t.time[0]) for t in trajs)
     t_end = max(float(t.time[fr[-1]]) for t, fr in zip(trajs, frames)) - t0
 
@@ -376,11 +471,15 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
 
     mags = np.concatenate([np.linalg.norm(t.contact_force, axis=1) for t in trajs])
     mags = mags[mags > 0]
-    # Reference force: the 98th percentile of the nonzero |f| of all runs, so that a one-step impact
-    # spike does not shrink every other arrow to nothing (the spike's arrow is just longer).
-    f_ref = float(np.percentile(mags, 98)) if mags.size else 0.0
-    force_scale = opts.force_scale if opts.force_scale is not None else (0.25 * R / f_ref if f_ref > 0 else 0.0)
+    # Reference force (the rule the live viewer uses too): the heaviest moving body's weight, so a body
+    # resting on one contact draws REFERENCE_ARROW·R; without gravity the 98th percentile of |f|.
+    f_ref = weight_reference(models)
+    if f_ref <= 0:
+        f_ref = float(np.percentile(mags, 98)) if mags.size else 0.0
+    force_scale = opts.force_scale if opts.force_scale is not None else (REFERENCE_ARROW * R / f_ref if f_ref > 0 else 0.0)
     force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * f_ref
+    max_arrow = R                    # clamp: a 4 kN impact must not draw a 57 m arrow in a 1 m scene
+    f_peak = float(mags.max()) if mags.size else 0.0
     marker_radius = max(0.006 * R, 5e-4)
 
     pb = Playback()
@@ -390,11 +489,14 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     any_ground = False
     for i, (m, t, fr, prefix, label) in enumerate(zip(models, trajs, frames, prefixes, labels)):
         opacity = OVERLAY_OPACITY if (opts.layout == "overlay" and i > 0) else 1.0
-        draw_ground = i == 0
+        color = ARROW_COLORS[i % len(ARROW_COLORS)]
+        tint_weight = TINT_WEIGHT if i > 0 else 0.0
+        draw_ground = i == 0 or not same_scene
         any_ground |= draw_ground and draw.has_halfspace(m)
         q_first = np.concatenate([t.position[0], t.quaternion[0]], axis=1)
         cmds += draw.model_commands(m, prefix, q_first, opacity=opacity, draw_halfspaces=draw_ground,
-                                    bounds=bounds.shifted(-shifts[i]))
+                                    bounds=bounds.shifted(-shifts[i]), tint=hex_to_rgb(color),
+                                    tint_weight=tint_weight)
         cmds.append(draw.cmd_transform(prefix, translation_matrix(shifts[i])))
         times = t.time[fr] - t0
         moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
@@ -407,16 +509,24 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
                 track("position", "vector3", times, t.position[fr, b], INTERPOLATE_LINEAR, t_end=t_end),
                 track("quaternion", "quaternion", times, quat, INTERPOLATE_LINEAR, t_end=t_end),
             ]))
-        color = ARROW_COLORS[i % len(ARROW_COLORS)]
         note_parts = []
-        if len(trajs) > 1:
-            note_parts.append("solid" if opacity == 1.0 else "translucent, in place")
-            if opts.layout == "offset" and i > 0:
-                note_parts.append("shifted by (" + ", ".join(f"{x:.3g}" for x in shifts[i]) + ") m")
+        # How this run's BODIES look (they carry the scene's colours, so the swatch shows the first
+        # moving body's colour as drawn for this run) and its contact-marker colour.
+        body_text = "solid" if opacity == 1.0 else f"translucent ({opacity:.0%})"
+        if tint_weight > 0:
+            body_text += f", tinted {COLOR_NAMES[i % len(COLOR_NAMES)]}"
+        if opts.layout == "offset" and i > 0:
+            body_text += ", shifted by (" + ", ".join(f"{x:.3g}" for x in shifts[i]) + ") m"
+        elif len(trajs) > 1:
+            body_text += ", in place"
+        moving_geoms = [g for g in range(m.ngeom) if not m.body_fixed[int(m.geom_body[g])]]
+        base_rgba = m.geom_color[moving_geoms[0]] if moving_geoms else np.array([0.6, 0.6, 0.6, 1.0])
+        body_css = rgb_to_css(draw.tinted(base_rgba, hex_to_rgb(color), tint_weight)[:3])
+        has_contacts = opts.show_contacts and int(t.contact_offsets[-1]) > 0
         if opts.show_contacts and int(t.contact_offsets[-1]) > 0:
             objs, cclips, pool, dropped = contact_pool_commands(
                 t, fr, times, prefix, t_end=t_end, color=color, force_scale=force_scale, force_threshold=force_threshold,
-                radius=marker_radius, max_contacts=opts.max_contacts)
+                radius=marker_radius, max_contacts=opts.max_contacts, max_length=max_arrow)
             cmds += objs
             clips += cclips
             pb.paths[label]["contact_slots"] = pool
@@ -425,6 +535,9 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         if t.failure:
             note_parts.append("stopped early: " + (t.failure if len(t.failure) < 80 else t.failure[:77] + "…"))
         legend.append({"label": label, "swatch": color, "opacity": opacity,
+                       "body": {"color": body_css, "opacity": opacity, "text": "bodies " + body_text},
+                       "marker": ({"color": color, "text": f"contacts {COLOR_NAMES[i % len(COLOR_NAMES)]}"}
+                                  if has_contacts else None),
                        "note": ("(" + "; ".join(note_parts) + ")") if note_parts else ""})
         pb.frames.append(len(fr))
         pb.duration = max(pb.duration, float(t.time[fr[-1]] - t0))
@@ -433,12 +546,17 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     dts = np.concatenate([np.diff(t.time[fr]) for t, fr in zip(trajs, frames)])
     title = opts.title or (models[0].name + (" — " + " vs ".join(labels) if len(trajs) > 1 else f" — {labels[0]}"))
     notes = []
+    if not same_scene:
+        notes.append("different scenes, side by side")
     if force_scale > 0 and opts.show_contacts:
-        notes.append(f"force arrows: 1 m = {1.0 / force_scale:.4g} N, drawn above {force_threshold:.3g} N")
+        notes.append(f"force arrows: 1 m = {1.0 / force_scale:.4g} N, drawn above {force_threshold:.3g} N, "
+                     f"clamped at {max_arrow:.3g} m (forces above {max_arrow / force_scale:.4g} N"
+                     + (f"; peak {f_peak:.4g} N)" if f_peak * force_scale > max_arrow else ")"))
     pb.info = {"title": title, "legend": legend, "t0": t0, "duration": pb.duration,
                "frame_dt": float(np.median(dts)) if dts.size else 1.0 / 30.0,
                "autoplay": bool(opts.autoplay), "note": "; ".join(notes),
-               "force_scale": force_scale, "force_threshold": force_threshold}
+               "force_scale": force_scale, "force_threshold": force_threshold, "max_arrow": max_arrow,
+               "force_reference": f_ref}
     cmds.append(draw.cmd_property("/convexsim_info", "convexsim", pb.info))
     if clips and t_end > 0:
         cmds.append({"type": "set_animation", "path": "", "animations": clips,

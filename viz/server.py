@@ -49,13 +49,31 @@ def _stop_process(proc: subprocess.Popen, timeout: float = 5.0) -> None:
             pass
 
 
+def _shutdown(proc: subprocess.Popen, log_path: Path | None, remove_log: bool, timeout: float = 5.0) -> None:
+    """Stop the server; remove our temporary log if it stopped cleanly (exit code 0), else keep it and
+    say where (also what the exit finalizer runs, so no log is left behind at interpreter exit)."""
+    _stop_process(proc, timeout)
+    if not remove_log or log_path is None:
+        return
+    if proc.returncode == 0:
+        try:
+            log_path.unlink()
+        except OSError:
+            pass
+    elif log_path.exists():
+        print(f"convexsim viewer: the Meshcat server (pid {proc.pid}) exited with code {proc.returncode}; "
+              f"its log is kept: {log_path}", file=sys.stderr, flush=True)
+
+
 class MeshcatServer:
     """A Meshcat server process bound to 127.0.0.1, and a pipelined command client.
 
     Args:
         port: HTTP port; None scans 7000–7099 for a free one (then any free port), 0 takes an
             ephemeral port, any other value must be free.
-        log_path: file receiving the server's stderr; default: a temporary file removed by ``stop()``.
+        log_path: file receiving the server's stderr; default: a temporary file, removed when the
+            server stops cleanly (``stop()``, the exit finalizer, or the server's own watchdog after
+            its parent died) and kept, with its path printed to stderr, if the server failed.
 
     Attributes (after ``start()``): ``web_url`` (the page to open), ``zmq_url``, ``pid``, ``port``,
     ``log_path``.
@@ -103,12 +121,15 @@ class MeshcatServer:
             os.close(fd)
             self.log_path = Path(name)
         args = [sys.executable, "-u", "-m", "convexsim.viz._server_main", "--parent-pid", str(os.getpid())]
+        if self._own_log:              # the server removes it itself if its parent dies (watchdog)
+            args += ["--orphan-log", str(self.log_path)]
         if self._port_request is not None:
             args += ["--port", str(int(self._port_request))]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True)
-        self._finalizer = weakref.finalize(self, _stop_process, self.proc)   # also runs at exit
+        # Also runs at exit and on garbage collection: stop the server, remove our log if clean.
+        self._finalizer = weakref.finalize(self, _shutdown, self.proc, self.log_path, self._own_log)
         try:
             lines = self._read_start_lines()
         except BaseException:
@@ -170,14 +191,9 @@ class MeshcatServer:
             finally:
                 self._socket = None
         if self.proc is not None:
-            _stop_process(self.proc, timeout)
             if self._finalizer is not None:
                 self._finalizer.detach()
-        if self._own_log and self.log_path is not None and self.proc is not None:
-            try:
-                self.log_path.unlink()
-            except OSError:
-                pass
+            _shutdown(self.proc, self.log_path, self._own_log, timeout)
 
     close = stop
 

@@ -115,3 +115,45 @@ def test_live_page_from_the_served_url(open_page, empty_screenshot):
         viewer.server.stop()           # the page says so (0.3.2 neither reconnects nor tells)
         probe.page.wait_for_function(
             "() => document.getElementById('convexsim-overlay').innerText.includes('no connection')")
+
+
+
+def test_served_playback_shows_resting_contacts_in_its_first_loop(box_stack_pair, open_page):
+    """A browser that opens the SERVED page after the publish (the `convexsim view` case) must see
+    box_stack's resting contacts. With the stock replay order (root animation first, then the
+    slots' `visible False`) three.js's mixer keeps the slots hidden until the loop wraps through a
+    hidden key, so this is checked while the animation plays its first loop (the recording is
+    stretched to 20 s of animation so the page reads it long before the first wrap)."""
+    import dataclasses
+
+    from convexsim.viz import serve_trajectories
+
+    sap, _ = box_stack_pair
+    # The bug shows when the browser's mixer first evaluates the clip after the first key that shows
+    # the contacts (0.04 s: the first evaluation comes a page-load delay after the clock started);
+    # the rest is stretched so the first loop lasts ~20 s and the page is read long before it wraps.
+    rel = sap.time - sap.time[0]
+    slow = dataclasses.replace(sap, time=sap.time[0] + np.where(
+        np.arange(sap.num_frames) <= 1, 40.0 * rel, 40.0 * rel[1] + 400.0 * (rel - rel[1])))
+    server = serve_trajectories([slow], labels=["SAP"], port=0, block=False)
+    try:
+        probe = open_page(server.web_url)
+        probe.wait_for_body("SAP", "box_4")
+        # Playing (autoplay), past the first recorded step (contacts appear at frame 1).
+        t_first = float(slow.time[1] - slow.time[0])
+        probe.page.wait_for_function("(t) => viewer.animator.playing && viewer.animator.mixer.time > t",
+                                     arg=t_first)
+        state = probe.page.evaluate(
+            """() => { const c = viewer.scene_tree.find(['meshcat', 'SAP', 'contacts']);
+                 return {mixer_time: viewer.animator.mixer.time, duration: viewer.animator.duration,
+                         slots: Object.keys(c.children).length,
+                         visible: Object.keys(c.children).filter(k => c.children[k].object.visible)}; }""")
+        if state["mixer_time"] >= state["duration"]:
+            pytest.skip(f"the page took more than one 20 s loop to load: {state}")
+        frame = int(np.searchsorted(slow.time - slow.time[0], state["mixer_time"], side="right")) - 1
+        n_contacts = int(slow.contact_offsets[frame + 1] - slow.contact_offsets[frame])
+        assert n_contacts >= 4 and state["slots"] >= 4                # 5 resting boxes
+        assert len(state["visible"]) >= 4, state
+        assert probe.errors == []
+    finally:
+        server.stop()

@@ -96,7 +96,26 @@ class RecordingServer:
         return len(cmds)
 
 
-def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
+class FakeClock:
+    """A wall clock that only moves when told: ``sleep`` advances it, ``work`` stands for compute time."""
+
+    def __init__(self, t0: float = 100.0):
+        self.now = t0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, dt: float) -> None:
+        assert dt > 0
+        self.sleeps.append(dt)
+        self.now += dt
+
+    def work(self, dt: float) -> None:
+        self.now += dt
+
+
+def two_body_live(**kw):
     from types import SimpleNamespace
 
     from convexsim.model import Contacts
@@ -106,20 +125,26 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
 
     model, state = compile_scene(scene_from_yaml(TWO_BODY_YAML))
     server = RecordingServer()
-    viewer = LiveViewer(model, realtime=True, server=server)
+    viewer = LiveViewer(model, server=server, **kw)
     contacts = Contacts(geom_a=np.array([0, 0]), geom_b=np.array([2, 2]), body_a=np.array([0, 0]),
                         body_b=np.array([2, 2]), phi=np.array([-1e-4, 0.01]),
                         point=np.array([[0.5, 0.0, 0.0], [9.0, 9.0, 9.0]]), normal=np.tile([0, 0, 1.0], (2, 1)))
     info = SimpleNamespace(contacts=contacts, force_world=np.array([[3.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
-    for k in range(1, 6):
+    return model, state, server, viewer, info
+
+
+def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
+    """Pacing checked with an injected clock (no wall time): a simulation 4× faster than real time
+    is slowed to exactly 1× (and 2× with realtime=2), a slower one is never made to sleep."""
+    clock = FakeClock()
+    model, state, server, viewer, info = two_body_live(realtime=True, clock=clock, sleep=clock.sleep)
+    for k in range(1, 6):               # 0.02 s of simulated time per step, computed in 0.005 s
+        clock.work(0.005)
         s = state.copy()
         s.t, s.step = 0.02 * k, k
         viewer.update(s, info, force=True)
-        if k == 1:                  # the first update draws the scene and anchors the pacing
-            wall0 = time.perf_counter()
-    wall = time.perf_counter() - wall0
-    # Paced to real time: 0.08 s of simulated time after the first update cannot take less wall time.
-    assert wall >= 0.08 - 1e-3
+    # The first update anchors the pacing; each later one waits until its simulated time is due.
+    assert clock.sleeps == pytest.approx([0.015] * 4, abs=1e-12)
     sent = server.commands
     # One slot (the φ > 0 zero-force contact is not drawn): point at the contact, arrow along f.
     slots = {c["path"] for c in sent if c["path"].startswith("/meshcat/live/contacts/c") and c["type"] == "set_object"}
@@ -130,9 +155,46 @@ def test_live_viewer_draws_contacts_and_paces_to_real_time(capsys):
     np.testing.assert_allclose(np.linalg.norm(y_img), 5.0 * viewer._force_scale, rtol=1e-12)
     status = [c["value"] for c in sent if c["path"] == "/convexsim_info" and c["type"] == "set_property"]
     assert status[-1]["live"] and status[-1]["step"] == 5 and status[-1]["contacts"] == 1
-    assert status[-1]["rate"] == pytest.approx(1.0, rel=0.5)     # sleeps make it ≈ 1× (wall jitter)
+    assert status[-1]["rate"] == pytest.approx(1.0, rel=1e-9)      # exactly 1× on the fake clock
     viewer.close()
     assert "127.0.0.1" in capsys.readouterr().out
+
+    # realtime=2: simulated time runs twice as fast as wall time.
+    clock = FakeClock()
+    *_, server, viewer, info = two_body_live(realtime=2.0, clock=clock, sleep=clock.sleep)
+    for k in range(1, 4):
+        clock.work(0.001)
+        s = state.copy()
+        s.t, s.step = 0.02 * k, k
+        viewer.update(s, info, force=True)
+    assert clock.sleeps == pytest.approx([0.009, 0.009], abs=1e-12)
+    status = [c["value"] for c in server.commands if c["path"] == "/convexsim_info" and c["type"] == "set_property"]
+    assert status[-1]["rate"] == pytest.approx(2.0, rel=1e-9)
+
+    # Slower than real time: no sleep, and after more than 0.25 s of lag the pacing re-anchors
+    # (no burst of catching up afterwards).
+    clock = FakeClock()
+    *_, server, viewer, info = two_body_live(realtime=True, clock=clock, sleep=clock.sleep)
+    for k, work in enumerate([0.0, 0.1, 0.5, 0.001, 0.001], start=1):
+        clock.work(work)
+        s = state.copy()
+        s.t, s.step = 0.02 * k, k
+        viewer.update(s, info, force=True)
+    # step 3 lagged 0.56 s > 0.25 s: re-anchored there, so steps 4 and 5 are paced from it again.
+    assert clock.sleeps == pytest.approx([0.019, 0.019], abs=1e-12)     # without re-anchoring: none
+
+
+def test_live_throttle_uses_the_injected_clock():
+    clock = FakeClock()
+    _, state, _, viewer, info = two_body_live(max_rate_hz=10.0, clock=clock, sleep=clock.sleep)
+    sent = []
+    for k in range(1, 31):             # 30 updates, 0.01 s apart on the clock, at most 10 Hz sent
+        clock.work(0.01)
+        s = state.copy()
+        s.t, s.step = 0.001 * k, k
+        sent.append(viewer.update(s, info))
+    assert clock.sleeps == []           # not paced
+    assert sum(sent) == 3 and sent[0] and sent[10] and sent[20]
 
 
 def test_cli_run_solver_both_html_is_one_comparison_page(tmp_path):
@@ -169,3 +231,7 @@ def test_live_viewer_survives_a_dead_server(capsys):
     assert viewer.update(state, None, force=True) is False
     assert capsys.readouterr().err.count("viewer stopped streaming") == 1
     viewer.close()
+    # A server that died keeps its log, and says where; this test removes it.
+    log = viewer.server.log_path
+    assert f"its log is kept: {log}" in capsys.readouterr().err
+    log.unlink()

@@ -192,3 +192,124 @@ def test_default_labels_name_the_setting_that_differs(two_body_traj):
     stiff = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(stiff_yaml)})
     assert default_labels([soft, stiff]) == ["SAP (sap) stiffness=10000.0", "SAP (sap) stiffness=1000000.0"]
     assert default_labels([soft, soft]) == ["SAP (sap)", "SAP (sap) #2"]
+
+
+def with_spike(traj: Trajectory, frame: int, newtons: float) -> Trajectory:
+    """A copy of ``traj`` whose first contact of ``frame`` carries ``newtons`` along +z (an impact)."""
+    force = traj.contact_force.copy()
+    force[int(traj.contact_offsets[frame])] = [0.0, 0.0, newtons]
+    return Trajectory(**{**traj.__dict__, "contact_force": force})
+
+
+def test_impact_frame_survives_thinning_and_its_arrow_is_clamped(two_body_traj):
+    from convexsim.viz.playback import frame_peak_force
+
+    spike = with_spike(two_body_traj, 16, 4000.0)    # frame 16: one touching contact (10 N → 4 kN)
+    plain = sample_frames(spike.time, 10.0, 2, 10**9)
+    assert 16 not in plain                           # every 10th frame: the impact would be dropped
+    kept = sample_frames(spike.time, 10.0, 2, 10**9, priority=frame_peak_force(spike))
+    assert 16 in kept and len(kept) <= len(plain) + 1 and kept[0] == 0 and kept[-1] == spike.num_frames - 1
+    # Each interval still shows one frame; without forces the choice is the old one.
+    assert np.array_equal(sample_frames(spike.time, 10.0, 2, 10**9, priority=np.zeros(spike.num_frames)), plain)
+
+    pb = build_playback([spike], PlaybackOptions(labels=["r"], max_fps=10.0))
+    R, scale = pb.info["max_arrow"], pb.info["force_scale"]
+    assert 4000.0 * scale > 10 * R                   # unclamped, the arrow would be > 10 scene radii
+    arrow = animation(pb)["/meshcat/r/contacts/c0/force"]
+    t16 = spike.time[16] + 1e-6                      # past the float32-rounded key time
+    assert bool(value_at(arrow["visible"], 1, t16))
+    assert value_at(arrow["scale"], 3, t16)[1] == pytest.approx(R, rel=2 * F32)       # clamped at R
+    f_next = int(kept[kept > 16][0])                  # the next frame shown: 20 N, not clamped
+    assert value_at(arrow["scale"], 3, spike.time[f_next] + 1e-6)[1] == pytest.approx(
+        frame_peak_force(spike)[f_next] * scale, rel=2 * F32)
+    assert frame_peak_force(spike)[f_next] == 20.0
+    assert "clamped at" in pb.info["note"] and "peak 4000 N" in pb.info["note"]
+
+
+def test_live_and_playback_use_one_arrow_scale_rule(two_body_traj):
+    """force_scale = 0.25·R / (weight of the heaviest moving body) in both; arrows clamped at R."""
+    from types import SimpleNamespace
+
+    from convexsim.model import Contacts
+    from convexsim.scene import compile_scene, scene_from_yaml
+    from convexsim.viz import LiveViewer
+    from convexsim.viz.playback import REFERENCE_ARROW, weight_reference
+
+    from viz_helpers import TWO_BODY_YAML
+
+    model, state = compile_scene(scene_from_yaml(TWO_BODY_YAML))
+    w = 1.0 * float(np.linalg.norm(model.gravity))   # ball and pill: 1 kg each
+    assert weight_reference([model]) == pytest.approx(w)
+    pb = build_playback([two_body_traj], PlaybackOptions(labels=["r"]))
+    assert pb.info["force_reference"] == pytest.approx(w)
+    assert pb.info["force_scale"] == pytest.approx(REFERENCE_ARROW * pb.info["max_arrow"] / w)
+
+    class Rec:
+        web_url, running = "http://127.0.0.1:1/static/", True
+
+        def __init__(self):
+            self.commands = []
+
+        def send(self, cmds):
+            self.commands += list(cmds)
+
+    rec = Rec()
+    viewer = LiveViewer(model, server=rec, announce=False)
+    contacts = Contacts(geom_a=np.array([0]), geom_b=np.array([2]), body_a=np.array([0]), body_b=np.array([2]),
+                        phi=np.array([-1e-4]), point=np.array([[0.5, 0.0, 0.0]]), normal=np.array([[0, 0, 1.0]]))
+    viewer.update(state, SimpleNamespace(contacts=contacts, force_world=np.array([[0.0, 0.0, w]])), force=True)
+    assert viewer._force_scale == pytest.approx(REFERENCE_ARROW * viewer._radius / w)
+
+    def arrow_length():
+        T = np.array(next(c["matrix"] for c in reversed(rec.commands)
+                          if c["path"] == "/meshcat/live/contacts/c0/force")).reshape(4, 4).T
+        return float(np.linalg.norm(T[:3, 1]))
+
+    assert arrow_length() == pytest.approx(REFERENCE_ARROW * viewer._radius)   # one body's weight: R/4
+    viewer.update(state, SimpleNamespace(contacts=contacts, force_world=np.array([[0.0, 0.0, 1e5]])), force=True)
+    assert arrow_length() == pytest.approx(viewer._radius)                       # clamped at R
+
+
+def test_legend_tells_the_runs_bodies_apart(two_body_traj):
+    a = two_body_traj
+    b = Trajectory(**{**a.__dict__, "solver_kind": "lcp", "contact_model": "rigid"})
+    pb = build_playback([a, b])
+    la, lb = pb.info["legend"]
+    assert la["body"]["text"] == "bodies solid, in place" and la["body"]["opacity"] == 1.0
+    assert lb["body"]["text"] == "bodies translucent (35%), tinted blue, in place"
+    assert lb["body"]["opacity"] == pytest.approx(OVERLAY_OPACITY)
+    assert la["marker"]["text"] == "contacts green" and lb["marker"]["text"] == "contacts blue"
+    assert la["marker"]["color"] != lb["marker"]["color"] and la["body"]["color"] != lb["body"]["color"]
+    # The second run's bodies are really drawn in another colour (not only more transparent).
+    ball_a = materials_of(pb, "/meshcat/SAP (sap)")
+    ball_b = materials_of(pb, "/meshcat/LCP")
+    ca = next(m["color"] for p, m in ball_a.items() if "/ball/" in p)
+    cb = next(m["color"] for p, m in ball_b.items() if "/ball/" in p)
+    assert ca != cb
+    assert la["body"]["color"] == "#%06x" % ca and lb["body"]["color"] == "#%06x" % cb
+
+
+def test_runs_of_different_scenes_need_the_offset_layout(two_body_traj):
+    import yaml
+
+    from convexsim.viz.playback import check_comparable, default_labels
+
+    data = yaml.safe_load(two_body_traj.scene_yaml)
+    data["name"] = "other_scene"
+    data["bodies"] = [bd for bd in data["bodies"] if bd["name"] != "pill"]
+    other = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(data),
+                          "body_names": np.array(["ground", "ball"]),
+                          "position": two_body_traj.position[:, :2], "quaternion": two_body_traj.quaternion[:, :2],
+                          "linear_velocity": two_body_traj.linear_velocity[:, :2],
+                          "angular_velocity": two_body_traj.angular_velocity[:, :2]})
+    with pytest.raises(ValueError, match=r"a\.npz .*viz_two_bodies.* and b\.npz .*other_scene.*--layout offset"):
+        check_comparable([two_body_traj, other], ["a.npz", "b.npz"], "overlay")
+    with pytest.raises(ValueError, match="not runs of the same scene"):
+        build_playback([two_body_traj, other])
+    check_comparable([two_body_traj, other], ["a.npz", "b.npz"], "offset")
+    pb = build_playback([two_body_traj, other], PlaybackOptions(layout="offset"))
+    assert [e["label"] for e in pb.info["legend"]] == default_labels([two_body_traj, other])
+    assert default_labels([two_body_traj, other]) == ["viz_two_bodies: SAP (sap)", "other_scene: SAP (sap)"]
+    assert "different scenes, side by side" in pb.info["note"]
+    # Each scene has its own ground.
+    assert sum(1 for c in pb.commands if c["type"] == "set_object" and "/ground/" in c["path"]) >= 2

@@ -111,14 +111,14 @@ print("returned", flush=True)
 EXIT_SCRIPT = """
 from convexsim.viz import MeshcatServer
 s = MeshcatServer(port=0).start()
-print("pid", s.pid, s.port, flush=True)
-"""          # exits without stop(): the finalizer must stop the server
+print("pid", s.pid, s.port, s.log_path, flush=True)
+"""          # exits without stop(): the finalizer must stop the server (and remove its log)
 
 KILL_SCRIPT = """
 import time
 from convexsim.viz import MeshcatServer
 s = MeshcatServer(port=0).start()
-print("pid", s.pid, s.port, flush=True)
+print("pid", s.pid, s.port, s.log_path, flush=True)
 time.sleep(120)
 """
 
@@ -161,20 +161,22 @@ def test_serve_blocks_until_sigint_and_leaves_no_server(tmp_path, two_body_traj)
 def test_no_server_after_normal_exit_without_stop():
     out = subprocess.run([PY, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    _, pid, port = out.stdout.split()
+    _, pid, port, log = out.stdout.split()
     assert wait_gone(int(pid), 5.0)
     assert not can_connect("127.0.0.1", int(port))
+    assert not Path(log).exists()                   # the exit finalizer removed the temporary log
 
 
 def test_watchdog_stops_the_server_when_its_parent_is_killed():
     proc = subprocess.Popen([PY, "-c", KILL_SCRIPT], stdout=subprocess.PIPE, text=True)
     try:
-        _, pid, port = read_until(proc, "pid")[-1].split()
-        assert not process_gone(int(pid))
+        _, pid, port, log = read_until(proc, "pid")[-1].split()
+        assert not process_gone(int(pid)) and Path(log).exists()
         proc.send_signal(signal.SIGKILL)                # no atexit, no finalizer: only the watchdog
         proc.wait(timeout=10)
         assert wait_gone(int(pid), 10.0)
         assert not can_connect("127.0.0.1", int(port))
+        assert not Path(log).exists()                   # the server removed its own log
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -182,3 +184,64 @@ def test_watchdog_stops_the_server_when_its_parent_is_killed():
             os.kill(int(pid), signal.SIGKILL)
         except (ProcessLookupError, UnboundLocalError, ValueError):
             pass
+
+
+def replayed_messages(web_url: str, until_type: str, timeout: float = 20.0) -> list[dict]:
+    """What a newly connected browser receives (decoded), up to and including the first ``until_type``."""
+    import asyncio
+
+    import umsgpack
+    from tornado.websocket import websocket_connect
+
+    ws_url = web_url.replace("http://", "ws://").replace("/static/", "/")
+
+    async def read():
+        conn = await websocket_connect(ws_url)
+        out = []
+        try:
+            while True:
+                msg = await asyncio.wait_for(conn.read_message(), timeout)
+                assert msg is not None, "the server closed the websocket"
+                out.append(umsgpack.unpackb(msg))
+                if out[-1]["type"] == until_type:
+                    return out
+        finally:
+            conn.close()
+
+    # In a thread of its own: Playwright's sync API (other tests, same process) keeps an event loop
+    # running in the main thread, and asyncio.run refuses to start inside it.
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
+
+
+def test_new_browser_gets_the_animation_after_every_property(two_body_traj):
+    """Replay order to a browser connecting after the publish: the animation (stored at the root) comes
+    after the contact slots' `visible` properties, as for a browser that was already connected."""
+    from convexsim.viz import build_playback
+
+    pb = build_playback([two_body_traj])
+    with MeshcatServer(port=0) as server:
+        server.send(pb.commands)
+        msgs = replayed_messages(server.web_url, "set_animation")
+    slot_props = {c["path"] for c in pb.commands
+                  if c["type"] == "set_property" and "/contacts/c" in c["path"] and c["property"] == "visible"}
+    assert slot_props                                    # the synthetic run has contact slots
+    received = {m["path"] for m in msgs[:-1] if m["type"] == "set_property"}
+    assert slot_props <= received, sorted(slot_props - received)[:3]
+    assert sum(m["type"] == "set_object" for m in msgs[:-1]) == sum(c["type"] == "set_object" for c in pb.commands)
+
+
+def test_a_crashed_server_keeps_its_log_and_says_where(capsys):
+    server = MeshcatServer(port=0).start()
+    log = Path(server.log_path)
+    try:
+        os.kill(server.pid, signal.SIGKILL)             # a crash, as far as we can tell
+        server.proc.wait(timeout=10)
+        server.stop()
+        assert log.exists()
+        assert f"its log is kept: {log}" in capsys.readouterr().err
+    finally:
+        server.stop()
+        log.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ bodies:
     geometries: [{shape: sphere, radius: 0.1}]
   - name: pill
     mass: 1.0
+    inertia: [0.01, 0.01, 0.005]       # given: the shapes need not be centred on the body origin
     position: [0.5, 0, 0.1]
     color: [0.1, 0.2, 0.9]
     geometries: [{shape: capsule, radius: 0.05, length: 0.2}, {shape: box, size: [0.1, 0.1, 0.1], position: [0, 0, 0.2]}]
