@@ -27,6 +27,7 @@ import datetime as _dt
 import math
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -205,10 +206,18 @@ def warm_up_worker() -> None:
             for kwargs in _WARM_RUNS:
                 try:
                     simulate(copy.deepcopy(_WARM_SCENE), progress=False, **kwargs)
-                except Exception:  # noqa: BLE001 - a warm-up problem must not stop the study
-                    pass
-    except Exception:  # noqa: BLE001
-        pass
+                except Exception as exc:  # noqa: BLE001 - a warm-up problem must not stop the study
+                    _warn_warm_up(exc)
+    except Exception as exc:  # noqa: BLE001
+        _warn_warm_up(exc)
+
+
+def _warn_warm_up(exc: BaseException) -> None:
+    """Say (on stderr, once per process) that the JIT warm-up failed: ms_per_step then includes compilation."""
+    if not getattr(_warn_warm_up, "said", False):
+        _warn_warm_up.said = True
+        print(f"convexsim study: worker warm-up failed ({type(exc).__name__}: {exc}); "
+              "the first run's ms_per_step includes numba compilation", file=sys.stderr, flush=True)
 
 
 def _pool_initializer() -> None:
@@ -306,8 +315,8 @@ def _warm_dask(client: Any) -> None:
     except Exception:  # noqa: BLE001 - older distributed: warm the current workers only
         try:
             client.run(warm_up_worker)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            _warn_warm_up(exc)
 
 
 def _run_dask(tasks: list[RunTask], scheduler: str, on_result: OnResult, *, retries: int | None = None) -> None:

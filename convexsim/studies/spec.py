@@ -26,6 +26,7 @@ parameters (``run_id``), which is what resuming a study relies on.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
@@ -460,10 +461,18 @@ class RunTask:
     fingerprint: str = ""
 
 
+@functools.lru_cache(maxsize=1)
 def _software_version() -> str:
+    """convexsim's version plus a hash of its Python sources (so any code change, not only a version bump,
+    makes stored results stale), e.g. ``0.1.0+src.3f9a1c2b4d5e``."""
     import convexsim
 
-    return str(getattr(convexsim, "__version__", "?"))
+    root = Path(convexsim.__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes())
+    return f"{getattr(convexsim, '__version__', '?')}+src.{h.hexdigest()[:12]}"
 
 
 def run_fingerprint(run_payload: dict[str, Any], metrics: list[str], metric_options: dict[str, Any]) -> str:

@@ -89,6 +89,24 @@ def _console():
     return [sys.executable, "-m", "convexsim.cli"]
 
 
+def _read_until_progress(proc, *, timeout):
+    """Read the child's stderr until its progress bar shows a step count; returns what was read."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if sel.select(timeout=1.0):
+            chunk = os.read(proc.stderr.fileno(), 4096).decode(errors="replace")
+            seen += chunk
+            if "simulating: step" in seen:
+                time.sleep(0.5)   # a few more steps
+                return seen
+    raise AssertionError(f"the run never reported progress: {seen!r}")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
     """Check a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves no output file and no temporary file
@@ -96,10 +114,13 @@ def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
     out = tmp_path / "big.npz"
     proc = subprocess.Popen(_console() + ["run", "sphere_pile", "--duration", "30", "--out", str(out)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(6.0)   # past imports and compilation, in the stepping loop
+    # Wait until the run is in its stepping loop (past imports and compilation): without a terminal the
+    # progress goes to stderr as plain "simulating: step …" lines. A fixed sleep was flaky under load.
+    first = _read_until_progress(proc, timeout=300)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
+    err = first + rest
     assert proc.returncode != 0
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())

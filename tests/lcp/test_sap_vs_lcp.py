@@ -153,8 +153,9 @@ def test_incline_stick_sap_creeps_within_sigma_bound():
       tangential part ≈ tan θ·δ_n), so this settling displacement is at most the vertical sink
       δ_n/cos θ = m·g/(4k) = 4.905e-8 m;
     * then creeps at |v_t| ≤ σ·w·μ·γ_n per corner (sap-math.md §2.2). For a cube corner the
-      Delassus estimate is w ≈ 4/m (1/m translation + 3/m rotation) and a corner carries a quarter of
-      the load, so |v_t| ≤ σ·μ·g·dt = 4.9e-8 m/s (measured 2.98e-8 m/s); over T the creep is ≤ σ·μ·g·dt·T.
+      Delassus estimate is w ≤ 4/m (at most 1/m translation + 3/m rotation; the solver gives
+      ≈ 2.63/kg) and a corner carries a quarter of the load, so |v_t| ≤ σ·μ·g·dt = 4.9e-8 m/s
+      (measured 2.98e-8 m/s); over T the creep is ≤ σ·μ·g·dt·T.
 
     Asserted at T = 0.5 s: |Δp| ≤ 1.5·(m·g/(4k) + σ·μ·g·dt·T) = 1.10e-7 m (×1.5 for the rough
     settling estimate; measured 5.63e-8 m; with β = 1 it is 3.3e-7, with σ = 1e-3 1.5e-6, both

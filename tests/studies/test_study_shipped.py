@@ -165,8 +165,7 @@ def test_sap_agrees_with_lcp_on_the_box_stack_in_the_stiff_limit(shipped_reduced
     assert w_max == pytest.approx(5.5)
     lower = 2.25 * m * G / k[-1]
     upper = 2.25 * m * G * (1.0 / k[-1] + beta ** 2 * w_max * dt * (dt + tau) / (4 * math.pi ** 2))
-    assert lower <= diff[-1] <= upper, (lower, diff[-1], upper)
-    assert diff[-1] < 1e-5  # micrometres: the stated agreement in the stiff limit
+    assert lower <= diff[-1] <= upper, (lower, diff[-1], upper)  # upper ≈ 2.5e-6 m: micrometre agreement
 
 
 def test_sap_matches_lcp_on_an_incline_as_stiffness_grows(shipped_reduced):

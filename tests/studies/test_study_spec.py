@@ -171,8 +171,16 @@ def test_fingerprints_cover_metrics_metric_options_and_version(monkeypatch):
                     tiny_study(metric_options={"body": "ball"}), tiny_study(metric_options={"stop_speed": 1e-2}),
                     tiny_study(duration=0.1)):
         assert not set(base) & set(fp(changed))
+    from convexsim.studies import spec as spec_module
+
+    version = spec_module._software_version()
+    assert version.startswith(convexsim.__version__ + "+src.")  # version and a hash of the sources
+    spec_module._software_version.cache_clear()
     monkeypatch.setattr(convexsim, "__version__", "999.0")
-    assert not set(base) & set(fp(tiny_study()))
+    try:
+        assert not set(base) & set(fp(tiny_study()))
+    finally:
+        spec_module._software_version.cache_clear()
 
 
 def test_reduced_replaces_values_duration_and_repetitions():
