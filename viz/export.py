@@ -46,8 +46,9 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
             shifted by ``offset``).
         offset: shift between successive runs [m], (3,); default: along x (side by side for the
             default camera) by 1.15 × the scene's x extent (along y if the scene is > 2× wider in x).
-        force_scale: arrow length per newton [m/N]; default 0.25·R / f_ref (R: scene radius, f_ref:
-            98th percentile of the nonzero contact force magnitudes of all runs).
+        force_scale: arrow length per newton [m/N]; default 0.25·R / f_ref (R: scene radius, f_ref: the
+            weight of the heaviest moving body; without gravity the 98th percentile of the nonzero
+            contact force magnitudes of all runs); arrows are capped at R.
         force_threshold: no arrow at or below this force [N]; default 1e-3·f_ref.
         show_contacts: draw contact points and force arrows.
         models: compiled scene(s) (default: compiled from each trajectory's ``scene_yaml``).

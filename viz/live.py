@@ -331,12 +331,16 @@ class RunViewer:
         if self.viewer is not None:
             self.viewer.close()
             self.viewer = None
-        self._ensure_server()
-        if trajectories:
-            pb = build_playback(trajectories, PlaybackOptions(labels=labels))
-            self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
-            print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"
-                  f"{'s' if len(trajectories) > 1 else ''})", file=self.out, flush=True)
+        try:
+            self._ensure_server()
+            if trajectories:
+                pb = build_playback(trajectories, PlaybackOptions(labels=labels))
+                self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
+                print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"
+                      f"{'s' if len(trajectories) > 1 else ''})", file=self.out, flush=True)
+        except ViewerServerError as exc:  # the run's files are saved already: say so, no traceback
+            print(f"viewer: cannot show the recorded playback ({exc})", file=sys.stderr, flush=True)
+            return
         if wait:
             wait_for_stop_signal(self.server, out=self.out)
 

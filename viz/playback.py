@@ -277,18 +277,21 @@ def model_for(traj: Trajectory) -> Model:
 
 
 def check_comparable(trajectories: Sequence[Trajectory], names: Sequence[str], layout: str) -> None:
-    """Raise ValueError if runs with different bodies would be overlaid (``names`` name the runs in
-    the message, e.g. file names); with ``layout="offset"`` they are allowed (side by side)."""
+    """Raise ValueError if runs of different scenes (other scene name or other bodies) would be overlaid
+    (``names`` name the runs in the message, e.g. file names); with ``layout="offset"`` they are allowed
+    (side by side). Runs of one scene with other parameters (solver, stiffness, …) keep its name."""
     if layout == "offset" or len(trajectories) < 2:
         return
     first = [str(n) for n in trajectories[0].body_names]
+    a = scene_name(trajectories[0]) or "?"
     for traj, name in zip(trajectories[1:], names[1:]):
         other = [str(n) for n in traj.body_names]
-        if other != first:
-            a, b = scene_name(trajectories[0]) or "?", scene_name(traj) or "?"
+        b = scene_name(traj) or "?"
+        if other != first or a != b:
+            what = "their bodies differ" if other != first else "their scene names differ"
             raise ValueError(
                 f"{names[0]} (scene {a!r}, {len(first)} bodies) and {name} (scene {b!r}, {len(other)} bodies) "
-                f"are not runs of the same scene: their bodies differ, so they cannot be overlaid; "
+                f"are not runs of the same scene ({what}), so they cannot be overlaid; "
                 f"use --layout offset (layout=\"offset\") to show them side by side")
 
 
