@@ -71,28 +71,17 @@ def _add_run(sub) -> None:
 
 def _check_time_flags(args) -> None:
     """--duration and --time-step must be finite and > 0; errors name the flag, not the scene file."""
-    import math
+    from convexsim.simulate import check_times
 
-    for flag, value in (("--duration", args.duration), ("--time-step", args.time_step)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{flag}: must be a finite number of seconds > 0 (got {value:g})")
+    check_times({"--duration": args.duration, "--time-step": args.time_step})
 
 
 def _step_plan(args, scene_path: Path, model, duration: float) -> tuple[int, str]:
     """(number of steps, note about rounding or ''); ValueError when the run would take no step."""
-    from convexsim.simulate import step_count
+    from convexsim.simulate import plan_steps
 
-    dt = model.time_step
-    n = step_count(duration, dt)
     source = "--duration" if args.duration is not None else f"{scene_path}: duration"
-    dt_source = " (--time-step)" if args.time_step is not None else ""
-    if n < 1:
-        raise ValueError(f"{source} = {duration:g} s is shorter than one time step (dt = {dt:g} s{dt_source}), so "
-                         f"nothing would be simulated; give a duration of at least {dt:g} s")
-    if abs(n * dt - duration) > 1e-9 * duration:
-        return n, (f"{source} = {duration:g} s is not a multiple of dt = {dt:g} s{dt_source}: "
-                   f"rounded to {n} steps ({n * dt:.9g} s)")
-    return n, ""
+    return plan_steps(duration, model.time_step, source, "--time-step" if args.time_step is not None else "")
 
 
 class _TerminateOnSigterm:

@@ -125,9 +125,7 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
     """Load (path | YAML text | dict | SceneSpec), apply overrides, compile: (model, state, duration)."""
     from convexsim import scene as scene_pkg
 
-    for name, value in (("duration", duration), ("time_step", time_step)):
-        if value is not None and not _positive_finite(value):
-            raise ValueError(f"{name} argument: must be a finite number > 0 [s] (got {value!r})")
+    check_times({"duration argument": duration, "time_step argument": time_step})
     data = _scene_as_dict(scene)
     extra: dict[str, Any] = {}
     if time_step is not None:
@@ -146,6 +144,32 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
     spec = scene_pkg.scene_from_dict(data, source=source)
     model, state = scene_pkg.compile_scene(spec)
     return model, state, float(model.duration)
+
+
+def check_times(values: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first of ``values`` (label → seconds, None = not given) that is not a
+    finite number > 0, e.g. ``--duration: must be a finite number of seconds > 0 (got -1)``."""
+    for label, value in values.items():
+        if value is not None and not _positive_finite(value):
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            shown = f"{float(value):g}" if numeric else repr(value)
+            raise ValueError(f"{label}: must be a finite number of seconds > 0 (got {shown})")
+
+
+def plan_steps(duration: float, time_step: float, source: str = "duration",
+               time_step_source: str = "") -> tuple[int, str]:
+    """(number of steps, note) of a run of ``duration`` [s] at ``time_step`` [s]; the note says how a
+    duration that is not a multiple of dt was rounded ('' otherwise). ValueError, naming ``source``, when
+    the run would take no step."""
+    n = step_count(duration, time_step)
+    dt_src = f" ({time_step_source})" if time_step_source else ""
+    if n < 1:
+        raise ValueError(f"{source} = {duration:g} s is shorter than one time step (dt = {time_step:g} s{dt_src}), "
+                         f"so nothing would be simulated; give a duration of at least {time_step:g} s")
+    if abs(n * time_step - duration) > 1e-9 * duration:
+        return n, (f"{source} = {duration:g} s is not a multiple of dt = {time_step:g} s{dt_src}: "
+                   f"rounded to {n} steps ({n * time_step:.9g} s)")
+    return n, ""
 
 
 def _positive_finite(value: Any) -> bool:
@@ -183,10 +207,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     """
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
-    n_steps = step_count(duration, model.time_step)
-    if n_steps < 1:
-        raise ValueError(f"duration = {duration:g} s is shorter than one time step (dt = {model.time_step:g} s), "
-                         f"so nothing would be simulated; give a duration of at least {model.time_step:g} s")
+    n_steps, _ = plan_steps(duration, model.time_step)
     rec = Recorder(model)
     rec.record(state, None)
     stats = RunStats()
@@ -335,4 +356,5 @@ class _ProgressBar:
             self._bar = None
 
 
-__all__ = ["simulate", "prepare", "run_model", "step_count", "Recorder", "RunStats", "TerminationRequest"]
+__all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
+           "TerminationRequest"]
