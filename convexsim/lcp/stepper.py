@@ -27,14 +27,22 @@ in this mode (it would change the rebound velocity).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from convexsim import dynamics
-from convexsim.lcp.lemke import LemkeResult, LemkeStatus, LemkeWorkspace, default_max_pivots, lemke
-from convexsim.model import Model, State
+from convexsim.lcp.lemke import (LemkeResult, LemkeStatus, LemkeWorkspace, default_max_pivots, lemke,
+                                 solve_from_basis)
+from convexsim.model import Contacts, Model, State
 from convexsim.stepping import SimulationError, StepInfo, contact_kinematics, contact_velocities
+
+WARM_START_DEFAULT = True
+"""Whether ``lcp_step`` warm-starts each step's LCP from the previous step's solution when its
+``warm_start`` argument is None (docs/lcp.md §2, "Warm start")."""
+
+WARM_MAX_SOLVES = 8
+"""Principal subsystems ``solve_from_basis`` may factorize per step before falling back to Lemke."""
 
 
 class LcpStepError(SimulationError):
@@ -214,7 +222,89 @@ def ray_contacts(result: LemkeResult, layout: ContactLcpLayout) -> list[int]:
     return sorted({layout.contact_of_variable(int(i)) for i in missing})
 
 
+@dataclass
+class LcpStepInfo(StepInfo):
+    """StepInfo of the LCP stepper, with the warm-start statistics.
+
+    Attributes (besides StepInfo's; ``iterations`` stays the Lemke pivot count, 0 for a warm step):
+        warm_attempted: a previous solution was available and tried (warm start on, contacts present).
+        warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
+        warm_solves: principal subsystems factorized by the warm start (0 when not attempted).
+    """
+
+    warm_attempted: bool = False
+    warm_accepted: bool = False
+    warm_solves: int = 0
+
+
+def contact_keys(contacts: Contacts) -> np.ndarray:
+    """Identity of each contact across steps: (geom_a, geom_b, k), k = index within its pair, shape (nc, 3).
+
+    Contacts are ordered by pair and, within a pair, in the kernel's order (convexsim.geometry.collide),
+    so k is the manifold point index. It is only a guess of "the same contact" (a manifold may reorder
+    its points); the warm start never relies on it for correctness.
+    """
+    ga = np.asarray(contacts.geom_a, np.int64)
+    gb = np.asarray(contacts.geom_b, np.int64)
+    m = ga.shape[0]
+    keys = np.zeros((m, 3), np.int64)
+    if m == 0:
+        return keys
+    first = np.ones(m, bool)
+    first[1:] = (ga[1:] != ga[:-1]) | (gb[1:] != gb[:-1])
+    ar = np.arange(m)
+    keys[:, 0], keys[:, 1] = ga, gb
+    keys[:, 2] = ar - np.maximum.accumulate(np.where(first, ar, 0))
+    return keys
+
+
+@dataclass
+class _WarmCache:
+    """The previous step's LCP solution per contact: row r = (p_n, β_1..β_d, λ) of contact keys[r]."""
+
+    model_id: int = -1
+    next_step: int = -1
+    num_directions: int = -1
+    index: dict = field(default_factory=dict)
+    per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def store(self, model: Model, next_step: int, keys: np.ndarray, layout: "ContactLcpLayout", z: np.ndarray):
+        m, d = layout.num_contacts, layout.num_directions
+        pc = np.zeros((m, d + 2))
+        pc[:, 0] = z[:m]
+        if d:
+            pc[:, 1:d + 1] = z[m:m + m * d].reshape(m, d)
+            pc[:, d + 1] = z[m + m * d:m + m * d + m]
+        self.model_id, self.next_step, self.num_directions = id(model), next_step, d
+        self.index = {tuple(k): r for r, k in enumerate(keys.tolist())}
+        self.per_contact = pc
+
+    def guess(self, model: Model, step: int, keys: np.ndarray, layout: "ContactLcpLayout") -> np.ndarray | None:
+        """Guessed basic z's of the new LCP (previous z > 0; new contacts: w basic), or None if stale."""
+        m, d = layout.num_contacts, layout.num_directions
+        if self.model_id != id(model) or self.next_step != step or self.num_directions != d:
+            return None
+        basic = np.zeros(layout.size, bool)
+        for i, k in enumerate(keys.tolist()):
+            r = self.index.get(tuple(k))
+            if r is None:
+                continue
+            pc = self.per_contact[r]
+            basic[i] = pc[0] > 0.0
+            if d:
+                basic[m + i * d:m + (i + 1) * d] = pc[1:d + 1] > 0.0
+                basic[m + m * d + i] = pc[d + 1] > 0.0
+        return basic
+
+
 _local = threading.local()
+
+
+def _warm_cache() -> _WarmCache:
+    c = getattr(_local, "warm", None)
+    if c is None:
+        c = _local.warm = _WarmCache()
+    return c
 
 
 def _default_workspace() -> LemkeWorkspace:
@@ -258,12 +348,22 @@ def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) ->
                        step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
 
 
-def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = None) -> tuple[State, StepInfo]:
+def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = None,
+             warm_start: bool | None = None) -> tuple[State, StepInfo]:
     """Advance one step of the rigid LCP stepper (module docstring).
 
+    Args:
+        model, state: the model and the state at the start of the step.
+        workspace: reusable LemkeWorkspace (default: one per thread).
+        warm_start: try the previous step's solution first (default ``WARM_START_DEFAULT``). The
+            previous solution is kept per thread and used only if it belongs to the same model object
+            and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's final
+            check, otherwise Lemke runs as without warm start (docs/lcp.md, "Warm start").
+
     Returns:
-        (new state, StepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
-        (force on body B), iterations = Lemke pivots.
+        (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
+        (force on body B), iterations = Lemke pivots (0 for a step solved by the warm start),
+        warm_attempted / warm_accepted / warm_solves.
 
     Raises:
         LcpStepError: Lemke ended on a ray, the pivot limit or a numerical failure (step, time, contacts).
@@ -288,9 +388,9 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
     if m == 0:
         if restitution:
             new = dynamics.integrate(half, mid, v_star)
-            return State(state.t + dt, new.q, new.v, state.step + 1), StepInfo(contacts=kin.contacts,
-                                                                               status="solved")
-        return dynamics.integrate(model, state, v_star), StepInfo(contacts=kin.contacts, status="solved")
+            return State(state.t + dt, new.q, new.v, state.step + 1), LcpStepInfo(contacts=kin.contacts,
+                                                                                  status="solved")
+        return dynamics.integrate(model, state, v_star), LcpStepInfo(contacts=kin.contacts, status="solved")
     J = dense_jacobian(kin, nv)
     phi = kin.contacts.phi
     if restitution:
@@ -300,17 +400,37 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
         bias = gap_bias(phi, dt, s.lcp_stabilization)
     M, q, layout = build_contact_lcp(block_inverse(A_blocks), v_star, J, bias, kin.params.mu,
                                      s.friction_directions)
-    r = _solve_or_raise(M, q, layout, model, state, kin, ws)
-    v_next = layout.velocity(v_star, r.z)
-    gamma = layout.impulses(r.z)
-    info = StepInfo(contacts=kin.contacts, gamma=gamma,
-                    force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,
-                    iterations=r.pivots, converged=True, status="solved")
+    warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
+    attempted = accepted = False
+    solves = 0
+    z = None
+    if warm:
+        cache = _warm_cache()
+        keys = contact_keys(kin.contacts)
+        basic = cache.guess(model, state.step, keys, layout)
+        if basic is not None:
+            attempted = True
+            ws_res = solve_from_basis(M, q, basic, max_solves=WARM_MAX_SOLVES)
+            solves = ws_res.solves
+            if ws_res.solved:
+                accepted = True
+                z, pivots = ws_res.z, 0
+    if z is None:
+        r = _solve_or_raise(M, q, layout, model, state, kin, ws)
+        z, pivots = r.z, r.pivots
+    if warm:
+        cache.store(model, state.step + 1, keys, layout, z)
+    v_next = layout.velocity(v_star, z)
+    gamma = layout.impulses(z)
+    info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,
+                       force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,
+                       iterations=pivots, converged=True, status="solved",
+                       warm_attempted=attempted, warm_accepted=accepted, warm_solves=solves)
     if restitution:
         new = dynamics.integrate(half, mid, v_next)
         return State(state.t + dt, new.q, new.v, state.step + 1), info
     return dynamics.integrate(model, state, v_next), info
 
 
-__all__ = ["lcp_step", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
+__all__ = ["lcp_step", "LcpStepInfo", "contact_keys", "WARM_START_DEFAULT", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
            "gap_bias", "dense_jacobian", "block_inverse", "ray_contacts"]

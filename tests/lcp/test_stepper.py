@@ -196,7 +196,11 @@ def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
     assert traj.num_frames == 1  # the initial frame is kept; nothing half-written
 
 
-def test_failure_after_step_zero_reports_where_and_keeps_frames():
+def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
+    # (cold path: the warm start solves the impact step without any Lemke pivot)
+    from convexsim.lcp import stepper
+
+    monkeypatch.setattr(stepper, "WARM_START_DEFAULT", False)
     # sphere_drop with a pivot limit of 1: a step whose LCP has q ≥ 0 needs 0 pivots, one with
     # q_n < 0 (the gap would close within the step) needs z0 plus at least one more pivot. The ball
     # falls freely (gap φ_k = 0.9 − g·dt²·k(k+1)/2) until the first step k whose free-fall end point

@@ -1,0 +1,150 @@
+"""Warm start of the LCP stepper: ``solve_from_basis`` and ``lcp_step(..., warm_start=True)`` against the cold path."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from convexsim.lcp.lemke import LemkeOptions, lcp_residual, lemke, solve_from_basis
+
+lemke_mod = importlib.import_module("convexsim.lcp.lemke")
+
+
+def _spd(n, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    return A @ A.T + n * np.eye(n), rng.standard_normal(n)
+
+
+def _passes_check(M, q, z):
+    w = np.empty(len(q))
+    return lemke_mod._check(np.ascontiguousarray(M), np.ascontiguousarray(q), np.ascontiguousarray(z), w,
+                            LemkeOptions().check_tol) <= 1.0
+
+
+def test_right_guess_solves_in_one_factorization():
+    M, q = _spd(30, 0)
+    ref = lemke(M, q)
+    r = solve_from_basis(M, q, ref.z > 0)
+    assert r.solved and r.solves == 1
+    np.testing.assert_allclose(r.z, ref.z, atol=1e-12)
+    assert _passes_check(M, q, r.z)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_wrong_guess_is_corrected_or_rejected_never_wrong(seed):
+    M, q = _spd(40, seed)
+    ref = lemke(M, q)
+    guess = ref.z > 0
+    flip = np.random.default_rng(100 + seed).choice(40, 6, replace=False)
+    guess[flip] = ~guess[flip]
+    r = solve_from_basis(M, q, guess, max_solves=20)
+    # SPD: a P-matrix, the solution is unique; block principal pivoting with Murty's backup finds it
+    assert r.solved
+    np.testing.assert_allclose(r.z, ref.z, atol=1e-10)
+    r1 = solve_from_basis(M, q, guess, max_solves=1)
+    assert not r1.solved or _passes_check(M, q, r1.z)
+
+
+def test_dependent_columns_leave_the_basis():
+    # two identical constraints (a redundant contact): M_αα singular when both are guessed basic
+    M = np.array([[1.0, 1.0], [1.0, 1.0]])
+    q = np.array([-1.0, -1.0])
+    r = solve_from_basis(M, q, np.array([True, True]))
+    assert r.solved and r.basic.sum() == 1
+    assert lcp_residual(M, q, r.z) < 1e-14
+
+
+def test_infeasible_lcp_is_never_solved():
+    # z ≥ 0, w = −z − 1 ≥ 0 has no solution
+    M = -np.eye(2)
+    q = -np.ones(2)
+    for guess in ([True, True], [False, False], [True, False]):
+        assert not solve_from_basis(M, q, np.array(guess)).solved
+
+
+def test_contact_keys_number_points_within_a_pair():
+    from convexsim.lcp.stepper import contact_keys
+    from convexsim.model import Contacts
+
+    c = Contacts(geom_a=np.array([0, 0, 0, 1, 1, 2]), geom_b=np.array([3, 3, 4, 2, 2, 5]),
+                 body_a=np.zeros(6, np.int64), body_b=np.zeros(6, np.int64), phi=np.zeros(6),
+                 point=np.zeros((6, 3)), normal=np.zeros((6, 3)))
+    np.testing.assert_array_equal(contact_keys(c)[:, 2], [0, 1, 0, 0, 1, 0])
+    np.testing.assert_array_equal(contact_keys(c)[:, :2], np.stack([c.geom_a, c.geom_b], 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# trajectories: warm vs cold
+#
+# Both paths return points that pass the same scaled check (t = 1e4·ε·n ≤ 5.4e-10 for n ≤ 240,
+# relative to s_w = ‖M‖‖z‖ + ‖q‖ ≈ 0.1 m/s here); the warm path also demands sign feasibility at
+# 10·ε·n. A per-step velocity disagreement is then at most ~t·s_w ≈ 5e-11 m/s; accumulated over
+# 500 steps ≤ 2.5e-8 m/s and ≤ dt·Σ ≈ 1e-11 m in position. Degenerate force splits differ (the
+# manifold LCPs are not unique) but give the same velocities. Measured: |Δq| ≤ 2e-13, |Δv| ≤ 5e-11
+# on box_stack (0.5 s). Bounds asserted: 1e-9 (q) and 1e-7 m/s (v), 10-100× above the estimate.
+# ---------------------------------------------------------------------------------------------
+
+
+def _lockstep(scene, duration, monkeypatch):
+    from convexsim.lcp import stepper
+    from convexsim.simulate import prepare
+
+    accepted_problems = []
+    orig = stepper.solve_from_basis
+
+    def spy(M, q, basic, **kw):
+        r = orig(M, q, basic, **kw)
+        if r.solved:
+            accepted_problems.append((M.copy(), q.copy(), r.z.copy()))
+        return r
+
+    monkeypatch.setattr(stepper, "solve_from_basis", spy)
+    mc, sc, _ = prepare(scene, solver="lcp")
+    mw, sw, _ = prepare(scene, solver="lcp")
+    n = int(round(duration / mc.time_step))
+    dq = dv = 0.0
+    infos = []
+    for _ in range(n):
+        sc, ic = stepper.lcp_step(mc, sc, warm_start=False)
+        sw, iw = stepper.lcp_step(mw, sw, warm_start=True)
+        assert not ic.warm_attempted and not ic.warm_accepted
+        infos.append(iw)
+        dq = max(dq, float(np.abs(sc.q - sw.q).max()))
+        dv = max(dv, float(np.abs(sc.v - sw.v).max()))
+    return dq, dv, infos, accepted_problems
+
+
+@pytest.mark.parametrize("scene, duration, min_accepted", [("scenes/box_stack.yaml", 0.5, 0.9),
+                                                           ("scenes/sphere_drop.yaml", 0.6, 0.5)])
+def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch):
+    dq, dv, infos, accepted = _lockstep(scene, duration, monkeypatch)
+    assert dq <= 1e-9 and dv <= 1e-7
+    with_contacts = [i for i in infos if i.contacts.count]
+    n_acc = sum(i.warm_accepted for i in with_contacts)
+    assert n_acc == len(accepted)
+    assert n_acc >= min_accepted * len(with_contacts)
+    for i in infos:
+        assert not i.warm_accepted or (i.warm_attempted and i.iterations == 0 and i.warm_solves >= 1)
+    # every accepted warm solution passes Lemke's final check and has a small natural-map residual
+    for M, q, z in accepted:
+        assert _passes_check(M, q, z)
+        assert lcp_residual(M, q, z) <= 1e-9 * (np.abs(M).sum(1).max() * np.abs(z).max() + np.abs(q).max())
+
+
+def test_stale_previous_solution_is_not_used():
+    from convexsim.lcp import stepper
+    from convexsim.simulate import prepare
+
+    m1, s1, _ = prepare("scenes/box_stack.yaml", solver="lcp")
+    m2, s2, _ = prepare("scenes/box_stack.yaml", solver="lcp")
+    s1, i1 = stepper.lcp_step(m1, s1, warm_start=True)
+    s1, i1 = stepper.lcp_step(m1, s1, warm_start=True)
+    assert i1.warm_attempted
+    _, i2 = stepper.lcp_step(m2, s2, warm_start=True)  # another model: cold
+    assert not i2.warm_attempted
+    s1b, _ = stepper.lcp_step(m1, s1, warm_start=True)
+    _, i3 = stepper.lcp_step(m1, s1, warm_start=True)  # the same step again: not the next step, cold
+    assert not i3.warm_attempted
