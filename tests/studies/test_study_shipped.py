@@ -20,6 +20,14 @@ def _col(rows, name):
     return np.array([float(r[name]) if r[name] != "" else math.nan for r in rows])
 
 
+def _ok_rows_and_sap_by_stiffness(res):
+    """(all rows, the SAP rows sorted by stiffness) of a SAP-vs-LCP study; every run must be ok."""
+    rows = read_csv(res.csv)
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    sap = sorted((r for r in rows if r["solver.kind"] == "sap"), key=lambda r: float(r["materials.default.stiffness"]))
+    return rows, sap
+
+
 def _sphere_delassus(m: float, r: float) -> float:
     """w = ||W||_F/3 with W = diag(1 + r²/I, 1 + r²/I, 1)/m for a contact below a solid sphere's centre.
 
@@ -124,9 +132,7 @@ def test_lagged_does_not_hop_where_sap_does(shipped_reduced):
 def test_sap_matches_lcp_on_a_box_stack_as_stiffness_grows(shipped_reduced):
     """Check the SAP–LCP difference equals the SAP stack's settling 2.25·m·g/k and shrinks with k."""
     res = shipped_reduced("sap_vs_lcp_box_stack")
-    rows = read_csv(res.csv)
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    sap = sorted((r for r in rows if r["solver.kind"] == "sap"), key=lambda r: float(r["materials.default.stiffness"]))
+    _, sap = _ok_rows_and_sap_by_stiffness(res)
     k = _col(sap, "materials.default.stiffness")
     diff = _col(sap, "sap_lcp_final_position_diff")
     assert np.all(np.diff(diff) < 0), diff
@@ -151,9 +157,7 @@ def test_sap_agrees_with_lcp_on_the_box_stack_in_the_stiff_limit(shipped_reduced
     the auditor measured 1.48e-6 m. No tolerance is added: both ends are bounds, not estimates.
     """
     res = shipped_reduced("sap_vs_lcp_box_stack")
-    rows = read_csv(res.csv)
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    sap = sorted((r for r in rows if r["solver.kind"] == "sap"), key=lambda r: float(r["materials.default.stiffness"]))
+    _, sap = _ok_rows_and_sap_by_stiffness(res)
     k = _col(sap, "materials.default.stiffness")
     diff = _col(sap, "sap_lcp_final_position_diff")
     assert k[-1] == 1.0e8, "the reduced sweep must reach the stiff limit k = 1e8 N/m"
@@ -171,9 +175,7 @@ def test_sap_agrees_with_lcp_on_the_box_stack_in_the_stiff_limit(shipped_reduced
 def test_sap_matches_lcp_on_an_incline_as_stiffness_grows(shipped_reduced):
     """Check the SAP–LCP difference on a sticking incline shrinks as k grows and LCP does not slip."""
     res = shipped_reduced("sap_vs_lcp_incline")
-    rows = read_csv(res.csv)
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    sap = sorted((r for r in rows if r["solver.kind"] == "sap"), key=lambda r: float(r["materials.default.stiffness"]))
+    rows, sap = _ok_rows_and_sap_by_stiffness(res)
     lcp = [r for r in rows if r["solver.kind"] == "lcp"]
     diff = _col(sap, "sap_lcp_final_position_diff")
     k = _col(sap, "materials.default.stiffness")
@@ -197,9 +199,7 @@ def test_sap_agrees_with_lcp_on_the_incline_up_to_the_sigma_creep(shipped_reduce
     levelled off: between k = 1e6 and 1e8 it falls by less than 3× (1/k would give 100×).
     """
     res = shipped_reduced("sap_vs_lcp_incline")
-    rows = read_csv(res.csv)
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    sap = sorted((r for r in rows if r["solver.kind"] == "sap"), key=lambda r: float(r["materials.default.stiffness"]))
+    _, sap = _ok_rows_and_sap_by_stiffness(res)
     k = _col(sap, "materials.default.stiffness")
     diff = _col(sap, "sap_lcp_final_position_diff")
     slip = _col(sap, "stiction_slip")

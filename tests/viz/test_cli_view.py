@@ -7,12 +7,11 @@ import signal
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from convexsim.io import Trajectory, save_trajectory
+from convexsim.io import save_trajectory
 
-from viz_helpers import commands_in_page, scene_path
+from viz_helpers import commands_in_page, scene_path, without_body
 
 PY = sys.executable
 
@@ -97,20 +96,10 @@ def test_run_view_blocks_after_the_run_until_sigint(tmp_path):
 
 
 def test_view_refuses_to_overlay_different_scenes_and_uses_playback_labels(tmp_path, two_body_traj, capsys):
-    import yaml
-
     from convexsim.cli import main
 
     a = save_trajectory(tmp_path / "a.npz", two_body_traj)
-    data = yaml.safe_load(two_body_traj.scene_yaml)
-    data["name"] = "only_ball"
-    data["bodies"] = [bd for bd in data["bodies"] if bd["name"] != "pill"]
-    other = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(data),
-                          "body_names": np.array(["ground", "ball"]),
-                          "position": two_body_traj.position[:, :2], "quaternion": two_body_traj.quaternion[:, :2],
-                          "linear_velocity": two_body_traj.linear_velocity[:, :2],
-                          "angular_velocity": two_body_traj.angular_velocity[:, :2]})
-    b = save_trajectory(tmp_path / "b.npz", other)
+    b = save_trajectory(tmp_path / "b.npz", without_body(two_body_traj, "pill", "only_ball"))
     assert main(["view", str(a), str(b), "--html", str(tmp_path / "x.html")]) != 0
     err = capsys.readouterr().err
     assert str(a) in err and str(b) in err and "--layout offset" in err

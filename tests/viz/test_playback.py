@@ -290,18 +290,11 @@ def test_legend_tells_the_runs_bodies_apart(two_body_traj):
 
 
 def test_runs_of_different_scenes_need_the_offset_layout(two_body_traj):
-    import yaml
-
     from convexsim.viz.playback import check_comparable, default_labels
 
-    data = yaml.safe_load(two_body_traj.scene_yaml)
-    data["name"] = "other_scene"
-    data["bodies"] = [bd for bd in data["bodies"] if bd["name"] != "pill"]
-    other = Trajectory(**{**two_body_traj.__dict__, "scene_yaml": yaml.safe_dump(data),
-                          "body_names": np.array(["ground", "ball"]),
-                          "position": two_body_traj.position[:, :2], "quaternion": two_body_traj.quaternion[:, :2],
-                          "linear_velocity": two_body_traj.linear_velocity[:, :2],
-                          "angular_velocity": two_body_traj.angular_velocity[:, :2]})
+    from viz_helpers import without_body
+
+    other = without_body(two_body_traj, "pill", "other_scene")
     with pytest.raises(ValueError, match=r"a\.npz .*viz_two_bodies.* and b\.npz .*other_scene.*--layout offset"):
         check_comparable([two_body_traj, other], ["a.npz", "b.npz"], "overlay")
     with pytest.raises(ValueError, match="not runs of the same scene"):

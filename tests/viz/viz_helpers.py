@@ -124,6 +124,21 @@ class PageProbe:
         self.page.close()
 
 
+def without_body(traj: Trajectory, body: str, scene_name: str) -> Trajectory:
+    """A copy of ``traj`` as a run of another scene (``scene_name``) that lacks ``body``."""
+    import yaml
+
+    data = yaml.safe_load(traj.scene_yaml)
+    data["name"] = scene_name
+    data["bodies"] = [bd for bd in data["bodies"] if bd["name"] != body]
+    keep = np.array([str(n) != body for n in traj.body_names])
+    return Trajectory(**{**traj.__dict__, "scene_yaml": yaml.safe_dump(data),
+                         "body_names": np.asarray(traj.body_names)[keep],
+                         "position": traj.position[:, keep], "quaternion": traj.quaternion[:, keep],
+                         "linear_velocity": traj.linear_velocity[:, keep],
+                         "angular_velocity": traj.angular_velocity[:, keep]})
+
+
 def commands_in_page(html: str) -> list[dict]:
     """The meshcat commands embedded in an exported page (base64 msgpack strings), decoded."""
     import base64
