@@ -235,44 +235,77 @@ def _run_serial(tasks: list[RunTask], on_result: OnResult) -> None:
 
 
 def _run_pool(tasks: list[RunTask], jobs: int, on_result: OnResult, *, retries: int | None = None) -> None:
-    """Run ``tasks`` on a spawn process pool; rebuild the pool and resubmit the runs a dead worker took down."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Run ``tasks`` on a spawn process pool; resubmit the runs a dead worker took down.
 
+    A dead worker breaks the whole pool and takes every run in flight with it, so the first attempt is
+    parallel and the retries run the lost runs one at a time on a single worker: a run that kills its
+    worker then takes only itself down, and the others finish.
+    """
     retries = INFRA_RETRIES if retries is None else retries
-    ctx = multiprocessing.get_context("spawn")
-    pending = list(tasks)
-    attempt = 0
-    while pending:
+    lost = _pool_attempt(tasks, max(1, min(jobs, len(tasks))), on_result)
+    attempt = 1
+    while lost and attempt <= retries:
         attempt += 1
-        pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
-                                   initializer=_pool_initializer)
-        lost: list[tuple[RunTask, BaseException]] = []
-        try:
-            futures = {}
-            for i, t in enumerate(pending):
-                try:
-                    futures[pool.submit(execute_run, t)] = t
-                except Exception as exc:  # noqa: BLE001 - the pool broke while submitting
-                    lost.extend((u, exc) for u in pending[i:])
-                    break
-            for fut in as_completed(futures):
-                try:
-                    rec = fut.result()
-                except Exception as exc:  # noqa: BLE001 - BrokenProcessPool etc.: the worker, not the run
-                    lost.append((futures[fut], exc))
-                    continue
-                on_result(rec)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown(wait=not lost, cancel_futures=bool(lost))
-        lost.sort(key=lambda item: item[0].index)
-        if lost and attempt > retries:
-            for t, exc in lost:
-                on_result(_retryable_record(t, exc, attempt))
-            return
-        pending = [t for t, _ in lost]
+        lost = _sequential_attempt([t for t, _ in lost], on_result)
+    for t, exc in sorted(lost, key=lambda item: item[0].index):
+        on_result(_retryable_record(t, exc, attempt))
+
+
+def _new_pool(workers: int):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_pool_initializer)
+
+
+def _pool_attempt(tasks: list[RunTask], workers: int, on_result: OnResult) -> list[tuple[RunTask, BaseException]]:
+    """Run ``tasks`` in parallel; returns the (task, error) pairs whose worker was lost."""
+    from concurrent.futures import as_completed
+
+    pool = _new_pool(workers)
+    lost: list[tuple[RunTask, BaseException]] = []
+    try:
+        futures = {}
+        for i, t in enumerate(tasks):
+            try:
+                futures[pool.submit(execute_run, t)] = t
+            except Exception as exc:  # noqa: BLE001 - the pool broke while submitting
+                lost.extend((u, exc) for u in tasks[i:])
+                break
+        for fut in as_completed(futures):
+            try:
+                rec = fut.result()
+            except Exception as exc:  # noqa: BLE001 - BrokenProcessPool etc.: the worker, not the run
+                lost.append((futures[fut], exc))
+                continue
+            on_result(rec)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=not lost, cancel_futures=bool(lost))
+    return lost
+
+
+def _sequential_attempt(tasks: list[RunTask], on_result: OnResult) -> list[tuple[RunTask, BaseException]]:
+    """Run ``tasks`` one at a time on one worker (a new one after each loss); returns the lost ones."""
+    lost: list[tuple[RunTask, BaseException]] = []
+    pool = None
+    try:
+        for t in sorted(tasks, key=lambda task: task.index):
+            pool = pool or _new_pool(1)
+            try:
+                rec = pool.submit(execute_run, t).result()
+            except Exception as exc:  # noqa: BLE001 - this run's worker died: only this run is lost
+                lost.append((t, exc))
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = None
+                continue
+            on_result(rec)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return lost
 
 
 def _probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:

@@ -74,3 +74,15 @@ def exit_worker_always(task):
     import os
 
     os._exit(3)
+
+
+def exit_worker_on_run(index: int, task):
+    """Kill this worker process whenever it runs task ``index`` (a run that always takes its worker down);
+    run the other tasks normally."""
+    import os
+
+    if task.index == index:
+        os._exit(3)
+    from convexsim.studies.runner import execute_run
+
+    return execute_run(task)

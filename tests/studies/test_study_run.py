@@ -112,6 +112,23 @@ def test_killed_pool_worker_is_retried_not_recorded_as_a_failure(tmp_path, monke
     assert [r["status"] for r in read_csv(res.csv)] == ["ok"] * 4
 
 
+def test_a_run_that_kills_its_worker_does_not_take_the_others_down(tmp_path, monkeypatch):
+    """Check that when one run kills its worker every time, the retries (one run at a time on one worker)
+    let every other run finish ok and only that run ends 'retryable'. Before, every run in flight when the
+    pool broke was lost with it on every attempt."""
+    from functools import partial
+
+    import study_testkit
+
+    monkeypatch.setattr(runner_mod, "_pool_initializer", study_testkit.no_warm_up)
+    monkeypatch.setattr(runner_mod, "execute_run", partial(study_testkit.exit_worker_on_run, 1))
+    res = run_study(tiny_study(duration=0.05), jobs=2, out_dir=tmp_path, progress=False, plots=False,
+                    report=False)
+    statuses = [r["status"] for r in read_csv(res.csv)]
+    assert statuses == ["ok", "retryable", "ok", "ok"], statuses
+    assert res.retryable == 1 and res.failed == 0
+
+
 def test_runs_whose_worker_always_dies_are_retryable_and_rerun_on_resume(tmp_path, monkeypatch):
     """Check runs still without a result after the bounded retries are 'retryable', and resume executes them."""
     import study_testkit
