@@ -3,7 +3,7 @@
 All jitted functions use ``jit`` from here so that compilation flags live in one place:
 ``cache=True`` (compiled code is cached on disk next to the sources, or in
 ``NUMBA_CACHE_DIR``), and *no* fastmath: the solvers rely on honest NaN/inf handling
-(a NaN check is compiled away under ``fastmath=True``).
+(with fast-math flags numba may compile a NaN check away).
 """
 
 from __future__ import annotations

@@ -17,6 +17,19 @@ def random_sphere_scene(rng, n=1000, extent=10.0, clustered=False):
     return make_model([(SPHERE, [r, 0, 0], c, I) for r, c in zip(radii, centres)])
 
 
+def random_solids(rng, n, *, radius, box, capsule, box_lo, box_hi):
+    """n random spheres/boxes/capsules (uniform sizes in the given ranges [m]) at random poses in the box
+    [box_lo, box_hi] [m]: a list of (type, size, position, quaternion) for make_model."""
+    geoms = []
+    for _ in range(n):
+        t = rng.choice([SPHERE, BOX, CAPSULE])
+        size = {SPHERE: [rng.uniform(*radius), 0, 0], BOX: list(rng.uniform(*box, 3)),
+                CAPSULE: [rng.uniform(*capsule[0]), rng.uniform(*capsule[1]), 0]}[t]
+        quat = rng.normal(size=4)
+        geoms.append((t, size, rng.uniform(box_lo, box_hi), quat / np.linalg.norm(quat)))
+    return geoms
+
+
 def pair_set(pairs):
     return {tuple(p) for p in pairs.tolist()}
 
@@ -34,12 +47,8 @@ def test_sweep_and_prune_finds_exactly_the_brute_force_pairs_1000_spheres(seed, 
 def test_broad_phase_mixed_geometries_match_brute_force():
     rng = np.random.default_rng(3)
     geoms = [(HALFSPACE, [0, 0, 0], [0, 0, 0], axis_angle_quat([1, 0, 0], 0.1))]
-    for _ in range(300):
-        t = rng.choice([SPHERE, BOX, CAPSULE])
-        size = {SPHERE: [rng.uniform(0.1, 0.5), 0, 0], BOX: list(rng.uniform(0.05, 0.5, 3)),
-                CAPSULE: [rng.uniform(0.05, 0.3), rng.uniform(0.1, 0.8), 0]}[t]
-        quat = rng.normal(size=4)
-        geoms.append((t, size, rng.uniform([-5, -5, -0.5], [5, 5, 3]), quat / np.linalg.norm(quat)))
+    geoms += random_solids(rng, 300, radius=(0.1, 0.5), box=(0.05, 0.5), capsule=((0.05, 0.3), (0.1, 0.8)),
+                           box_lo=[-5, -5, -0.5], box_hi=[5, 5, 3])
     model, q = make_model(geoms)
     for margin in (0.0, 0.1):
         fast = candidate_pairs(model, q, margin=margin)
@@ -52,12 +61,8 @@ def test_collide_equals_all_pairs_narrow_phase_on_a_mixed_scene():
     """collide() must report what testing every pair with collide_geoms reports (broad phase loses nothing)."""
     rng = np.random.default_rng(4)
     geoms = [(HALFSPACE, [0, 0, 0], [0, 0, 0], I)]
-    for _ in range(60):
-        t = rng.choice([SPHERE, BOX, CAPSULE])
-        size = {SPHERE: [rng.uniform(0.2, 0.5), 0, 0], BOX: list(rng.uniform(0.1, 0.5, 3)),
-                CAPSULE: [rng.uniform(0.1, 0.3), rng.uniform(0.1, 0.6), 0]}[t]
-        quat = rng.normal(size=4)
-        geoms.append((t, size, rng.uniform([-2, -2, -0.2], [2, 2, 1.5]), quat / np.linalg.norm(quat)))
+    geoms += random_solids(rng, 60, radius=(0.2, 0.5), box=(0.1, 0.5), capsule=((0.1, 0.3), (0.1, 0.6)),
+                           box_lo=[-2, -2, -0.2], box_hi=[2, 2, 1.5])
     model, q = make_model(geoms)
     margin = 0.05
     c = collide(model, q, margin=margin)
