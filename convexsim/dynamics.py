@@ -17,53 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim.model import Contacts, Model, State
-
-
-def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrices of unit quaternions (w, x, y, z): shape (..., 4) -> (..., 3, 3)."""
-    w, x, y, z = np.moveaxis(np.asarray(quat, dtype=float), -1, 0)
-    R = np.empty(np.shape(quat)[:-1] + (3, 3))
-    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    R[..., 0, 1] = 2 * (x * y - w * z)
-    R[..., 0, 2] = 2 * (x * z + w * y)
-    R[..., 1, 0] = 2 * (x * y + w * z)
-    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    R[..., 1, 2] = 2 * (y * z - w * x)
-    R[..., 2, 0] = 2 * (x * z - w * y)
-    R[..., 2, 1] = 2 * (y * z + w * x)
-    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return R
-
-
-def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product a ⊗ b of quaternions (w, x, y, z), broadcasting over leading axes."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], axis=-1)
-
-
-def quat_exp(rotvec: np.ndarray) -> np.ndarray:
-    """Unit quaternion of the rotation vector θ·u [rad]: (cos θ/2, sin θ/2·u), shape (..., 3) -> (..., 4)."""
-    theta = np.linalg.norm(rotvec, axis=-1, keepdims=True)
-    half = 0.5 * theta
-    # sin(θ/2)/θ with its Taylor series near 0 (avoids 0/0).
-    small = theta < 1e-8
-    k = np.where(small, 0.5 - theta**2 / 48.0, np.sin(half) / np.where(small, 1.0, theta))
-    return np.concatenate([np.cos(half), k * rotvec], axis=-1)
-
-
-def skew(r: np.ndarray) -> np.ndarray:
-    """Cross-product matrices [r]ₓ with [r]ₓ·u = r × u: shape (..., 3) -> (..., 3, 3)."""
-    S = np.zeros(np.shape(r)[:-1] + (3, 3))
-    S[..., 0, 1], S[..., 0, 2] = -r[..., 2], r[..., 1]
-    S[..., 1, 0], S[..., 1, 2] = r[..., 2], -r[..., 0]
-    S[..., 2, 0], S[..., 2, 1] = -r[..., 1], r[..., 0]
-    return S
+from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
 
 
 def moving_bodies(model: Model) -> np.ndarray:
@@ -73,7 +27,7 @@ def moving_bodies(model: Model) -> np.ndarray:
 
 def world_inertia(model: Model, q: np.ndarray, bodies: np.ndarray) -> np.ndarray:
     """I_W = R_WB I_B R_WBᵀ [kg·m²] of the given bodies, shape (n, 3, 3)."""
-    R = quat_to_matrix(q[bodies, 3:7])
+    R = quat_to_matrix(q[bodies, 3:7], normalize=False)
     return R @ model.body_inertia[bodies] @ np.swapaxes(R, -1, -2)
 
 
@@ -176,24 +130,7 @@ def integrate(model: Model, state: State, v_next: np.ndarray) -> State:
     return State(t=state.t + dt, q=q, v=v, step=state.step + 1)
 
 
-def kinetic_energy(model: Model, state: State) -> float:
-    """Total kinetic energy ½Σ(m|v|² + ωᵀI_Wω) [J]."""
-    bodies = moving_bodies(model)
-    I_W = world_inertia(model, state.q, bodies)
-    w = state.v[bodies, :3]
-    v = state.v[bodies, 3:]
-    return 0.5 * float(np.sum(model.body_mass[bodies] * np.sum(v * v, axis=1))
-                       + np.einsum("ni,nij,nj->", w, I_W, w))
-
-
-def potential_energy(model: Model, state: State) -> float:
-    """Gravitational potential energy −Σ m·g·p [J] (zero at the world origin)."""
-    bodies = moving_bodies(model)
-    return -float(np.sum(model.body_mass[bodies] * (state.q[bodies, :3] @ model.gravity)))
-
-
 __all__ = [
-    "quat_to_matrix", "quat_multiply", "quat_exp", "skew", "moving_bodies", "world_inertia",
+    "moving_bodies", "world_inertia",
     "mass_blocks", "free_motion", "contact_frames", "contact_jacobian_blocks", "integrate",
-    "kinetic_energy", "potential_energy",
 ]

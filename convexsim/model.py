@@ -200,37 +200,6 @@ class Contacts:
         return int(self.phi.shape[0])
 
 
-def combine_stiffness(ka: float, kb: float) -> float:
-    """Stiffness in series k = kA·kB/(kA + kB) [N/m]; an infinite side yields the other."""
-    if np.isinf(ka):
-        return kb
-    if np.isinf(kb):
-        return ka
-    s = ka + kb
-    return 0.0 if s == 0.0 else ka * kb / s
-
-
-def combine_friction(mua: float, mub: float) -> float:
-    """Friction μ = 2·μA·μB/(μA + μB) (harmonic-mean rule, as Drake); 0 if both are 0."""
-    s = mua + mub
-    return 0.0 if s == 0.0 else 2.0 * mua * mub / s
-
-
-def combine_dissipation_time(ta: float, tb: float) -> float:
-    """SAP dissipation time scale τ_d = τA + τB [s] (summed, as Drake)."""
-    return ta + tb
-
-
-def combine_hc_dissipation(ka: float, kb: float, da: float, db: float) -> float:
-    """Hunt–Crossley d = (kB·dA + kA·dB)/(kA + kB) [s/m]; an infinite stiffness side uses the other's d."""
-    if np.isinf(ka):
-        return db
-    if np.isinf(kb):
-        return da
-    s = ka + kb
-    return 0.0 if s == 0.0 else (kb * da + ka * db) / s
-
-
 __all__ = [
     "GeomType",
     "ContactModel",
@@ -238,8 +207,4 @@ __all__ = [
     "Model",
     "State",
     "Contacts",
-    "combine_stiffness",
-    "combine_friction",
-    "combine_dissipation_time",
-    "combine_hc_dissipation",
 ]

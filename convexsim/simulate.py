@@ -22,7 +22,7 @@ import numpy as np
 
 from convexsim.io.trajectory import Trajectory
 from convexsim.model import Model, State
-from convexsim.stepping import ConvergenceWarning, SimulationError, StepInfo, step
+from convexsim.stepping import ConvergenceWarning, SimulationError, StepContext, StepInfo, step
 
 StepCallback = Callable[[Model, State, StepInfo], None]
 
@@ -199,12 +199,15 @@ def _scene_as_dict(scene: Any) -> dict:
 
 def run_model(model: Model, state: State, *, duration: float, record_every: int = 1,
               progress: bool = False, step_callback: StepCallback | None = None,
-              strict: bool = False, metadata: Mapping[str, Any] | None = None) -> tuple[Trajectory, RunStats]:
+              strict: bool = False, metadata: Mapping[str, Any] | None = None,
+              ctx: StepContext | None = None) -> tuple[Trajectory, RunStats]:
     """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
 
     Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
-    what happened. Frames are recorded every ``record_every`` steps and at the last step.
+    what happened. Frames are recorded every ``record_every`` steps and at the last step. The run owns
+    one StepContext (buffers, caches, LCP warm start), fresh unless ``ctx`` is given.
     """
+    ctx = StepContext() if ctx is None else ctx
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
     n_steps, _ = plan_steps(duration, model.time_step)
@@ -218,7 +221,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             for k in range(n_steps):
-                state, info = step(model, state, strict=strict)
+                state, info = step(model, state, ctx, strict=strict)
                 stats.add(info)
                 if (k + 1) % record_every == 0 or k + 1 == n_steps:
                     rec.record(state, info)

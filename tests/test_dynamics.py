@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from convexsim import dynamics
+from convexsim import dynamics, spatial
+from convexsim.geometry.transforms import quat_to_rot
 from convexsim.model import Contacts, ContactModel, Model, SolverSettings, State
 
 
@@ -35,11 +36,11 @@ def random_quat(rng, n):
 def test_quat_to_matrix_is_a_rotation_and_matches_axis_angle():
     """Check R(q) is orthonormal with det 1, and a z-rotation by θ has the textbook form."""
     rng = np.random.default_rng(0)
-    R = dynamics.quat_to_matrix(random_quat(rng, 50))
+    R = spatial.quat_to_matrix(random_quat(rng, 50))
     np.testing.assert_allclose(R @ np.swapaxes(R, 1, 2), np.broadcast_to(np.eye(3), R.shape), atol=1e-14)
     np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-14)
     th = 0.7
-    Rz = dynamics.quat_to_matrix(dynamics.quat_exp(np.array([0, 0, th])))
+    Rz = spatial.quat_to_matrix(spatial.quat_exp(np.array([0, 0, th])))
     np.testing.assert_allclose(Rz, [[np.cos(th), -np.sin(th), 0], [np.sin(th), np.cos(th), 0], [0, 0, 1]],
                                atol=1e-15)
 
@@ -48,8 +49,24 @@ def test_quat_multiply_composes_rotations():
     """Check R(a ⊗ b) = R(a) R(b)."""
     rng = np.random.default_rng(1)
     a, b = random_quat(rng, 20), random_quat(rng, 20)
-    np.testing.assert_allclose(dynamics.quat_to_matrix(dynamics.quat_multiply(a, b)),
-                               dynamics.quat_to_matrix(a) @ dynamics.quat_to_matrix(b), atol=1e-14)
+    np.testing.assert_allclose(spatial.quat_to_matrix(spatial.quat_multiply(a, b)),
+                               spatial.quat_to_matrix(a) @ spatial.quat_to_matrix(b), atol=1e-14)
+
+
+def test_kernel_rotation_twin_equals_numpy_rotation():
+    """The numba kernels' scalar quat_to_rot and spatial.quat_to_matrix agree on unnormalized input."""
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(30, 4)) * 3.0
+    R = spatial.quat_to_matrix(q)
+    for i in range(q.shape[0]):
+        np.testing.assert_allclose(quat_to_rot(*q[i]), R[i], atol=1e-14)
+
+
+def test_skew_is_the_cross_product():
+    """[r]ₓ u = r × u for random r, u."""
+    rng = np.random.default_rng(4)
+    r, u = rng.normal(size=(2, 40, 3))
+    np.testing.assert_allclose(np.einsum("nij,nj->ni", spatial.skew(r), u), np.cross(r, u), atol=1e-14)
 
 
 def test_contact_frames_orthonormal_right_handed_normal_last():

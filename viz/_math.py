@@ -10,26 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices R from unit quaternions (w, x, y, z); shape (..., 4) -> (..., 3, 3), float64.
-
-    R = I + 2w[u]x + 2[u]x² with u = (x, y, z); the input is normalized first.
-    """
-    q = np.asarray(q, dtype=np.float64)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    R = np.empty(q.shape[:-1] + (3, 3))
-    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    R[..., 0, 1] = 2 * (x * y - w * z)
-    R[..., 0, 2] = 2 * (x * z + w * y)
-    R[..., 1, 0] = 2 * (x * y + w * z)
-    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    R[..., 1, 2] = 2 * (y * z - w * x)
-    R[..., 2, 0] = 2 * (x * z - w * y)
-    R[..., 2, 1] = 2 * (y * z + w * x)
-    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return R
+from convexsim.spatial import quat_to_matrix  # noqa: F401  (re-exported for the viewer)
 
 
 def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:

@@ -1,10 +1,11 @@
-"""convexsim.lcp: Lemke's algorithm, the rigid contact LCP stepper, the seeds' examples, SAP-vs-LCP comparison.
+"""convexsim.lcp: Lemke's algorithm, the textbook LCP examples, trajectory comparison.
 
 * ``lemke(M, q, *, d=None, max_pivots=None, workspace=None, options=None) -> LemkeResult`` (convexsim.lcp.lemke)
-* ``lcp_step(model, state, *, workspace=None, warm_start=None) -> (State, LcpStepInfo)``, ``build_contact_lcp``, ``LcpStepError``
-  (convexsim.lcp.stepper; imported lazily, it needs the stepping pipeline)
 * ``compare_trajectories``, ``format_comparison`` (convexsim.lcp.compare)
-* the seeds' examples and ``main(argv)`` of ``convexsim seeds`` (convexsim.lcp.seeds)
+* the worked LCP examples behind ``convexsim examples lcp`` (convexsim.lcp.seeds)
+
+The rigid LCP time stepper that builds contact LCPs from a scene is a sibling of the SAP stepper:
+``convexsim.stepping.lcp_stepper``. This package is math only: it imports no stepper, scene or viewer code.
 
 See docs/lcp.md.
 """
@@ -20,10 +21,6 @@ from convexsim.lcp.lemke import (
 )
 
 _LAZY = {
-    "lcp_step": "convexsim.lcp.stepper",
-    "build_contact_lcp": "convexsim.lcp.stepper",
-    "LcpStepError": "convexsim.lcp.stepper",
-    "ContactLcpLayout": "convexsim.lcp.stepper",
     "compare_trajectories": "convexsim.lcp.compare",
     "format_comparison": "convexsim.lcp.compare",
 }

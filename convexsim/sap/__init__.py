@@ -17,7 +17,7 @@ Public API:
 """
 
 from convexsim.sap.friction_cone import contact_regularization
-from convexsim.sap.linalg import block_sparse_available
+from convexsim.sap.linalg import SymbolicCache
 from convexsim.sap.problem import ContactProblem, delassus_diagonal
 from convexsim.sap.solver import solve, solve_dense
 from convexsim.sap.types import (
@@ -39,5 +39,5 @@ __all__ = [
     "solve_dense",
     "contact_regularization",
     "delassus_diagonal",
-    "block_sparse_available",
+    "SymbolicCache",
 ]

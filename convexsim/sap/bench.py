@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from convexsim.sap import block_sparse as bs
+from convexsim.spatial import skew
 
 DT = 0.01
 """Time step [s]."""
@@ -34,10 +35,6 @@ HALF = 0.05
 """Half size of the (box-like) bodies [m]; neighbours are 2 HALF apart."""
 ROW_LENGTH = 10
 """Bodies per row in the "rows" layout."""
-
-
-def _skew(r: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
 
 
 def _random_rotation(rng: np.random.Generator) -> np.ndarray:
@@ -57,7 +54,7 @@ def _frame(normal: np.ndarray) -> np.ndarray:
 def _point_jacobian(frame: np.ndarray, r: np.ndarray) -> np.ndarray:
     """3 x 6 Jacobian of the contact-frame velocity of the body point at offset r (from the COM, world) for
     body velocities [ω; v]: v_p = v + ω × r = v − [r]ₓ ω."""
-    return frame @ np.hstack([-_skew(r), np.eye(3)])
+    return frame @ np.hstack([-skew(r), np.eye(3)])
 
 
 def contact_layout(n_bodies: int, layout: str = "rows") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -2,8 +2,8 @@
 
 * Sparse path: H's nonzero blocks (one per clique, one per coupled clique pair) are assembled by
   ``blocks.assemble_hessian_blocks`` and factored by ``convexsim.sap.block_sparse`` (fill-reducing ordering
-  and symbolic analysis once per solve, numeric block Cholesky every Newton iteration). If that module is
-  not usable, the same blocks are scattered into a dense matrix and factored densely (``sparse_fallback``).
+  and symbolic analysis once per clique graph — per solve, or cached across steps by a ``SymbolicCache`` —
+  and a numeric block Cholesky every Newton iteration).
 * Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by a
   single-threaded numba kernel. Kept for small problems and as the test oracle of the sparse path.
 
@@ -12,30 +12,40 @@ Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not num
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from convexsim.sap import blocks
+from convexsim.sap import block_sparse, blocks
 
 
-@functools.lru_cache(maxsize=1)
-def _block_sparse_module():
-    """The block-sparse Cholesky module if it is implemented, else None (probed once per process)."""
-    try:
-        from convexsim.sap import block_sparse
-    except ImportError:
-        return None
-    try:
-        block_sparse.analyze(np.array([1], dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
-    except NotImplementedError:
-        return None
-    return block_sparse
+class SymbolicCache:
+    """Symbolic analyses (ordering + fill pattern of L) of Newton matrices, keyed by the clique graph.
 
+    The pattern of H = A + Jᵀ G J depends only on the clique sizes and the coupled clique pairs, which
+    rarely change between Newton iterations and between time steps. A step context (convexsim.stepping)
+    owns one cache per run, so a step's result never depends on another run's history: for a given
+    graph the cached analysis is exactly what ``block_sparse.analyze`` would return. Keeps the
+    ``capacity`` most recently used graphs.
+    """
 
-def block_sparse_available() -> bool:
-    """True when ``convexsim.sap.block_sparse`` is implemented (the sparse path is then the default)."""
-    return _block_sparse_module() is not None
+    def __init__(self, capacity: int = 4):
+        self.capacity = int(capacity)
+        self._entries: dict[tuple[bytes, bytes], object] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def analysis(self, sizes: np.ndarray, edges: np.ndarray):
+        """The BlockSymbolic of the graph (sizes (nb,), edges (ne, 2) sorted unique), computed once."""
+        key = (np.ascontiguousarray(sizes, np.int64).tobytes(), np.ascontiguousarray(edges, np.int64).tobytes())
+        sym = self._entries.pop(key, None)
+        if sym is None:
+            self.misses += 1
+            sym = block_sparse.analyze(sizes, edges)
+        else:
+            self.hits += 1
+        self._entries[key] = sym  # most recently used last
+        while len(self._entries) > self.capacity:
+            self._entries.pop(next(iter(self._entries)))
+        return sym
 
 
 def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,28 +63,19 @@ def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray
 class SparseHessian:
     """Block-sparse H = A + Jᵀ G J for one problem (analysis done once, at construction)."""
 
-    def __init__(self, problem, force_fallback: bool = False):
+    def __init__(self, problem, symbolic_cache: SymbolicCache | None = None):
         self.problem = problem
         self.edges, self.constraint_edge = clique_graph(problem.constraint_cliques)
         sizes = problem.clique_sizes
-        self.module = None if force_fallback else _block_sparse_module()
-        if self.module is not None:
-            self.sym = self.module.analyze(sizes, self.edges)
-            self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
-            self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
+        if symbolic_cache is None:
+            self.sym = block_sparse.analyze(sizes, self.edges)
         else:
-            self.sym = None
-            self.diag_ptr = np.concatenate([[0], np.cumsum(sizes * sizes)[:-1]]).astype(np.int64)
-            e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
-            self.edge_ptr = np.concatenate([[0], np.cumsum(e_sizes)[:-1]]).astype(np.int64)
+            self.sym = symbolic_cache.analysis(sizes, self.edges)
+        self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
+        self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
         e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
         self.diag_values = np.zeros(int(np.sum(sizes * sizes)))
         self.edge_values = np.zeros(int(np.sum(e_sizes)))
-
-    @property
-    def uses_block_sparse(self) -> bool:
-        """True when the block-sparse Cholesky (not the dense fallback) factors H."""
-        return self.module is not None
 
     def assemble(self, G: np.ndarray) -> None:
         """Fill the nonzero blocks of H for the Hessian blocks G (nk, 3, 3)."""
@@ -85,7 +86,7 @@ class SparseHessian:
         )
 
     def dense(self) -> np.ndarray:
-        """Dense H from the assembled blocks (for tests and the fallback)."""
+        """Dense H from the assembled blocks (for tests)."""
         n = self.problem.nv
         out = np.empty((n, n))
         blocks.blocks_to_dense(
@@ -97,13 +98,11 @@ class SparseHessian:
     def factor_and_solve(self, G: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
         """Solve H x = rhs; returns (x, ok)."""
         self.assemble(G)
-        if self.module is None:
-            return _dense_cholesky_solve(self.dense(), rhs)
         try:
-            fac = self.module.factor(self.sym, self.diag_values, self.edge_values)
+            fac = block_sparse.factor(self.sym, self.diag_values, self.edge_values)
         except np.linalg.LinAlgError:
             return np.full_like(rhs, np.nan), False
-        x = np.asarray(self.module.solve(self.sym, fac, rhs), dtype=float)
+        x = np.asarray(block_sparse.solve(self.sym, fac, rhs), dtype=float)
         return x, bool(np.all(np.isfinite(x)))
 
 

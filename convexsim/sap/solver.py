@@ -21,7 +21,7 @@ import numpy as np
 from convexsim.sap import blocks
 from convexsim.sap._validate import check_finite, check_positive
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
-from convexsim.sap.linalg import DenseHessian, SparseHessian, block_sparse_available
+from convexsim.sap.linalg import DenseHessian, SparseHessian, SymbolicCache
 from convexsim.sap.linesearch import LS_OK, backtracking_line_search, exact_line_search
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.sap.types import SapConvergenceWarning, SapParameters, SapResult, SapSolverError, SapStatus
@@ -29,13 +29,16 @@ from convexsim.sap.types import SapConvergenceWarning, SapParameters, SapResult,
 _LS_MESSAGES = {1: "not a descent direction", 2: "non-finite cost or derivative", 3: "no convergence"}
 
 
-def solve(problem: ContactProblem, v_guess=None, *, params: SapParameters | None = None) -> SapResult:
+def solve(problem: ContactProblem, v_guess=None, *, params: SapParameters | None = None,
+          symbolic_cache: SymbolicCache | None = None) -> SapResult:
     """Solve one SAP problem.
 
     Args:
         problem: the ContactProblem (validated at construction).
         v_guess: initial velocities (nv,), e.g. the previous step's v; default v*.
         params: SapParameters (defaults as Drake's).
+        symbolic_cache: reuse the Hessian's symbolic analysis across solves with the same clique graph
+            (a step context owns one); None analyses once per solve. The result is the same either way.
 
     Returns:
         SapResult with v, gamma (nk, 3) in contact frames (normal last), vc, j = Jᵀγ, status, statistics.
@@ -55,7 +58,7 @@ def solve(problem: ContactProblem, v_guess=None, *, params: SapParameters | None
     params = params or SapParameters()
     w = delassus_diagonal(problem)
     kind, cpar, R, v_hat = constraint_kernel_data(problem, w)
-    return _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params)
+    return _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params, symbolic_cache)
 
 
 def solve_dense(
@@ -111,11 +114,10 @@ def solve_dense(
     return _solve_kernel_data(problem, kind, cpar, delassus_diagonal(problem), R, v_hat, v_guess, params)
 
 
-def _make_hessian(problem: ContactProblem, params: SapParameters):
-    choice = params.linear_solver
-    if choice == "auto":
-        choice = "sparse" if block_sparse_available() else "dense"
-    return SparseHessian(problem) if choice == "sparse" else DenseHessian(problem)
+def _make_hessian(problem: ContactProblem, params: SapParameters, symbolic_cache: SymbolicCache | None):
+    if params.linear_solver == "dense":
+        return DenseHessian(problem)
+    return SparseHessian(problem, symbolic_cache)
 
 
 def _initial_guess(problem: ContactProblem, v_guess) -> np.ndarray:
@@ -127,7 +129,8 @@ def _initial_guess(problem: ContactProblem, v_guess) -> np.ndarray:
     return check_finite("v_guess", v).copy()
 
 
-def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapParameters) -> SapResult:
+def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapParameters,
+                       symbolic_cache: SymbolicCache | None = None) -> SapResult:
     v = _initial_guess(problem, v_guess)
     if problem.nk == 0:  # no constraints: v = v*, nothing to iterate
         z = np.zeros(0)
@@ -138,7 +141,7 @@ def _solve_kernel_data(problem, kind, cpar, w, R, v_hat, v_guess, params: SapPar
             np.zeros((0, 3)),
         )
     reduced, dofs = _participating_problem(problem)
-    run = _NewtonRun(reduced, kind, cpar, params)
+    run = _NewtonRun(reduced, kind, cpar, params, symbolic_cache)
     status, message = run.iterate(v[dofs] if dofs is not None else v)
     v_out, j_out = run.v, run.jc.copy()
     if dofs is not None:  # cliques without constraints keep v = v*, j = 0
@@ -195,8 +198,10 @@ def _report_failure(result: SapResult, params: SapParameters) -> None:
 class _NewtonRun:
     """Work arrays and statistics of one Newton solve (internal)."""
 
-    def __init__(self, problem: ContactProblem, kind, cpar, params: SapParameters):
+    def __init__(self, problem: ContactProblem, kind, cpar, params: SapParameters,
+                 symbolic_cache: SymbolicCache | None = None):
         self.p = problem
+        self.symbolic_cache = symbolic_cache
         self.kind = kind
         self.cpar = np.ascontiguousarray(cpar)
         self.params = params
@@ -290,7 +295,7 @@ class _NewtonRun:
     def _newton_step(self, v, grad, ell, ell_a) -> tuple[SapStatus, str]:
         prm = self.params
         if self.hessian is None:  # ordering / symbolic analysis once per solve, only if needed
-            self.hessian = _make_hessian(self.p, prm)
+            self.hessian = _make_hessian(self.p, prm, self.symbolic_cache)
         dv, ok = self.hessian.factor_and_solve(self.G, -grad)
         if not ok:
             return SapStatus.FACTORIZATION_FAILED, "the Hessian A + Jᵀ G J is not numerically SPD"

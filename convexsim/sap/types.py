@@ -46,7 +46,7 @@ class SapParameters:
         rho: step reduction factor of the backtracking search; its first trial is α = 1/ρ.
         relative_slop: monotonicity slop (≈ 1000 machine ε).
         linear_solver: "sparse" (block-sparse Cholesky), "dense" (dense H, the test oracle), or "auto"
-            (sparse when ``convexsim.sap.block_sparse`` is available, else dense).
+            (the same as "sparse").
         on_failure: "warn" (SapConvergenceWarning), "raise" (SapSolverError) or "ignore"; the status is always
             in the result.
     """

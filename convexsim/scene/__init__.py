@@ -19,9 +19,9 @@ from convexsim.scene.load import (
     load_scene,
     scene_from_dict,
     scene_from_yaml,
-    validate_scene_file,
     with_overrides,
 )
+from convexsim.scene.validate import validate_scene_file
 from convexsim.scene.schema import (
     BodySpec,
     GeometrySpec,

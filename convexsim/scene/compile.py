@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
+from convexsim.spatial import quat_multiply, quat_to_matrix
 from convexsim.scene.load import SceneError, dump_scene
 from convexsim.scene.schema import (
     BodySpec,
@@ -45,18 +46,6 @@ _GEOM_TYPES = {"sphere": GeomType.SPHERE, "box": GeomType.BOX, "capsule": GeomTy
 # ---------------------------------------------------------------------------------------------
 
 
-def quat_to_matrix(q) -> np.ndarray:
-    """Rotation matrix of a unit quaternion (w, x, y, z), shape (3, 3)."""
-    w, x, y, z = q
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
 def _random_quaternions(rng: np.random.Generator, n: int) -> np.ndarray:
     """n uniformly distributed unit quaternions (w, x, y, z) (Shoemake's method), shape (n, 4)."""
     u1, u2, u3 = rng.random((3, n))
@@ -64,18 +53,6 @@ def _random_quaternions(rng: np.random.Generator, n: int) -> np.ndarray:
     q = np.stack([b * np.cos(2 * np.pi * u3), a * np.sin(2 * np.pi * u2), a * np.cos(2 * np.pi * u2), b * np.sin(2 * np.pi * u3)], 1)
     q *= np.where(q[:, :1] < 0.0, -1.0, 1.0)  # w >= 0
     return q
-
-
-def _quat_multiply(a, b) -> tuple[float, float, float, float]:
-    """Hamilton product a ⊗ b of (w, x, y, z) quaternions."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +78,7 @@ def expand_grid(grid: GridSpec) -> list[BodySpec]:
     for i in range(n):
         quat = template.quaternion
         if rotations is not None:
-            quat = np.asarray(_quat_multiply(tuple(rotations[i]), template.quaternion))
+            quat = quat_multiply(rotations[i], template.quaternion)
             quat = tuple(float(c) for c in quat / np.linalg.norm(quat))
         fields = dict(base, name=f"{grid.name}_{i}", position=tuple(float(c) for c in positions[i]), quaternion=quat)
         # The template is validated; the computed fields are finite with unit quaternions, so no re-validation.
@@ -296,6 +273,5 @@ __all__ = [
     "shape_unit_inertia",
     "geom_bound_radius",
     "geom_size",
-    "quat_to_matrix",
     "default_body_color",
 ]

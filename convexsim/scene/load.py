@@ -467,21 +467,6 @@ def dump_scene(spec: SceneSpec) -> str:
     return yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=10_000, allow_unicode=True)
 
 
-def validate_scene_file(path: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> list[str]:
-    """Every problem of a scene file as a list of messages (empty when the scene loads and compiles)."""
-    from convexsim.scene.compile import compile_scene  # local: compile imports load
-
-    try:
-        spec = load_scene(path, overrides)
-    except SceneError as err:
-        return list(err.problems)
-    try:
-        compile_scene(spec)
-    except SceneError as err:
-        return list(err.problems)
-    return []
-
-
 __all__ = [
     "SceneError",
     "load_scene",
@@ -489,6 +474,5 @@ __all__ = [
     "scene_from_yaml",
     "apply_overrides",
     "dump_scene",
-    "validate_scene_file",
     "with_overrides",
 ]

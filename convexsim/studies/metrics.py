@@ -143,14 +143,14 @@ def tangential_speed(traj: Trajectory, ctx: MetricContext) -> np.ndarray:
 
 def energy_per_frame(traj: Trajectory, ctx: MetricContext) -> np.ndarray:
     """E_f = Σ_b [½ m_b |v_b|² + ½ ω_bᵀ R_b I_b R_bᵀ ω_b - m_b g·p_b] over moving bodies [J], shape (T,)."""
-    from scipy.spatial.transform import Rotation
+    from convexsim.spatial import quat_to_matrix
 
     E = np.zeros(traj.num_frames)
     for b in np.flatnonzero(ctx.moving):
         m = ctx.mass[b]
         v = traj.linear_velocity[:, b, :]
         w = traj.angular_velocity[:, b, :]
-        R = Rotation.from_quat(traj.quaternion[:, b, :], scalar_first=True).as_matrix()
+        R = quat_to_matrix(traj.quaternion[:, b, :])
         Iw = R @ ctx.inertia[b] @ np.transpose(R, (0, 2, 1))
         rot = 0.5 * np.einsum("ti,tij,tj->t", w, Iw, w)
         E += 0.5 * m * np.sum(v * v, axis=1) + rot - m * traj.position[:, b, :] @ ctx.gravity

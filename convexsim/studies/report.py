@@ -27,7 +27,7 @@ from convexsim.studies.metrics import METRICS, PAIR_METRICS, unit_of
 from convexsim.studies.spec import StudySpec, base_scene_dict, study_header
 
 if TYPE_CHECKING:
-    from convexsim.studies.runner import StudyResult
+    from convexsim.studies.result import StudyResult
 
 
 def plotted_metrics(spec: StudySpec) -> list[str]:

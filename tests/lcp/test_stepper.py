@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from convexsim.lcp.lemke import LemkeResult, LemkeStatus, lemke
-from convexsim.lcp.stepper import (LcpStepError, build_contact_lcp, friction_directions, gap_bias,
+from convexsim.stepping.lcp_stepper import (LcpStepError, build_contact_lcp, friction_directions, gap_bias,
                                    ray_contacts)
 
 G = 9.81
@@ -198,7 +198,7 @@ def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
 
 def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
     # (cold path: the warm start solves the impact step without any Lemke pivot)
-    from convexsim.lcp import stepper
+    from convexsim.stepping import lcp_stepper as stepper
 
     monkeypatch.setattr(stepper, "WARM_START_DEFAULT", False)
     # sphere_drop with a pivot limit of 1: a step whose LCP has q ≥ 0 needs 0 pivots, one with

@@ -66,7 +66,7 @@ def test_infeasible_lcp_is_never_solved():
 
 
 def test_contact_keys_number_points_within_a_pair():
-    from convexsim.lcp.stepper import contact_keys
+    from convexsim.stepping.lcp_stepper import contact_keys
     from convexsim.model import Contacts
 
     c = Contacts(geom_a=np.array([0, 0, 0, 1, 1, 2]), geom_b=np.array([3, 3, 4, 2, 2, 5]),
@@ -89,8 +89,8 @@ def test_contact_keys_number_points_within_a_pair():
 
 
 def _lockstep(scene, duration, monkeypatch):
-    from convexsim.lcp import stepper
     from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext, lcp_stepper as stepper
 
     accepted_problems = []
     orig = stepper.solve_from_basis
@@ -107,9 +107,10 @@ def _lockstep(scene, duration, monkeypatch):
     n = int(round(duration / mc.time_step))
     dq = dv = 0.0
     infos = []
+    ctx_cold, ctx_warm = StepContext(), StepContext()
     for _ in range(n):
-        sc, ic = stepper.lcp_step(mc, sc, warm_start=False)
-        sw, iw = stepper.lcp_step(mw, sw, warm_start=True)
+        sc, ic = stepper.lcp_step(mc, sc, ctx_cold, warm_start=False)
+        sw, iw = stepper.lcp_step(mw, sw, ctx_warm, warm_start=True)
         assert not ic.warm_attempted and not ic.warm_accepted
         infos.append(iw)
         dq = max(dq, float(np.abs(sc.q - sw.q).max()))
@@ -135,16 +136,20 @@ def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch
 
 
 def test_stale_previous_solution_is_not_used():
-    from convexsim.lcp import stepper
+    """One context shared on purpose: a stored solution is used only for the next step of its own model."""
     from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext, lcp_step
 
     m1, s1, _ = prepare("scenes/box_stack.yaml", solver="lcp")
     m2, s2, _ = prepare("scenes/box_stack.yaml", solver="lcp")
-    s1, i1 = stepper.lcp_step(m1, s1, warm_start=True)
-    s1, i1 = stepper.lcp_step(m1, s1, warm_start=True)
+    ctx = StepContext()
+    s1, i1 = lcp_step(m1, s1, ctx, warm_start=True)
+    s1, i1 = lcp_step(m1, s1, ctx, warm_start=True)
     assert i1.warm_attempted
-    _, i2 = stepper.lcp_step(m2, s2, warm_start=True)  # another model: cold
+    _, i2 = lcp_step(m2, s2, ctx, warm_start=True)  # another model: cold
     assert not i2.warm_attempted
-    s1b, _ = stepper.lcp_step(m1, s1, warm_start=True)
-    _, i3 = stepper.lcp_step(m1, s1, warm_start=True)  # the same step again: not the next step, cold
+    s1b, _ = lcp_step(m1, s1, ctx, warm_start=True)
+    _, i3 = lcp_step(m1, s1, ctx, warm_start=True)  # the same step again: not the next step, cold
     assert not i3.warm_attempted
+    _, i4 = lcp_step(m1, s1b, warm_start=True)  # no context: nothing carried over, cold
+    assert not i4.warm_attempted

@@ -27,7 +27,8 @@ from convexsim.scene import (
     validate_scene_file,
     with_overrides,
 )
-from convexsim.scene.compile import inertia_from_shapes, quat_to_matrix
+from convexsim.scene.compile import inertia_from_shapes
+from convexsim.spatial import quat_to_matrix
 from convexsim.scene.schema import GeometrySpec
 
 SHIPPED = [

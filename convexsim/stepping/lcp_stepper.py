@@ -1,6 +1,6 @@
 """The rigid LCP reference stepper: velocity-level contact with a polyhedral friction cone.
 
-Anitescu–Potra / Stewart–Trinkle time stepping (lcp-math.md §2.2, docs/lcp.md). With the momentum
+Anitescu–Potra / Stewart–Trinkle time stepping (docs/lcp.md). With the momentum
 matrix A (per-body spatial mass in W), the free-motion velocity v* and, per contact i, the contact-
 frame Jacobian rows J_t,i (2 × n_v, tangents t1, t2) and J_n,i (1 × n_v, normal from A into B):
 
@@ -26,16 +26,17 @@ in this mode (it would change the rebound velocity).
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from convexsim import dynamics
-from convexsim.lcp.lemke import (LemkeResult, LemkeStatus, LemkeWorkspace, default_max_pivots, lemke,
+from convexsim.lcp.lemke import (LemkeResult, LemkeStatus, default_max_pivots, lemke,
                                  solve_from_basis)
 from convexsim.model import Contacts, Model, State
-from convexsim.stepping import SimulationError, StepInfo, contact_kinematics, contact_velocities
+from convexsim.stepping.contacts import contact_kinematics, contact_velocities
+from convexsim.stepping.context import StepContext
+from convexsim.stepping.types import SimulationError, StepInfo
 
 WARM_START_DEFAULT = True
 """Whether ``lcp_step`` warm-starts each step's LCP from the previous step's solution when its
@@ -258,62 +259,6 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
     return keys
 
 
-@dataclass
-class _WarmCache:
-    """The previous step's LCP solution per contact: row r = (p_n, β_1..β_d, λ) of contact keys[r]."""
-
-    model_id: int = -1
-    next_step: int = -1
-    num_directions: int = -1
-    index: dict = field(default_factory=dict)
-    per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-
-    def store(self, model: Model, next_step: int, keys: np.ndarray, layout: "ContactLcpLayout", z: np.ndarray):
-        m, d = layout.num_contacts, layout.num_directions
-        pc = np.zeros((m, d + 2))
-        pc[:, 0] = z[:m]
-        if d:
-            pc[:, 1:d + 1] = z[m:m + m * d].reshape(m, d)
-            pc[:, d + 1] = z[m + m * d:m + m * d + m]
-        self.model_id, self.next_step, self.num_directions = id(model), next_step, d
-        self.index = {tuple(k): r for r, k in enumerate(keys.tolist())}
-        self.per_contact = pc
-
-    def guess(self, model: Model, step: int, keys: np.ndarray, layout: "ContactLcpLayout") -> np.ndarray | None:
-        """Guessed basic z's of the new LCP (previous z > 0; new contacts: w basic), or None if stale."""
-        m, d = layout.num_contacts, layout.num_directions
-        if self.model_id != id(model) or self.next_step != step or self.num_directions != d:
-            return None
-        basic = np.zeros(layout.size, bool)
-        for i, k in enumerate(keys.tolist()):
-            r = self.index.get(tuple(k))
-            if r is None:
-                continue
-            pc = self.per_contact[r]
-            basic[i] = pc[0] > 0.0
-            if d:
-                basic[m + i * d:m + (i + 1) * d] = pc[1:d + 1] > 0.0
-                basic[m + m * d + i] = pc[d + 1] > 0.0
-        return basic
-
-
-_local = threading.local()
-
-
-def _warm_cache() -> _WarmCache:
-    c = getattr(_local, "warm", None)
-    if c is None:
-        c = _local.warm = _WarmCache()
-    return c
-
-
-def _default_workspace() -> LemkeWorkspace:
-    ws = getattr(_local, "workspace", None)
-    if ws is None:
-        ws = _local.workspace = LemkeWorkspace(16)
-    return ws
-
-
 def _validate_settings(model: Model) -> None:
     s = model.solver
     if not 0.0 <= s.lcp_stabilization <= 1.0:
@@ -340,7 +285,7 @@ def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) ->
         for i in involved[:8])
     more = f" (+{len(involved) - 8} more)" if len(involved) > 8 else ""
     what = {LemkeStatus.SECONDARY_RAY: "ended on a secondary ray (no solution found; with penetration "
-                                       "this signals jammed contacts, lcp-math.md §2.2)",
+                                       "this signals jammed contacts, docs/lcp.md)",
             LemkeStatus.PIVOT_LIMIT: f"hit the pivot limit ({max_piv})",
             LemkeStatus.NUMERICAL_FAILURE: "failed its numerical check"}[r.status]
     raise LcpStepError(f"LCP contact solve {what} after {r.pivots} pivots; {m} contacts, size {q.shape[0]}; "
@@ -348,17 +293,18 @@ def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) ->
                        step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
 
 
-def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = None,
+def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
              warm_start: bool | None = None) -> tuple[State, StepInfo]:
     """Advance one step of the rigid LCP stepper (module docstring).
 
     Args:
         model, state: the model and the state at the start of the step.
-        workspace: reusable LemkeWorkspace (default: one per thread).
+        ctx: the run's ``convexsim.stepping.StepContext`` (Lemke workspace, collision buffers and the
+            previous step's solution); None uses a fresh one (a cold step).
         warm_start: try the previous step's solution first (default ``WARM_START_DEFAULT``). The
-            previous solution is kept per thread and used only if it belongs to the same model object
-            and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's final
-            check, otherwise Lemke runs as without warm start (docs/lcp.md, "Warm start").
+            previous solution is kept in ``ctx.lcp_warm`` and used only if it belongs to the same model
+            object and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's
+            final check, otherwise Lemke runs as without warm start (docs/lcp.md, "Warm start").
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
@@ -369,8 +315,9 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
         LcpStepError: Lemke ended on a ray, the pivot limit or a numerical failure (step, time, contacts).
         ValueError: invalid LCP settings in model.solver.
     """
+    ctx = StepContext() if ctx is None else ctx
     _validate_settings(model)
-    ws = workspace if workspace is not None else _default_workspace()
+    ws = ctx.lemke
     s = model.solver
     dt = model.time_step
     A_blocks, v_star = dynamics.free_motion(model, state)
@@ -381,9 +328,9 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
         half = replace(model, time_step=0.5 * dt)
         v0 = state.v[bodies].reshape(-1)
         mid = dynamics.integrate(half, state, v0)
-        kin = contact_kinematics(model, mid)
+        kin = contact_kinematics(model, mid, workspace=ctx.collision)
     else:
-        kin = contact_kinematics(model, state)
+        kin = contact_kinematics(model, state, workspace=ctx.collision)
     m = kin.contacts.count
     if m == 0:
         if restitution:
@@ -405,7 +352,7 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
     solves = 0
     z = None
     if warm:
-        cache = _warm_cache()
+        cache = ctx.lcp_warm
         keys = contact_keys(kin.contacts)
         basic = cache.guess(model, state.step, keys, layout)
         if basic is not None:

@@ -1,0 +1,67 @@
+"""Rotations and cross products: the one numpy home for this math (numba kernels use
+``convexsim.geometry.transforms.quat_to_rot``, its scalar twin, tested equal to ``quat_to_matrix``).
+
+Quaternions are (w, x, y, z), scalar first; every function broadcasts over leading axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def quat_to_matrix(quat, normalize: bool = True) -> np.ndarray:
+    """Rotation matrices R of quaternions (w, x, y, z): shape (..., 4) -> (..., 3, 3).
+
+    R = I + 2w[u]ₓ + 2[u]ₓ² with u = (x, y, z) for a unit quaternion. ``normalize=False`` skips the
+    normalization for quaternions already of unit norm (the simulation state's, renormalized every step).
+    """
+    q = np.asarray(quat, dtype=np.float64)
+    if normalize:
+        q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    R = np.empty(q.shape[:-1] + (3, 3))
+    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    R[..., 0, 1] = 2 * (x * y - w * z)
+    R[..., 0, 2] = 2 * (x * z + w * y)
+    R[..., 1, 0] = 2 * (x * y + w * z)
+    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    R[..., 1, 2] = 2 * (y * z - w * x)
+    R[..., 2, 0] = 2 * (x * z - w * y)
+    R[..., 2, 1] = 2 * (y * z + w * x)
+    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    return R
+
+
+def quat_multiply(a, b) -> np.ndarray:
+    """Hamilton product a ⊗ b of quaternions (w, x, y, z): R(a ⊗ b) = R(a)·R(b)."""
+    aw, ax, ay, az = np.moveaxis(np.asarray(a, dtype=np.float64), -1, 0)
+    bw, bx, by, bz = np.moveaxis(np.asarray(b, dtype=np.float64), -1, 0)
+    return np.stack([
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ], axis=-1)
+
+
+def quat_exp(rotvec) -> np.ndarray:
+    """Unit quaternion of the rotation vector θ·u [rad]: (cos θ/2, sin(θ/2)·u), shape (..., 3) -> (..., 4)."""
+    rotvec = np.asarray(rotvec, dtype=np.float64)
+    theta = np.linalg.norm(rotvec, axis=-1, keepdims=True)
+    half = 0.5 * theta
+    small = theta < 1e-8  # sin(θ/2)/θ by its Taylor series near 0 (avoids 0/0)
+    k = np.where(small, 0.5 - theta**2 / 48.0, np.sin(half) / np.where(small, 1.0, theta))
+    return np.concatenate([np.cos(half), k * rotvec], axis=-1)
+
+
+def skew(r) -> np.ndarray:
+    """Cross-product matrices [r]ₓ with [r]ₓ·u = r × u: shape (..., 3) -> (..., 3, 3)."""
+    r = np.asarray(r, dtype=np.float64)
+    S = np.zeros(r.shape[:-1] + (3, 3))
+    S[..., 0, 1], S[..., 0, 2] = -r[..., 2], r[..., 1]
+    S[..., 1, 0], S[..., 1, 2] = r[..., 2], -r[..., 0]
+    S[..., 2, 0], S[..., 2, 1] = -r[..., 1], r[..., 0]
+    return S
+
+
+__all__ = ["quat_to_matrix", "quat_multiply", "quat_exp", "skew"]

@@ -1,0 +1,52 @@
+"""Time stepping: ``step(model, state, ctx) -> (state, info)`` for the SAP and LCP solvers.
+
+The two steppers are siblings over the same Model/State and the same contact kinematics:
+
+* ``contacts``: collision at the start of the step, contact frames, Jacobian blocks, combined
+  material parameters (shared by both steppers),
+* ``sap_stepper``: ``sap_step``, the SAP step (convex compliant contact, convexsim.sap),
+* ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
+* ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
+* ``types``: ``StepInfo`` and the errors.
+
+``step`` dispatches on ``model.solver.kind``. Everything a step reads is in its arguments: with a
+fresh context the same (model, state) always gives the same result.
+"""
+
+from __future__ import annotations
+
+from convexsim.model import Model, State
+from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
+                                         combined_parameters, contact_kinematics, contact_margin,
+                                         contact_velocities)
+from convexsim.stepping.context import LcpWarmStart, StepContext
+from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
+from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
+from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+
+
+def step(model: Model, state: State, ctx: StepContext | None = None, *,
+         strict: bool = False) -> tuple[State, StepInfo]:
+    """Advance one step with the solver of ``model.solver.kind`` ("sap" or "lcp").
+
+    Args:
+        model, state: the compiled scene and the state at the start of the step.
+        ctx: the run's StepContext; pass the same one every step of a run to reuse buffers, the
+            symbolic analysis and the LCP warm start. None: a fresh context (a cold step).
+        strict: SAP only — raise SimulationError instead of warning when Newton does not converge.
+            The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
+
+    Returns:
+        (the state at t + dt, StepInfo of the step).
+    """
+    ctx = StepContext() if ctx is None else ctx
+    if model.solver.kind == "lcp":
+        check_finite_state(model, state)
+        return lcp_step(model, state, ctx)
+    return sap_step(model, state, ctx, strict=strict)
+
+
+__all__ = ["step", "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
+           "SimulationError", "ConvergenceWarning", "LcpStepError", "contact_kinematics",
+           "ContactKinematics", "ContactParameters", "combined_parameters", "contact_margin",
+           "contact_velocities", "check_finite_state", "build_sap_problem"]

@@ -1,0 +1,140 @@
+"""Contact kinematics shared by the SAP and LCP steppers.
+
+For the contacts found at the start of a step: the contact frames R_WC (z = normal from A into B),
+the Jacobian blocks J_a, J_b with vc = J_a v_a + J_b v_b (vc = (vt1, vt2, vn), vn > 0 separating),
+the clique (moving body) of each side and the combined material parameters (docs/scene-format.md):
+
+    k = kA·kB/(kA + kB),  τ_d = τA + τB,  d = (kB·dA + kA·dB)/(kA + kB),  μ = 2·μA·μB/(μA + μB).
+
+This module is the one home of these combination rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from convexsim import dynamics
+from convexsim.geometry.collide import CollisionWorkspace, collide
+from convexsim.model import Contacts, Model, State
+from convexsim.stepping.types import SimulationError
+
+
+def contact_margin(model: Model, state: State) -> float:
+    """Speculative-contact distance [m]: 2·dt·(max body speed incl. rotation at the bounding radius) + 1 mm.
+
+    Any pair that could touch during the step is then in the contact set (the factor 2 covers two bodies
+    approaching each other); the SAP and LCP constraints only act on contacts that would close.
+    """
+    bodies = dynamics.moving_bodies(model)
+    if bodies.size == 0:
+        return 1e-3
+    rb = np.zeros(model.nbody)
+    finite = np.isfinite(model.geom_rbound)
+    np.maximum.at(rb, model.geom_body[finite],
+                  model.geom_rbound[finite] + np.linalg.norm(model.geom_pos[finite], axis=1))
+    speed = (np.linalg.norm(state.v[bodies, 3:], axis=1)
+             + np.linalg.norm(state.v[bodies, :3], axis=1) * rb[bodies])
+    return float(2.0 * model.time_step * speed.max() + 1e-3)
+
+
+@dataclass(frozen=True)
+class ContactParameters:
+    """Combined material parameters per contact (module docstring), shapes (nc,).
+
+    Attributes:
+        mu: Coulomb friction (dimensionless).
+        stiffness: k [N/m].
+        dissipation_time: SAP τ_d [s].
+        hc_dissipation: Hunt–Crossley d [s/m].
+    """
+
+    mu: np.ndarray
+    stiffness: np.ndarray
+    dissipation_time: np.ndarray
+    hc_dissipation: np.ndarray
+
+
+def combined_parameters(model: Model, contacts: Contacts) -> ContactParameters:
+    """k = kA·kB/(kA+kB), τ_d = τA+τB, d = (kB·dA + kA·dB)/(kA+kB), μ = 2μAμB/(μA+μB) per contact.
+
+    A pair whose stiffnesses (or friction coefficients) are both 0 gets k = d = 0 (μ = 0).
+    """
+    ma = model.geom_material[contacts.geom_a]
+    mb = model.geom_material[contacts.geom_b]
+    ka, kb = model.material_stiffness[ma], model.material_stiffness[mb]
+    mua, mub = model.material_friction[ma], model.material_friction[mb]
+    da, db = model.material_hc_dissipation[ma], model.material_hc_dissipation[mb]
+    ksum = ka + kb
+    musum = mua + mub
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k = np.where(ksum > 0, ka * kb / np.where(ksum > 0, ksum, 1.0), 0.0)
+        d = np.where(ksum > 0, (kb * da + ka * db) / np.where(ksum > 0, ksum, 1.0), 0.0)
+        mu = np.where(musum > 0, 2 * mua * mub / np.where(musum > 0, musum, 1.0), 0.0)
+    tau = model.material_dissipation_time[ma] + model.material_dissipation_time[mb]
+    return ContactParameters(mu=mu, stiffness=k, dissipation_time=tau, hc_dissipation=d)
+
+
+@dataclass(frozen=True)
+class ContactKinematics:
+    """Per-step contact kinematics shared by the SAP and LCP steppers.
+
+    Attributes:
+        contacts: the contacts (nc of them).
+        R_WC: contact frames, columns (t1, t2, n), shape (nc, 3, 3).
+        clique_a, clique_b: clique (moving-body) index of each side, −1 for a fixed body, shape (nc,).
+        J_a, J_b: Jacobian blocks of each side in the contact frame, shape (nc, 3, 6).
+        params: combined material parameters.
+    """
+
+    contacts: Contacts
+    R_WC: np.ndarray
+    clique_a: np.ndarray
+    clique_b: np.ndarray
+    J_a: np.ndarray
+    J_b: np.ndarray
+    params: ContactParameters
+
+
+def contact_kinematics(model: Model, state: State, *, margin: float | None = None,
+                       workspace: CollisionWorkspace | None = None) -> ContactKinematics:
+    """Collide at q0 and build frames, clique indices, Jacobian blocks and combined parameters.
+
+    Args:
+        margin: speculative distance [m]; default ``contact_margin(model, state)``.
+        workspace: collision buffers to reuse (a step context's); default: fresh buffers.
+    """
+    if margin is None:
+        margin = contact_margin(model, state)
+    ws = CollisionWorkspace() if workspace is None else workspace
+    contacts = collide(model, state.q, margin=margin, workspace=ws)
+    R_WC = dynamics.contact_frames(contacts.normal)
+    J_a, J_b = dynamics.contact_jacobian_blocks(model, state.q, contacts, R_WC)
+    clique_of_body = np.where(model.body_dof >= 0, model.body_dof // 6, -1)
+    return ContactKinematics(
+        contacts=contacts, R_WC=R_WC,
+        clique_a=clique_of_body[contacts.body_a], clique_b=clique_of_body[contacts.body_b],
+        J_a=J_a, J_b=J_b, params=combined_parameters(model, contacts))
+
+
+def contact_velocities(kin: ContactKinematics, v_packed: np.ndarray) -> np.ndarray:
+    """vc = J_a v_a + J_b v_b for every contact [m/s], shape (nc, 3); v_packed is (6·nmov,)."""
+    V = v_packed.reshape(-1, 6)
+    vc = np.zeros((kin.contacts.count, 3))
+    for J, c in ((kin.J_a, kin.clique_a), (kin.J_b, kin.clique_b)):
+        ok = c >= 0
+        vc[ok] += np.einsum("nij,nj->ni", J[ok], V[c[ok]])
+    return vc
+
+
+def check_finite_state(model: Model, state: State) -> None:
+    """Raise SimulationError naming the bodies whose pose or velocity is not finite."""
+    bad = ~np.isfinite(state.q).all(axis=1) | ~np.isfinite(state.v).all(axis=1)
+    if bad.any():
+        names = ", ".join(model.body_names[i] for i in np.flatnonzero(bad)[:5])
+        raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
+
+
+__all__ = ["contact_margin", "ContactParameters", "combined_parameters", "ContactKinematics",
+           "contact_kinematics", "contact_velocities", "check_finite_state"]

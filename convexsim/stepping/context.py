@@ -1,0 +1,84 @@
+"""The step context: everything a run carries from one step to the next, in one explicit object.
+
+A step is a function of (model, state, context). The context holds
+
+* ``collision``: the collision buffers (grown as needed; their previous content never matters),
+* ``symbolic``: the SAP Newton matrix's symbolic analyses keyed by the clique graph (the same
+  analysis ``block_sparse.analyze`` would compute, so caching never changes a result),
+* ``lcp_warm``: the LCP stepper's previous solution per contact, used as a warm start only for
+  the step that follows it, with the same model (a warm answer is accepted only if it passes
+  Lemke's check on the new LCP),
+* ``lemke``: the Lemke tableau workspace.
+
+Nothing is kept anywhere else: two contexts never share state, and the same (model, state) with a
+fresh context always gives the same step, whatever ran before in the process. ``simulate`` owns one
+context per run; scripted loops pass one to ``step`` to get the warm start and the caches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convexsim.geometry.collide import CollisionWorkspace
+from convexsim.lcp.lemke import LemkeWorkspace
+from convexsim.model import Model
+from convexsim.sap.linalg import SymbolicCache
+
+
+@dataclass
+class LcpWarmStart:
+    """The previous step's LCP solution per contact: row r = (p_n, β_1..β_d, λ) of contact keys[r].
+
+    Owned by a step context (convexsim.stepping.StepContext); it is used only for the step that
+    directly follows the one that stored it, with the same model object.
+    """
+
+    model: Model | None = None
+    next_step: int = -1
+    num_directions: int = -1
+    index: dict = field(default_factory=dict)
+    per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def store(self, model: Model, next_step: int, keys: np.ndarray, layout, z: np.ndarray) -> None:
+        """Keep z of the LCP laid out by ``layout`` (a ContactLcpLayout) for step ``next_step``."""
+        m, d = layout.num_contacts, layout.num_directions
+        pc = np.zeros((m, d + 2))
+        pc[:, 0] = z[:m]
+        if d:
+            pc[:, 1:d + 1] = z[m:m + m * d].reshape(m, d)
+            pc[:, d + 1] = z[m + m * d:m + m * d + m]
+        self.model, self.next_step, self.num_directions = model, next_step, d
+        self.index = {tuple(k): r for r, k in enumerate(keys.tolist())}
+        self.per_contact = pc
+
+    def guess(self, model: Model, step: int, keys: np.ndarray, layout) -> np.ndarray | None:
+        """Guessed basic z's of the new LCP (previous z > 0; new contacts: w basic), or None if stale."""
+        m, d = layout.num_contacts, layout.num_directions
+        if self.model is not model or self.next_step != step or self.num_directions != d:
+            return None
+        basic = np.zeros(layout.size, bool)
+        for i, k in enumerate(keys.tolist()):
+            r = self.index.get(tuple(k))
+            if r is None:
+                continue
+            pc = self.per_contact[r]
+            basic[i] = pc[0] > 0.0
+            if d:
+                basic[m + i * d:m + (i + 1) * d] = pc[1:d + 1] > 0.0
+                basic[m + m * d + i] = pc[d + 1] > 0.0
+        return basic
+
+
+@dataclass
+class StepContext:
+    """Per-run state carried between steps (module docstring). Create one per run: ``StepContext()``."""
+
+    collision: CollisionWorkspace = field(default_factory=CollisionWorkspace)
+    symbolic: SymbolicCache = field(default_factory=SymbolicCache)
+    lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
+    lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
+
+
+__all__ = ["StepContext", "LcpWarmStart"]

@@ -1,0 +1,129 @@
+"""Module layering of convexsim: no import cycles, solver packages stay pure math, the core never
+imports the viewer. Import edges are read from the source (every ``import`` statement, at any depth,
+including function-local and TYPE_CHECKING imports), so a cycle hidden behind a local import counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz"}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module name of convexsim (viz mapped to convexsim.viz) -> its file."""
+    out = {}
+    for pkg, base in PACKAGE_DIRS.items():
+        for f in base.rglob("*.py"):
+            parts = list(f.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([pkg, *parts])] = f
+    return out
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest module prefix of a dotted name that is one of ours."""
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        cand = ".".join(parts[:k])
+        if cand in modules:
+            return cand
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Edges module -> imported module (ours only)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg_parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    pkg_parts = pkg_parts[:len(pkg_parts) - (node.level - 1)]
+                    base = ".".join(pkg_parts + ([base] if base else []))
+                targets = [f"{base}.{a.name}" for a in node.names]
+            for t in targets:
+                r = _resolve(t, modules)
+                if r is not None and r != mod:
+                    graph[mod].add(r)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_graph_reader_sees_a_known_edge():
+    """The reader itself works: the SAP stepper imports the SAP package, the CLI reaches the viewer."""
+    g = import_graph()
+    assert "convexsim.sap" in g["convexsim.stepping.sap_stepper"]
+    assert any(t.startswith("convexsim.viz") for t in g["convexsim.cli"])
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    assert _cycles(import_graph()) == []
+
+
+SOLVER_PACKAGES = ("convexsim.sap", "convexsim.lcp.lemke", "convexsim.geometry")
+FORBIDDEN_FOR_SOLVERS = ("convexsim.scene", "convexsim.cli", "convexsim.studies", "convexsim.viz",
+                         "convexsim.stepping", "convexsim.simulate", "convexsim.learn")
+
+
+@pytest.mark.parametrize("solver", SOLVER_PACKAGES)
+def test_solver_packages_import_no_higher_layer(solver):
+    g = import_graph()
+    bad = {(m, t) for m, ts in g.items() if m == solver or m.startswith(solver + ".")
+           for t in ts if t.startswith(FORBIDDEN_FOR_SOLVERS)}
+    assert not bad, f"{solver} imports higher layers: {sorted(bad)}"
+
+
+def test_core_never_imports_the_viewer():
+    """Only the CLI (lazily, by design) may import convexsim.viz."""
+    g = import_graph()
+    bad = {(m, t) for m, ts in g.items() if not m.startswith(("convexsim.viz", "convexsim.cli"))
+           for t in ts if t.startswith("convexsim.viz")}
+    assert not bad, sorted(bad)
