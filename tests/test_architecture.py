@@ -127,3 +127,12 @@ def test_core_never_imports_the_viewer():
     bad = {(m, t) for m, ts in g.items() if not m.startswith(("convexsim.viz", "convexsim.cli"))
            for t in ts if t.startswith("convexsim.viz")}
     assert not bad, sorted(bad)
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists every package directory (a missing one imports from a checkout, not a wheel)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {m for m, f in _modules().items() if f.name == "__init__.py"}
+    assert on_disk == listed
