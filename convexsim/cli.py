@@ -341,12 +341,19 @@ def _add_bench(sub) -> None:
     p.add_argument("--scenes", nargs="*", help="scene names (default: a standard set)")
     p.add_argument("--duration", type=float, help="simulated time per scene [s]")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
+    p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
+                   "(needs pip install -e '.[compare]'; docs/performance.md)")
     p.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args) -> int:
     from convexsim.simulate import prepare, run_model
 
+    if args.vs:
+        from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
+
+        chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
+        return bench_vs([(_resolve_scene(s), s, d) for s, d in chosen], args.vs)
     scenes = [(s, args.duration) for s in args.scenes] if args.scenes else list(BENCH_SCENES)
     print(f"{'scene':<16}{'bodies':>7}{'steps':>7}{'ms/step':>10}{'iter/step':>11}{'contacts/step':>15}"
           f"{'max contacts':>14}")

@@ -1,0 +1,46 @@
+"""``convexsim bench --vs drake,mujoco``: the same scenes timed in convexsim, Drake and MuJoCo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from convexsim.compare_engines.engines import (HEADER, MissingEngine, format_side_by_side, require,
+                                               run_side_by_side)
+
+DEFAULT_SCENES = (("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 1.0), ("sphere_pile", 1.0))
+"""Scenes and simulated windows [s] timed by default."""
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """"drake,mujoco" -> ("convexsim", "drake", "mujoco"); unknown names raise ValueError."""
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in ("drake", "mujoco")]
+    if bad or not names:
+        raise ValueError(f"--vs takes a comma-separated list of drake, mujoco; got {text!r}")
+    return ("convexsim", *dict.fromkeys(names))
+
+
+def bench_vs(scenes: list[tuple[Path, str, float | None]], engines_text: str) -> int:
+    """Print the side-by-side table for (path, label, duration or None) scenes; exit code (2: bad input)."""
+    from convexsim.simulate import prepare
+
+    try:
+        engines = parse_engines(engines_text)
+        for e in engines[1:]:
+            require(e)
+    except (ValueError, MissingEngine) as err:
+        print(f"convexsim bench: {err}", file=sys.stderr)
+        return 2
+    print(HEADER)
+    for path, label, duration in scenes:
+        model, state, default_duration = prepare(path)
+        runs = run_side_by_side(model, state, duration or default_duration, engines)
+        print("\n".join(format_side_by_side(label, model, runs)), flush=True)
+    print("\nms/step after one untimed warm-up (convexsim: a whole untimed window, for the JIT); "
+          "'vs ours' = ms/step ÷ convexsim's; max |Δp| = largest distance between a body's final "
+          "position and convexsim's (docs/performance.md explains the parameter matching).")
+    return 0
+
+
+__all__ = ["bench_vs", "parse_engines", "DEFAULT_SCENES"]

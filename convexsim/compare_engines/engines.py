@@ -1,0 +1,318 @@
+"""Scene translation to Drake and MuJoCo, timed runs, and their agreement with convexsim.
+
+Parameter matching (docs/performance.md derives it):
+
+* Drake: each geometry gets its material's point stiffness k [N/m], relaxation time τ_d [s]
+  ("material", "relaxation_time"), Hunt–Crossley dissipation d [s/m] and Coulomb μ; Drake combines
+  them exactly as convexsim does (k in series, τ_d summed, d weighted, μ harmonic), so every pair
+  matches. Discrete solver with the scene's contact model (sap, lagged or similar), point contact,
+  the scene's near-rigid threshold β and stiction tolerance. Drake's point contact reports one point
+  per box–box pair (convexsim reports the manifold's corners), so box stacks differ.
+* MuJoCo: soft constraints a₁ = (1 − d)·a₀ + d·a_ref with a_ref = −b·v − k·r, set through
+  solref = (timeconst, dampratio) so that a body of mass m on fixed ground oscillates and damps like
+  convexsim's linear contact (``mujoco_solref``), limited by MuJoCo's stability rule timeconst ≥ 2·dt
+  (a_ref uses the velocity at the start of the step). The rest depth then differs: MuJoCo's
+  impedance cannot match both. Pairs of two moving bodies see the stiffness scaled by m_eff/m.
+  Fixed geometries get solmix ≈ 0 and friction 0, so a moving geometry's values decide its pairs
+  (MuJoCo averages solref by solmix and takes the larger μ). Elliptic cones, Newton solver.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convexsim.model import ContactModel, Contacts, GeomType, Model, State
+from convexsim.stepping.contacts import combined_parameters
+
+MUJOCO_IMPEDANCE = 0.9
+"""MuJoCo's impedance d (solimp = (d, d, 0.001, 0.5, 2)); MuJoCo's default range is 0.9–0.95."""
+
+ENGINES = ("convexsim", "drake", "mujoco")
+
+
+class MissingEngine(RuntimeError):
+    """A comparison engine is not installed (the ``compare`` extra)."""
+
+
+def available_engines() -> dict[str, bool]:
+    """Which optional engines can be imported."""
+    return {"drake": importlib.util.find_spec("pydrake") is not None,
+            "mujoco": importlib.util.find_spec("mujoco") is not None}
+
+
+def require(engine: str) -> None:
+    """Raise MissingEngine with the install command when ``engine`` is not importable."""
+    if not available_engines().get(engine, True):
+        raise MissingEngine(f"{engine} is not installed: pip install -e '.[compare]' "
+                            f"(the drake and mujoco wheels) to compare against it")
+
+
+def _pair_parameters(model: Model, ga: int, gb: int):
+    """Combined (μ, k, τ_d) of geometries ga and gb, by convexsim's own combination rules."""
+    c = Contacts(geom_a=np.array([ga]), geom_b=np.array([gb]), body_a=np.array([0]), body_b=np.array([0]),
+                 phi=np.zeros(1), point=np.zeros((1, 3)), normal=np.zeros((1, 3)))
+    p = combined_parameters(model, c)
+    return float(p.mu[0]), float(p.stiffness[0]), float(p.dissipation_time[0])
+
+
+def _partner_geom(model: Model, g: int) -> int:
+    """The geometry whose material g's MuJoCo parameters are matched against: the first fixed one."""
+    fixed = np.flatnonzero(model.body_fixed[model.geom_body])
+    return int(fixed[0]) if fixed.size else g
+
+
+# ----------------------------------------------------------------------------------------- Drake
+def drake_system(model: Model, state: State):
+    """(diagram, plant, bodies) of the scene in Drake: MultibodyPlant, discrete SAP, point contact.
+
+    ``bodies[b]`` is the Drake body of convexsim body b (None for fixed bodies, welded to the world).
+    """
+    require("drake")
+    from pydrake.geometry import (AddContactMaterial, Box, Capsule, HalfSpace, ProximityProperties,
+                                  Sphere)
+    from pydrake.math import RigidTransform
+    from pydrake.common.eigen_geometry import Quaternion
+    from pydrake.multibody.plant import AddMultibodyPlant, CoulombFriction, MultibodyPlantConfig
+    from pydrake.multibody.tree import SpatialInertia, UnitInertia
+    from pydrake.systems.framework import DiagramBuilder
+
+    builder = DiagramBuilder()
+    approximation = ContactModel(model.contact_model).name.lower()  # "sap", "lagged" or "similar"
+    cfg = MultibodyPlantConfig(time_step=model.time_step, discrete_contact_approximation=approximation,
+                               contact_model="point", sap_near_rigid_threshold=model.solver.beta,
+                               stiction_tolerance=model.solver.stiction_tolerance)
+    plant, _ = AddMultibodyPlant(cfg, builder)
+    plant.mutable_gravity_field().set_gravity_vector(np.asarray(model.gravity, float))
+    bodies = []
+    for b in range(model.nbody):
+        if model.body_fixed[b]:
+            bodies.append(None)
+            continue
+        m = float(model.body_mass[b])
+        I = np.asarray(model.body_inertia[b], float)
+        G = UnitInertia(I[0, 0] / m, I[1, 1] / m, I[2, 2] / m, I[0, 1] / m, I[0, 2] / m, I[1, 2] / m)
+        bodies.append(plant.AddRigidBody(model.body_names[b], SpatialInertia(m, np.zeros(3), G)))
+    for g in range(model.ngeom):
+        b = int(model.geom_body[g])
+        X_BG = RigidTransform(Quaternion(np.asarray(model.geom_quat[g], float)), model.geom_pos[g])
+        if model.body_fixed[b]:
+            X_WB = RigidTransform(Quaternion(state.q[b, 3:7] / np.linalg.norm(state.q[b, 3:7])), state.q[b, :3])
+            X_BG = X_WB @ X_BG
+            frame_body = plant.world_body()
+        else:
+            frame_body = bodies[b]
+        t = GeomType(int(model.geom_type[g]))
+        size = model.geom_size[g]
+        shape = {GeomType.SPHERE: lambda: Sphere(size[0]), GeomType.BOX: lambda: Box(*(2 * size)),
+                 GeomType.CAPSULE: lambda: Capsule(size[0], 2 * size[1]), GeomType.HALFSPACE: HalfSpace}[t]()
+        mat = int(model.geom_material[g])
+        props = ProximityProperties()
+        mu = float(model.material_friction[mat])
+        AddContactMaterial(properties=props, point_stiffness=float(model.material_stiffness[mat]),
+                           dissipation=float(model.material_hc_dissipation[mat]), friction=CoulombFriction(mu, mu))
+        props.AddProperty("material", "relaxation_time", float(model.material_dissipation_time[mat]))
+        plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props)
+    plant.Finalize()
+    return builder.Build(), plant, bodies
+
+
+def _drake_set_state(plant, ctx, bodies, state: State) -> None:
+    from pydrake.common.eigen_geometry import Quaternion
+    from pydrake.math import RigidTransform
+    from pydrake.multibody.math import SpatialVelocity
+
+    for b, body in enumerate(bodies):
+        if body is None:
+            continue
+        q = state.q[b]
+        plant.SetFreeBodyPose(ctx, body, RigidTransform(Quaternion(q[3:7] / np.linalg.norm(q[3:7])), q[:3]))
+        plant.SetFreeBodySpatialVelocity(ctx, body, SpatialVelocity(state.v[b, :3], state.v[b, 3:]))
+
+
+def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
+    """Time n_steps of the scene in Drake; positions of every body at the end."""
+    from pydrake.systems.analysis import Simulator
+
+    diagram, plant, bodies = drake_system(model, state)
+    sim = Simulator(diagram)
+    ctx = sim.get_mutable_context()
+    pctx = plant.GetMyMutableContextFromRoot(ctx)
+    _drake_set_state(plant, pctx, bodies, state)
+    sim.Initialize()
+    dt = model.time_step
+    sim.AdvanceTo(dt)  # warm-up: the first step allocates
+    t0 = time.perf_counter()
+    sim.AdvanceTo(dt * (n_steps + 1))
+    wall = time.perf_counter() - t0
+    pos = state.q[:, :3].copy()
+    for b, body in enumerate(bodies):
+        if body is not None:
+            pos[b] = plant.EvalBodyPoseInWorld(pctx, body).translation()
+    return EngineRun("drake", n_steps, wall, pos)
+
+
+# ----------------------------------------------------------------------------------------- MuJoCo
+def mujoco_solref(k: float, tau_d: float, mass: float, dt: float) -> tuple[float, float]:
+    """MuJoCo (timeconst [s], dampratio) of convexsim's linear contact k [N/m], τ_d [s] on a body of mass m.
+
+    The contact is the oscillator m·r̈ + k·τ_d·ṙ + k·r = 0: ω = √(k/m), ζ = τ_d·ω/2. MuJoCo's
+    (timeconst, dampratio) give stiffness ω² = 1/(timeconst·dampratio)² and damping 2/timeconst per unit
+    mass, so timeconst = 1/(ζ·ω), dampratio = ζ. MuJoCo needs timeconst ≥ 2·dt (its reference
+    acceleration uses the velocity at the start of the step): when ζ·ω > 1/(2·dt) we keep the stiffness
+    ω² and take the largest stable damping, timeconst = 2·dt, dampratio = 1/(ω·2·dt). Undamped
+    contacts (τ_d = 0) get ζ = 0.01.
+    """
+    omega = float(np.sqrt(k / mass))
+    zeta = max(0.5 * tau_d * omega, 0.01)
+    tc = 1.0 / (zeta * omega)
+    if tc < 2.0 * dt:
+        tc = 2.0 * dt
+        zeta = 1.0 / (omega * tc)
+    return float(tc), float(zeta)
+
+
+def _fmt(x) -> str:
+    return " ".join(f"{float(v):.17g}" for v in np.atleast_1d(x))
+
+
+def mujoco_xml(model: Model, state: State, impedance: float = MUJOCO_IMPEDANCE) -> str:
+    """MJCF text of the scene (module docstring for the contact parameters)."""
+    from convexsim.spatial import quat_multiply, quat_to_matrix
+
+    d = float(impedance)
+    lines = ["<mujoco model=\"%s\">" % model.name,
+             f"  <option timestep=\"{model.time_step!r}\" gravity=\"{_fmt(model.gravity)}\" cone=\"elliptic\" "
+             "solver=\"Newton\"/>",
+             "  <worldbody>"]
+
+    def geom_xml(g: int, pos, quat, indent: str) -> str:
+        t = GeomType(int(model.geom_type[g]))
+        s = model.geom_size[g]
+        kind, size = {GeomType.SPHERE: ("sphere", s[:1]), GeomType.BOX: ("box", s),
+                      GeomType.CAPSULE: ("capsule", s[:2]), GeomType.HALFSPACE: ("plane", [0, 0, 1])}[t]
+        b = int(model.geom_body[g])
+        if model.body_fixed[b]:
+            contact = 'friction="0 0 0" solmix="1e-9"'
+        else:
+            mu, k, tau = _pair_parameters(model, g, _partner_geom(model, g))
+            tc, zeta = mujoco_solref(k, tau, float(model.body_mass[b]), model.time_step)
+            contact = (f'friction="{mu!r} 0 0" solref="{tc!r} {zeta!r}" '
+                       f'solimp="{d!r} {d!r} 0.001 0.5 2" solmix="1"')
+        return (f'{indent}<geom name="g{g}" type="{kind}" size="{_fmt(size)}" pos="{_fmt(pos)}" '
+                f'quat="{_fmt(quat)}" condim="3" {contact}/>')
+
+    for g in range(model.ngeom):
+        b = int(model.geom_body[g])
+        if model.body_fixed[b]:
+            R = quat_to_matrix(state.q[b, 3:7])
+            pos = state.q[b, :3] + R @ model.geom_pos[g]
+            lines.append(geom_xml(g, pos, quat_multiply(state.q[b, 3:7], model.geom_quat[g]), "    "))
+    for b in range(model.nbody):
+        if model.body_fixed[b]:
+            continue
+        I = np.asarray(model.body_inertia[b], float)
+        lines.append(f'    <body name="{model.body_names[b]}" pos="{_fmt(state.q[b, :3])}" '
+                     f'quat="{_fmt(state.q[b, 3:7])}">')
+        lines.append("      <freejoint/>")
+        lines.append(f'      <inertial pos="0 0 0" mass="{float(model.body_mass[b])!r}" '
+                     f'fullinertia="{_fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]])}"/>')
+        for g in np.flatnonzero(model.geom_body == b):
+            lines.append(geom_xml(int(g), model.geom_pos[g], model.geom_quat[g], "      "))
+        lines.append("    </body>")
+    lines += ["  </worldbody>", "</mujoco>"]
+    return "\n".join(lines)
+
+
+def run_mujoco(model: Model, state: State, n_steps: int) -> "EngineRun":
+    """Time n_steps of the scene in MuJoCo; positions of every body at the end."""
+    require("mujoco")
+    import mujoco
+
+    from convexsim.spatial import quat_to_matrix
+
+    m = mujoco.MjModel.from_xml_string(mujoco_xml(model, state))
+    data = mujoco.MjData(m)
+    moving = np.flatnonzero(~np.asarray(model.body_fixed))
+    for j, b in enumerate(moving):  # free joints in body order: qvel = (v_W, ω_B) per body
+        R = quat_to_matrix(state.q[b, 3:7])
+        data.qvel[6 * j:6 * j + 3] = state.v[b, 3:]
+        data.qvel[6 * j + 3:6 * j + 6] = R.T @ state.v[b, :3]
+    mujoco.mj_step(m, data)  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(n_steps):
+        mujoco.mj_step(m, data)
+    wall = time.perf_counter() - t0
+    pos = state.q[:, :3].copy()
+    for j, b in enumerate(moving):
+        pos[b] = data.qpos[7 * j:7 * j + 3]
+    return EngineRun("mujoco", n_steps, wall, pos)
+
+
+# ----------------------------------------------------------------------------------------- convexsim
+def run_convexsim(model: Model, state: State, n_steps: int) -> "EngineRun":
+    """Time n_steps of convexsim's own stepper (one warm-up step first, as the other engines).
+
+    An untimed run over the same window comes first, so that every numba kernel the scene needs is
+    compiled (or loaded from the cache) before timing: the figure is the steady cost per step.
+    """
+    from convexsim.stepping import StepContext, step
+
+    s, warm_ctx = state, StepContext()
+    for _ in range(n_steps):
+        s, _ = step(model, s, warm_ctx)
+    ctx = StepContext()
+    s, _ = step(model, state, ctx)
+    t0 = time.perf_counter()
+    for _ in range(n_steps):
+        s, _ = step(model, s, ctx)
+    wall = time.perf_counter() - t0
+    return EngineRun("convexsim", n_steps, wall, s.q[:, :3].copy())
+
+
+RUNNERS = {"convexsim": run_convexsim, "drake": run_drake, "mujoco": run_mujoco}
+
+
+@dataclass
+class EngineRun:
+    """One engine's timed run: ``steps`` steps after one warm-up step, final body positions [m]."""
+
+    engine: str
+    steps: int
+    wall_s: float
+    position: np.ndarray = field(repr=False)
+
+    @property
+    def ms_per_step(self) -> float:
+        return 1e3 * self.wall_s / max(self.steps, 1)
+
+
+def run_side_by_side(model: Model, state: State, duration: float,
+                     engines=("convexsim", "drake", "mujoco")) -> list[EngineRun]:
+    """Each engine from the same initial state for the same simulated window, in this process."""
+    for e in engines:
+        if e not in RUNNERS:
+            raise ValueError(f"unknown engine {e!r}; choose from {', '.join(RUNNERS)}")
+        if e != "convexsim":
+            require(e)
+    n = max(1, int(round(duration / model.time_step)))
+    return [RUNNERS[e](model, state, n) for e in engines]
+
+
+def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list[str]:
+    """Table rows: engine, ms/step, ratio to convexsim, largest final-position difference to convexsim."""
+    ref = next((r for r in runs if r.engine == "convexsim"), runs[0])
+    moving = ~np.asarray(model.body_fixed)
+    rows = []
+    for r in runs:
+        dp = np.linalg.norm(r.position[moving] - ref.position[moving], axis=1)
+        ratio = r.ms_per_step / ref.ms_per_step if ref.ms_per_step > 0 else float("nan")
+        rows.append(f"{scene:<16}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
+                    f"{(dp.max() if dp.size else 0.0) * 1e3:>14.3f}")
+    return rows
+
+
+HEADER = f"{'scene':<16}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'max |Δp| [mm]':>14}"
