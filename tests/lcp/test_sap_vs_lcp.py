@@ -35,6 +35,7 @@ import pytest
 
 from convexsim.lcp.compare import compare_trajectories
 from convexsim.simulate import simulate
+from repo_paths import scene_file
 
 G = 9.81
 DT = 1e-3                       # [s] all four scenes
@@ -66,9 +67,9 @@ def runs(scene, materials, duration):
     """(SAP trajectory, LCP trajectory), cached per scene for the module."""
     key = (scene, duration)
     if key not in _RUNS:
-        sap = simulate(f"scenes/{scene}.yaml", solver="sap", contact_model="sap", duration=duration,
+        sap = simulate(scene_file(scene), solver="sap", contact_model="sap", duration=duration,
                        overrides=stiff_sap(materials))
-        lcp = simulate(f"scenes/{scene}.yaml", solver="lcp", duration=duration)
+        lcp = simulate(scene_file(scene), solver="lcp", duration=duration)
         assert sap.failure == "" and lcp.failure == ""
         _RUNS[key] = (sap, lcp)
     return _RUNS[key]
