@@ -62,7 +62,7 @@ def test_contact_frames_orthonormal_right_handed_normal_last():
     np.testing.assert_allclose(np.swapaxes(R, 1, 2) @ R, np.broadcast_to(np.eye(3), R.shape), atol=1e-14)
     np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-14)
     np.testing.assert_allclose(R[:, :, 2], n, atol=0)
-    # sap-math.md §5.1: for n = +z Drake's frame has x_C = (0, -1, 0), y_C = (1, 0, 0).
+    # docs/conventions.md, contact frame C: for n = +z Drake's frame has x_C = (0, -1, 0), y_C = (1, 0, 0).
     Rz = dynamics.contact_frames(np.array([[0.0, 0, 1]]))[0]
     np.testing.assert_allclose(Rz[:, 0], [0, -1, 0], atol=0)
     np.testing.assert_allclose(Rz[:, 1], [1, 0, 0], atol=0)
