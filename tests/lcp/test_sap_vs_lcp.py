@@ -189,7 +189,7 @@ def test_box_slide_stops_within_analytic_bound(solver):
     """
     v0, mu = 2.0, 0.5
     kw = {"contact_model": "sap", "overrides": stiff_sap(["ground", "box"])} if solver == "sap" else {}
-    traj = simulate("scenes/box_slide.yaml", solver=solver, duration=0.6, **kw)
+    traj = simulate(scene_file("box_slide"), solver=solver, duration=0.6, **kw)
     assert traj.failure == ""
     b = traj.body_index("box")
     assert abs(traj.position[-1, b, 0] - v0**2 / (2 * mu * G)) <= v0 * DT
