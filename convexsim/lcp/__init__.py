@@ -1,10 +1,10 @@
-"""convexsim.lcp: Lemke's algorithm, the rigid contact LCP stepper, the seeds' examples, SAP-vs-LCP comparison.
+"""convexsim.lcp: Lemke's algorithm, the rigid contact LCP stepper, worked examples, SAP-vs-LCP comparison.
 
 * ``lemke(M, q, *, d=None, max_pivots=None, workspace=None, options=None) -> LemkeResult`` (convexsim.lcp.lemke)
 * ``lcp_step(model, state, *, workspace=None, warm_start=None) -> (State, LcpStepInfo)``, ``build_contact_lcp``, ``LcpStepError``
   (convexsim.lcp.stepper; imported lazily, it needs the stepping pipeline)
 * ``compare_trajectories``, ``format_comparison`` (convexsim.lcp.compare)
-* the seeds' examples and ``main(argv)`` of ``convexsim seeds`` (convexsim.lcp.seeds)
+* worked LCP examples (docs/lcp.md §3) and ``main(argv)`` of ``convexsim seeds`` (convexsim.lcp.seeds)
 
 See docs/lcp.md.
 """
