@@ -6,11 +6,9 @@ including function-local and TYPE_CHECKING imports), so a cycle hidden behind a 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import REPO as ROOT
 PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz"}
 
 

@@ -1,11 +1,14 @@
 """Rigid-body kinematics and dynamics shared by the steppers (convexsim/dynamics.py)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from convexsim import dynamics, spatial
 from convexsim.geometry.transforms import quat_to_rot
-from convexsim.model import Contacts, ContactModel, Model, SolverSettings, State
+from convexsim.model import Contacts, State
+from model_builder import build_model
 
 
 def make_model(n_moving=2, fixed_ground=True, dt=1e-3, inertia=None):
@@ -14,18 +17,9 @@ def make_model(n_moving=2, fixed_ground=True, dt=1e-3, inertia=None):
     fixed = np.zeros(nb, bool)
     if fixed_ground:
         fixed[0] = True
-    dof = np.full(nb, -1)
-    dof[~fixed] = 6 * np.arange(n_moving)
     I = np.tile(np.diag([0.1, 0.2, 0.3]) if inertia is None else inertia, (nb, 1, 1))
-    z = np.zeros
-    return Model(
-        name="t", time_step=dt, duration=1.0, gravity=np.array([0, 0, -9.81]),
-        contact_model=ContactModel.SAP, solver=SolverSettings(),
-        body_names=tuple(f"b{i}" for i in range(nb)), body_mass=np.full(nb, 2.0), body_inertia=I,
-        body_fixed=fixed, body_dof=dof, geom_body=z(0, int), geom_type=z(0, int), geom_size=z((0, 3)),
-        geom_pos=z((0, 3)), geom_quat=z((0, 4)), geom_material=z(0, int), geom_rbound=z(0),
-        geom_color=z((0, 4)), material_names=(), material_friction=z(0), material_stiffness=z(0),
-        material_dissipation_time=z(0), material_hc_dissipation=z(0))
+    return build_model(nb, ngeom=0, nmat=0, name="t", time_step=dt, body_mass=np.full(nb, 2.0),
+                       body_inertia=I, body_fixed=fixed)
 
 
 def random_quat(rng, n):
@@ -79,7 +73,7 @@ def test_contact_frames_orthonormal_right_handed_normal_last():
     np.testing.assert_allclose(np.swapaxes(R, 1, 2) @ R, np.broadcast_to(np.eye(3), R.shape), atol=1e-14)
     np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-14)
     np.testing.assert_allclose(R[:, :, 2], n, atol=0)
-    # sap-math.md §5.1: for n = +z Drake's frame has x_C = (0, -1, 0), y_C = (1, 0, 0).
+    # docs/conventions.md, contact frame C: for n = +z Drake's frame has x_C = (0, -1, 0), y_C = (1, 0, 0).
     Rz = dynamics.contact_frames(np.array([[0.0, 0, 1]]))[0]
     np.testing.assert_allclose(Rz[:, 0], [0, -1, 0], atol=0)
     np.testing.assert_allclose(Rz[:, 1], [1, 0, 0], atol=0)
@@ -127,7 +121,7 @@ def test_free_fall_matches_symplectic_euler_closed_form():
 def test_integrate_rotation_about_fixed_axis_is_exact():
     """Check constant ω about a principal axis of a symmetric body turns by ω·t exactly (exp map)."""
     model = make_model(n_moving=1, fixed_ground=False, inertia=np.eye(3) * 0.1)
-    model = Model(**{**model.__dict__, "gravity": np.zeros(3)})
+    model = dataclasses.replace(model, gravity=np.zeros(3))
     state = State(0.0, np.array([[0, 0, 0, 1.0, 0, 0, 0]]), np.array([[0, 0, 2.0, 0, 0, 0]]))
     for _ in range(1000):
         _, v_star = dynamics.free_motion(model, state)
@@ -139,7 +133,7 @@ def test_integrate_rotation_about_fixed_axis_is_exact():
 def test_gyroscopic_term_conserves_angular_momentum_direction_approximately():
     """Check torque-free tumbling: |L_W| = |I_W ω| stays within O(dt) of its start over 1 s."""
     model = make_model(n_moving=1, fixed_ground=False, inertia=np.diag([0.1, 0.2, 0.3]))
-    model = Model(**{**model.__dict__, "gravity": np.zeros(3), "time_step": 1e-4})
+    model = dataclasses.replace(model, gravity=np.zeros(3), time_step=1e-4)
     state = State(0.0, np.array([[0, 0, 0, 1.0, 0, 0, 0]]), np.array([[0.1, 3.0, 0.1, 0, 0, 0]]))
 
     def L(s):

@@ -4,15 +4,13 @@ whatever else ran in the process before (other scenes, other solvers, other cont
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, step
-
-SCENES = Path(__file__).resolve().parents[1] / "scenes"
+from repo_paths import SCENES
 
 
 def _advance(model, state, n, ctx):

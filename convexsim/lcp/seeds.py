@@ -1,7 +1,8 @@
-"""The seeds' small LCP examples, each one documented step function solved by ``lemke``.
+"""Small worked LCP examples, each one documented step function solved by ``lemke`` (docs/lcp.md §3).
 
-Seed 000 (1D block notes, lcp-math.md §2.5), seed 003 (Berard–Trinkle particle, §2.3) and seed 001
-(Glocker–Studer Moreau midpoint step with restitution, corrected matrices of §2.4). Unit mass unless
+The 1-D falling and sliding blocks of S. Pfrommer's LCP notes (2019), the 2-D particle of Berard and
+Trinkle's MPEC identification example (2008) and Glocker and Studer's Moreau midpoint step with
+restitution (2005; with corrected matrices, docs/lcp.md §3). Unit mass unless
 stated; g = 9.81 m/s²; all quantities SI. ``main(argv)`` prints every example's result
 (``convexsim seeds``).
 
@@ -19,7 +20,7 @@ import numpy as np
 from convexsim.lcp.lemke import LemkeResult, LemkeStatus, lemke
 
 G = 9.81
-"""Gravity used by the seeds [m/s²]."""
+"""Gravity used by the examples [m/s²]."""
 
 
 class SeedLcpError(RuntimeError):
@@ -151,7 +152,7 @@ def traditional_creep(a: float, eps: float, mu: float = 0.3, dt: float = 0.01, m
 
 
 def berard_trinkle_lcp(state, mu: float, h: float, m: float, g: float, x_app: float):
-    """(A, q) of the Berard–Trinkle particle step (lcp-math.md §2.3).
+    """(A, q) of the Berard–Trinkle particle step (docs/lcp.md §3).
 
     state = (x, y, ẋ, ẏ) [m, m/s]; z = (λ_n, λ_f1, λ_f2, σ) are forces [N] (impulses hλ) and the
     sliding-speed multiplier σ [m/s];
@@ -204,7 +205,7 @@ def berard_trinkle_trajectory(mu: float = 0.2, h: float = 0.05, q0=(0.0, 3.0), n
 
 
 def glocker_lcp(Minv, WN, WT, f, h, uA, mu, eN, eT):
-    """(A, b) of the planar Moreau-midpoint contact LCP in z = (Λ_N, Λ_R, ξ_L) (lcp-math.md §2.4).
+    """(A, b) of the planar Moreau-midpoint contact LCP in z = (Λ_N, Λ_R, ξ_L) (docs/lcp.md §3).
 
     Percussions Λ [N·s]; W_N, W_T (n_q × k); ξ_N = γ_N^E + ε_N γ_N^A, Λ_R = μΛ_N + Λ_T,
     Λ_L = μΛ_N − Λ_T, ξ_T = ξ_R − ξ_L.
@@ -308,9 +309,9 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the seeds' examples (``convexsim seeds``). Returns the exit code."""
-    parser = argparse.ArgumentParser(prog="convexsim seeds",
-                                     description="Run the seeds' LCP examples and print their results.")
+    """Print the worked LCP examples (``convexsim seeds``). Returns the exit code."""
+    parser = argparse.ArgumentParser(prog="convexsim seeds", description="Run the worked LCP examples "
+                                     "(docs/lcp.md §3) and print their results.")
     parser.parse_args(argv)
     print(report())
     return 0

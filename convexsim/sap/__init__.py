@@ -1,4 +1,4 @@
-"""convexsim.sap: the SAP convex contact solver, array in / array out (sap-math.md, docs/sap.md).
+"""convexsim.sap: the SAP convex contact solver, array in / array out (docs/sap.md, docs/sap-model.md).
 
 Each time step is the strictly convex, unconstrained problem
 

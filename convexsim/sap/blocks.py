@@ -76,7 +76,7 @@ def generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, g
 
 @jit
 def delassus_estimate(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, w_out):
-    """Delassus diagonal estimate w_i = ‖Σ_c J_i,c diag(A_c)⁻¹ J_i,cᵀ‖_F / 3 [1/kg] (sap-math.md §1.3)."""
+    """Delassus diagonal estimate w_i = ‖Σ_c J_i,c diag(A_c)⁻¹ J_i,cᵀ‖_F / 3 [1/kg] (docs/sap-model.md §1)."""
     W = np.empty((3, 3))
     for i in range(cliques.shape[0]):
         W[:, :] = 0.0

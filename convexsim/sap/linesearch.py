@@ -1,4 +1,4 @@
-"""Line searches of the SAP Newton solver (sap-math.md §4.4–4.5), numba kernels returning status codes.
+"""Line searches of the SAP Newton solver (docs/sap.md, "The solver"), numba kernels returning status codes.
 
 Along the ray v(α) = v + α dv the cost is evaluated in O(nk) from cached quantities:
 
@@ -95,7 +95,7 @@ def _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha):
 @jit
 def backtracking_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_max, max_iterations, armijo,
                              rho, relative_slop):
-    """Armijo backtracking α = α_max ρ^m (sap-math.md §4.5), exploiting convexity of ℓ(α); dell0 = ∇ℓ·dv.
+    """Armijo backtracking α = α_max ρ^m (docs/sap.md), exploiting convexity of ℓ(α); dell0 = ∇ℓ·dv.
 
     Returns:
         (alpha, evaluations, status).

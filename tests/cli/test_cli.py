@@ -6,15 +6,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from convexsim.cli import main
 from convexsim.io import SCHEMA_VERSION, load_trajectory
-
-REPO = Path(__file__).resolve().parents[2]
+from repo_paths import REPO
 
 
 def test_run_writes_a_trajectory_matching_its_schema(tmp_path, capsys):

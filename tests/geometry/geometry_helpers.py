@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim.geometry import MAX_PAIR_CONTACTS, collide_geoms, quat_to_rot
-from convexsim.model import ContactModel, GeomType, Model, SolverSettings
+from convexsim.model import GeomType, Model
+from model_builder import build_model
 
 SPHERE, BOX, CAPSULE, HALFSPACE = GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
@@ -68,31 +69,15 @@ def make_model(geoms, body_fixed=None, body_of=None, geom_pos=None, geom_quat=No
         fixed = np.asarray(body_fixed, bool)
     gpos = np.zeros((ngeom, 3)) if geom_pos is None else np.asarray(geom_pos, float)
     gquat = np.tile(IDENTITY, (ngeom, 1)) if geom_quat is None else np.asarray(geom_quat, float)
-    dof = np.where(fixed, -1, 6 * (np.cumsum(~fixed) - 1))
-    model = Model(
-        name="test",
-        time_step=1e-3,
-        duration=1.0,
-        gravity=np.array([0.0, 0.0, -9.81]),
-        contact_model=ContactModel.SAP,
-        solver=SolverSettings(),
-        body_names=tuple(f"b{b}" for b in range(nbody)),
-        body_mass=np.ones(nbody),
-        body_inertia=np.tile(np.eye(3), (nbody, 1, 1)),
+    model = build_model(
+        nbody, ngeom, nmat=1,
         body_fixed=fixed,
-        body_dof=dof.astype(np.int64),
         geom_body=body_of.astype(np.int64),
         geom_type=np.array([int(g[0]) for g in geoms], np.int64),
         geom_size=np.array([np.asarray(g[1], float) for g in geoms]).reshape(ngeom, 3),
         geom_pos=gpos,
         geom_quat=gquat,
-        geom_material=np.zeros(ngeom, np.int64),
         geom_rbound=np.array([rbound(g[0], g[1]) for g in geoms]),
-        geom_color=np.ones((ngeom, 4)),
-        material_names=("default",),
-        material_friction=np.array([0.5]),
-        material_stiffness=np.array([1e6]),
-        material_dissipation_time=np.array([0.1]),
         material_hc_dissipation=np.array([0.0]),
     )
     return model, q

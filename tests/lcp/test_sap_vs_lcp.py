@@ -35,6 +35,7 @@ import pytest
 
 from convexsim.lcp.compare import compare_trajectories
 from convexsim.simulate import simulate
+from repo_paths import scene_file
 
 G = 9.81
 DT = 1e-3                       # [s] all four scenes
@@ -66,9 +67,9 @@ def runs(scene, materials, duration):
     """(SAP trajectory, LCP trajectory), cached per scene for the module."""
     key = (scene, duration)
     if key not in _RUNS:
-        sap = simulate(f"scenes/{scene}.yaml", solver="sap", contact_model="sap", duration=duration,
+        sap = simulate(scene_file(scene), solver="sap", contact_model="sap", duration=duration,
                        overrides=stiff_sap(materials))
-        lcp = simulate(f"scenes/{scene}.yaml", solver="lcp", duration=duration)
+        lcp = simulate(scene_file(scene), solver="lcp", duration=duration)
         assert sap.failure == "" and lcp.failure == ""
         _RUNS[key] = (sap, lcp)
     return _RUNS[key]
@@ -188,7 +189,7 @@ def test_box_slide_stops_within_analytic_bound(solver):
     """
     v0, mu = 2.0, 0.5
     kw = {"contact_model": "sap", "overrides": stiff_sap(["ground", "box"])} if solver == "sap" else {}
-    traj = simulate("scenes/box_slide.yaml", solver=solver, duration=0.6, **kw)
+    traj = simulate(scene_file("box_slide"), solver=solver, duration=0.6, **kw)
     assert traj.failure == ""
     b = traj.body_index("box")
     assert abs(traj.position[-1, b, 0] - v0**2 / (2 * mu * G)) <= v0 * DT

@@ -10,6 +10,7 @@ import pytest
 from convexsim.lcp.lemke import LemkeResult, LemkeStatus, lemke
 from convexsim.stepping.lcp_stepper import (LcpStepError, build_contact_lcp, friction_directions, gap_bias,
                                    ray_contacts)
+from repo_paths import scene_file
 
 G = 9.81
 DATA = Path(__file__).parent / "data"
@@ -214,13 +215,13 @@ def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
     while (k + 1) * (k + 2) <= 2 * 0.9 / (G * dt**2):
         k += 1
     assert k == 427
-    traj = _simulate("scenes/sphere_drop.yaml", solver="lcp", duration=0.6,
+    traj = _simulate(scene_file("sphere_drop"), solver="lcp", duration=0.6,
                      overrides={"solver.lcp_max_pivots": 1})
     assert f"step {k} " in traj.failure and "t = 0.427 s" in traj.failure
     assert "pivot limit (1)" in traj.failure and "ground–ball" in traj.failure
     assert traj.num_frames == k + 1 > 1
     assert traj.time[-1] == pytest.approx(k * dt, abs=1e-12)
-    model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp", overrides={"solver.lcp_max_pivots": 1})
+    model, state, _ = prepare(scene_file("sphere_drop"), solver="lcp", overrides={"solver.lcp_max_pivots": 1})
     with pytest.raises(LcpStepError) as exc:
         for _ in range(k + 1):
             state, _ = step(model, state)
@@ -231,7 +232,7 @@ def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
 
 
 def test_sphere_drop_lands_without_penetration_and_rests():
-    scene = "scenes/sphere_drop.yaml"
+    scene = scene_file("sphere_drop")
     traj = _simulate(scene, solver="lcp", duration=0.5)
     assert traj.failure == ""
     z = traj.position[:, traj.body_index("ball"), 2]
@@ -250,7 +251,7 @@ def test_sphere_drop_lands_without_penetration_and_rests():
 
 
 def test_box_slide_stops_within_discrete_bound():
-    traj = _simulate("scenes/box_slide.yaml", solver="lcp", duration=0.6)
+    traj = _simulate(scene_file("box_slide"), solver="lcp", duration=0.6)
     b = traj.body_index("box")
     dist = traj.position[-1, b, 0]
     v0, mu, dt = 2.0, 0.5, 1e-3
@@ -265,7 +266,7 @@ def test_box_slide_stops_within_discrete_bound():
 
 def test_incline_stick_does_not_move():
     # tan θ = 0.4 < μ cos(π/8) = 0.462: inside even the inscribed octagon, so the box sticks exactly
-    traj = _simulate("scenes/incline_stick.yaml", solver="lcp", duration=0.2)
+    traj = _simulate(scene_file("incline_stick"), solver="lcp", duration=0.2)
     b = traj.body_index("box")
     assert np.abs(traj.position[:, b] - traj.position[0, b]).max() < 1e-12
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from convexsim.lcp.lemke import LemkeOptions, lcp_residual, lemke, solve_from_basis
+from repo_paths import scene_file
 
 lemke_mod = importlib.import_module("convexsim.lcp.lemke")
 
@@ -118,10 +119,10 @@ def _lockstep(scene, duration, monkeypatch):
     return dq, dv, infos, accepted_problems
 
 
-@pytest.mark.parametrize("scene, duration, min_accepted", [("scenes/box_stack.yaml", 0.5, 0.9),
-                                                           ("scenes/sphere_drop.yaml", 0.6, 0.5)])
+@pytest.mark.parametrize("scene, duration, min_accepted", [("box_stack", 0.5, 0.9),
+                                                           ("sphere_drop", 0.6, 0.5)])
 def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch):
-    dq, dv, infos, accepted = _lockstep(scene, duration, monkeypatch)
+    dq, dv, infos, accepted = _lockstep(scene_file(scene), duration, monkeypatch)
     assert dq <= 1e-9 and dv <= 1e-7
     with_contacts = [i for i in infos if i.contacts.count]
     n_acc = sum(i.warm_accepted for i in with_contacts)
@@ -140,8 +141,8 @@ def test_stale_previous_solution_is_not_used():
     from convexsim.simulate import prepare
     from convexsim.stepping import StepContext, lcp_step
 
-    m1, s1, _ = prepare("scenes/box_stack.yaml", solver="lcp")
-    m2, s2, _ = prepare("scenes/box_stack.yaml", solver="lcp")
+    m1, s1, _ = prepare(scene_file("box_stack"), solver="lcp")
+    m2, s2, _ = prepare(scene_file("box_stack"), solver="lcp")
     ctx = StepContext()
     s1, i1 = lcp_step(m1, s1, ctx, warm_start=True)
     s1, i1 = lcp_step(m1, s1, ctx, warm_start=True)

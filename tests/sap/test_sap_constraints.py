@@ -1,5 +1,5 @@
 """Constraint math: γ = −∂ℓ/∂vc and G = −∂γ/∂vc by central differences, and the friction-cone projection
-against an independent conic solver (sap-math.md §2, §5.4, §6.1)."""
+against an independent conic solver (docs/sap-model.md §3–4)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from convexsim.sap.friction_cone import (
 )
 from convexsim.sap.hunt_crossley import hc_step_constants
 
-# Drake's sap_friction_cone_constraint_test data (sap-math.md §6.1).
+# The sample data of Drake's friction-cone constraint test (sap_friction_cone_constraint_test).
 MU, K, TAU, BETA, SIGMA, DT, W, PHI0 = 0.5, 3e5, 0.02, 1.0, 1e-3, 0.01, 1.0, -2.5e-3
 STICTION_VC = [(1e-4, 0, -0.1), (1e-4, 1e-4, -0.1), (-1e-5, 1e-4, -0.05)]
 SLIDING_VC = [(0.1, 0, -0.1), (0.1, -0.2, -0.1), (0.1, 0.05, 0)]

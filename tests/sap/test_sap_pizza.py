@@ -1,4 +1,4 @@
-"""Drake's "pizza saver" (sap-math.md §6.1): a triangle on three point contacts, q = (x, y, z, θ).
+"""Drake's "pizza saver" (docs/sap.md, Validation): a triangle on three point contacts, q = (x, y, z, θ).
 
 Mass m = 3 kg, circumradius R = 1.5 m, I = m R², g = 10 m/s², contacts at angles θ + 2πi/3, φ0 = z, contact
 Jacobian rows [1, 0, 0, −p_y; 0, 1, 0, p_x; 0, 0, 1, 0] (p = contact offset in W), v* = v0 + dt A⁻¹ τ with

@@ -28,7 +28,7 @@ R_WC_DRAKE = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # x
 
 
 def ball_problem(model="sap", **params):
-    """Solid ball on the ground, launched with vx = 1 m/s at φ0 = 0 (sap-math.md §9.2–9.3)."""
+    """Solid ball on the ground, launched with vx = 1 m/s at φ0 = 0 (docs/sap-model.md §7.1, §8)."""
     A = np.diag([BALL_I] * 3 + [BALL_M] * 3)
     J = point_jacobian(None, R_WC_DRAKE, np.array([0.0, 0.0, -BALL_R]))
     v0 = np.array([0, 0, 0, 1.0, 0, 0])
@@ -44,7 +44,7 @@ def test_single_step_anchor_sap_ball():
         for lin in ("dense", "sparse"):
             r = solve(problem, v0, params=SapParameters(line_search=ls, linear_solver=lin))
             assert r.converged
-            # pydrake 1.51.1 numbers, printed to 4–5 digits (sap-math.md §9.3): compare to 1e-4 absolute.
+            # pydrake 1.51.1 numbers, printed to 4–5 digits (docs/sap-model.md §8): compare to 1e-4 absolute.
             assert r.v[5] == pytest.approx(0.2560, abs=1e-4)
             assert r.v[3] == pytest.approx(0.86710, abs=1e-4)
             assert r.v[1] * BALL_R == pytest.approx(0.33224, abs=1e-4)
@@ -52,7 +52,8 @@ def test_single_step_anchor_sap_ball():
 
 
 def test_single_step_anchor_lagged_ball():
-    """Check the lagged first step: no friction (n0 = 0) and 25 vn² − 1.5 vn − 9.81e-3 = 0 (sap-math.md §9.3)."""
+    """Check the lagged first step: no friction (n0 = 0) and 25 vn² − 1.5 vn − 9.81e-3 = 0
+    (docs/sap-model.md §8)."""
     problem, v0 = ball_problem(model="lagged", mu=0.5, k=5e5, d=50.0, fe0=0.0, vn0=0.0, sigma=1e-3, v_s=1e-4)
     r = solve(problem, v0)
     vn = (1.5 - np.sqrt(1.5**2 + 4 * 25 * 9.81e-3)) / 50  # = −5.950e-3 m/s

@@ -493,10 +493,11 @@ def test_with_overrides_returns_a_new_validated_spec_and_specs_are_immutable():
 
 def test_examples_in_docs_scene_format_load():
     """The YAML examples of docs/scene-format.md are valid scenes (so the documentation stays true)."""
-    from pathlib import Path
     import re
 
-    doc = Path(__file__).resolve().parents[2] / "docs" / "scene-format.md"
+    from repo_paths import DOCS
+
+    doc = DOCS / "scene-format.md"
     blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
     assert len(blocks) >= 2
     for text in blocks:
@@ -556,11 +557,10 @@ def test_dump_load_round_trip_property(mass, pos, vel, quat, radius, stiffness):
 
 def test_docs_scene_format_lists_every_field():
     """Every schema field appears as `name` in docs/scene-format.md (the docs cannot silently fall behind)."""
-    from pathlib import Path
-
     from convexsim.scene import schema
+    from repo_paths import DOCS
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "scene-format.md").read_text(encoding="utf-8")
+    doc = (DOCS / "scene-format.md").read_text(encoding="utf-8")
     for model in (schema.SceneSpec, schema.SolverSpec, schema.MaterialSpec, schema.BodySpec, schema.GeometrySpec, schema.GridSpec):
         for fname in model.model_fields:
             assert f"`{fname}`" in doc or f"{fname}:" in doc, f"{model.__name__}.{fname} is not documented"

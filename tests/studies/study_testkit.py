@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-STUDIES = REPO / "scenes" / "studies"
+from repo_paths import REPO, STUDIES  # noqa: F401  (re-exported to the study tests)
 
 # A sphere resting on a rigid ground; dt = 1e-2 s keeps every run to a few dozen steps.
 TINY_SCENE = {

@@ -31,7 +31,7 @@ def _ok_rows_and_sap_by_stiffness(res):
 def _sphere_delassus(m: float, r: float) -> float:
     """w = ||W||_F/3 with W = diag(1 + r²/I, 1 + r²/I, 1)/m for a contact below a solid sphere's centre.
 
-    This is sap-math.md §1.3 with diag(A)⁻¹ (I = 2/5·m·r²): the independent closed form of the estimate.
+    This is docs/sap-model.md (3) with diag(A)⁻¹ (I = 2/5·m·r²): the independent closed form of the estimate.
     """
     I = 0.4 * m * r * r
     a = (1.0 + m * r * r / I) / m
@@ -66,7 +66,7 @@ def test_rest_penetration_follows_mg_over_k_then_plateaus(shipped_reduced):
     assert abs(slope + 1.0) < 0.05, slope
     # Each soft value against m·g/k: 1% covers the residual settling after 0.3 s (decay ≥ e^-6).
     np.testing.assert_allclose(pen[soft], 1.0 * G / k[soft], rtol=0.01)
-    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (sap-math.md §2.2). 3% covers w's dependence on the
+    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (docs/sap-model.md (8)). 3% covers w's dependence on the
     # contact point (r_eff = r − φ/2) and the sphere's slight rocking; k = 1e7 and 1e8 must agree.
     w = _sphere_delassus(1.0, 0.1)
     dt, tau = 2e-3, 0.05
@@ -154,7 +154,7 @@ def test_sap_agrees_with_lcp_on_the_box_stack_in_the_stiff_limit(shipped_reduced
         2.25·m·g/k  <=  diff  <=  2.25·m·g·(1/k + β²·w·dt·(dt+τ_d)/(4π²)),
     with w taken at its upper bound λ_max(W) of a corner contact, W = I/m + [r]ₓ I_b⁻¹ [r]ₓᵀ
     (r = (±0.05, ±0.05, −0.05) m, I_b = m·(0.1²+0.1²)/12): λ_max = 5.5 kg⁻¹. The band is 2.2e-7 .. 2.5e-6 m;
-    the auditor measured 1.48e-6 m. No tolerance is added: both ends are bounds, not estimates.
+    measured: 1.48e-6 m. No tolerance is added: both ends are bounds, not estimates.
     """
     res = shipped_reduced("sap_vs_lcp_box_stack")
     _, sap = _ok_rows_and_sap_by_stiffness(res)
@@ -192,7 +192,7 @@ def test_sap_agrees_with_lcp_on_the_incline_up_to_the_sigma_creep(shipped_reduce
     At k = 1e8 N/m the compliant offset (m·g·cos θ/(4k) ≈ 2e-8 m, at most the clamped sink: the measured
     rest penetration, ≈ 1.6e-7 m) is small next to the stiction creep: the SAP box slides down the slope at
     the regularized slip velocity v_s (the ``stiction_slip`` metric, ≈ σ·w·m·g·sin θ·dt/4 ≈ 1.5e-5 m/s) from
-    the first step on, so after T = 0.1 s the difference is v_s·T ≈ 1.5e-6 m (the auditor measured
+    the first step on, so after T = 0.1 s the difference is v_s·T ≈ 1.5e-6 m (measured:
     3.8e-6 m over the full 0.25 s). Tolerance 10%: the sink adds in quadrature (≤ 1%, the offsets are normal
     and tangential), v_s is averaged over the last half of the run while the creep is not yet steady in
     the first step of 20 (≤ 5%), and the slight tilt of the box adds a few percent. The difference has

@@ -13,6 +13,7 @@ from convexsim import dynamics
 from convexsim.sap import delassus_diagonal
 from convexsim.simulate import prepare, run_model, simulate
 from convexsim.stepping import build_sap_problem, contact_kinematics
+from repo_paths import scene_file
 
 G = 9.81
 
@@ -99,7 +100,8 @@ def test_box_sliding_stops_at_v0_squared_over_2_mu_g_lagged():
 def test_incline_sticks_below_atan_mu_lagged():
     """Check a box on a slope with tan θ = 0.4 < μ = 0.5 sticks (lagged).
 
-    Stiction slip |v_t| = v_s·r/√(1−r²) with r = tanθ/μ = 0.8 → 1.33·v_s (sap-math.md §5.4); bound 2·v_s.
+    Stiction slip |v_t| = v_s·r/√(1−r²) with r = tanθ/μ = 0.8 → 1.33·v_s (docs/sap-model.md, (11));
+    bound 2·v_s.
     """
     traj = simulate(box_on_ground(contact_model="lagged", tilt=math.atan(0.4), duration=0.5))
     assert not traj.failure, traj.failure
@@ -110,7 +112,7 @@ def test_incline_sticks_below_atan_mu_lagged():
 def test_incline_sticks_below_atan_mu_sap_with_delassus_slip_bound():
     """Check a box on a slope with tan θ = 0.4 < μ = 0.5 sticks (sap), creeping at the regularized slip.
 
-    Reference (sap-math.md §2.2, paper Eq. slip_estimation): in the stiction region of the regularized
+    Reference (docs/sap-model.md §3.4, the paper's slip estimate): in the stiction region of the regularized
     cone γ_t = −v_t/R_t with R_t = σ·w, so each contact slips at exactly |v_t,c| = σ·w_c·|γ_t,c|, where
     w_c is the Delassus diagonal estimate the solver uses (here ≈ 2.63 /kg for a corner of the box)
     and γ_t,c the contact's tangential impulse of that step. A box that does not rotate moves with its
@@ -212,10 +214,10 @@ def test_box_stack_stays_within_a_millimetre_for_five_seconds():
     """Check the shipped 5-box stack (SAP, box–box manifolds) moves less than 1 mm in 5 s.
 
     Reference: a stack at rest. Settling under the near-rigid clamp compresses each contact layer by
-    ≈ N_above·m·g·dt·(dt+τ_d)·β²·w/(4π²) (sap-math.md §9.1), < 0.2 mm per layer here, and no body may
+    ≈ N_above·m·g·dt·(dt+τ_d)·β²·w/(4π²) (docs/sap-model.md (8)), < 0.2 mm per layer here, and no body may
     drift sideways (symmetric manifold: 1e-6 m).
     """
-    traj = simulate("scenes/box_stack.yaml", duration=5.0, record_every=10)
+    traj = simulate(scene_file("box_stack"), duration=5.0, record_every=10)
     assert not traj.failure, traj.failure
     moving = [i for i, n in enumerate(traj.body_names) if n != "ground"]
     d = traj.position[:, moving] - traj.position[0, moving]

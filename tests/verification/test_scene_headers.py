@@ -13,6 +13,7 @@ from convexsim import dynamics, sap
 from convexsim.model import State
 from convexsim.simulate import prepare, run_model, simulate
 from convexsim.stepping import build_sap_problem, contact_kinematics
+from repo_paths import scene_file
 
 G = 9.81
 
@@ -20,13 +21,13 @@ G = 9.81
 def test_sphere_drop_rests_at_the_near_rigid_penetration():
     """sphere_drop.yaml: 'sap' settles at δ = m·g·dt·(dt+τ_d)·β²·w/(4π²) ≈ 8.4e-5 m, not m·g/k.
 
-    The clamp applies because k = 5e5 N/m > 4π²/(β²·w·dt·(dt+τ_d)) (sap-math §2.2); then at rest
+    The clamp applies because k = 5e5 N/m > 4π²/(β²·w·dt·(dt+τ_d)) (docs/sap-model.md §3.3); then at rest
     γ_n = dt·k_eff·δ = m·g·dt with k_eff = 4π²/(β²·w·dt·(dt+τ_d)). w is the solver's own Delassus
     estimate at the final state. To keep the run short the sphere starts resting on the ground
     (z = r) and runs 1.2 s: the overdamped contact relaxes with time constant ≈ τ_d = 0.2 s, so after
     6·τ_d it is within e⁻⁶ ≈ 0.25% of δ (measured 0.25% short); tolerance 1%.
     """
-    model, state, _ = prepare("scenes/sphere_drop.yaml", overrides=["bodies.ball.position=[0, 0, 0.1]"])
+    model, state, _ = prepare(scene_file("sphere_drop"), overrides=["bodies.ball.position=[0, 0, 0.1]"])
     traj, _ = run_model(model, state, duration=1.2)
     assert not traj.failure, traj.failure
     b = traj.body_index("ball")
@@ -60,14 +61,14 @@ def test_box_slide_stops_at_the_coulomb_distance_without_hopping():
     a hop of about 3.5 cm and the same stop time: checked within 3–4 cm (measured 3.47 cm) and 1%.
     """
     v0, mu = 2.0, 0.5
-    traj = simulate("scenes/box_slide.yaml", duration=0.6)
+    traj = simulate(scene_file("box_slide"), duration=0.6)
     assert not traj.failure and traj.contact_model == "lagged"
     b = traj.body_index("box")
     t_stop, x_stop = _stop(traj, b)
     assert x_stop == pytest.approx(v0**2 / (2 * mu * G), rel=0.005)
     assert t_stop == pytest.approx(v0 / (mu * G), rel=0.01)
     assert traj.position[:, b, 2].max() - 0.1 < 1e-4
-    hop = simulate("scenes/box_slide.yaml", duration=0.6, contact_model="sap")
+    hop = simulate(scene_file("box_slide"), duration=0.6, contact_model="sap")
     assert not hop.failure
     assert 0.03 < hop.position[:, b, 2].max() - 0.1 < 0.04
     assert _stop(hop, b)[0] == pytest.approx(v0 / (mu * G), rel=0.01)
@@ -81,7 +82,7 @@ def _tangential_speed(traj, body, theta):
 
 def test_incline_stick_creeps_below_the_stated_slip():
     """incline_stick.yaml: after settling, 'sap' creeps at ≈ 3.0e-6 m/s < σ·μ·g·dt = 4.9e-6 m/s;
-    'lagged' at v_s·r/√(1−r²) = 1.333e-4 m/s, r = tan θ/μ = 0.8 (sap-math §5.4).
+    'lagged' at v_s·r/√(1−r²) = 1.333e-4 m/s, r = tan θ/μ = 0.8 (docs/sap-model.md (11)).
 
     Window t ∈ (0.2, 0.5] s (the header says the contact settles within ≈ 0.1 s). sap: every sample
     below σμg·dt, and within 5% of the header's 3.0e-6 (measured 2.976e-6 throughout; the exact
@@ -89,14 +90,14 @@ def test_incline_stick_creeps_below_the_stated_slip():
     closed form holds to 1% (measured 1.33334e-4).
     """
     theta = math.atan(0.4)
-    traj = simulate("scenes/incline_stick.yaml", duration=0.5)
+    traj = simulate(scene_file("incline_stick"), duration=0.5)
     assert not traj.failure
     b = traj.body_index("box")
     late = traj.time > 0.2
     slip = _tangential_speed(traj, b, theta)[late]
     assert slip.max() < 1e-3 * 0.5 * G * 1e-3
     np.testing.assert_allclose(slip, 3.0e-6, rtol=0.05)
-    lagged = simulate("scenes/incline_stick.yaml", duration=0.5, contact_model="lagged")
+    lagged = simulate(scene_file("incline_stick"), duration=0.5, contact_model="lagged")
     assert not lagged.failure
     r = 0.4 / 0.5
     np.testing.assert_allclose(_tangential_speed(lagged, b, theta)[late], 1e-4 * r / math.sqrt(1 - r * r), rtol=0.01)

@@ -311,14 +311,12 @@ def test_runs_of_different_scenes_need_the_offset_layout(two_body_traj):
 def test_runs_of_different_scenes_with_the_same_body_names_are_not_overlaid():
     """Check two scenes that share body names (incline_stick and incline_slip: 'incline', 'box') but not
     their geometry are refused in the overlay layout, naming both, and allowed side by side."""
-    from pathlib import Path
-
     from convexsim.simulate import simulate
     from convexsim.viz.playback import PlaybackOptions, build_playback
+    from repo_paths import SCENES
 
-    repo = Path(__file__).resolve().parents[2]
-    a = simulate(repo / "scenes" / "incline_stick.yaml", duration=0.01)
-    b = simulate(repo / "scenes" / "incline_slip.yaml", duration=0.01)
+    a = simulate(SCENES / "incline_stick.yaml", duration=0.01)
+    b = simulate(SCENES / "incline_slip.yaml", duration=0.01)
     assert list(a.body_names) == list(b.body_names)
     with pytest.raises(ValueError, match="not runs of the same scene.*scene names differ"):
         build_playback([a, b], PlaybackOptions(labels=["stick", "slip"]))

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
+from repo_paths import SCENES
 
-REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # viewer-ux.md §3
+CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # docs/viewer.md, Tests
 
 TWO_BODY_YAML = """
 name: viz_two_bodies
@@ -36,7 +36,7 @@ bodies:
 
 
 def scene_path(name: str) -> Path:
-    return REPO / "scenes" / f"{name}.yaml"
+    return SCENES / f"{name}.yaml"
 
 
 def synthetic_trajectory(*, n_frames: int = 101, dt: float = 0.01, g: float = 9.81) -> Trajectory:
