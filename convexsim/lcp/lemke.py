@@ -49,6 +49,12 @@ _EPS = float(np.finfo(np.float64).eps)
 class LemkeStatus(enum.IntEnum):
     """How a Lemke run ended."""
 
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
     SOLVED = 0
     """z0 left the basis (or q ≥ 0): z solves the LCP and passed the final check."""
     PIVOT_LIMIT = 1
