@@ -122,7 +122,13 @@ class Trajectory:
         """Index of the body called ``name`` (KeyError if absent)."""
         hits = np.flatnonzero(self.body_names == name)
         if hits.size == 0:
-            raise KeyError(f"no body named {name!r}; bodies: {', '.join(map(str, self.body_names))}")
+            import difflib
+
+            names = [str(n) for n in self.body_names]
+            close = difflib.get_close_matches(str(name), names, n=1)
+            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise KeyError(f"no body named {name!r}{mean}; bodies: {shown}")
         return int(hits[0])
 
     def validate(self) -> None:
