@@ -506,9 +506,10 @@ def _add_warmup(sub) -> None:
 def cmd_warmup(args) -> int:
     from convexsim.kernels import uncached_kernels, warm_up
 
-    todo = len(uncached_kernels())
+    before = set(uncached_kernels())
     seconds = warm_up(progress=True)
-    what = f"compiled {todo} kernels" if todo else "kernels already compiled (loaded from the cache)"
+    compiled = len(before - set(uncached_kernels()))
+    what = f"compiled {compiled} kernels" if compiled else "kernels already compiled (loaded from the cache)"
     print(f"warmup: {what} in {seconds:.1f} s")
     return EXIT_OK
 

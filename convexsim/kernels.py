@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 import time as _time
 
-COMPILE_SECONDS_PER_KERNEL = 0.25
-"""Mean time [s] numba takes to compile one convexsim kernel on a 2-core machine (first run of every
-kernel: 26 s for 104 kernels, docs/performance.md); scales the first-run notice's estimate."""
+COMPILE_SECONDS_PER_KERNEL = 0.4
+"""Mean time [s] numba takes to compile one convexsim kernel on a 2-core machine (``convexsim warmup``
+compiled 77 kernels in 30–33 s on an idle machine, docs/performance.md); scales the first-run notice's
+estimate."""
 
 _compile_notice_shown = False
 

@@ -223,6 +223,10 @@ def load_trajectory(path: str | os.PathLike) -> Trajectory:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
+        if "allow_pickle" in reason:     # numpy's hint to load pickles unsafely is not advice to give users
+            raise TrajectoryFormatError(f"{path}: corrupted or not a convexsim trajectory: a field holds "
+                                        "pickled Python objects, which convexsim never writes and will not "
+                                        "load") from None
         raise TrajectoryFormatError(f"{path}: corrupted or unreadable trajectory file "
                                     f"({type(exc).__name__}: {reason})") from None
 
