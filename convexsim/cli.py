@@ -77,7 +77,8 @@ def _add_run(sub) -> None:
 
 def _add_unit_flag(p) -> None:
     p.add_argument("--no-unit-warnings", action="store_true",
-                   help="do not warn about scene values almost surely in the wrong units (docs/scene-format.md)")
+                   help="do not warn about scene values almost surely in the wrong units "
+                        "(docs/scene-format.md)")
 
 
 def _check_time_flags(args) -> None:
@@ -226,7 +227,9 @@ def _effort_line(d: dict, sap: bool) -> str:
         return f"Lemke pivots       mean {d['mean_iterations']:.2f}, max {d['max_iterations']}"
     cold = steps - warm
     mean = d["mean_iterations"] * steps / cold if cold else 0.0
-    return (f"Lemke pivots       mean {mean:.2f}, max {d['max_iterations']} over the {cold} step{'s' if cold != 1 else ''} Lemke solved; "
+    plural = "s" if cold != 1 else ""
+    return (f"Lemke pivots       mean {mean:.2f}, max {d['max_iterations']} over the {cold} step{plural} "
+            "Lemke solved; "
             f"{warm} of {steps} steps reused the previous solution (warm start, no pivots)")
 
 
@@ -272,7 +275,8 @@ def cmd_validate(args) -> int:
         problems = validate_scene_file(path)
         if len(problems) == 1:
             status = EXIT_USAGE
-            print(problems[0] if problems[0].startswith(str(path)) else f"{path}: {problems[0]}", file=sys.stderr)
+            line = problems[0] if problems[0].startswith(str(path)) else f"{path}: {problems[0]}"
+            print(line, file=sys.stderr)
         elif problems:
             status = EXIT_USAGE
             print(f"{path}: {len(problems)} problems", file=sys.stderr)
@@ -418,7 +422,8 @@ def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="speed figures on the benchmark scenes and random SAP problems",
                        description="ms/step (after one warm-up step), iterations/step and contacts/step on "
                                    "benchmark scenes, then the SAP solver's scaling on random problems.")
-    p.add_argument("--scenes", nargs="*", metavar="SCENE", help="scene names or files (default: a standard set)")
+    p.add_argument("--scenes", nargs="*", metavar="SCENE",
+                   help="scene names or files (default: a standard set)")
     p.add_argument("--duration", type=float, help="simulated time per scene [s]")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.set_defaults(func=cmd_bench)
@@ -470,8 +475,8 @@ def _add_examples(sub) -> None:
                        description="Small worked examples whose answers are known in closed form.")
     which = p.add_subparsers(dest="example", metavar="EXAMPLE", required=True)
     lcp = which.add_parser("lcp", help="textbook LCP examples solved by Lemke's algorithm (docs/lcp.md)",
-                           description="Falling and sliding blocks, the Berard–Trinkle particle and a bouncing "
-                                       "particle (Moreau midpoint), each one LCP per step solved by Lemke's "
+                           description="Falling and sliding blocks, the Berard–Trinkle particle and a "
+                                       "bouncing particle (Moreau midpoint), each one LCP per step solved by Lemke's "
                                        "algorithm (convexsim.lcp.seeds; docs/lcp.md).")
     lcp.set_defaults(func=cmd_examples_lcp)
 

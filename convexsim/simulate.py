@@ -261,7 +261,8 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
         bar.close()
         stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
-        raise RunInterrupted(rec, stats, failure, exc if isinstance(exc, TerminationRequest) else None) from None
+        terminated = exc if isinstance(exc, TerminationRequest) else None
+        raise RunInterrupted(rec, stats, failure, terminated) from None
     finally:
         bar.close()
     stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds

@@ -221,7 +221,8 @@ def load_trajectory(path: str | os.PathLike) -> Trajectory:
         return _read_npz(path)
     except TrajectoryFormatError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError,
+            IndexError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if "allow_pickle" in reason:     # numpy's hint to load pickles unsafely is not advice to give users
             raise TrajectoryFormatError(f"{path}: corrupted or not a convexsim trajectory: a field holds "
@@ -250,8 +251,8 @@ def _read_npz(path: Path) -> Trajectory:
         try:
             version = int(data["schema_version"])
         except (TypeError, ValueError):
-            raise TrajectoryFormatError(f"{path}: 'schema_version' is not an integer: not a convexsim trajectory"
-                                        ) from None
+            raise TrajectoryFormatError(f"{path}: 'schema_version' is not an integer: "
+                                        "not a convexsim trajectory") from None
         if version != SCHEMA_VERSION:
             raise TrajectoryFormatError(
                 f"{path}: trajectory schema version {version} is not supported "

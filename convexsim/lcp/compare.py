@@ -52,7 +52,8 @@ def _summary(e: np.ndarray, t: np.ndarray) -> dict[str, float]:
     if e.size == 0:
         return {"max": float("nan"), "t_max": float("nan"), "rms": float("nan"), "final": float("nan")}
     k = int(np.argmax(e))
-    return {"max": float(e[k]), "t_max": float(t[k]), "rms": float(np.sqrt(np.mean(e * e))), "final": float(e[-1])}
+    return {"max": float(e[k]), "t_max": float(t[k]), "rms": float(np.sqrt(np.mean(e * e))),
+            "final": float(e[-1])}
 
 
 def run_label(traj: Trajectory) -> str:
@@ -63,7 +64,8 @@ def run_label(traj: Trajectory) -> str:
     return f"{traj.solver_kind.upper()} solver, '{traj.contact_model}' contact model"
 
 
-def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *, names: tuple[str, str] | None = None) -> dict:
+def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *,
+                         names: tuple[str, str] | None = None) -> dict:
     """Per-body differences between two trajectories of the same scene.
 
     Args:
@@ -72,7 +74,8 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *, names: tuple
     Returns:
         dict with keys
           ``labels``: (solver_kind/contact_model of a, of b);
-          ``descriptions``: (name: readable run label of a, of b), e.g. "run_sap.npz: SAP solver, 'sap' contact model";
+          ``descriptions``: ("name: readable run label" of a, of b), e.g.
+          "run_sap.npz: SAP solver, 'sap' contact model";
           ``time``: the common frame times [s], shape (T,);
           ``bodies``: {name: {quantity: {"max", "t_max", "rms", "final"}}} for QUANTITIES (t_max [s]: the
           time of the largest difference);
@@ -117,14 +120,16 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *, names: tuple
 
 
 def format_comparison(comparison: dict, *, include_fixed: bool = False) -> str:
-    """A plain-text table of ``compare_trajectories`` output (max, its time, RMS, final per body and quantity).
+    """A plain-text table of ``compare_trajectories`` output (max, its time, RMS, final per body and
+    quantity).
 
     Bodies whose every error is exactly zero (fixed bodies with no contact) are left out unless
     ``include_fixed``.
     """
     da, db = comparison.get("descriptions") or comparison["labels"]
     t = comparison["time"]
-    lines = [f"{da}", f"{db}", f"differences A − B over {len(t)} common frames, t = {t[0]:.4g} … {t[-1]:.4g} s"]
+    span = f"{len(t)} common frames, t = {t[0]:.4g} … {t[-1]:.4g} s"
+    lines = [f"{da}", f"{db}", f"differences A − B over {span}"]
     for f in comparison["failures"]:
         lines.append(f"  note: a run stopped early: {f}")
     header = f"  {'body':<16} {'quantity':<24} {'max':>11} {'at t [s]':>9} {'rms':>11} {'final':>11}"

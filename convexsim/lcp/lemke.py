@@ -4,7 +4,7 @@ Problem LCP(M, q): find ``z ∈ ℝⁿ`` with
 
     z ≥ 0,   w = M z + q ≥ 0,   zᵀw = 0.
 
-Method (docs/lcp.md, lcp-math.md §1): dense tableau ``B⁻¹[I | −M | −d | q]`` over the variables
+Method (docs/lcp.md): dense tableau ``B⁻¹[I | −M | −d | q]`` over the variables
 ``w_1..w_n, z_1..z_n, z0`` (indices 0..n−1, n..2n−1, 2n). An artificial variable ``z0`` with
 covering vector ``d > 0`` makes ``(w = q + d z0, z = 0)`` feasible; complementary pivoting then
 walks the almost-complementary path until ``z0`` leaves the basis (solved), the entering column

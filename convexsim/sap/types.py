@@ -1,4 +1,4 @@
-"""SAP solver parameters, statuses and results (sap-math.md §4.1, §4.6)."""
+"""SAP solver parameters, statuses and results (docs/sap.md)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class SapResult:
         line_search_history: line-search evaluations of each iteration (entry 0 is 0), shape (iterations + 1,).
         optimality_reached: the momentum-residual criterion was met.
         nonmonotonic_iterations: iterations whose cost rose by more than the slop
-            ``relative_slop·max(1, (|ℓ| + |ℓ_prev|)/2)`` (Drake's sanity check, sap-math.md §4.2b); the
+            ``relative_slop·max(1, (|ℓ| + |ℓ_prev|)/2)`` (Drake's sanity check, docs/sap.md); the
             cost of a convex problem under an exact or Armijo line search never rises, so a nonzero
             count means round-off dominates (a badly scaled problem).
         cost_criterion_reached: the cost-stall criterion was met.

@@ -587,12 +587,13 @@ def _read_scene_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as err:
-        raise SceneError([f"{source}: cannot read scene file: {(err.strerror or str(err)).lower()}"], source) from None
+        reason = (err.strerror or str(err)).lower()
+        raise SceneError([f"{source}: cannot read scene file: {reason}"], source) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SceneError([f"{source}: not a text (YAML) file: byte 0x{raw[err.start]:02x} at offset {err.start} "
-                          "is not UTF-8"], source) from None
+        raise SceneError([f"{source}: not a text (YAML) file: byte 0x{raw[err.start]:02x} at offset "
+                          f"{err.start} is not UTF-8"], source) from None
 
 
 def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> SceneSpec:
@@ -605,7 +606,8 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = 
     try:
         path = resolve_scene_path(path)
     except FileNotFoundError:
-        raise SceneError([f"{path}: cannot read scene file: {_not_found_hint(Path(path))}"], str(path)) from None
+        hint = _not_found_hint(Path(path))
+        raise SceneError([f"{path}: cannot read scene file: {hint}"], str(path)) from None
     source = str(path)
     text = _read_scene_text(path)
     data, node = _read_yaml(text, source)

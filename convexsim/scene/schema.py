@@ -516,9 +516,9 @@ def unit_problems(spec: "SceneSpec") -> list[tuple[Loc, str, Any]]:
     dt = spec.time_step
     if _outside("time_step", dt):
         unit = " (is it in ms?)" if dt >= 0.5 else ""
-        out.append((("time_step",), f"dt = {dt:g} s is far above the {UNIT_RANGES['time_step'][1]:g} s a rigid-body "
-                    f"scene uses (typically 1e-4 .. 1e-2 s){unit}", dt))
-    g = float(np.linalg.norm(spec.gravity))
+        out.append((("time_step",), f"dt = {dt:g} s is far above the {UNIT_RANGES['time_step'][1]:g} s "
+                    f"a rigid-body scene uses (typically 1e-4 .. 1e-2 s){unit}", dt))
+    g = math.hypot(*spec.gravity)          # no overflow for huge components
     if _outside("gravity", g):
         out.append((("gravity",), f"|g| = {g:g} m/s² is more than 10x Earth's 9.81 m/s² (is it in cm/s²?)",
                     list(spec.gravity)))
@@ -533,7 +533,7 @@ def unit_problems(spec: "SceneSpec") -> list[tuple[Loc, str, Any]]:
 def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
     """The unit-range problems of one body (relative paths); fixed bodies are only checked for |p|."""
     out: list[tuple[Loc, str, Any]] = []
-    p = float(np.linalg.norm(body.position))
+    p = math.hypot(*body.position)
     if _outside("position", p):
         out.append((("position",), f"|p| = {p:g} m from the origin (is it in mm?)", list(body.position)))
     if body.fixed:
@@ -547,8 +547,9 @@ def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
             for x in (value if isinstance(value, tuple) else (value,)):
                 if x > high or 0 < x < low:
                     guess = "cm or mm" if x > high else "km"
-                    out.append((("geometries", j, fname), f"{x:g} m is outside the {low:g} .. {high:g} m of a "
-                                f"moving rigid body's shape (is it in {guess}?)", value))
+                    msg = (f"{x:g} m is outside the {low:g} .. {high:g} m of a moving rigid body's shape "
+                           f"(is it in {guess}?)")
+                    out.append((("geometries", j, fname), msg, value))
                     break
     solids = [g for g in body.geometries if g.shape != "halfspace"]
     if body.mass is not None and solids:
@@ -558,15 +559,16 @@ def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
         if not low <= rho <= high:
             why = ("far above any solid (osmium: 22 590 kg/m³); is the mass in grams, or the size in cm?"
                    if rho > high else "far below a hollow ball (~1.5 kg/m³); is the size in cm or mm?")
-            out.append((("mass",), f"{body.mass:g} kg in {volume:.3g} m³ of shapes is a density of {rho:.3g} kg/m³, "
-                        + why, body.mass))
+            out.append((("mass",), f"{body.mass:g} kg in {volume:.3g} m³ of shapes is a density of "
+                        f"{rho:.3g} kg/m³, " + why, body.mass))
     elif body.mass is not None and _outside("mass", body.mass):
         low, high = UNIT_RANGES["mass"]
         out.append((("mass",), f"{body.mass:g} kg is outside the {low:g} .. {high:g} kg of a rigid body here "
                     "(is it in grams?)", body.mass))
-    v, w = float(np.linalg.norm(body.linear_velocity)), float(np.linalg.norm(body.angular_velocity))
+    v, w = math.hypot(*body.linear_velocity), math.hypot(*body.angular_velocity)
     if _outside("speed", v):
-        out.append((("linear_velocity",), f"|v| = {v:g} m/s (is it in cm/s or mm/s?)", list(body.linear_velocity)))
+        out.append((("linear_velocity",), f"|v| = {v:g} m/s (is it in cm/s or mm/s?)",
+                    list(body.linear_velocity)))
     if _outside("spin", w):
         out.append((("angular_velocity",), f"|ω| = {w:g} rad/s, over 150 turns per second (is it in deg/s?)",
                     list(body.angular_velocity)))

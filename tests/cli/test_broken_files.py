@@ -29,7 +29,8 @@ def good(tmp_path_factory) -> pathlib.Path:
 
 
 def _member_data_offset(raw: bytes, name: str) -> tuple[int, int]:
-    """(offset, length) of the compressed data of zip member ``name`` (local header: 30 bytes + name + extra)."""
+    """(offset, length) of the compressed data of zip member ``name`` (after its local header: 30 bytes,
+    then the name and the extra field)."""
     with zipfile.ZipFile(io.BytesIO(raw)) as zf:
         info = zf.getinfo(name)
     h = info.header_offset
@@ -91,7 +92,8 @@ KINDS = ["bad_crc", "bad_deflate", "truncated", "text", "empty", "directory", "m
          "wrong_version", "pickled_member", "bad_shapes", "permission"]
 EXPECT = {   # a word the message must contain, so each case gets its own explanation
     "bad_crc": "corrupted", "bad_deflate": "corrupted", "truncated": "corrupted", "text": "text file",
-    "empty": "empty", "directory": "directory", "missing_keys": "missing fields", "no_schema": "schema_version",
+    "empty": "empty", "directory": "directory", "missing_keys": "missing fields",
+    "no_schema": "schema_version",
     "wrong_version": f"schema version {SCHEMA_VERSION + 1}", "pickled_member": "corrupted",
     "bad_shapes": "shape", "permission": "permission denied",
 }
@@ -137,7 +139,8 @@ def test_commands_report_a_broken_trajectory_in_one_line(kind, command, good, tm
     if kind == "permission":
         _deny(monkeypatch, path)
     argv = {"info": ["info", str(path)], "view": ["view", str(path), "--html", str(tmp_path / "v.html")],
-            "compare_a": ["compare", str(path), str(good)], "compare_b": ["compare", str(good), str(path)]}[command]
+            "compare_a": ["compare", str(path), str(good)],
+            "compare_b": ["compare", str(good), str(path)]}[command]
     assert main(argv) == EXIT_USAGE
     line = _one_clean_line(capsys.readouterr().err, path)
     assert EXPECT[kind] in line, line
@@ -191,8 +194,10 @@ def test_broken_scene_files_are_one_line_exit_2(kind, command, tmp_path, monkeyp
 
         monkeypatch.setattr(pathlib.Path, "read_bytes", guarded)
     monkeypatch.chdir(tmp_path)
-    argv = ["run", str(path), "--out", str(tmp_path / "o.npz"), "--quiet"] if command == "run" else ["validate",
-                                                                                                   str(path)]
+    if command == "run":
+        argv = ["run", str(path), "--out", str(tmp_path / "o.npz"), "--quiet"]
+    else:
+        argv = ["validate", str(path)]
     assert main(argv) == EXIT_USAGE
     line = _one_clean_line(capsys.readouterr().err, path)
     assert SCENE_EXPECT[kind] in line, line

@@ -20,11 +20,12 @@ def _verbs() -> list[str]:
 
 
 def test_every_verb_is_a_subcommand():
-    assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study", "examples",
-                             "warmup", "seeds"}
+    assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study",
+                             "examples", "warmup", "seeds"}
 
 
-@pytest.mark.parametrize("argv", [[v, "--help"] for v in _verbs()] + [["examples", "lcp", "--help"], ["--help"]])
+@pytest.mark.parametrize("argv", [[v, "--help"] for v in _verbs()]
+                         + [["examples", "lcp", "--help"], ["--help"]])
 def test_help_works_on_every_subcommand(argv, capsys):
     assert main(argv) == EXIT_OK
     out = capsys.readouterr().out
@@ -83,13 +84,14 @@ def pair(tmp_path_factory):
 
 def test_compare_tol_exit_codes(pair, capsys):
     a, b, c = pair
-    assert main(["compare", str(a), str(b), "--tol", "0"]) == EXIT_OK          # identical: within any tolerance
+    assert main(["compare", str(a), str(b), "--tol", "0"]) == EXIT_OK          # identical: within any tol.
     assert "PASS" in capsys.readouterr().out
     assert main(["compare", str(a), str(c), "--tol", "0.021"]) == EXIT_OK       # 2 cm <= 2.1 cm
     capsys.readouterr()
     assert main(["compare", str(a), str(c), "--tol", "0.019"]) == EXIT_FAILURE  # 2 cm > 1.9 cm
     verdict = capsys.readouterr().out.splitlines()[-1]
-    assert verdict.startswith("FAIL: largest position difference 2.000e-02 m (body 'ball', t = 0.03 s)"), verdict
+    expected = "FAIL: largest position difference 2.000e-02 m (body 'ball', t = 0.03 s)"
+    assert verdict.startswith(expected), verdict
     assert main(["compare", str(a), str(c), "--tol", "0.019", "--quantity", "velocity"]) == EXIT_OK
     capsys.readouterr()
     assert main(["compare", str(a), str(c)]) == EXIT_OK                          # no --tol: report only
@@ -158,7 +160,8 @@ def test_run_summary_reports_warm_up_apart(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "result     completed, every step converged" in out
     meta = load_trajectory(tmp_path / "s.npz").metadata
-    assert math.isclose(meta["ms_per_step"], 1e3 * (meta["wall_time_s"] - meta["warmup_s"]) / 10, rel_tol=1e-9)
+    expected = 1e3 * (meta["wall_time_s"] - meta["warmup_s"]) / 10
+    assert math.isclose(meta["ms_per_step"], expected, rel_tol=1e-9)
 
 
 def test_kernel_clock_times_compilation_and_announces_once(monkeypatch, capsys):

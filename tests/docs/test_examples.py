@@ -138,6 +138,7 @@ def test_block_parser_and_shortening_can_fail(tmp_path: Path):
                      "```console\nconvexsim run a  # c\n```\n", encoding="utf-8")
     assert [(tag, commands(body)) for _, tag, body in blocks(probe)] == [("console", ["convexsim run a"])]
     assert shorten(["convexsim", "run", "a"]) == ["convexsim", "run", "a", "--duration", "0.05"]
-    assert shorten(["convexsim", "run", "a", "--duration", "1"]) == ["convexsim", "run", "a", "--duration", "1"]
+    given = ["convexsim", "run", "a", "--duration", "1"]
+    assert shorten(given) == given
     assert shorten(["convexsim", "study", "s.yaml", "--jobs", "2"]) == [
         "convexsim", "study", "s.yaml", "--reduced", "--jobs", "1", "--no-plots", "--quiet"]
