@@ -332,7 +332,8 @@ def cmd_info(args) -> int:
         f"contacts    {int(t.contact_offsets[-1])} in all, max {int(n_contacts.max()) if n_contacts.size else 0} per frame",
     ]
     if "ms_per_step" in meta:
-        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {meta.get('steps', '?')} steps")
+        warm = f" (plus {meta['warmup_s']:.2f} s kernel warm-up)" if meta.get("warmup_s", 0) >= 0.005 else ""
+        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {meta.get('steps', '?')} steps{warm}")
     if t.failure:
         lines.append(f"failure     {t.failure}")
     if t.num_frames:
