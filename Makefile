@@ -1,5 +1,5 @@
 # convexsim: two commands on a fresh machine.
-#   make demo   create .venv (if needed), install, run the main job on a shipped scene
+#   make demo   create .venv (if needed), install, compile the kernels, run the main job on a shipped scene
 #   make test   the same environment plus test tools (and Chromium for viewer tests), then the suite
 PYTHON ?= python3
 VENV   := .venv
@@ -33,9 +33,12 @@ browser:
 	  || echo "WARNING: could not install chromium; browser tests will be skipped"; \
 	else echo "WARNING: chromium missing and not root; browser tests will be skipped"; fi
 
+# `convexsim warmup` compiles the numba kernels once (about 30 s the first time, a few seconds when
+# they are cached), so the run below and the README's first `convexsim run` start at full speed.
 demo: $(VENV)/.core-installed
 	@mkdir -p $(OUT)
-	$(VENV)/bin/convexsim run scenes/box_stack.yaml --out $(OUT)/box_stack.npz --html $(OUT)/box_stack.html
+	$(VENV)/bin/convexsim warmup
+	$(VENV)/bin/convexsim run box_stack --out $(OUT)/box_stack.npz --html $(OUT)/box_stack.html
 	@echo
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
 	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"

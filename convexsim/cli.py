@@ -1,22 +1,33 @@
-"""The ``convexsim`` command line: a thin layer over the Python API.
+"""The ``convexsim`` command line: a thin layer over the Python API. ``convexsim COMMAND --help`` for each.
 
     convexsim run SCENE [--duration S] [--time-step S] [--contact-model M] [--solver sap|lcp|both]
                         [--set key=value ...] [--out FILE] [--record-every N] [--html FILE]
-                        [--view] [--realtime] [--quiet] [--strict]
-    convexsim validate SCENE...          all problems of each file, exit 1 if any
+                        [--view] [--realtime] [--no-wait] [--quiet] [--strict] [--no-unit-warnings]
+    convexsim validate SCENE...          every problem of each file
     convexsim scenes                     the shipped scenes with one-line descriptions
     convexsim info TRAJ                  what a trajectory file holds
     convexsim view TRAJ [TRAJ2 ...]      recorded playback in Meshcat (or --html OUT to export)
-    convexsim compare TRAJ_A TRAJ_B      per-body differences of two runs of one scene
+    convexsim compare TRAJ_A TRAJ_B      per-body differences of two runs of one scene [--tol X]
     convexsim bench                      ms/step, iterations/step, contacts/step on benchmark scenes
-    convexsim study SPEC                 parameter sweeps (see docs/studies.md)
-    convexsim seeds                      the seed documents' LCP examples
+    convexsim study SPEC                 parameter sweeps (docs/studies.md)
+    convexsim examples lcp               the small textbook LCP examples (docs/lcp.md)
+    convexsim warmup                     compile the numba kernels now (first run), not during a run
+    convexsim seeds                      deprecated alias of `convexsim examples lcp`
+
+A SCENE is a YAML file (relative paths against the working directory, then the shipped scenes folder)
+or a shipped scene name (``box_stack``). Options may come before or after the positional arguments.
+
+Exit status: 0 ok; 1 the simulation failed (or ``compare --tol`` / ``study --strict`` found a
+difference or a failed run); 2 bad usage or bad input (a scene or trajectory file that is missing or
+broken, a bad option value); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -29,17 +40,10 @@ def _print(msg: str = "", *, quiet: bool = False, file=None) -> None:
 
 
 def _resolve_scene(arg: str) -> Path:
-    """A scene path, or the name of a shipped scene ("box_stack")."""
-    path = Path(arg)
-    if path.exists():
-        return path
-    from convexsim.scene import shipped_scene_path
+    """A scene path or the name of a shipped scene ("box_stack"); FileNotFoundError with "did you mean"."""
+    from convexsim.scene import resolve_scene_path
 
-    try:
-        return Path(shipped_scene_path(arg))
-    except (FileNotFoundError, KeyError, ValueError):
-        raise FileNotFoundError(f"scene not found: {arg!r} (neither a file nor a shipped scene; "
-                                f"see `convexsim scenes`)") from None
+    return resolve_scene_path(arg)
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -54,7 +58,8 @@ def _add_run(sub) -> None:
     p.add_argument("--solver", choices=["sap", "lcp", "both"],
                    help="solver (default: the scene's); 'both' runs SAP and LCP and writes two files")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scene field by dotted path, e.g. materials.default.stiffness=1e5")
+                   help="override a scene field by dotted path, e.g. bodies.ball.mass=2 or "
+                        "materials.<name>.friction=0.3 (the material the geometries use)")
     p.add_argument("--out", help="trajectory file (default: <scene name>.npz in the current folder)")
     p.add_argument("--record-every", type=int, default=1, metavar="N", help="record every N-th step")
     p.add_argument("--html", help="also export a standalone HTML animation to this file")
@@ -66,7 +71,14 @@ def _add_run(sub) -> None:
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _add_unit_flag(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_unit_flag(p) -> None:
+    p.add_argument("--no-unit-warnings", action="store_true",
+                   help="do not warn about scene values almost surely in the wrong units "
+                        "(docs/scene-format.md)")
 
 
 def _check_time_flags(args) -> None:
@@ -117,7 +129,7 @@ def cmd_run(args) -> int:
 
 def _cmd_run(args, viewer=None) -> int:
     from convexsim.io import save_trajectory
-    from convexsim.simulate import _Interrupted, prepare, run_model
+    from convexsim.simulate import RunInterrupted, prepare, run_model
 
     _check_time_flags(args)
     scene_path = _resolve_scene(args.scene)
@@ -137,7 +149,7 @@ def _cmd_run(args, viewer=None) -> int:
             traj, stats = run_model(model, state, duration=duration, record_every=args.record_every,
                                     progress=not args.quiet, step_callback=callback, strict=args.strict,
                                     metadata={"command": " ".join(sys.argv)})
-        except _Interrupted as exc:
+        except RunInterrupted as exc:
             what = "terminated" if exc.terminated is not None else "interrupted"
             _print(f"{what}: {exc}; no output written (a run is saved only when it ends)", file=sys.stderr)
             return EXIT_TERMINATED if exc.terminated is not None else EXIT_INTERRUPTED
@@ -149,14 +161,22 @@ def _cmd_run(args, viewer=None) -> int:
                    file=sys.stderr)
             status = EXIT_FAILURE
     if len(trajectories) == 2:
-        _print(_comparison_text(*trajectories), quiet=args.quiet)
+        _print(_comparison_text(*trajectories, names=("SAP run", "LCP run")), quiet=args.quiet)
     if args.html:
         from convexsim import viz
 
         path = viz.export_html(trajectories, args.html)      # labels as on the --view page
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
-    if viewer is not None:             # the recorded playback on the same page; Ctrl-C to stop
-        viewer.finish(trajectories, wait=not args.no_wait)
+    if viewer is not None:
+        if args.no_wait:               # publish the playback (for scripts), but announce no URL about to die
+            viewer.out, out_stream = io.StringIO(), viewer.out
+            try:
+                viewer.finish(trajectories, wait=False)
+            finally:
+                viewer.out = out_stream
+            _print("viewer stopped (--no-wait)", quiet=args.quiet)
+        else:                          # the recorded playback on the same page; Ctrl-C to stop
+            viewer.finish(trajectories, wait=True)
     return status
 
 
@@ -176,35 +196,68 @@ def _run_viewer(args):
 
 
 def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
+    """The run summary: what ran, how fast (warm-up apart), solver effort, contacts, and how it ended."""
     d = stats.as_dict()
     bodies = int((~model.body_fixed).sum())
-    solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if model.solver.kind == "sap" else "")
-    it_name = "Newton iterations" if model.solver.kind == "sap" else "Lemke pivots"
+    sap = model.solver.kind == "sap"
+    solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if sap else "")
+    warm = (f"; plus {d['warmup_s']:.2f} s compiling/loading kernels, not in ms/step"
+            if d["warmup_s"] >= 0.005 else "")
     lines = [
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
         f"steps      {d['steps']} ({traj.time[-1]:.4g} s simulated) in {d['wall_time_s']:.2f} s wall, "
-        f"{d['ms_per_step']:.3f} ms/step" + (f"\n           ({rounding})" if rounding else ""),
-        f"{it_name:<18} mean {d['mean_iterations']:.2f}, max {d['max_iterations']}",
+        f"{d['ms_per_step']:.3f} ms/step" + (f"\n           ({rounding})" if rounding else "")
+        + (f"\n           ({warm[2:]})" if warm else ""),
+        _effort_line(d, sap),
         f"contacts   mean {d['mean_contacts']:.1f}, max {d['max_contacts']} per step",
-        f"failures   {d['unconverged_steps']} unconverged steps" + (f"; stopped: {traj.failure}" if traj.failure else ""),
+        _result_line(d, traj, sap),
         f"output     {path} ({traj.num_frames} frames)",
     ]
     return "\n".join(lines)
 
 
-def _comparison_text(a, b) -> str:
-    try:
-        from convexsim.lcp.compare import compare_trajectories, format_comparison
-    except ImportError:
-        return ""
-    return format_comparison(compare_trajectories(a, b))
+def _effort_line(d: dict, sap: bool) -> str:
+    """Newton iterations (SAP) or Lemke pivots (LCP); warm-started LCP steps take no pivots, so the
+    pivot statistics are over the steps Lemke solved."""
+    if sap:
+        return f"Newton iterations  mean {d['mean_iterations']:.2f}, max {d['max_iterations']}"
+    warm, steps = d.get("warm_started_steps", 0), d["steps"]
+    if not warm:
+        return f"Lemke pivots       mean {d['mean_iterations']:.2f}, max {d['max_iterations']}"
+    cold = steps - warm
+    mean = d["mean_iterations"] * steps / cold if cold else 0.0
+    plural = "s" if cold != 1 else ""
+    return (f"Lemke pivots       mean {mean:.2f}, max {d['max_iterations']} over the {cold} step{plural} "
+            "Lemke solved; "
+            f"{warm} of {steps} steps reused the previous solution (warm start, no pivots)")
+
+
+def _result_line(d: dict, traj, sap: bool) -> str:
+    """How the run ended, in words that cannot contradict each other."""
+    n = d["unconverged_steps"]
+    unconverged = f"{n} step{'s' if n != 1 else ''} did not converge"
+    if traj.failure:
+        return f"result     STOPPED EARLY: {traj.failure}" + (f" ({unconverged} before)" if n else "")
+    if n:
+        hint = " (the run went on with the last iterate; --strict stops at the first)" if sap else ""
+        return f"result     completed; {unconverged}{hint}"
+    return "result     completed, every step converged"
+
+
+def _comparison_text(a, b, names=None) -> str:
+    from convexsim.lcp.compare import compare_trajectories, format_comparison
+
+    return format_comparison(compare_trajectories(a, b, names=names))
 
 
 # ------------------------------------------------------------------------------------- validate
 def _add_validate(sub) -> None:
-    p = sub.add_parser("validate", help="check scene files and report every problem")
-    p.add_argument("scenes", nargs="+")
+    p = sub.add_parser("validate", help="check scene files and report every problem",
+                       description="Load and compile each SCENE and report every problem (file, line, field "
+                                   "path, value, what is allowed). Exit 2 if any scene has a problem.")
+    p.add_argument("scenes", nargs="+", metavar="SCENE", help="scene file or shipped scene name")
+    _add_unit_flag(p)
     p.set_defaults(func=cmd_validate)
 
 
@@ -217,12 +270,16 @@ def cmd_validate(args) -> int:
             path = _resolve_scene(arg)
         except FileNotFoundError as exc:
             print(f"{arg}: {exc}", file=sys.stderr)
-            status = EXIT_FAILURE
+            status = EXIT_USAGE
             continue
         problems = validate_scene_file(path)
-        if problems:
-            status = EXIT_FAILURE
-            print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
+        if len(problems) == 1:
+            status = EXIT_USAGE
+            line = problems[0] if problems[0].startswith(str(path)) else f"{path}: {problems[0]}"
+            print(line, file=sys.stderr)
+        elif problems:
+            status = EXIT_USAGE
+            print(f"{path}: {len(problems)} problems", file=sys.stderr)
             for msg in problems:
                 print(f"  - {msg}", file=sys.stderr)
         else:
@@ -232,7 +289,8 @@ def cmd_validate(args) -> int:
 
 # --------------------------------------------------------------------------------------- scenes
 def _add_scenes(sub) -> None:
-    p = sub.add_parser("scenes", help="list the shipped scenes")
+    p = sub.add_parser("scenes", help="list the shipped scenes",
+                       description="The shipped scenes (usable by name: `convexsim run box_stack`).")
     p.set_defaults(func=cmd_scenes)
 
 
@@ -248,8 +306,9 @@ def cmd_scenes(args) -> int:
 
 # ----------------------------------------------------------------------------------------- info
 def _add_info(sub) -> None:
-    p = sub.add_parser("info", help="describe a trajectory file")
-    p.add_argument("trajectory")
+    p = sub.add_parser("info", help="describe a trajectory file",
+                       description="What a trajectory file (.npz, docs/trajectory-format.md) holds.")
+    p.add_argument("trajectory", metavar="TRAJ")
     p.set_defaults(func=cmd_info)
 
 
@@ -273,7 +332,8 @@ def cmd_info(args) -> int:
         f"contacts    {int(t.contact_offsets[-1])} in all, max {int(n_contacts.max()) if n_contacts.size else 0} per frame",
     ]
     if "ms_per_step" in meta:
-        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {meta.get('steps', '?')} steps")
+        warm = f" (plus {meta['warmup_s']:.2f} s kernel warm-up)" if meta.get("warmup_s", 0) >= 0.005 else ""
+        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {meta.get('steps', '?')} steps{warm}")
     if t.failure:
         lines.append(f"failure     {t.failure}")
     if t.num_frames:
@@ -288,8 +348,10 @@ def cmd_info(args) -> int:
 
 # ----------------------------------------------------------------------------------------- view
 def _add_view(sub) -> None:
-    p = sub.add_parser("view", help="play recorded trajectories in Meshcat or export them as HTML")
-    p.add_argument("trajectories", nargs="+")
+    p = sub.add_parser("view", help="play recorded trajectories in Meshcat or export them as HTML",
+                       description="Play TRAJ files in a Meshcat page (127.0.0.1 only; Ctrl-C to stop), or "
+                                   "write a standalone HTML animation with --html (docs/viewer.md).")
+    p.add_argument("trajectories", nargs="+", metavar="TRAJ")
     p.add_argument("--html", help="write a standalone HTML file instead of serving")
     p.add_argument("--layout", choices=["overlay", "offset"], default="overlay",
                    help="with two trajectories: second one translucent in place (overlay) or shifted (offset); "
@@ -319,17 +381,38 @@ def cmd_view(args) -> int:
 
 # -------------------------------------------------------------------------------------- compare
 def _add_compare(sub) -> None:
-    p = sub.add_parser("compare", help="differences between two trajectories of the same scene")
-    p.add_argument("a")
-    p.add_argument("b")
+    from convexsim.lcp.compare import QUANTITIES
+
+    p = sub.add_parser("compare", help="differences between two trajectories of the same scene",
+                       description="Per-body differences A − B of two runs of the same scene (position, "
+                                   "orientation, velocities, net contact force): max and when it happened, "
+                                   "RMS, final. With --tol: exit 0 when the largest difference of --quantity "
+                                   "is within the tolerance, 1 when not (2: bad input).")
+    p.add_argument("a", metavar="TRAJ_A")
+    p.add_argument("b", metavar="TRAJ_B")
+    p.add_argument("--tol", type=float, metavar="X",
+                   help="pass/fail tolerance on the largest difference, in the quantity's unit (position: m)")
+    p.add_argument("--quantity", choices=QUANTITIES, default="position",
+                   help="the quantity --tol applies to (default: position [m])")
+    p.add_argument("--all-bodies", action="store_true", help="also list bodies with no difference at all")
     p.set_defaults(func=cmd_compare)
 
 
 def cmd_compare(args) -> int:
     from convexsim.io import load_trajectory
+    from convexsim.lcp.compare import check_tolerance, compare_trajectories, format_comparison
 
-    print(_comparison_text(load_trajectory(args.a), load_trajectory(args.b)))
-    return EXIT_OK
+    a, b = load_trajectory(args.a), load_trajectory(args.b)
+    try:
+        comparison = compare_trajectories(a, b, names=(args.a, args.b))
+    except ValueError as exc:
+        raise ValueError(f"{args.a} and {args.b}: {exc}") from None
+    print(format_comparison(comparison, include_fixed=args.all_bodies))
+    if args.tol is None:
+        return EXIT_OK
+    ok, verdict = check_tolerance(comparison, args.tol, args.quantity)
+    print(verdict)
+    return EXIT_OK if ok else EXIT_FAILURE
 
 
 # ---------------------------------------------------------------------------------------- bench
@@ -337,8 +420,11 @@ BENCH_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("sphere_pile", 0.2), 
 
 
 def _add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="speed figures on the benchmark scenes and random SAP problems")
-    p.add_argument("--scenes", nargs="*", help="scene names (default: a standard set)")
+    p = sub.add_parser("bench", help="speed figures on the benchmark scenes and random SAP problems",
+                       description="ms/step (after one warm-up step), iterations/step and contacts/step on "
+                                   "benchmark scenes, then the SAP solver's scaling on random problems.")
+    p.add_argument("--scenes", nargs="*", metavar="SCENE",
+                   help="scene names or files (default: a standard set)")
     p.add_argument("--duration", type=float, help="simulated time per scene [s]")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
@@ -377,29 +463,69 @@ def cmd_bench(args) -> int:
 
 # ----------------------------------------------------------------------------------------- study
 def _add_study(sub) -> None:
+    from convexsim.studies.cli import DESCRIPTION, add_arguments
+
     p = sub.add_parser("study", help="run a parameter study (sweeps, metrics, plots, report)",
-                       add_help=False)
-    p.add_argument("args", nargs=argparse.REMAINDER)
+                       description=DESCRIPTION)
+    add_arguments(p)
     p.set_defaults(func=cmd_study)
 
 
 def cmd_study(args) -> int:
-    from convexsim.studies import cli_main
+    from convexsim.studies.cli import run
 
-    return int(cli_main(list(args.args)) or 0)
+    return int(run(args) or 0)
 
 
-# ----------------------------------------------------------------------------------------- seeds
+# -------------------------------------------------------------------------------------- examples
+def _add_examples(sub) -> None:
+    p = sub.add_parser("examples", help="small worked examples with known answers (LCP)",
+                       description="Small worked examples whose answers are known in closed form.")
+    which = p.add_subparsers(dest="example", metavar="EXAMPLE", required=True)
+    lcp = which.add_parser("lcp", help="textbook LCP examples solved by Lemke's algorithm (docs/lcp.md)",
+                           description="Falling and sliding blocks, the Berard–Trinkle particle and a "
+                                       "bouncing particle (Moreau midpoint), each one LCP per step solved by Lemke's "
+                                       "algorithm (convexsim.lcp.seeds; docs/lcp.md).")
+    lcp.set_defaults(func=cmd_examples_lcp)
+
+
+def cmd_examples_lcp(args) -> int:
+    from convexsim.lcp import seeds
+
+    print(seeds.report())
+    return EXIT_OK
+
+
 def _add_seeds(sub) -> None:
-    p = sub.add_parser("seeds", help="the seed documents' LCP examples", add_help=False)
-    p.add_argument("args", nargs=argparse.REMAINDER)
+    p = sub.add_parser("seeds", help="deprecated: use `convexsim examples lcp`",
+                       description="Deprecated alias of `convexsim examples lcp` (kept for one release).")
     p.set_defaults(func=cmd_seeds)
 
 
 def cmd_seeds(args) -> int:
-    from convexsim.lcp import seeds
+    print("convexsim seeds: deprecated, use `convexsim examples lcp` (same output)", file=sys.stderr)
+    return cmd_examples_lcp(args)
 
-    return int(seeds.main(list(args.args)) or 0)
+
+# ---------------------------------------------------------------------------------------- warmup
+def _add_warmup(sub) -> None:
+    p = sub.add_parser("warmup", help="compile the numba kernels now (first run; `make demo` does it)",
+                       description="Compile the numba kernels of every solver path (or load them from the "
+                                   "disk cache) on a tiny scene, so that the next run starts at full speed. "
+                                   "The first time takes about half a minute; later it takes a few seconds.")
+    p.set_defaults(func=cmd_warmup)
+
+
+def cmd_warmup(args) -> int:
+    from convexsim.kernels import uncached_kernels
+    from convexsim.warmup import warm_up
+
+    before = set(uncached_kernels())
+    seconds = warm_up(progress=True)
+    compiled = len(before - set(uncached_kernels()))
+    what = f"compiled {compiled} kernels" if compiled else "kernels already compiled (loaded from the cache)"
+    print(f"warmup: {what} in {seconds:.1f} s")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -407,41 +533,74 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``convexsim`` command."""
     import convexsim
 
-    parser = argparse.ArgumentParser(prog="convexsim", description="Convex compliant-contact simulation.")
+    parser = argparse.ArgumentParser(prog="convexsim", description="Convex compliant-contact simulation of "
+                                     "rigid bodies (SAP) with an LCP reference. `convexsim COMMAND --help` "
+                                     "for each command.", epilog="Exit status: 0 ok, 1 simulation failed or "
+                                     "check not passed, 2 bad usage or input, 130 interrupted.")
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_seeds):
+                _add_study, _add_examples, _add_warmup, _add_seeds):
         add(sub)
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Scene warnings as one plain line on stderr ("warning: …"), other warnings as Python shows them."""
+    from convexsim.scene import SceneWarning
+
+    if issubclass(category, SceneWarning):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+    else:
+        _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
+
+
+_PYTHON_SHOWWARNING = warnings.showwarning
+
+
+def _error_text(exc: BaseException) -> str:
+    """The message of a user-input error; a scene error with one problem is that one line."""
+    problems = getattr(exc, "problems", None)
+    if isinstance(problems, list) and len(problems) == 1:
+        return str(problems[0])
+    return str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status (see the module docstring)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:            # --help, --version (0) and usage errors (2)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     from convexsim.io import TrajectoryFormatError
+    from convexsim.scene import SceneError, UnitWarning
 
-    try:
-        from convexsim.scene import SceneError
-    except ImportError:  # pragma: no cover - scene package always present
-        SceneError = ValueError  # type: ignore[misc,assignment]
-    try:
-        return args.func(args)
-    except (SceneError, TrajectoryFormatError, FileNotFoundError, ValueError) as exc:
-        print(f"convexsim {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt as exc:
-        from convexsim.simulate import TerminationRequest
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        if getattr(args, "no_unit_warnings", False):
+            warnings.simplefilter("ignore", UnitWarning)
+        try:
+            return args.func(args)
+        except BrokenPipeError:          # `convexsim … | head`: the reader is gone; stop quietly
+            import os
 
-        if isinstance(exc, TerminationRequest):
-            print(f"terminated ({exc.signal_name})", file=sys.stderr)
-            return EXIT_TERMINATED
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+        except (SceneError, TrajectoryFormatError, FileNotFoundError, ValueError, OSError) as exc:
+            print(f"convexsim {args.command}: error: {_error_text(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt as exc:
+            from convexsim.simulate import TerminationRequest
+
+            if isinstance(exc, TerminationRequest):
+                print(f"terminated ({exc.signal_name})", file=sys.stderr)
+                return EXIT_TERMINATED
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,12 +15,12 @@ import time as _time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
+from convexsim.kernels import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import ConvergenceWarning, SimulationError, StepContext, StepInfo, step
 
@@ -85,7 +85,8 @@ class Recorder:
 
 @dataclass
 class RunStats:
-    """Summary of a run for the CLI and studies."""
+    """Summary of a run for the CLI and studies. ``ms_per_step`` is (wall time − warm-up) / steps: the
+    kernel compilation of a first run (or loading of cached kernels) is reported apart, as ``warmup_s``."""
 
     steps: int = 0
     wall_time_s: float = 0.0
@@ -93,6 +94,11 @@ class RunStats:
     contacts: list[int] = field(default_factory=list)
     unconverged_steps: int = 0
     line_search_evaluations: int = 0
+    warm_started_steps: int = 0
+    """LCP steps solved by the warm start (no Lemke pivots, so they count 0 iterations)."""
+    warmup_s: float = 0.0
+    """Wall time [s] spent compiling numba kernels or loading them from the disk cache during the run;
+    not counted in ``ms_per_step``."""
 
     def add(self, info: StepInfo) -> None:
         """Account for one step."""
@@ -101,6 +107,7 @@ class RunStats:
         self.contacts.append(info.contacts.count)
         self.unconverged_steps += int(not info.converged)
         self.line_search_evaluations += info.line_search_evaluations
+        self.warm_started_steps += int(getattr(info, "warm_accepted", False))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (ms/step, mean/max iterations and contacts)."""
@@ -109,20 +116,23 @@ class RunStats:
         return {
             "steps": self.steps,
             "wall_time_s": self.wall_time_s,
-            "ms_per_step": 1e3 * self.wall_time_s / max(self.steps, 1),
+            "warmup_s": self.warmup_s,
+            "ms_per_step": 1e3 * max(self.wall_time_s - self.warmup_s, 0.0) / max(self.steps, 1),
             "mean_iterations": float(it.mean()),
             "max_iterations": int(it.max()),
             "mean_contacts": float(nc.mean()),
             "max_contacts": int(nc.max()),
             "unconverged_steps": self.unconverged_steps,
             "line_search_evaluations": self.line_search_evaluations,
+            "warm_started_steps": self.warm_started_steps,
         }
 
 
 def prepare(scene: Any, *, duration: float | None = None, time_step: float | None = None,
             contact_model: str | None = None, solver: str | None = None,
             overrides: Mapping[str, Any] | Iterable[str] | None = None) -> tuple[Model, State, float]:
-    """Load (path | YAML text | dict | SceneSpec), apply overrides, compile: (model, state, duration)."""
+    """Load (path | shipped scene name | YAML text | dict | SceneSpec; see ``simulate``), apply overrides,
+    compile: (model, state, duration)."""
     from convexsim import scene as scene_pkg
 
     check_times({"duration argument": duration, "time_step argument": time_step})
@@ -140,7 +150,7 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
         data = scene_pkg.apply_overrides(data, overrides)
     if extra:
         data = scene_pkg.apply_overrides(data, extra)
-    source = str(scene) if isinstance(scene, (str, os.PathLike)) and Path(str(scene)).exists() else "<scene>"
+    source = _scene_source(scene)
     spec = scene_pkg.scene_from_dict(data, source=source)
     model, state = scene_pkg.compile_scene(spec)
     return model, state, float(model.duration)
@@ -180,6 +190,23 @@ def _positive_finite(value: Any) -> bool:
     return math.isfinite(x) and x > 0 and not isinstance(value, (bool, str))
 
 
+def _is_scene_text(scene: Any) -> bool:
+    """True for YAML text (a string with a newline or a ``key: value``), False for a path or scene name."""
+    return isinstance(scene, str) and ("\n" in scene or ": " in scene or scene.lstrip().startswith("{"))
+
+
+def _scene_source(scene: Any) -> str:
+    """The name errors give for ``scene``: the resolved file of a path or shipped name, else '<scene>'."""
+    from convexsim.scene import resolve_scene_path
+
+    if isinstance(scene, (str, os.PathLike)) and not _is_scene_text(scene):
+        try:
+            return str(resolve_scene_path(scene))
+        except FileNotFoundError:
+            pass
+    return "<scene>"
+
+
 def _scene_as_dict(scene: Any) -> dict:
     from convexsim import scene as scene_pkg
     import yaml
@@ -187,11 +214,12 @@ def _scene_as_dict(scene: Any) -> dict:
     if isinstance(scene, Mapping):
         return dict(scene)
     if isinstance(scene, (str, os.PathLike)):
-        path = Path(scene)
-        if path.suffix in (".yaml", ".yml") or path.exists():
-            spec = scene_pkg.load_scene(path)
-        else:
-            spec = scene_pkg.scene_from_yaml(str(scene))
+        with warnings.catch_warnings():      # unit warnings come once, from the final scene (prepare)
+            warnings.simplefilter("ignore", scene_pkg.UnitWarning)
+            if _is_scene_text(scene):
+                spec = scene_pkg.scene_from_yaml(str(scene))
+            else:
+                spec = scene_pkg.load_scene(scene)
         return yaml.safe_load(scene_pkg.dump_scene(spec))
     # A SceneSpec (pydantic model).
     return yaml.safe_load(scene_pkg.dump_scene(scene))
@@ -217,8 +245,9 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     failure = ""
     t0 = _time.perf_counter()
     bar = _ProgressBar(n_steps, enabled=progress)
+    clock = KernelClock(notice=progress)   # compilation / cache loads, reported apart from ms/step
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), clock:
             warnings.simplefilter("ignore", ConvergenceWarning)
             for k in range(n_steps):
                 state, info = step(model, state, ctx, strict=strict)
@@ -234,11 +263,12 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
         failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
         bar.close()
-        stats.wall_time_s = _time.perf_counter() - t0
-        raise _Interrupted(rec, stats, failure, exc if isinstance(exc, TerminationRequest) else None) from None
+        stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
+        terminated = exc if isinstance(exc, TerminationRequest) else None
+        raise RunInterrupted(rec, stats, failure, terminated) from None
     finally:
         bar.close()
-    stats.wall_time_s = _time.perf_counter() - t0
+    stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
     meta = {**_software_versions(), **stats.as_dict(), **dict(metadata or {})}
     traj = rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
                              contact_model=_contact_model_name(model), failure=failure, metadata=meta)
@@ -253,7 +283,7 @@ class TerminationRequest(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
-class _Interrupted(KeyboardInterrupt):
+class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (or a TerminationRequest) during a run: carries what was recorded so the CLI can decide
     what to do; ``terminated`` is the TerminationRequest, or None for Ctrl-C."""
 
@@ -263,6 +293,9 @@ class _Interrupted(KeyboardInterrupt):
         self.recorder = recorder
         self.stats = stats
         self.terminated = terminated
+
+
+_Interrupted = RunInterrupted  # the former private name
 
 
 def step_count(duration: float, time_step: float) -> int:
@@ -294,7 +327,8 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
     """Simulate a scene and return its trajectory.
 
     Args:
-        scene: path to a YAML scene, YAML text, a dict, or a SceneSpec.
+        scene: a YAML scene file (relative paths against the working directory, then the shipped
+            scenes folder), a shipped scene name ("box_stack"), YAML text, a dict, or a SceneSpec.
         duration: simulated time [s] (default: the scene's).
         time_step: dt [s] (default: the scene's).
         contact_model: "sap" | "lagged" | "similar" (SAP stepper).
@@ -360,4 +394,4 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
-           "TerminationRequest"]
+           "TerminationRequest", "RunInterrupted"]

@@ -6,6 +6,7 @@ including function-local and TYPE_CHECKING imports), so a cycle hidden behind a 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 import pytest
 
 from repo_paths import REPO as ROOT

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -121,7 +122,13 @@ class Trajectory:
         """Index of the body called ``name`` (KeyError if absent)."""
         hits = np.flatnonzero(self.body_names == name)
         if hits.size == 0:
-            raise KeyError(f"no body named {name!r}; bodies: {', '.join(map(str, self.body_names))}")
+            import difflib
+
+            names = [str(n) for n in self.body_names]
+            close = difflib.get_close_matches(str(name), names, n=1)
+            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise KeyError(f"no body named {name!r}{mean}; bodies: {shown}")
         return int(hits[0])
 
     def validate(self) -> None:
@@ -181,24 +188,77 @@ def save_trajectory(path: str | os.PathLike, traj: Trajectory, *, compress: bool
     return path
 
 
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
 def load_trajectory(path: str | os.PathLike) -> Trajectory:
-    """Read a trajectory file; raise FileNotFoundError or TrajectoryFormatError with the reason."""
+    """Read a trajectory file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        TrajectoryFormatError: anything else, with a one-line message that starts with the path: a
+            directory, an unreadable file, an empty file, a file that is not an npz archive, a corrupted
+            archive (bad CRC, bad compressed data, truncated), a missing field, an unsupported schema
+            version, or fields of inconsistent shapes.
+    """
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise TrajectoryFormatError(f"{path}: is a directory, not a trajectory file")
+    if not path.exists():
         raise FileNotFoundError(f"trajectory file not found: {path}")
     try:
-        data = np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise TrajectoryFormatError(f"{path}: not an npz trajectory file ({exc})") from exc
-    with data:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise TrajectoryFormatError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    if not head:
+        raise TrajectoryFormatError(f"{path}: the file is empty, not a trajectory")
+    if head not in _ZIP_MAGIC:
+        kind = "a text file" if _looks_like_text(path) else "not an npz (zip) archive"
+        raise TrajectoryFormatError(f"{path}: not a trajectory file ({kind}; trajectories are .npz files "
+                                    "written by `convexsim run` or save_trajectory)")
+    try:
+        return _read_npz(path)
+    except TrajectoryFormatError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError,
+            IndexError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if "allow_pickle" in reason:     # numpy's hint to load pickles unsafely is not advice to give users
+            raise TrajectoryFormatError(f"{path}: corrupted or not a convexsim trajectory: a field holds "
+                                        "pickled Python objects, which convexsim never writes and will not "
+                                        "load") from None
+        raise TrajectoryFormatError(f"{path}: corrupted or unreadable trajectory file "
+                                    f"({type(exc).__name__}: {reason})") from None
+
+
+def _looks_like_text(path: Path) -> bool:
+    """True when the first KB of ``path`` decodes as UTF-8 without NUL bytes."""
+    try:
+        with path.open("rb") as fh:
+            chunk = fh.read(1024)
+        chunk.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return b"\0" not in chunk
+
+
+def _read_npz(path: Path) -> Trajectory:
+    """Read and check the arrays of an npz trajectory (errors of the zip/zlib layers propagate)."""
+    with np.load(path, allow_pickle=False) as data:
         if "schema_version" not in data.files:
             raise TrajectoryFormatError(f"{path}: no 'schema_version' field: not a convexsim trajectory")
-        version = int(data["schema_version"])
+        try:
+            version = int(data["schema_version"])
+        except (TypeError, ValueError):
+            raise TrajectoryFormatError(f"{path}: 'schema_version' is not an integer: "
+                                        "not a convexsim trajectory") from None
         if version != SCHEMA_VERSION:
             raise TrajectoryFormatError(
                 f"{path}: trajectory schema version {version} is not supported "
                 f"(this convexsim reads version {SCHEMA_VERSION})")
-        missing = [n for n in _ARRAY_FIELDS if n not in data.files]
+        required = _ARRAY_FIELDS + ["scene_yaml", "solver_kind", "contact_model", "failure", "time_step"]
+        missing = [n for n in required if n not in data.files]
         if missing:
             raise TrajectoryFormatError(f"{path}: missing fields {missing}")
         kwargs = {name: data[name] for name in _ARRAY_FIELDS}
@@ -207,8 +267,8 @@ def load_trajectory(path: str | os.PathLike) -> Trajectory:
         kwargs["contact_model"] = str(data["contact_model"])
         kwargs["failure"] = str(data["failure"])
         kwargs["time_step"] = float(data["time_step"])
-        kwargs["metadata"] = json.loads(str(data["metadata_json"])) if "metadata_json" in data.files else {}
-    traj = Trajectory(**kwargs)
+        meta = json.loads(str(data["metadata_json"])) if "metadata_json" in data.files else {}
+    traj = Trajectory(**kwargs, metadata=meta if isinstance(meta, dict) else {})
     try:
         traj.validate()
     except TrajectoryFormatError as exc:

@@ -9,8 +9,9 @@ For every body b and common frame f:
   over the contacts of frame f: the resultant contact force on the body, which does not depend on how
   each solver split it between contact points.
 
-Each series is summarized by its maximum, RMS and final value. Frames are matched by time
-(both runs must share dt; a run that stopped early is compared over the common frames).
+Each series is summarized by its maximum (and the time it happened), RMS and final value. Frames are
+matched by time (both runs must share dt; a run that stopped early is compared over the common frames).
+``check_tolerance`` turns a comparison into a pass/fail verdict (``convexsim compare --tol``).
 """
 
 from __future__ import annotations
@@ -46,20 +47,38 @@ def _common_frames(ta: np.ndarray, tb: np.ndarray, tol: float) -> tuple[np.ndarr
     return np.asarray(ia, np.int64), np.asarray(ib, np.int64)
 
 
-def _summary(e: np.ndarray) -> dict[str, float]:
+def _summary(e: np.ndarray, t: np.ndarray) -> dict[str, float]:
+    """max, the time of the (first) max [s], RMS and final value of one error series."""
     if e.size == 0:
-        return {"max": float("nan"), "rms": float("nan"), "final": float("nan")}
-    return {"max": float(e.max()), "rms": float(np.sqrt(np.mean(e * e))), "final": float(e[-1])}
+        return {"max": float("nan"), "t_max": float("nan"), "rms": float("nan"), "final": float("nan")}
+    k = int(np.argmax(e))
+    return {"max": float(e[k]), "t_max": float(t[k]), "rms": float(np.sqrt(np.mean(e * e))),
+            "final": float(e[-1])}
 
 
-def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory) -> dict:
+def run_label(traj: Trajectory) -> str:
+    """A readable name of the run that made ``traj``: "SAP solver, 'lagged' contact model" or
+    "LCP solver (rigid contact)"."""
+    if traj.solver_kind == "lcp":
+        return "LCP solver (rigid contact)"
+    return f"{traj.solver_kind.upper()} solver, '{traj.contact_model}' contact model"
+
+
+def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *,
+                         names: tuple[str, str] | None = None) -> dict:
     """Per-body differences between two trajectories of the same scene.
+
+    Args:
+        names: how to call the two runs in the text (e.g. their file names); default "A", "B".
 
     Returns:
         dict with keys
           ``labels``: (solver_kind/contact_model of a, of b);
+          ``descriptions``: ("name: readable run label" of a, of b), e.g.
+          "run_sap.npz: SAP solver, 'sap' contact model";
           ``time``: the common frame times [s], shape (T,);
-          ``bodies``: {name: {quantity: {"max", "rms", "final"}}} for QUANTITIES;
+          ``bodies``: {name: {quantity: {"max", "t_max", "rms", "final"}}} for QUANTITIES (t_max [s]: the
+          time of the largest difference);
           ``series``: {name: {quantity: per-frame error, shape (T,)}};
           ``failures``: the runs' failure messages (empty if none).
 
@@ -88,9 +107,11 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory) -> dict:
     bodies, series = {}, {}
     for k, name in enumerate(names_a):
         series[name] = {q: errors[q][:, k] for q in QUANTITIES}
-        bodies[name] = {q: _summary(errors[q][:, k]) for q in QUANTITIES}
+        bodies[name] = {q: _summary(errors[q][:, k], traj_a.time[ia]) for q in QUANTITIES}
+    na, nb = names or ("A", "B")
     return {
         "labels": (f"{traj_a.solver_kind}/{traj_a.contact_model}", f"{traj_b.solver_kind}/{traj_b.contact_model}"),
+        "descriptions": (f"{na}: {run_label(traj_a)}", f"{nb}: {run_label(traj_b)}"),
         "time": traj_a.time[ia],
         "bodies": bodies,
         "series": series,
@@ -99,17 +120,19 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory) -> dict:
 
 
 def format_comparison(comparison: dict, *, include_fixed: bool = False) -> str:
-    """A plain-text table of ``compare_trajectories`` output (max / RMS / final per body and quantity).
+    """A plain-text table of ``compare_trajectories`` output (max, its time, RMS, final per body and
+    quantity).
 
     Bodies whose every error is exactly zero (fixed bodies with no contact) are left out unless
     ``include_fixed``.
     """
-    a, b = comparison["labels"]
+    da, db = comparison.get("descriptions") or comparison["labels"]
     t = comparison["time"]
-    lines = [f"{a} vs {b}: {len(t)} common frames, t = {t[0]:.4g} … {t[-1]:.4g} s"]
+    span = f"{len(t)} common frames, t = {t[0]:.4g} … {t[-1]:.4g} s"
+    lines = [f"{da}", f"{db}", f"differences A − B over {span}"]
     for f in comparison["failures"]:
         lines.append(f"  note: a run stopped early: {f}")
-    header = f"  {'body':<16} {'quantity':<24} {'max':>11} {'rms':>11} {'final':>11}"
+    header = f"  {'body':<16} {'quantity':<24} {'max':>11} {'at t [s]':>9} {'rms':>11} {'final':>11}"
     lines.append(header)
     for name, qs in comparison["bodies"].items():
         if not include_fixed and all(v["max"] == 0.0 for v in qs.values()):
@@ -117,9 +140,28 @@ def format_comparison(comparison: dict, *, include_fixed: bool = False) -> str:
         for i, q in enumerate(QUANTITIES):
             s = qs[q]
             label = name if i == 0 else ""
-            lines.append(f"  {label:<16} {q + ' [' + UNITS[q] + ']':<24} {s['max']:11.3e} {s['rms']:11.3e} "
-                         f"{s['final']:11.3e}")
+            lines.append(f"  {label:<16} {q + ' [' + UNITS[q] + ']':<24} {s['max']:11.3e} {s['t_max']:9.4g} "
+                         f"{s['rms']:11.3e} {s['final']:11.3e}")
     return "\n".join(lines)
 
 
-__all__ = ["compare_trajectories", "format_comparison", "net_contact_force", "QUANTITIES"]
+def check_tolerance(comparison: dict, tol: float, quantity: str = "position") -> tuple[bool, str]:
+    """(passed, one-line verdict): whether the largest ``quantity`` difference over all bodies and common
+    frames is <= ``tol`` (in UNITS[quantity]), naming the body and time of that difference."""
+    if quantity not in QUANTITIES:
+        raise ValueError(f"unknown quantity {quantity!r}; one of {', '.join(QUANTITIES)}")
+    if not (tol >= 0.0 and np.isfinite(tol)):
+        raise ValueError(f"--tol must be a finite number >= 0 (got {tol:g})")
+    worst = max(comparison["bodies"].items(), key=lambda kv: kv[1][quantity]["max"], default=None)
+    if worst is None:
+        return True, f"PASS: no bodies to compare (tolerance {tol:g} {UNITS[quantity]})"
+    body, qs = worst
+    s = qs[quantity]
+    ok = bool(s["max"] <= tol)
+    rel = "<=" if ok else ">"
+    return ok, (f"{'PASS' if ok else 'FAIL'}: largest {quantity} difference {s['max']:.3e} {UNITS[quantity]} "
+                f"(body {body!r}, t = {s['t_max']:.4g} s) {rel} tolerance {tol:g} {UNITS[quantity]}")
+
+
+__all__ = ["compare_trajectories", "format_comparison", "check_tolerance", "run_label", "net_contact_force",
+           "QUANTITIES", "UNITS"]

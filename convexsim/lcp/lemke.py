@@ -4,7 +4,7 @@ Problem LCP(M, q): find ``z ∈ ℝⁿ`` with
 
     z ≥ 0,   w = M z + q ≥ 0,   zᵀw = 0.
 
-Method (docs/lcp.md, lcp-math.md §1): dense tableau ``B⁻¹[I | −M | −d | q]`` over the variables
+Method (docs/lcp.md): dense tableau ``B⁻¹[I | −M | −d | q]`` over the variables
 ``w_1..w_n, z_1..z_n, z0`` (indices 0..n−1, n..2n−1, 2n). An artificial variable ``z0`` with
 covering vector ``d > 0`` makes ``(w = q + d z0, z = 0)`` feasible; complementary pivoting then
 walks the almost-complementary path until ``z0`` leaves the basis (solved), the entering column
@@ -48,6 +48,12 @@ _EPS = float(np.finfo(np.float64).eps)
 
 class LemkeStatus(enum.IntEnum):
     """How a Lemke run ended."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
 
     SOLVED = 0
     """z0 left the basis (or q ≥ 0): z solves the LCP and passed the final check."""

@@ -11,6 +11,12 @@ import numpy as np
 class SapStatus(enum.IntEnum):
     """Outcome of a SAP solve (kernels return these codes as ints)."""
 
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
     CONVERGED = 0
     MAX_ITERATIONS = 1
     LINE_SEARCH_FAILED = 2

@@ -17,6 +17,7 @@ import difflib
 import re
 import types
 import typing
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from convexsim.scene.schema import FieldProblems, SceneSpec, cross_reference_problems, format_loc
+from convexsim.scene.schema import (
+    DEFAULT_MATERIAL,
+    FieldProblems,
+    SceneSpec,
+    cross_reference_problems,
+    format_loc,
+    unit_problems,
+)
 
 Loc = tuple[str | int, ...]
 
@@ -41,6 +49,16 @@ class SceneError(ValueError):
         n = len(self.problems)
         head = f"{source}: {n} problem{'s' if n != 1 else ''} in scene"
         super().__init__(head + "\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class SceneWarning(UserWarning):
+    """A scene that loads but probably does not do what its author meant (the message says why)."""
+
+
+class UnitWarning(SceneWarning):
+    """A scene value almost surely in the wrong unit (outside ``convexsim.scene.schema.UNIT_RANGES``).
+    Silenced by ``unit_warnings: false`` in the scene, ``convexsim run --no-unit-warnings``, or
+    ``warnings.simplefilter("ignore", UnitWarning)``."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,9 +218,14 @@ def _validate(data: Any, source: str, node: Any = None) -> SceneSpec:
     if not isinstance(data, dict):
         raise SceneError([f"{source}: <top level>: a scene must be a mapping of keys to values (got {_short(data)})"], source)
     try:
-        return SceneSpec.model_validate(data)
+        spec = SceneSpec.model_validate(data)
     except ValidationError as err:
         problems = _pydantic_problems(err, ctx)
+    else:
+        for loc, msg, value in unit_problems(spec):
+            warnings.warn(UnitWarning(_problem(ctx, loc, msg, value) + " [unit check; `unit_warnings: false` "
+                                      "in the scene silences it]"), stacklevel=4)
+        return spec
     # Cross-references are checked by SceneSpec only when everything else is valid; check them on the
     # raw data too so that one run reports them alongside the other problems.
     for loc, msg, value in cross_reference_problems(data):
@@ -360,9 +383,42 @@ def apply_overrides(d: dict, overrides: dict[str, Any] | list[str] | None) -> di
         SceneError: a path that does not exist in the schema or the scene (with what does exist).
     """
     data = copy.deepcopy(d)
-    for path, value in _override_items(overrides):
+    items = _override_items(overrides)
+    for path, value in items:
         _set_path(data, path, value)
+    _warn_unused_materials(d, data, [path for path, _ in items])
     return data
+
+
+def _used_materials(data: Any) -> set[str]:
+    """Names of the materials the geometries of a raw scene mapping use (grid templates included)."""
+    used: set[str] = set()
+    bodies = data.get("bodies") if isinstance(data, dict) else None
+    grids = data.get("grids") if isinstance(data, dict) else None
+    templates = [b for b in bodies if isinstance(b, dict)] if isinstance(bodies, list) else []
+    templates += [g.get("template") for g in grids if isinstance(g, dict)] if isinstance(grids, list) else []
+    for body in templates:
+        geoms = body.get("geometries") if isinstance(body, dict) else None
+        for geom in geoms if isinstance(geoms, list) else []:
+            if isinstance(geom, dict):
+                used.add(str(geom.get("material", DEFAULT_MATERIAL)))
+    return used
+
+
+def _warn_unused_materials(before: dict, after: dict, paths: list[str]) -> None:
+    """Warn (SceneWarning) for each override of ``materials.<name>...`` that no geometry uses: it changes
+    nothing (e.g. ``materials.default.friction`` in a scene whose geometries all name other materials)."""
+    used = _used_materials(after)
+    defined = set(before.get("materials") or {}) | {DEFAULT_MATERIAL} if isinstance(before, dict) else set()
+    for path in paths:
+        parts = _parse_path(path)
+        if len(parts) < 2 or parts[0] != "materials" or parts[1] in used:
+            continue
+        name = str(parts[1])
+        new = "" if name in defined else f"; {name!r} is a new material{did_you_mean(name, sorted(defined))}"
+        warnings.warn(SceneWarning(
+            f"<override>: {path}: no geometry uses material {name!r}, so this changes nothing{new}; "
+            f"the geometries use: {', '.join(sorted(used)) or '(no geometries)'}"), stacklevel=4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,18 +479,141 @@ def scene_from_yaml(text: str, source: str = "<string>", overrides: dict[str, An
     return scene_from_dict(data, source, overrides, _node=node)
 
 
+def shipped_scenes_dir() -> Path:
+    """The shipped scenes folder: ``scenes/`` next to the ``convexsim`` package (repository checkout or
+    editable install)."""
+    return Path(__file__).resolve().parents[2] / "scenes"
+
+
+def _description(path: Path) -> str:
+    """First comment line of a scene file without the '#', or ''."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                text = line.strip()
+                if not text:
+                    continue
+                return text.lstrip("#").strip() if text.startswith("#") else ""
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def list_scenes(directory: str | Path | None = None) -> list[tuple[str, str, Path]]:
+    """Shipped (or given directory's) scenes as (name, one-line description, path), sorted by name.
+
+    The description is the first line of the file's comment header.
+    """
+    root = Path(directory) if directory is not None else shipped_scenes_dir()
+    if not root.is_dir():
+        return []
+    files = sorted(set(root.glob("*.yaml")) | set(root.glob("*.yml")))
+    return [(p.stem, _description(p), p) for p in files]
+
+
+def did_you_mean(name: str, candidates: Any) -> str:
+    """' (did you mean 'x'?)' for the closest of ``candidates`` to ``name`` (difflib ratio >= 0.6), or ''."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def shipped_scene_path(name: str) -> Path:
+    """Path of shipped scene ``name`` (``scenes/<name>.yaml``); a path to an existing file is returned as is.
+
+    Raises:
+        FileNotFoundError: no such scene, with the closest shipped name and the list of shipped ones.
+    """
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate
+    stem = candidate.stem if candidate.suffix in (".yaml", ".yml") else str(name)
+    for ext in (".yaml", ".yml"):
+        p = shipped_scenes_dir() / f"{stem}{ext}"
+        if p.is_file():
+            return p
+    shipped = [n for n, _, _ in list_scenes()]
+    raise FileNotFoundError(f"no shipped scene named {str(name)!r}{did_you_mean(stem, shipped)}; "
+                            f"shipped scenes: {', '.join(shipped) or '(none found)'}")
+
+
+def resolve_scene_path(scene: str | Path) -> Path:
+    """The scene file a user means by ``scene``, tried in this order:
+
+    1. a path as given (relative paths against the working directory), file or not (so that a
+       directory is reported as such by the reader);
+    2. a relative path against the shipped scenes folder, also with a leading ``scenes/`` dropped, so
+       ``scenes/box_stack.yaml`` works from any directory;
+    3. a shipped scene name, ``box_stack`` or ``box_stack.yaml``.
+
+    Raises:
+        FileNotFoundError: none of these exists; the message names the closest shipped scene.
+    """
+    path = Path(scene)
+    if path.exists():
+        return path
+    if not path.is_absolute():
+        root = shipped_scenes_dir()
+        parts = path.parts
+        tails = [path] + ([Path(*parts[1:])] if len(parts) > 1 and parts[0] == root.name else [])
+        for tail in tails:
+            if (root / tail).exists():
+                return root / tail
+    if len(path.parts) == 1:
+        stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
+        for ext in (".yaml", ".yml"):
+            if (shipped_scenes_dir() / f"{stem}{ext}").is_file():
+                return shipped_scenes_dir() / f"{stem}{ext}"
+    raise FileNotFoundError(f"scene not found: {_not_found_hint(path)}")
+
+
+def _not_found_hint(path: Path) -> str:
+    """What to tell a user whose scene argument ``path`` names nothing: the closest shipped scene or sibling
+    file, and where to find the shipped names."""
+    shipped = [n for n, _, _ in list_scenes()]
+    if len(path.parts) == 1:
+        stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
+        return (f"{str(path)!r} is neither a file nor a shipped scene{did_you_mean(stem, shipped)}; "
+                f"shipped scenes: {', '.join(shipped) or '(none found)'}")
+    siblings = [p.name for p in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
+    hint = did_you_mean(path.name, siblings) or did_you_mean(path.stem, shipped)
+    return f"no file {str(path)!r}{hint}; shipped scenes: `convexsim scenes`"
+
+
+def _read_scene_text(path: Path) -> str:
+    """The text of a scene file; SceneError naming the file when it cannot be read as UTF-8 text."""
+    source = str(path)
+    if path.is_dir():
+        raise SceneError([f"{source}: cannot read scene file: it is a directory, not a YAML file"], source)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        reason = (err.strerror or str(err)).lower()
+        raise SceneError([f"{source}: cannot read scene file: {reason}"], source) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SceneError([f"{source}: not a text (YAML) file: byte 0x{raw[err.start]:02x} at offset "
+                          f"{err.start} is not UTF-8"], source) from None
+
+
 def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> SceneSpec:
     """Load and validate a scene file; SceneError (a ValueError) listing every problem otherwise.
 
-    A scene without a ``name`` is named after its file (``scenes/box_stack.yaml`` -> ``box_stack``).
+    ``path`` is found as :func:`resolve_scene_path` does: a path relative to the working directory, else
+    relative to the shipped scenes folder, else a shipped scene name (``"box_stack"``). A scene without
+    a ``name`` is named after its file (``scenes/box_stack.yaml`` -> ``box_stack``).
     """
-    path = Path(path)
-    source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SceneError([f"{source}: cannot read scene file: {err.strerror or err}"], source) from None
+        path = resolve_scene_path(path)
+    except FileNotFoundError:
+        hint = _not_found_hint(Path(path))
+        raise SceneError([f"{path}: cannot read scene file: {hint}"], str(path)) from None
+    source = str(path)
+    text = _read_scene_text(path)
     data, node = _read_yaml(text, source)
+    if data == {} and _yaml_load(text) is None:
+        raise SceneError([f"{source}: the file is empty; a scene needs at least `bodies:` "
+                          "(docs/scene-format.md)"], source)
     if isinstance(data, dict) and "name" not in data:
         stem = re.sub(r"[.=\[\]\s]", "_", path.stem) or "scene"
         data = {"name": stem, **data}
@@ -475,4 +654,11 @@ __all__ = [
     "apply_overrides",
     "dump_scene",
     "with_overrides",
+    "resolve_scene_path",
+    "shipped_scene_path",
+    "shipped_scenes_dir",
+    "list_scenes",
+    "did_you_mean",
+    "SceneWarning",
+    "UnitWarning",
 ]

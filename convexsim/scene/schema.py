@@ -11,6 +11,7 @@ a ``ValueError`` carrying ``(relative field path, message, bad value)`` triples,
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Annotated, Any, Literal
 
@@ -400,6 +401,10 @@ class SceneSpec(_Spec):
     )
     bodies: list[BodySpec] = Field(default_factory=list, description="Rigid bodies.")
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
+    unit_warnings: bool | None = Field(
+        None, description="false silences the warnings about values almost surely in the wrong units "
+        "(UNIT_RANGES; default: warn)."
+    )
 
     @field_validator("materials")
     @classmethod
@@ -450,7 +455,10 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             mat = geom.get("material") if isinstance(geom, dict) else None
             if isinstance(mat, str) and mat not in known:
                 allowed = ", ".join(sorted(known))
-                problems.append((loc + ("geometries", j, "material"), f"unknown material {mat!r}; defined materials: {allowed}", mat))
+                close = difflib.get_close_matches(mat, sorted(known), n=1)
+                mean = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append((loc + ("geometries", j, "material"),
+                                 f"unknown material {mat!r}{mean}; defined materials: {allowed}", mat))
 
     bodies = data.get("bodies")
     if isinstance(bodies, list):
@@ -472,6 +480,99 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
                     if not claim(f"{name}_{k}", ("grids", g, "name")):
                         break  # one report per grid is enough
     return problems
+
+
+UNIT_RANGES = {
+    "time_step": (0.0, 0.05),          # [s]: rigid-body scenes use 1e-4 .. 1e-2 s
+    "gravity": (0.0, 100.0),            # [m/s²], |g|: Earth 9.81; 981 is cm/s²
+    "size": (1e-4, 10.0),               # [m]: radius, box edge, capsule length of a moving body
+    "density": (0.1, 1e5),              # [kg/m³]: mass / shape volume; beach ball ~1.5, osmium 22 590
+    "mass": (1e-5, 1e5),                # [kg]: bodies without solid shapes (explicit inertia)
+    "speed": (0.0, 100.0),              # [m/s], |v| of a body's initial velocity
+    "spin": (0.0, 1000.0),              # [rad/s], |ω| of a body's initial angular velocity
+    "position": (0.0, 1e4),             # [m], |p| of a body's initial position
+}
+"""Plausible ranges of values in a rigid-body scene (SI units). A value outside is almost surely in the
+wrong unit (ms for s, cm or mm for m, g for kg, cm/s² for m/s²): loading warns (:func:`unit_problems`)
+and still accepts it. ``unit_warnings: false`` in the scene silences the warnings."""
+
+
+def _outside(key: str, value: float) -> bool:
+    """True when ``value`` is outside ``UNIT_RANGES[key]``."""
+    low, high = UNIT_RANGES[key]
+    return not low <= value <= high
+
+
+def unit_problems(spec: "SceneSpec") -> list[tuple[Loc, str, Any]]:
+    """Values of a valid scene outside :data:`UNIT_RANGES`, as (field path, message, value) triples.
+
+    Checks dt, |g|, the shape sizes of moving bodies (sphere/capsule radius, box edges, capsule length),
+    their density m / Σ V (or the mass of a body without solid shapes), and the initial |p|, |v|, |ω|.
+    Returns [] when ``spec.unit_warnings`` is False.
+    """
+    if spec.unit_warnings is False:
+        return []
+    out: list[tuple[Loc, str, Any]] = []
+    dt = spec.time_step
+    if _outside("time_step", dt):
+        unit = " (is it in ms?)" if dt >= 0.5 else ""
+        out.append((("time_step",), f"dt = {dt:g} s is far above the {UNIT_RANGES['time_step'][1]:g} s "
+                    f"a rigid-body scene uses (typically 1e-4 .. 1e-2 s){unit}", dt))
+    g = math.hypot(*spec.gravity)          # no overflow for huge components
+    if _outside("gravity", g):
+        out.append((("gravity",), f"|g| = {g:g} m/s² is more than 10x Earth's 9.81 m/s² (is it in cm/s²?)",
+                    list(spec.gravity)))
+    for i, body in enumerate(spec.bodies):
+        out += [(("bodies", i) + loc, msg, value) for loc, msg, value in _body_unit_problems(body)]
+    for g_i, grid in enumerate(spec.grids):
+        out += [(("grids", g_i, "template") + loc, msg, value)
+                for loc, msg, value in _body_unit_problems(grid.template)]
+    return out
+
+
+def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
+    """The unit-range problems of one body (relative paths); fixed bodies are only checked for |p|."""
+    out: list[tuple[Loc, str, Any]] = []
+    p = math.hypot(*body.position)
+    if _outside("position", p):
+        out.append((("position",), f"|p| = {p:g} m from the origin (is it in mm?)", list(body.position)))
+    if body.fixed:
+        return out
+    low, high = UNIT_RANGES["size"]
+    for j, geom in enumerate(body.geometries):
+        for fname in ("radius", "length", "size"):
+            value = getattr(geom, fname)
+            if value is None:
+                continue
+            for x in (value if isinstance(value, tuple) else (value,)):
+                if x > high or 0 < x < low:
+                    guess = "cm or mm" if x > high else "km"
+                    msg = (f"{x:g} m is outside the {low:g} .. {high:g} m of a moving rigid body's shape "
+                           f"(is it in {guess}?)")
+                    out.append((("geometries", j, fname), msg, value))
+                    break
+    solids = [g for g in body.geometries if g.shape != "halfspace"]
+    if body.mass is not None and solids:
+        volume = sum(shape_volume(g) for g in solids)
+        rho = body.mass / volume
+        low, high = UNIT_RANGES["density"]
+        if not low <= rho <= high:
+            why = ("far above any solid (osmium: 22 590 kg/m³); is the mass in grams, or the size in cm?"
+                   if rho > high else "far below a hollow ball (~1.5 kg/m³); is the size in cm or mm?")
+            out.append((("mass",), f"{body.mass:g} kg in {volume:.3g} m³ of shapes is a density of "
+                        f"{rho:.3g} kg/m³, " + why, body.mass))
+    elif body.mass is not None and _outside("mass", body.mass):
+        low, high = UNIT_RANGES["mass"]
+        out.append((("mass",), f"{body.mass:g} kg is outside the {low:g} .. {high:g} kg of a rigid body here "
+                    "(is it in grams?)", body.mass))
+    v, w = math.hypot(*body.linear_velocity), math.hypot(*body.angular_velocity)
+    if _outside("speed", v):
+        out.append((("linear_velocity",), f"|v| = {v:g} m/s (is it in cm/s or mm/s?)",
+                    list(body.linear_velocity)))
+    if _outside("spin", w):
+        out.append((("angular_velocity",), f"|ω| = {w:g} rad/s, over 150 turns per second (is it in deg/s?)",
+                    list(body.angular_velocity)))
+    return out
 
 
 def format_loc(loc: Loc) -> str:
@@ -500,4 +601,6 @@ __all__ = [
     "CENTROID_RELATIVE_TOLERANCE",
     "cross_reference_problems",
     "format_loc",
+    "unit_problems",
+    "UNIT_RANGES",
 ]

@@ -1,9 +1,10 @@
-"""``convexsim study SPEC [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR] [--quiet]``.
+"""``convexsim study SPEC [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR] [--reduced] [--quiet]``.
 
-The main CLI delegates the ``study`` subcommand's arguments to ``cli_main``; ``python -m
-convexsim.studies`` runs it directly. Exit status: 0 when the study completed (failed runs are data and
-are listed; ``--strict`` makes them exit 1), 2 for a malformed study file, bad arguments or an unreachable
-``--scheduler``, 130 when
+The main CLI's ``study`` subcommand takes the arguments of ``add_arguments`` (options in any order,
+``--help``) and calls ``run``; ``python -m convexsim.studies`` runs ``cli_main`` directly.
+
+Exit status: 0 when the study completed (failed runs are data and are listed; ``--strict`` makes them
+exit 1), 2 for a malformed study file, bad arguments or an unreachable ``--scheduler``, 130 when
 interrupted (finished runs are kept: run the same command again to resume).
 """
 
@@ -12,12 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
-def build_parser(prog: str = "convexsim study") -> argparse.ArgumentParser:
-    """The argument parser of the study command."""
-    p = argparse.ArgumentParser(prog=prog, description="Run (or resume) a parameter study: sweeps, metrics, "
-                                "CSV/JSONL results, plots and a Markdown report.")
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the study command's arguments to ``p`` (the main CLI's ``study`` subparser, or a parser of
+    its own); returns ``p``."""
     p.add_argument("spec", help="study file (YAML), e.g. scenes/studies/rest_penetration_vs_stiffness.yaml")
     p.add_argument("--jobs", "-j", type=int, default=None, help="local worker processes (default: CPU count; "
                    "1 runs in this process)")
@@ -31,6 +32,15 @@ def build_parser(prog: str = "convexsim study") -> argparse.ArgumentParser:
     return p
 
 
+DESCRIPTION = ("Run (or resume) a parameter study: sweeps, metrics, CSV/JSONL results, plots and a Markdown "
+               "report (docs/studies.md).")
+
+
+def build_parser(prog: str = "convexsim study") -> argparse.ArgumentParser:
+    """The argument parser of the study command."""
+    return add_arguments(argparse.ArgumentParser(prog=prog, description=DESCRIPTION))
+
+
 def cli_main(argv: Sequence[str] | None = None) -> int:
     """Run the study command with ``argv`` (without the program and subcommand names); return the exit code."""
     parser = build_parser()
@@ -38,6 +48,11 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return int(exc.code or 0)
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study described by parsed arguments (see ``add_arguments``); return the exit code."""
     if args.jobs is not None and args.jobs < 1:
         print(f"convexsim study: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
         return 2
@@ -45,7 +60,10 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
     from convexsim.studies.spec import StudyError, load_study
 
     try:
-        spec = load_study(args.spec)
+        spec = load_study(resolve_study_path(args.spec))
+    except FileNotFoundError as exc:
+        print(f"convexsim study: {exc}", file=sys.stderr)
+        return 2
     except StudyError as exc:
         print(f"convexsim study: invalid study file\n{exc}", file=sys.stderr)
         return 2
@@ -60,19 +78,45 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
         print(f"convexsim study: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:
-        retry = f", {res.retryable} retryable (worker lost; run again to retry)" if res.retryable else ""
-        print(f"study {res.spec.name}: {res.total} runs ({res.executed} executed, {res.skipped} resumed, "
-              f"{res.failed} failed{retry})")
-        print(f"  table:   {res.csv}")
-        print(f"  records: {res.jsonl}")
-        if res.report is not None:
-            print(f"  report:  {res.report}")
-        if res.plots:
-            print(f"  plots:   {len(res.plots)} files in {res.plots[0].parent}")
-        for r in res.records:
-            if r.get("status") != "ok":
-                print(f"  {r.get('status')} run {r['index']} {r.get('params')}: {str(r.get('error', ''))[:160]}")
+        _print_summary(res)
     return 1 if (args.strict and (res.failed or res.retryable)) else 0
 
 
-__all__ = ["cli_main", "build_parser"]
+def resolve_study_path(arg: str) -> Path:
+    """The study file ``arg`` names: a path as given (relative to the working directory), else the same
+    path under the shipped scenes folder (a leading ``scenes/`` dropped), else a shipped study name
+    (``scenes/studies/<arg>.yaml``). FileNotFoundError naming the closest study file otherwise."""
+    from convexsim.scene import did_you_mean, shipped_scenes_dir
+
+    path = Path(arg)
+    if path.exists():
+        return path
+    root = shipped_scenes_dir()
+    tails = [path] + ([Path(*path.parts[1:])] if len(path.parts) > 1 and path.parts[0] == root.name else [])
+    tails += [Path("studies") / f"{path.name}.yaml"] if len(path.parts) == 1 and not path.suffix else []
+    for tail in tails:
+        if not path.is_absolute() and (root / tail).is_file():
+            return root / tail
+    folder = path.parent if path.parent.is_dir() else root / "studies"
+    names = [p.name for p in folder.glob("*.y*ml")]
+    hint = did_you_mean(path.name if path.suffix else f"{path.name}.yaml", names)
+    listing = f"; study files in {folder}: {', '.join(sorted(names))}" if names else ""
+    raise FileNotFoundError(f"study file not found: {arg}{hint}{listing}")
+
+
+def _print_summary(res) -> None:
+    retry = f", {res.retryable} retryable (worker lost; run again to retry)" if res.retryable else ""
+    print(f"study {res.spec.name}: {res.total} runs ({res.executed} executed, {res.skipped} resumed, "
+          f"{res.failed} failed{retry})")
+    print(f"  table:   {res.csv}")
+    print(f"  records: {res.jsonl}")
+    if res.report is not None:
+        print(f"  report:  {res.report}")
+    if res.plots:
+        print(f"  plots:   {len(res.plots)} files in {res.plots[0].parent}")
+    for r in res.records:
+        if r.get("status") != "ok":
+            print(f"  {r.get('status')} run {r['index']} {r.get('params')}: {str(r.get('error', ''))[:160]}")
+
+
+__all__ = ["cli_main", "build_parser", "add_arguments", "run", "DESCRIPTION", "resolve_study_path"]

@@ -39,7 +39,7 @@ def test_run_summary_and_info(tmp_path, capsys):
     out = tmp_path / "stack.npz"
     assert main(["run", "box_stack", "--duration", "0.05", "--out", str(out), "--record-every", "10"]) == 0
     text = capsys.readouterr().out
-    for word in ("steps", "ms/step", "Newton iterations", "contacts", "failures", str(out)):
+    for word in ("steps", "ms/step", "Newton iterations", "contacts", "result", str(out)):
         assert word in text, word
     assert load_trajectory(out).num_frames == 6
     assert main(["info", str(out)]) == 0
@@ -57,13 +57,13 @@ def test_overrides_and_options_reach_the_model(tmp_path):
 
 
 def test_bad_inputs_give_clear_errors(tmp_path, capsys):
-    """Check a missing scene, a bad override path and a missing trajectory exit 1 with a message."""
-    assert main(["run", "no_such_scene", "--out", str(tmp_path / "x.npz")]) == 1
+    """Check a missing scene, a bad override path and a missing trajectory exit 2 with a message."""
+    assert main(["run", "no_such_scene", "--out", str(tmp_path / "x.npz")]) == 2
     assert "no_such_scene" in capsys.readouterr().err
     assert main(["run", "sphere_drop", "--set", "materials.default.nonsense=1", "--quiet",
-                 "--out", str(tmp_path / "y.npz")]) == 1
+                 "--out", str(tmp_path / "y.npz")]) == 2
     assert "nonsense" in capsys.readouterr().err
-    assert main(["info", str(tmp_path / "missing.npz")]) == 1
+    assert main(["info", str(tmp_path / "missing.npz")]) == 2
     assert "not found" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
@@ -78,7 +78,7 @@ def test_scenes_and_validate(capsys, tmp_path):
     assert main(["validate", str(REPO / "scenes" / "box_stack.yaml")]) == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nbodies:\n  - name: b\n    mass: -1\n    geometries: [{shape: sphere, radius: 0}]\n")
-    assert main(["validate", str(bad)]) == 1
+    assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "mass" in err and "radius" in err
 
@@ -138,7 +138,7 @@ def test_time_flags_are_checked_and_named(tmp_path, capsys):
                             (["--duration", "nan"], "--duration: must be a finite number of seconds > 0 (got nan)"),
                             (["--time-step", "0"], "--time-step: must be a finite number of seconds > 0 (got 0)"),
                             (["--duration", "0.0004"], "--duration = 0.0004 s is shorter than one time step (dt = 0.001 s)")):
-        assert main(["run", "sphere_drop", *flags, "--out", str(out), "--quiet"]) == 1, flags
+        assert main(["run", "sphere_drop", *flags, "--out", str(out), "--quiet"]) == 2, flags
         err = capsys.readouterr().err
         assert expected in err, err
         assert "sphere_drop.yaml" not in err, err

@@ -49,7 +49,8 @@ def test_known_differences_are_reported():
     assert c["bodies"]["ground"]["contact_force"]["final"] == pytest.approx(2.0)
     assert c["bodies"]["ground"]["position"]["max"] == 0.0
     text = format_comparison(c)
-    assert "sap/rigid vs lcp/rigid" in text and "ball" in text and "5.000e-01" in text
+    assert c["labels"] == ("sap/rigid", "lcp/rigid") and "LCP solver (rigid contact)" in text
+    assert "ball" in text and "5.000e-01" in text
 
 
 def test_identical_runs_compare_to_zero_and_early_stop_uses_common_frames():

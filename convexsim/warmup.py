@@ -1,0 +1,55 @@
+"""``convexsim warmup``: compile (or load from the disk cache) every numba kernel a run may need."""
+
+from __future__ import annotations
+
+import time as _time
+
+from convexsim.kernels import KernelClock
+from convexsim.simulate import prepare, run_model
+
+WARMUP_SCENE = {
+    "name": "warmup",
+    "time_step": 1.0e-3,
+    "materials": {"soft": {"stiffness": 1.0e5}},
+    "bodies": [
+        {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+        {"name": "ball", "mass": 0.5, "position": [0.0, 0.0, 0.0999],
+         "geometries": [{"shape": "sphere", "radius": 0.1}]},
+        {"name": "ball2", "mass": 0.5, "position": [0.0, 0.0, 0.2997],
+         "geometries": [{"shape": "sphere", "radius": 0.1, "material": "soft"}]},
+        {"name": "box", "mass": 1.0, "position": [0.5, 0.0, 0.0999],
+         "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+        {"name": "box2", "mass": 1.0, "position": [0.5, 0.0, 0.2997],
+         "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+        {"name": "rod", "mass": 0.5, "position": [1.0, 0.0, 0.0499],
+         "quaternion": [0.7071067811865476, 0.7071067811865476, 0, 0],
+         "geometries": [{"shape": "capsule", "radius": 0.05, "length": 0.3}]},
+        {"name": "rod_on_box", "mass": 0.5, "position": [0.5, 0.0, 0.4496],
+         "quaternion": [0.7071067811865476, 0.7071067811865476, 0, 0],
+         "geometries": [{"shape": "capsule", "radius": 0.05, "length": 0.1}]},
+        {"name": "ball_on_rod", "mass": 0.2, "position": [1.0, -0.1, 0.1497],
+         "geometries": [{"shape": "sphere", "radius": 0.05}]},
+        {"name": "rod_on_rod", "mass": 0.5, "position": [1.0, 0.1, 0.1497],
+         "quaternion": [0.7071067811865476, 0, 0.7071067811865476, 0],
+         "geometries": [{"shape": "capsule", "radius": 0.05, "length": 0.1}]},
+        {"name": "ball_on_box", "mass": 0.2, "position": [0.6499, 0.0, 0.3],
+         "geometries": [{"shape": "sphere", "radius": 0.05}]},
+    ],
+}
+"""Every pair of moving shapes (sphere, box, capsule) and halfspace in contact at t = 0, so that a few
+steps reach the collision, SAP and LCP kernels of every shipped scene."""
+
+
+def warm_up(*, steps: int = 3, progress: bool = True) -> float:
+    """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
+    :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar) and LCP. Returns the wall time
+    [s]; with ``progress`` the first-run notice is printed when there is anything to compile."""
+    t0 = _time.perf_counter()
+    with KernelClock(notice=progress):
+        for solver, model_name in (("sap", "sap"), ("sap", "lagged"), ("sap", "similar"), ("lcp", "sap")):
+            model, state, _ = prepare(WARMUP_SCENE, solver=solver, contact_model=model_name)
+            run_model(model, state, duration=steps * model.time_step)
+    return _time.perf_counter() - t0
+
+
+__all__ = ["warm_up", "WARMUP_SCENE"]
