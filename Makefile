@@ -1,13 +1,14 @@
 # convexsim: two commands on a fresh machine.
 #   make demo   create .venv (if needed), install, compile the kernels, run the main job on a shipped scene
-#   make test   the same environment plus test tools (and Chromium for viewer tests), then the suite
+#   make test   the same environment plus test tools (and Chromium for viewer tests), then the whole
+#               suite, slow tests included (CI runs this); make test-fast skips the tests marked slow
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 OUT    ?= out
 
-.PHONY: demo test venv install install-test browser bench clean
+.PHONY: demo test test-fast venv install install-test browser bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,9 @@ demo: $(VENV)/.core-installed
 
 test: $(VENV)/.test-installed browser
 	$(PY) -m pytest -q
+
+test-fast: $(VENV)/.test-installed
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(VENV)/.core-installed
 	$(VENV)/bin/convexsim bench

@@ -119,8 +119,8 @@ def _lockstep(scene, duration, monkeypatch):
     return dq, dv, infos, accepted_problems
 
 
-@pytest.mark.parametrize("scene, duration, min_accepted", [("box_stack", 0.5, 0.9),
-                                                           ("sphere_drop", 0.6, 0.5)])
+@pytest.mark.parametrize("scene, duration, min_accepted",
+                         [pytest.param("box_stack", 0.5, 0.9, marks=pytest.mark.slow), ("sphere_drop", 0.6, 0.5)])
 def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch):
     dq, dv, infos, accepted = _lockstep(scene_file(scene), duration, monkeypatch)
     assert dq <= 1e-9 and dv <= 1e-7

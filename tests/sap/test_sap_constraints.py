@@ -274,9 +274,25 @@ def test_hc_impulse_laws():
     assert g_sim[2] > n_expected  # "similar" raises the normal impulse while sliding (z < vn)
 
 
-def test_kernel_parameter_layout():
-    """Check the kernel parameter row has NPAR = 8 entries as documented."""
-    assert sap_par().shape == (NPAR,) and hc_par().shape == (NPAR,)
+def test_kernel_parameter_rows_are_the_ones_the_solver_builds():
+    """Check the hand-built rows used by these tests, sap_par() and hc_par(), equal the rows that
+    ContactProblem builds for the solver from the same parameters and Delassus estimate, so the identities
+    checked here hold for what the solver evaluates. Tolerance 1e-14 relative: the solver's rows come from
+    the vectorized numpy path, these from the scalar kernels (same formulas, round-off only)."""
+    from convexsim.sap.problem import ContactProblem, constraint_kernel_data
+
+    A, v_star, J = np.eye(3), np.zeros(3), np.eye(3)
+    sap = ContactProblem.from_dense(A, v_star, J, dt=DT, model="sap", mu=MU, k=K, tau_d=TAU, phi0=PHI0,
+                                    beta=BETA, sigma=SIGMA)
+    kind, cpar, _, _ = constraint_kernel_data(sap, np.array([W]))
+    assert kind.tolist() == [KIND_SAP] and cpar.shape == (1, NPAR)
+    np.testing.assert_allclose(cpar[0], sap_par(), rtol=1e-14, atol=0)
+    for model, code in (("lagged", KIND_LAGGED), ("similar", KIND_SIMILAR)):
+        hc = ContactProblem.from_dense(A, v_star, J, dt=1e-2, model=model, mu=0.5, k=1e5, d=0.01, fe0=15.0,
+                                       vn0=-0.1, sigma=1e-3, v_s=1e-4)
+        kind, cpar, _, _ = constraint_kernel_data(hc, np.array([1.0]))
+        assert kind.tolist() == [code]
+        np.testing.assert_allclose(cpar[0], hc_par(), rtol=1e-14, atol=0)
 
 
 @pytest.mark.parametrize("kind", [KIND_LAGGED, KIND_SIMILAR])

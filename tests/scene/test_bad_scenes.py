@@ -31,8 +31,49 @@ def names_path(message: str, field_path: str) -> bool:
     return re.search(r"(^|[\s:])" + re.escape(field_path) + r"($|[\s:])", message) is not None
 
 
-def test_there_are_at_least_20_bad_files():
-    assert len(BAD_FILES) >= 20
+# Every check that docs/scene-format.md lists under "Checked:", the bad files that exercise it, and the
+# field each of those files must be rejected at (a regular expression on its '# expect:' path).
+DOCUMENTED_CHECKS = [
+    ("unknown keys", {"unknown_top_key": r"time_stpe", "unknown_body_key": r"bodies\[\d+\]\.masss",
+                      "unknown_geometry_key": r".*geometries\[\d+\]\.radiuss",
+                      "unknown_material_key": r"materials\.\w+\.frction",
+                      "unknown_solver_key": r"solver\.max_iteration"}),
+    ("wrong types", {"string_for_number": r"duration", "wrong_type_bodies": r"bodies"}),
+    ("non-positive mass, radius and box sizes", {"zero_mass": r".*\.mass", "negative_mass": r".*\.mass",
+                                                 "negative_radius": r".*\.radius",
+                                                 "zero_box_size": r".*\.size\[\d\]"}),
+    ("negative capsule length, friction, dissipation", {
+        "negative_capsule_length": r".*\.length", "negative_friction": r"materials\.\w+\.friction",
+        "negative_dissipation_time": r"materials\.\w+\.dissipation_time",
+        "negative_hunt_crossley_dissipation": r"materials\.\w+\.hunt_crossley_dissipation"}),
+    ("NaN/inf anywhere", {"nan_position": r".*\.position\[\d\]", "nan_stiffness": r".*\.stiffness",
+                          "inf_time_step": r"time_step", "inf_velocity": r".*_velocity\[\d\]"}),
+    ("zero or non-unit quaternions", {"zero_quaternion": r".*\.quaternion",
+                                      "non_unit_quaternion": r".*\.quaternion"}),
+    ("inertia that is not symmetric, not positive definite or violates the triangle inequality", {
+        "inertia_not_symmetric": r".*\.inertia", "inertia_negative": r".*\.inertia",
+        "inertia_triangle": r".*\.inertia", "inertia_matrix_triangle": r".*\.inertia"}),
+    ("duplicate body names", {"duplicate_body_names": r"bodies\[\d+\]\.name"}),
+    ("unknown materials", {"unknown_material": r".*\.material"}),
+    ("halfspaces on moving bodies", {"halfspace_on_moving_body": r".*\.shape"}),
+    ("velocities on fixed bodies", {"moving_fixed_body": r".*_velocity"}),
+    ("centroid is off the body origin", {"off_centre_geometry": r"bodies\[\d+\]\.geometries"}),
+    ("shape keys that do not belong to the shape", {"box_with_radius": r".*\.radius"}),
+    ("colors outside [0, 1]", {"bad_color": r".*\.color"}),
+]
+
+
+@pytest.mark.parametrize("check, files", DOCUMENTED_CHECKS, ids=[c.split()[0] + "-" + next(iter(f))
+                                                                  for c, f in DOCUMENTED_CHECKS])
+def test_every_documented_check_has_a_bad_file_rejected_at_its_field(check, files, repo):
+    """Check docs/scene-format.md lists the check, each named bad file exists, and its '# expect:' field is
+    the one the check is about (the parametrized test above then proves the file is rejected there)."""
+    checked = (repo / "docs" / "scene-format.md").read_text(encoding="utf-8").split("Checked:", 1)[1]
+    assert check in " ".join(checked.split()), f"docs no longer list {check!r}"
+    stems = {p.stem: p for p in BAD_FILES}
+    for stem, field in files.items():
+        assert stem in stems, f"no bad file {stem}.yaml for the documented check {check!r}"
+        assert re.fullmatch(field, expected_path(stems[stem])), (stem, expected_path(stems[stem]), field)
 
 
 @pytest.mark.parametrize("path", BAD_FILES, ids=[p.stem for p in BAD_FILES])

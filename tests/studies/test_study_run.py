@@ -112,6 +112,7 @@ def test_killed_pool_worker_is_retried_not_recorded_as_a_failure(tmp_path, monke
     assert [r["status"] for r in read_csv(res.csv)] == ["ok"] * 4
 
 
+@pytest.mark.slow
 def test_a_run_that_kills_its_worker_does_not_take_the_others_down(tmp_path, monkeypatch):
     """Check that when one run kills its worker every time, the retries (one run at a time on one worker)
     let every other run finish ok and only that run ends 'retryable'. Before, every run in flight when the
@@ -265,6 +266,7 @@ def _physics_rows(csv_path: Path) -> list[dict]:
     return sorted(({k: v for k, v in r.items() if k not in drop} for r in rows), key=lambda r: int(r["index"]))
 
 
+@pytest.mark.slow
 def test_dask_cluster_gives_the_same_table_as_the_local_pool(tmp_path):
     """Check a study run through --scheduler on a Dask LocalCluster matches the local process pool."""
     distributed = pytest.importorskip("dask.distributed")

@@ -52,6 +52,7 @@ def test_shipped_study_loads_and_states_its_trend(path):
     assert spec.reduced is not None, f"{path.name}: needs a reduced version for tests"
 
 
+@pytest.mark.slow
 def test_rest_penetration_follows_mg_over_k_then_plateaus(shipped_reduced):
     """Check penetration = m·g/k (log–log slope −1) when soft and the near-rigid floor when stiff."""
     res = shipped_reduced("rest_penetration_vs_stiffness", plots=True)

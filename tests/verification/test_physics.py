@@ -210,6 +210,7 @@ def test_box_sliding_sap_stop_time_and_distance_despite_gliding():
     assert lagged.position[:, b, 2].max() - 0.05 < 1e-4, "lagged slides without hopping"
 
 
+@pytest.mark.slow
 def test_box_stack_stays_within_a_millimetre_for_five_seconds():
     """Check the shipped 5-box stack (SAP, box–box manifolds) moves less than 1 mm in 5 s.
 
