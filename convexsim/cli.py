@@ -11,6 +11,7 @@
     convexsim bench                      ms/step, iterations/step, contacts/step on benchmark scenes
     convexsim study SPEC                 parameter sweeps (see docs/studies.md)
     convexsim seeds                      the seed documents' LCP examples
+    convexsim learn DATA --out DIR       learn hybrid dynamics from simulated data (docs/learn.md)
 """
 
 from __future__ import annotations
@@ -395,6 +396,12 @@ def cmd_seeds(args) -> int:
     return int(seeds.main(list(args.args)) or 0)
 
 
+def _add_learn(sub) -> None:
+    from convexsim.learn.cli import add_parser
+
+    add_parser(sub)
+
+
 # ------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``convexsim`` command."""
@@ -404,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_seeds):
+                _add_study, _add_seeds, _add_learn):
         add(sub)
     return parser
 
