@@ -9,11 +9,25 @@ A mixture of affine experts with a linear-softmax gate over the state (docs/lear
 * metrics and the report: convexsim.learn.metrics, convexsim.learn.report; ``convexsim learn`` (cli)
 """
 
-_LAZY = {name: "convexsim.learn.data" for name in
-         ("BLOCK_MODES", "PARTICLE_MODES", "LearnData", "LearnDataError", "load_data", "make_block_data",
-          "make_particle_data", "save_data")}
-_LAZY.update({name: "convexsim.learn.moe" for name in
-              ("AffineExpert", "Expert", "LinearSoftmaxGate", "MixtureOfExperts", "fit", "fit_affine")})
+_LAZY = {
+    name: "convexsim.learn.data"
+    for name in (
+        "BLOCK_MODES",
+        "PARTICLE_MODES",
+        "LearnData",
+        "LearnDataError",
+        "load_data",
+        "make_block_data",
+        "make_particle_data",
+        "save_data",
+    )
+}
+_LAZY.update(
+    {
+        name: "convexsim.learn.moe"
+        for name in ("AffineExpert", "Expert", "LinearSoftmaxGate", "MixtureOfExperts", "fit", "fit_affine")
+    }
+)
 
 
 def __getattr__(name):  # lazy: `convexsim --help` imports convexsim.learn.cli without numba or scipy
@@ -24,4 +38,4 @@ def __getattr__(name):  # lazy: `convexsim --help` imports convexsim.learn.cli w
     raise AttributeError(f"module 'convexsim.learn' has no attribute {name!r}")
 
 
-__all__ = sorted(_LAZY)
+__all__ = list(_LAZY)

@@ -1,9 +1,9 @@
 """``convexsim learn``: generate training data and fit a mixture of experts to it (docs/learn.md).
 
-    convexsim learn DATA [--experts K] [--objective em|seed|both] [--seed S] [--restarts R]
-                         [--test-fraction F] --out DIR
-    convexsim learn generate block|particle --out FILE [--episodes E] [--steps T] [--seed S]
-                         [--formulation direct|lcp] [--dt S] [--mu MU] [--hold N]
+convexsim learn DATA [--experts K] [--objective em|seed|both] [--seed S] [--restarts R]
+                     [--test-fraction F] --out DIR
+convexsim learn generate block|particle --out FILE [--episodes E] [--steps T] [--seed S]
+                     [--formulation direct|lcp] [--dt S] [--mu MU] [--hold N]
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import time
 
 def add_parser(subparsers) -> None:
     """Register ``learn`` on the ``convexsim`` sub-command parser (arguments are parsed in ``run``)."""
-    p = subparsers.add_parser("learn", help="learn hybrid dynamics (mixture of experts) from simulated data",
-                              add_help=False)
+    p = subparsers.add_parser(
+        "learn", help="learn hybrid dynamics (mixture of experts) from simulated data", add_help=False
+    )
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
@@ -25,16 +26,25 @@ def _fit_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="convexsim learn",
         description="Fit a mixture of affine experts with a linear-softmax gate to a data file and write a "
-                    "report (metrics, gate partition, rollout). Make data with `convexsim learn generate`.")
+        "report (metrics, gate partition, rollout). Make data with `convexsim learn generate`.",
+    )
     p.add_argument("data", help="learning data file (npz from `convexsim learn generate`)")
     p.add_argument("--experts", type=int, default=3, help="number of experts K (default 3)")
-    p.add_argument("--objective", choices=["em", "seed", "both"], default="both",
-                   help="training objective: em (mixture likelihood), seed (gate-weighted squared error) or "
-                        "both, reported side by side (default both)")
+    p.add_argument(
+        "--objective",
+        choices=["em", "seed", "both"],
+        default="both",
+        help="training objective: em (mixture likelihood), seed (gate-weighted squared error) or "
+        "both, reported side by side (default both)",
+    )
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--restarts", type=int, default=5, help="random restarts per objective (default 5)")
-    p.add_argument("--test-fraction", type=float, default=1 / 3,
-                   help="fraction of the episodes held out for testing (default 1/3)")
+    p.add_argument(
+        "--test-fraction",
+        type=float,
+        default=1 / 3,
+        help="fraction of the episodes held out for testing (default 1/3)",
+    )
     p.add_argument("--out", required=True, help="report folder")
     return p
 
@@ -43,17 +53,25 @@ def _generate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="convexsim learn generate",
         description="Simulate random piecewise-constant forcing and write a learning data file (npz) with "
-                    "ground-truth modes.")
-    p.add_argument("system", choices=["block", "particle"],
-                   help="block: 1D sliding block (stick, slide±); particle: 2D particle over a floor "
-                        "(flight, stick, slide±)")
+        "ground-truth modes.",
+    )
+    p.add_argument(
+        "system",
+        choices=["block", "particle"],
+        help="block: 1D sliding block (stick, slide±); particle: 2D particle over a floor "
+        "(flight, stick, slide±)",
+    )
     p.add_argument("--out", required=True, help="data file to write (npz)")
     p.add_argument("--episodes", type=int, help="episodes (default: block 9, particle 40)")
     p.add_argument("--steps", type=int, help="steps per episode (default: block 1000, particle 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--formulation", choices=["direct", "lcp"], default="direct",
-                   help="block only: closed-form direct formulation or Lemke on the friction LCP "
-                        "(the particle always uses Lemke)")
+    p.add_argument(
+        "--formulation",
+        choices=["direct", "lcp"],
+        default="direct",
+        help="block only: closed-form direct formulation or Lemke on the friction LCP "
+        "(the particle always uses Lemke)",
+    )
     p.add_argument("--dt", type=float, default=0.01, help="time step [s] (default 0.01)")
     p.add_argument("--mu", type=float, default=0.3, help="friction coefficient (default 0.3)")
     p.add_argument("--hold", type=int, default=25, help="steps each random force is held (default 25)")
@@ -81,11 +99,15 @@ def _generate(a) -> int:
         data = make_block_data(formulation=a.formulation, **kw)
     else:
         if a.formulation != "direct":
-            print("note: the particle is always simulated with Lemke (--formulation ignored)", file=sys.stderr)
+            print(
+                "note: the particle is always simulated with Lemke (--formulation ignored)", file=sys.stderr
+            )
         data = make_particle_data(**kw)
     path = save_data(a.out, data)
-    counts = ", ".join(f"{n} {c}" for n, c in zip(data.mode_names, [int((data.modes == i).sum())
-                                                                    for i in range(len(data.mode_names))]))
+    counts = ", ".join(
+        f"{n} {c}"
+        for n, c in zip(data.mode_names, [int((data.modes == i).sum()) for i in range(len(data.mode_names))])
+    )
     print(f"wrote {path}: {len(data.X)} samples, {len(data.episodes())} episodes ({counts})")
     return 0
 
@@ -105,13 +127,17 @@ def _fit(a) -> int:
     models, results = [], []
     for obj in objectives:
         t0 = time.perf_counter()
-        model = fit(train.X, train.Y, a.experts, a.seed, obj, restarts=a.restarts, gate_columns=data.gate_columns)
+        model = fit(
+            train.X, train.Y, a.experts, a.seed, obj, restarts=a.restarts, gate_columns=data.gate_columns
+        )
         res = evaluate(model, train, test)
         res["fit_seconds"] = time.perf_counter() - t0
         models.append(model)
         results.append(res)
-        line = (f"{obj}: one-step RMSE {res['rmse']:.3g} (single affine {res['baseline_rmse']:.3g}), "
-                f"mode accuracy {100 * res['mode_accuracy']:.2f} %")
+        line = (
+            f"{obj}: one-step RMSE {res['rmse']:.3g} (single affine {res['baseline_rmse']:.3g}), "
+            f"mode accuracy {100 * res['mode_accuracy']:.2f} %"
+        )
         if "mu_hat" in res:
             line += f", mu_hat {res['mu_hat']:.6f}"
         print(line)

@@ -85,12 +85,21 @@ class LearnData:
         """Sample indices of each episode, in step order."""
         return [np.flatnonzero(self.episode == e) for e in np.unique(self.episode)]
 
-    def select(self, mask) -> "LearnData":
+    def select(self, mask) -> LearnData:
         """The samples where ``mask`` (bool (N,) or indices) holds."""
-        return LearnData(self.X[mask], self.Y[mask], self.modes[mask], self.episode[mask], self.mode_names,
-                         self.input_names, self.output_names, self.gate_columns, dict(self.meta))
+        return LearnData(
+            self.X[mask],
+            self.Y[mask],
+            self.modes[mask],
+            self.episode[mask],
+            self.mode_names,
+            self.input_names,
+            self.output_names,
+            self.gate_columns,
+            dict(self.meta),
+        )
 
-    def split_episodes(self, test_fraction: float) -> tuple["LearnData", "LearnData"]:
+    def split_episodes(self, test_fraction: float) -> tuple[LearnData, LearnData]:
         """(train, test): the last ``ceil(test_fraction·E)`` of the E episodes are the test set.
 
         With a single episode the last ``test_fraction`` of its steps are the test set.
@@ -138,8 +147,9 @@ def _lemke_or_raise(M, q, what: str):
     return r
 
 
-def block_step_lcp(v: float, u: float, dt: float, mu: float, g: float = G, mass: float = 1.0,
-                   stick_tol: float = 1e-12):
+def block_step_lcp(
+    v: float, u: float, dt: float, mu: float, g: float = G, mass: float = 1.0, stick_tol: float = 1e-12
+):
     """(v_{k+1} [m/s], mode) from Lemke on :func:`block_lcp`; stick when |v_{k+1}| ≤ stick_tol [m/s].
 
     The stick tolerance only absorbs the round-off of ``v + Δt(u + λ⁺ − λ⁻)/m`` (≈ 1e-17 m/s here).
@@ -160,8 +170,9 @@ def piecewise_constant(rng: np.random.Generator, steps: int, hold: int, low, hig
     return np.repeat(values, hold, axis=0)[:steps]
 
 
-def block_rollout(v0: float, U, dt: float, mu: float, g: float = G, mass: float = 1.0,
-                  formulation: str = "direct"):
+def block_rollout(
+    v0: float, U, dt: float, mu: float, g: float = G, mass: float = 1.0, formulation: str = "direct"
+):
     """Simulate the block from v0 under the forces U (T,): (velocities (T+1,), modes (T,))."""
     step = {"direct": block_step_direct, "lcp": block_step_lcp}.get(formulation)
     if step is None:
@@ -175,9 +186,19 @@ def block_rollout(v0: float, U, dt: float, mu: float, g: float = G, mass: float 
     return v, modes
 
 
-def make_block_data(*, episodes: int = 9, steps: int = 1000, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
-                    g: float = G, mass: float = 1.0, u_max: float = 6.0, hold: int = 25,
-                    formulation: str = "direct") -> LearnData:
+def make_block_data(
+    *,
+    episodes: int = 9,
+    steps: int = 1000,
+    seed: int = 0,
+    dt: float = 0.01,
+    mu: float = 0.3,
+    g: float = G,
+    mass: float = 1.0,
+    u_max: float = 6.0,
+    hold: int = 25,
+    formulation: str = "direct",
+) -> LearnData:
     """Sliding-block data: ``episodes`` runs of ``steps`` steps from rest, u uniform on [−u_max, u_max] N.
 
     With the defaults (μg = 2.943 N) about a third of the samples stick.
@@ -192,10 +213,28 @@ def make_block_data(*, episodes: int = 9, steps: int = 1000, seed: int = 0, dt: 
         Y.append(v[1:, None])
         modes.append(m)
         ep.append(np.full(steps, e))
-    meta = dict(system="block", formulation=formulation, dt=dt, mu=mu, g=g, mass=mass, seed=seed,
-                u_max=u_max, hold=hold)
-    return LearnData(np.concatenate(X), np.concatenate(Y), np.concatenate(modes), np.concatenate(ep),
-                     BLOCK_MODES, ("v", "u"), ("v_next",), np.array([0, 1]), meta)
+    meta = dict(
+        system="block",
+        formulation=formulation,
+        dt=dt,
+        mu=mu,
+        g=g,
+        mass=mass,
+        seed=seed,
+        u_max=u_max,
+        hold=hold,
+    )
+    return LearnData(
+        np.concatenate(X),
+        np.concatenate(Y),
+        np.concatenate(modes),
+        np.concatenate(ep),
+        BLOCK_MODES,
+        ("v", "u"),
+        ("v_next",),
+        np.array([0, 1]),
+        meta,
+    )
 
 
 # ------------------------------------------------------------------------------------ 2D particle
@@ -257,9 +296,20 @@ def particle_step_closed_form(state, u, h: float, mu: float, g: float = G, mass:
     return np.array([x + h * xd1, y + h * yd1, xd1, yd1]), mode
 
 
-def make_particle_data(*, episodes: int = 40, steps: int = 200, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
-                       g: float = G, mass: float = 1.0, ux_max: float = 6.0, uy_range=(-6.0, 11.5),
-                       y0_max: float = 0.5, hold: int = 25) -> LearnData:
+def make_particle_data(
+    *,
+    episodes: int = 40,
+    steps: int = 200,
+    seed: int = 0,
+    dt: float = 0.01,
+    mu: float = 0.3,
+    g: float = G,
+    mass: float = 1.0,
+    ux_max: float = 6.0,
+    uy_range=(-6.0, 11.5),
+    y0_max: float = 0.5,
+    hold: int = 25,
+) -> LearnData:
     """2D particle data: episodes from a random height y0 ∈ [0, y0_max] m at rest, u_x uniform on
     [−ux_max, ux_max] N and u_y uniform on ``uy_range`` N (u_y > mg lifts the particle off)."""
     _check_sizes(episodes, steps, hold)
@@ -275,11 +325,20 @@ def make_particle_data(*, episodes: int = 40, steps: int = 200, seed: int = 0, d
             modes.append(m)
             ep.append(e)
             s = s1
-    meta = dict(system="particle", formulation="lcp", dt=dt, mu=mu, g=g, mass=mass, seed=seed,
-                u_max=ux_max, hold=hold)
-    return LearnData(np.array(X), np.array(Y), np.array(modes, np.int64), np.array(ep, np.int64),
-                     PARTICLE_MODES, ("x", "y", "xdot", "ydot", "u_x", "u_y"),
-                     ("x_next", "y_next", "xdot_next", "ydot_next"), np.array([1, 2, 3, 4, 5]), meta)
+    meta = dict(
+        system="particle", formulation="lcp", dt=dt, mu=mu, g=g, mass=mass, seed=seed, u_max=ux_max, hold=hold
+    )
+    return LearnData(
+        np.array(X),
+        np.array(Y),
+        np.array(modes, np.int64),
+        np.array(ep, np.int64),
+        PARTICLE_MODES,
+        ("x", "y", "xdot", "ydot", "u_x", "u_y"),
+        ("x_next", "y_next", "xdot_next", "ydot_next"),
+        np.array([1, 2, 3, 4, 5]),
+        meta,
+    )
 
 
 def _check_sizes(episodes: int, steps: int, hold: int) -> None:
@@ -295,16 +354,22 @@ _META_KEYS = ("system", "formulation", "dt", "mu", "g", "mass", "seed", "u_max",
 def save_data(path, data: LearnData) -> Path:
     """Write ``data`` to an npz file atomically; returns the path."""
     path = Path(path)
-    arrays = dict(X=data.X, Y=data.Y, modes=data.modes, episode=data.episode,
-                  mode_names=np.array(data.mode_names), input_names=np.array(data.input_names),
-                  output_names=np.array(data.output_names), gate_columns=np.asarray(data.gate_columns),
-                  schema=np.array(SCHEMA))
+    arrays = dict(
+        X=data.X,
+        Y=data.Y,
+        modes=data.modes,
+        episode=data.episode,
+        mode_names=np.array(data.mode_names),
+        input_names=np.array(data.input_names),
+        output_names=np.array(data.output_names),
+        gate_columns=np.asarray(data.gate_columns),
+        schema=np.array(SCHEMA),
+    )
     for k in _META_KEYS:
         if k in data.meta:
             arrays[k] = np.array(data.meta[k])
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
     return path
 
 
@@ -318,20 +383,38 @@ def load_data(path) -> LearnData:
     except (OSError, ValueError) as exc:
         raise LearnDataError(f"{path}: not a readable npz file ({exc})") from None
     with raw:
-        need = ("X", "Y", "modes", "episode", "mode_names", "input_names", "output_names", "gate_columns",
-                "schema")
+        need = (
+            "X",
+            "Y",
+            "modes",
+            "episode",
+            "mode_names",
+            "input_names",
+            "output_names",
+            "gate_columns",
+            "schema",
+        )
         missing = [k for k in need if k not in raw.files]
         if missing:
-            raise LearnDataError(f"{path}: missing {', '.join(missing)} (expected a file from "
-                                 f"`convexsim learn generate`)")
+            raise LearnDataError(
+                f"{path}: missing {', '.join(missing)} (expected a file from `convexsim learn generate`)"
+            )
         if int(raw["schema"]) != SCHEMA:
             raise LearnDataError(f"{path}: schema {int(raw['schema'])}, this version reads {SCHEMA}")
         X, Y = np.asarray(raw["X"], float), np.asarray(raw["Y"], float)
         modes, ep = np.asarray(raw["modes"], np.int64), np.asarray(raw["episode"], np.int64)
         meta = {k: raw[k].item() for k in _META_KEYS if k in raw.files}
-        data = LearnData(X, Y, modes, ep, tuple(str(s) for s in raw["mode_names"]),
-                         tuple(str(s) for s in raw["input_names"]), tuple(str(s) for s in raw["output_names"]),
-                         np.asarray(raw["gate_columns"], np.int64), meta)
+        data = LearnData(
+            X,
+            Y,
+            modes,
+            ep,
+            tuple(str(s) for s in raw["mode_names"]),
+            tuple(str(s) for s in raw["input_names"]),
+            tuple(str(s) for s in raw["output_names"]),
+            np.asarray(raw["gate_columns"], np.int64),
+            meta,
+        )
     _validate(path, data)
     return data
 

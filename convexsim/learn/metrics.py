@@ -124,8 +124,17 @@ def block_axis_edges(model, mapping, dt: float, mass: float = 1.0) -> dict:
     return {k: np.array(v) for k, v in out.items()}
 
 
-def block_rollout_metrics(model, U, dt: float, mu: float, g: float, mass: float = 1.0, v0: float = 0.0,
-                          stick_speed: float = 1e-3, formulation: str = "direct") -> dict:
+def block_rollout_metrics(
+    model,
+    U,
+    dt: float,
+    mu: float,
+    g: float,
+    mass: float = 1.0,
+    v0: float = 0.0,
+    stick_speed: float = 1e-3,
+    formulation: str = "direct",
+) -> dict:
     """Closed-loop rollout of the model against the simulator under forces U (T,).
 
     Returns the true and predicted velocities (T+1,), true modes (T,), ``stick_hit`` = fraction of
@@ -137,9 +146,14 @@ def block_rollout_metrics(model, U, dt: float, mu: float, g: float, mass: float 
     pv = pred[:, 0]
     err = pv[1:] - v[1:]
     stick = modes == 0
-    return {"v": v, "v_hat": pv, "modes": modes,
-            "stick_hit": float(np.mean(np.abs(pv[1:][stick]) < stick_speed)) if stick.any() else float("nan"),
-            "rms": float(np.sqrt(np.mean(err**2))), "max": float(np.max(np.abs(err)))}
+    return {
+        "v": v,
+        "v_hat": pv,
+        "modes": modes,
+        "stick_hit": float(np.mean(np.abs(pv[1:][stick]) < stick_speed)) if stick.any() else float("nan"),
+        "rms": float(np.sqrt(np.mean(err**2))),
+        "max": float(np.max(np.abs(err))),
+    }
 
 
 def episode_rollout(model, data: LearnData, rows) -> dict:
@@ -154,5 +168,10 @@ def episode_rollout(model, data: LearnData, rows) -> dict:
     truth = np.vstack([X[:, :d], data.Y[rows][-1:]])
     pred, _ = model.rollout(X[0, :d], X[:, d:])
     err = pred[1:] - truth[1:]
-    return {"truth": truth, "pred": pred, "modes": data.modes[rows], "rms": np.sqrt(np.mean(err**2, axis=0)),
-            "max": np.max(np.abs(err), axis=0)}
+    return {
+        "truth": truth,
+        "pred": pred,
+        "modes": data.modes[rows],
+        "rms": np.sqrt(np.mean(err**2, axis=0)),
+        "max": np.max(np.abs(err), axis=0),
+    }

@@ -30,8 +30,9 @@ the gate is refit to those labels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 import scipy.optimize
@@ -135,25 +136,30 @@ class LinearSoftmaxGate:
 
     def _unpack(self, p):
         K, d = self.W.shape
-        self.W, self.b = p[:K * d].reshape(K, d).copy(), p[K * d:].copy()
+        self.W, self.b = p[: K * d].reshape(K, d).copy(), p[K * d :].copy()
 
     def _minimize(self, fun, Z, l2: float, max_iter: int) -> None:
         K, d = self.W.shape
         Za = np.column_stack([Z, np.ones(len(Z))])
 
         def f(p):
-            Wm, b = p[:K * d].reshape(K, d), p[K * d:]
+            Wm, b = p[: K * d].reshape(K, d), p[K * d :]
             val, G = fun(_mm(Z, Wm.T) + b)  # G = dval/dlogits, (N, K)
             g = _mm(G.T, Za)  # (K, d+1)
             grad = np.concatenate([(g[:, :d] + l2 * Wm).ravel(), g[:, d]])
             return val + 0.5 * l2 * float(np.sum(Wm * Wm)), grad
 
-        res = scipy.optimize.minimize(f, self._pack(), jac=True, method="L-BFGS-B",
-                                      options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-14})
+        res = scipy.optimize.minimize(
+            f,
+            self._pack(),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-14},
+        )
         self._unpack(res.x)
 
     def fit_cross_entropy(self, Z, R, l2: float = 1e-8, max_iter: int = 50, tol: float = 1e-12) -> None:
-        """Minimize f = (1/N) Σ_j Σ_i −r_ij log P_i(z_j) + (l2/2)‖W‖² by damped Newton (from the current W, b).
+        """Minimize f = (1/N) Σ_j Σ_i −r_ij log P_i(z_j) + (l2/2)‖W‖² by damped Newton.
 
         Soft or one-hot targets R (N, K). f is convex; its Hessian
         (1/N) Σ_j (diag p_j − p_j p_jᵀ) ⊗ [z_j;1][z_j;1]ᵀ + l2 (on W) is formed exactly (K(d+1) unknowns),
@@ -179,7 +185,9 @@ class LinearSoftmaxGate:
             C = (P * rsum[:, None])[:, :, None] * (np.eye(K)[None] - P[:, None, :])  # (N, K, K)
             H = (_mm(C.reshape(n, K * K).T, ZZ) / n).reshape(K, K, d + 1, d + 1).transpose(0, 2, 1, 3)
             H = H.reshape(K * (d + 1), K * (d + 1))
-            H[np.diag_indices_from(H)] += pen + 1e-12 * (1.0 + np.trace(H) / len(H))  # softmax shift: null space
+            H[np.diag_indices_from(H)] += pen + 1e-12 * (
+                1.0 + np.trace(H) / len(H)
+            )  # softmax shift: null space
             step = -np.linalg.solve(H, g)
             dec = -0.5 * float(g @ step)
             if not dec > tol:
@@ -337,8 +345,11 @@ def _em_loglik(gate, experts, sigma, Z, Xs, Ys):
     """(mean log-likelihood, responsibilities (N, K))."""
     d = Ys.shape[1]
     E = _sq_errors(experts, Xs, Ys)
-    logp = (log_softmax(gate.logits(Z)) - 0.5 * d * np.log(2 * np.pi * sigma**2)[None, :]
-            - 0.5 * E / sigma[None, :] ** 2)
+    logp = (
+        log_softmax(gate.logits(Z))
+        - 0.5 * d * np.log(2 * np.pi * sigma**2)[None, :]
+        - 0.5 * E / sigma[None, :] ** 2
+    )
     lse = logsumexp(logp)
     return float(lse.mean()), np.exp(logp - lse[:, None])
 
@@ -398,10 +409,24 @@ def _hard_refit(experts, gate, labels, Z, Xs, Ys, refit_gate, opts):
     return _sigma_update(_sq_errors(experts, Xs, Ys), R, Ys.shape[1], opts["sigma_floor"])
 
 
-def fit(X, Y, n_experts: int, seed: int = 0, objective: str = "em", *, restarts: int = 5, max_iter: int = 200,
-        tol: float = 1e-7, gate_columns=None, gate_l2: float = 1e-8, refit_l2: float = 1e-12, gate_iter: int = 50,
-        sigma_floor: float = 1e-6, hard_refit: bool = True,
-        expert_factory: Callable[[int, int], Expert] | None = None) -> MixtureOfExperts:
+def fit(
+    X,
+    Y,
+    n_experts: int,
+    seed: int = 0,
+    objective: str = "em",
+    *,
+    restarts: int = 5,
+    max_iter: int = 200,
+    tol: float = 1e-7,
+    gate_columns=None,
+    gate_l2: float = 1e-8,
+    refit_l2: float = 1e-12,
+    gate_iter: int = 50,
+    sigma_floor: float = 1e-6,
+    hard_refit: bool = True,
+    expert_factory: Callable[[int, int], Expert] | None = None,
+) -> MixtureOfExperts:
     """Train a mixture of experts on samples (X, Y).
 
     Args:
@@ -441,7 +466,14 @@ def fit(X, Y, n_experts: int, seed: int = 0, objective: str = "em", *, restarts:
     if len(cols) == 0 or cols.min() < 0 or cols.max() >= X.shape[1]:
         raise ValueError(f"gate_columns must index the {X.shape[1]} columns of X; got {cols.tolist()}")
     factory = expert_factory or (lambda n_in, n_out: AffineExpert(n_in, n_out))
-    opts = dict(max_iter=int(max_iter), tol=tol, gate_l2=gate_l2, refit_l2=refit_l2, gate_iter=int(gate_iter), sigma_floor=sigma_floor)
+    opts = dict(
+        max_iter=int(max_iter),
+        tol=tol,
+        gate_l2=gate_l2,
+        refit_l2=refit_l2,
+        gate_iter=int(gate_iter),
+        sigma_floor=sigma_floor,
+    )
 
     x_mean, x_scale = _scale(X)
     y_mean, y_scale = _scale(Y)
@@ -474,8 +506,9 @@ def fit(X, Y, n_experts: int, seed: int = 0, objective: str = "em", *, restarts:
     if hard_refit:
         labels = np.argmax(R, axis=1)  # EM: posterior; seed: R is the gate itself
         sigma = _hard_refit(experts, gate, labels, Z, Xs, Ys, objective == "em", opts)
-    return MixtureOfExperts(experts, gate, cols, x_mean, x_scale, y_mean, y_scale, sigma, objective, int(seed),
-                            info)
+    return MixtureOfExperts(
+        experts, gate, cols, x_mean, x_scale, y_mean, y_scale, sigma, objective, int(seed), info
+    )
 
 
 def fit_affine(X, Y):

@@ -76,7 +76,7 @@ def test_gate_band_edges(block):
 
 
 def test_rollout_2000_steps(block):
-    """(5) closed loop over 2000 steps: ≥ 95 % of true-stick steps with |v̂| < 1e-3 m/s, RMS error ≤ 1e-2 m/s."""
+    """(5) closed loop over 2000 steps: ≥ 95 % of true-stick steps |v̂| < 1e-3 m/s, RMS ≤ 1e-2 m/s."""
     _, _, model, _ = block
     U = piecewise_constant(np.random.default_rng(303), 2000, 25, -6.0, 6.0)[:, 0]
     r = M.block_rollout_metrics(model, U, DT, MU, G)

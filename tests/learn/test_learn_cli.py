@@ -9,8 +9,26 @@ from convexsim.cli import main
 
 def test_generate_then_learn_writes_the_report(tmp_path, capsys):
     data = tmp_path / "block.npz"
-    assert main(["learn", "generate", "block", "--out", str(data), "--episodes", "6", "--steps", "500",
-                 "--seed", "3", "--formulation", "lcp"]) == 0
+    assert (
+        main(
+            [
+                "learn",
+                "generate",
+                "block",
+                "--out",
+                str(data),
+                "--episodes",
+                "6",
+                "--steps",
+                "500",
+                "--seed",
+                "3",
+                "--formulation",
+                "lcp",
+            ]
+        )
+        == 0
+    )
     assert "3000 samples" in capsys.readouterr().out
     out = tmp_path / "rep"
     assert main(["learn", str(data), "--experts", "3", "--out", str(out), "--restarts", "2"]) == 0

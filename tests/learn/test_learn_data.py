@@ -3,11 +3,17 @@
 import numpy as np
 import pytest
 
-from convexsim.learn.data import (
-    LearnDataError, block_lcp, load_data, make_block_data, make_particle_data, particle_lcp,
-    particle_step_closed_form, save_data,
-)
 from convexsim.lcp.seeds import berard_trinkle_lcp
+from convexsim.learn.data import (
+    LearnDataError,
+    block_lcp,
+    load_data,
+    make_block_data,
+    make_particle_data,
+    particle_lcp,
+    particle_step_closed_form,
+    save_data,
+)
 
 
 def test_block_lcp_data_equals_the_direct_formulation():
@@ -34,7 +40,7 @@ def test_block_lcp_matrix_is_the_traditional_formulation():
 
 
 def test_particle_lcp_matches_berard_trinkle_and_the_closed_form():
-    """With u_y = 0 the particle LCP is seeds' Berard–Trinkle LCP; every generated step equals the closed form."""
+    """With u_y = 0 the particle LCP is Berard–Trinkle's; every generated step equals the closed form."""
     state, u = (0.3, 0.02, 1.5, -0.7), (4.0, 0.0)
     A, q = particle_lcp(state, u, 0.05, 0.2)
     A0, q0 = berard_trinkle_lcp(state, 0.2, 0.05, 1.0, 9.81, 4.0)

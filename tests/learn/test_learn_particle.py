@@ -31,7 +31,7 @@ def particle():
 
 
 def test_four_mode_accuracy(particle):
-    """Mode accuracy on held-out data ≥ 96.5 % (measured 98.2 %; structural limit above); every mode matched."""
+    """Mode accuracy on held-out data ≥ 96.5 % (measured 98.2 %; limit above); all modes matched."""
     _, test, model, mapping = particle
     acc, _ = M.mode_accuracy(model, test, mapping)
     assert sorted(mapping.tolist()) == [0, 1, 2, 3]
@@ -55,7 +55,7 @@ def test_flight_expert_is_free_fall(particle):
 
 
 def test_velocity_prediction_beats_one_affine_model(particle):
-    """One-step RMSE of the velocities at least 5× below a single affine model (measured 6.0× on all four outputs)."""
+    """One-step RMSE of the velocities ≥ 5× below one affine model (measured 6.0× on all outputs)."""
     train, test, model, _ = particle
     y_hat, _, _ = model.predict(test.X)
     from convexsim.learn.moe import fit_affine
