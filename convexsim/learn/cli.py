@@ -18,6 +18,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "learn", help="learn hybrid dynamics (mixture of experts) from simulated data", add_help=False
     )
+    p.add_argument("-h", "--help", action="store_true", dest="learn_help")  # REMAINDER cannot start with "-"
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
@@ -81,6 +82,8 @@ def _generate_parser() -> argparse.ArgumentParser:
 def run(args) -> int:
     """Body of ``convexsim learn``; returns the exit status."""
     argv = list(args.args)
+    if getattr(args, "learn_help", False):
+        argv = ["--help"]
     if argv and argv[0] == "generate":
         return _generate(_generate_parser().parse_args(argv[1:]))
     return _fit(_fit_parser().parse_args(argv))
