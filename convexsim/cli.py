@@ -11,6 +11,7 @@
     convexsim bench                      ms/step, iterations/step, contacts/step on benchmark scenes
     convexsim study SPEC                 parameter sweeps (docs/studies.md)
     convexsim examples lcp               the small textbook LCP examples (docs/lcp.md)
+    convexsim learn DATA --out DIR       learn hybrid dynamics from simulated data (docs/learn.md)
     convexsim warmup                     compile the numba kernels now (first run), not during a run
     convexsim seeds                      deprecated alias of `convexsim examples lcp`
 
@@ -528,6 +529,12 @@ def cmd_warmup(args) -> int:
     return EXIT_OK
 
 
+def _add_learn(sub) -> None:
+    from convexsim.learn.cli import add_parser
+
+    add_parser(sub)
+
+
 # ------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``convexsim`` command."""
@@ -540,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_examples, _add_warmup, _add_seeds):
+                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn):
         add(sub)
     return parser
 
@@ -585,6 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore", UnitWarning)
         try:
             return args.func(args)
+        except SystemExit as exc:        # a verb that parses its own arguments (learn): --help or usage
+            return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
         except BrokenPipeError:          # `convexsim … | head`: the reader is gone; stop quietly
             import os
 
