@@ -26,8 +26,22 @@ from convexsim.multibody.kinematics import (
 from convexsim.multibody.model import Joint, JointType, MultibodyModel, MultibodyModelError, build_tree
 
 __all__ = [
-    "Joint", "JointType", "MultibodyModel", "MultibodyModelError", "build_tree",
-    "Kinematics", "forward_kinematics", "integrate_q", "qdot", "difference", "normalize_q",
-    "mass_matrix", "mass_matrix_reference", "inverse_dynamics", "bias_forces", "gravity_forces",
-    "kinetic_energy", "potential_energy",
+    "Joint",
+    "JointType",
+    "Kinematics",
+    "MultibodyModel",
+    "MultibodyModelError",
+    "bias_forces",
+    "build_tree",
+    "difference",
+    "forward_kinematics",
+    "gravity_forces",
+    "integrate_q",
+    "inverse_dynamics",
+    "kinetic_energy",
+    "mass_matrix",
+    "mass_matrix_reference",
+    "normalize_q",
+    "potential_energy",
+    "qdot",
 ]

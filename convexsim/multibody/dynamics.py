@@ -215,6 +215,13 @@ def potential_energy(model: MultibodyModel, q) -> float:
 
 
 __all__ = [
-    "mass_matrix", "mass_matrix_reference", "inverse_dynamics", "bias_forces", "gravity_forces",
-    "spatial_inertias", "kinetic_energy", "potential_energy", "body_spatial_mass",
+    "bias_forces",
+    "body_spatial_mass",
+    "gravity_forces",
+    "inverse_dynamics",
+    "kinetic_energy",
+    "mass_matrix",
+    "mass_matrix_reference",
+    "potential_energy",
+    "spatial_inertias",
 ]

@@ -292,6 +292,14 @@ def normalize_q(model: MultibodyModel, q) -> np.ndarray:
 
 
 __all__ = [
-    "Kinematics", "forward_kinematics", "forward_kinematics_reference", "joint_transform_reference",
-    "integrate_q", "qdot", "difference", "normalize_q", "fk_kernel", "subspace_kernel",
+    "Kinematics",
+    "difference",
+    "fk_kernel",
+    "forward_kinematics",
+    "forward_kinematics_reference",
+    "integrate_q",
+    "joint_transform_reference",
+    "normalize_q",
+    "qdot",
+    "subspace_kernel",
 ]

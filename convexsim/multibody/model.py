@@ -219,4 +219,12 @@ def build_tree(joints: list[Joint], gravity=(0.0, 0.0, -9.81)) -> MultibodyModel
     )
 
 
-__all__ = ["JointType", "JOINT_NQ", "JOINT_NV", "MultibodyModel", "MultibodyModelError", "Joint", "build_tree"]
+__all__ = [
+    "JOINT_NQ",
+    "JOINT_NV",
+    "Joint",
+    "JointType",
+    "MultibodyModel",
+    "MultibodyModelError",
+    "build_tree",
+]

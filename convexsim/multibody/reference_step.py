@@ -47,7 +47,7 @@ class JointLimit:
 
 @dataclass(frozen=True)
 class PdActuator:
-    """u = clamp(−Kp (q − q_target) − Kd (v − v_target) + u_ff, −effort, effort) on a 1-dof joint, implicit."""
+    """u = clamp(−Kp (q − q_target) − Kd (v − v_target) + u_ff, −effort, effort) on a 1-dof joint."""
 
     joint: int
     kp: float
@@ -144,12 +144,14 @@ def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuato
         J_row = np.zeros(model.nv)
         J_row[di] += 1.0
         J_row[dj] -= cp.rho
-        add(KIND_COUPLER, n, J_row, coupler_row(dt, q[qi], q[qj], cp.rho, cp.offset, delassus_row(J_row, A_diag)))
+        w = delassus_row(J_row, A_diag)
+        add(KIND_COUPLER, n, J_row, coupler_row(dt, q[qi], q[qj], cp.rho, cp.offset, w))
     J = np.array(rows_J).reshape(-1, model.nv)
     par = np.array(rows_par).reshape(-1, 4)
     res = solve_clique(A, v_star, J, par, v if v_guess is None else v_guess)
     if not res.converged:
-        raise RuntimeError(f"reference step: the clique solve did not converge in {res.iterations} iterations")
+        raise RuntimeError(f"reference step at q = {q.tolist()}: the clique solve did not converge in "
+                           f"{res.iterations} iterations")
     report.gamma = res.gamma
     report.actuator_force = res.gamma[pd_rows] / dt if pd_rows else np.zeros(0)
     report.iterations = res.iterations
@@ -163,11 +165,11 @@ def simulate(model: MultibodyModel, q0, v0, dt: float, duration: float, *, recor
     Returns the final (q, v).
     """
     q, v = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
-    for k in range(int(round(duration / dt))):
+    for k in range(round(duration / dt)):
         q, v, rep = step(model, q, v, dt, **step_args)
         if record is not None:
             record(k, q, v, rep)
     return q, v
 
 
-__all__ = ["JointLimit", "PdActuator", "Coupler", "StepReport", "free_motion", "step", "simulate"]
+__all__ = ["Coupler", "JointLimit", "PdActuator", "StepReport", "free_motion", "simulate", "step"]

@@ -114,4 +114,4 @@ def solve_clique(A, v_star, J, par, v_guess=None, *, abs_tol=1e-14, rel_tol=1e-1
     return CliqueResult(v, gamma, max_iterations, False, ell)
 
 
-__all__ = ["CliqueResult", "solve_clique", "ALPHA_MAX"]
+__all__ = ["ALPHA_MAX", "CliqueResult", "solve_clique"]

@@ -162,11 +162,12 @@ def limit_in_window(dt: float, q0: float, bound: float, side: int, v0: float, v_
 
 def coupler_row(dt: float, q_i: float, q_j: float, rho: float, offset: float, w: float,
                 beta: float = BETA_JOINT) -> np.ndarray:
-    """Row of q_i = ρ q_j + Δ: g = q_i − ρ q_j − Δ (J = e_i − ρ e_j), rigid: R = β² w/(4π²), v̂ = −g/(2 dt)."""
+    """Row of q_i = ρ q_j + Δ: g = q_i − ρ q_j − Δ, J = e_i − ρ e_j; rigid: R = β² w/(4π²), v̂ = −g/(2 dt)."""
     return holonomic_row(dt, q_i - rho * q_j - offset, w, math.inf, 0.0, beta=beta)
 
 
-def pd_effective_gains(dt: float, kp: float, kd: float, w: float, beta: float = BETA_JOINT) -> tuple[float, float]:
+def pd_effective_gains(dt: float, kp: float, kd: float, w: float,
+                       beta: float = BETA_JOINT) -> tuple[float, float]:
     """(Kp', Kd') limited so that R = 1/(dt (dt Kp + Kd)) >= R_nr = β² w/(4π²), keeping Kd/Kp.
 
     If dt·Kp > Kd: Kp' = 1/(dt (dt + Kd/Kp) R_nr), Kd' = (Kd/Kp) Kp'; else Kd' = 1/(dt (1 + dt Kp/Kd) R_nr),
@@ -201,9 +202,25 @@ def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, 
 
 
 __all__ = [
-    "KIND_LIMIT", "KIND_COUPLER", "KIND_PD", "KIND_HOLONOMIC", "JOINT_KINDS", "NPAR_ROW", "BETA_JOINT",
-    "LIMIT_STIFFNESS", "LIMIT_WINDOW_FACTOR",
-    "row_impulse_cost", "eval_rows", "rows_along_ray", "row_impulse",
-    "near_rigid_regularization", "delassus_row", "holonomic_row", "limit_rows", "limit_in_window",
-    "coupler_row", "pd_effective_gains", "pd_row",
+    "BETA_JOINT",
+    "JOINT_KINDS",
+    "KIND_COUPLER",
+    "KIND_HOLONOMIC",
+    "KIND_LIMIT",
+    "KIND_PD",
+    "LIMIT_STIFFNESS",
+    "LIMIT_WINDOW_FACTOR",
+    "NPAR_ROW",
+    "coupler_row",
+    "delassus_row",
+    "eval_rows",
+    "holonomic_row",
+    "limit_in_window",
+    "limit_rows",
+    "near_rigid_regularization",
+    "pd_effective_gains",
+    "pd_row",
+    "row_impulse",
+    "row_impulse_cost",
+    "rows_along_ray",
 ]

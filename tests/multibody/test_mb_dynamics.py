@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mb_trees import random_q, random_tree
+from model_builder import build_model
 
 from convexsim.dynamics import free_motion
 from convexsim.dynamics import integrate as free_integrate
@@ -29,8 +31,6 @@ from convexsim.multibody import (
 from convexsim.multibody.dynamics import body_spatial_mass
 from convexsim.multibody.kinematics import forward_kinematics, forward_kinematics_reference
 from convexsim.spatial import quat_to_matrix
-from mb_trees import random_q, random_tree
-from model_builder import build_model
 
 TREE_SEEDS = range(10)
 """10 random 7-body trees (every joint type in each: revolute, prismatic, ball, fixed, and a free or

@@ -87,7 +87,7 @@ def energy_error_rate(model, q, v, h=1e-5):
     def dM(d):
         return (mass_matrix(model, q + h * d) - mass_matrix(model, q - h * d)) / (2 * h)
 
-    E = lambda qq: energy(model, qq, v)  # noqa: E731
+    E = lambda qq: energy(model, qq, v)
     Eq_a = 0.5 * v @ dM(a) @ v + gravity_forces(model, q) @ a
     Eqq_vv = (E(q + h * v) - 2 * E(q) + E(q - h * v)) / h ** 2
     return Eq_a + 0.5 * Eqq_vv + v @ dM(v) @ a + 0.5 * a @ M @ a
@@ -187,7 +187,7 @@ def test_gain_limited_pd_steady_state_uses_the_limited_gain():
     Kp' (q_ss − q_d) = −g(q_ss) with Kp' ≈ 1.9e8 from the gain limiting (w = 1/A_kk), not Kp (1e-6)."""
     dt = 1e-3
     model = pendulum()
-    q, v = simulate(model, [0.5], [0.0], dt, 0.5, actuators=[PdActuator(0, 1e10, 2e8, q_target=0.5)])
+    q, _ = simulate(model, [0.5], [0.0], dt, 0.5, actuators=[PdActuator(0, 1e10, 2e8, q_target=0.5)])
     kp_eff, _ = pd_effective_gains(dt, 1e10, 2e8, w=1.0 / mass_matrix(model, q)[0, 0])
     assert kp_eff < 1e10 / 50
     assert kp_eff * (q[0] - 0.5) == pytest.approx(-gravity_forces(model, q)[0], rel=1e-6)
@@ -241,7 +241,8 @@ def test_coupler_moves_two_sliders_as_one_geared_body():
     q1_n = dt² a n(n+1)/2) to 1e-4 relative, and |q0 − 2 q1 − 0.1| stays below 1e-8 m (the rigid row's
     compliance: |g| ≈ 2 dt R |γ| ≈ 1e-11 m at rest-like loads)."""
     dt = 1e-3
-    model = build_tree([Joint("s0", -1, JointType.PRISMATIC, mass=1.0, inertia=1e-3 * np.eye(3), axis=(1, 0, 0)),
+    model = build_tree([Joint("s0", -1, JointType.PRISMATIC, mass=1.0, inertia=1e-3 * np.eye(3),
+                              axis=(1, 0, 0)),
                         Joint("s1", -1, JointType.PRISMATIC, mass=3.0, inertia=1e-3 * np.eye(3),
                               axis=(1, 0, 0), pos=(0, 1, 0))], gravity=(0, 0, 0))
     qs, _, _ = trajectory(model, [0.1, 0.0], [0.0, 0.0], dt, 1.0, tau=[0.0, 4.0],
