@@ -1,0 +1,227 @@
+"""Mass matrix (composite-rigid-body algorithm) and inverse dynamics (recursive Newton–Euler) of a tree.
+
+Both follow Featherstone, *Rigid Body Dynamics Algorithms* (2008), ch. 5–6, in one fixed frame: all
+spatial quantities are world Plücker coordinates about the origin O (see kinematics.py), so bodies
+need no coordinate transforms. Body b's spatial inertia about O (COM c, mass m, I_c about the COM, all in
+W) is
+
+    I_b = [[I_c + m [c]ₓ[c]ₓᵀ, m [c]ₓ], [m [c]ₓᵀ, m 1₃]]          (Featherstone eq. 2.63)
+
+* CRBA: composite inertias I^c_b = I_b + Σ_children I^c; F = I^c_b S_b; M_bb = S_bᵀ F and M_jb = S_jᵀ F
+  for every ancestor j of b. Rotor armature is added to the diagonal.
+* RNEA (with gravity as a base acceleration −g): V_b = V_p + S_b v_b,
+  A_b = A_p + S_b a_b + Ṡ_b v_b, f_b = I_b A_b + V_b ×* I_b V_b, τ_b = S_bᵀ f_b, f_p += f_b.
+  Ṡ_b v_b = V_p ×ₘ (S_b v_b) for REVOLUTE/PRISMATIC/BALL (subspaces fixed in the parent) and
+  (0, ṗ_WB × ω) for FREE (whose angular columns are attached to the moving origin).
+  The result is τ = M(q) a + C(q, v) v + g(q) where M here excludes armature; the armature torque
+  armature·a is added by :func:`inverse_dynamics`.
+
+The reference for M is Σ_b J_bᵀ M_b J_b with the per-body Jacobians (:func:`mass_matrix_reference`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics
+from convexsim.multibody.model import JOINT_NV, MultibodyModel
+
+
+@jit
+def spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, out):
+    """Spatial inertia about O in W of every body into out (nbody, 6, 6)."""
+    for b in range(mass.shape[0]):
+        R = R_WB[b]
+        c = p_WB[b] + R @ com[b]
+        Ic = R @ inertia[b] @ R.T
+        m = mass[b]
+        cx = np.zeros((3, 3))
+        cx[0, 1], cx[0, 2], cx[1, 2] = -c[2], c[1], -c[0]
+        cx[1, 0], cx[2, 0], cx[2, 1] = c[2], -c[1], c[0]
+        out[b, :3, :3] = Ic + m * (cx @ cx.T)
+        out[b, :3, 3:] = m * cx
+        out[b, 3:, :3] = m * cx.T
+        out[b, 3:, 3:] = 0.0
+        for k in range(3):
+            out[b, 3 + k, 3 + k] = m
+
+
+@jit
+def crba_kernel(parent, dofadr, nvj, S, Ib, M):
+    """Composite-rigid-body algorithm: M (nv, nv) written (armature not included). Ib is overwritten
+    with the composite inertias."""
+    nb = parent.shape[0]
+    M[:, :] = 0.0
+    for b in range(nb - 1, -1, -1):
+        n = nvj[b]
+        if n > 0:
+            d = dofadr[b]
+            Sb = np.ascontiguousarray(S[:, d:d + n])
+            F = Ib[b] @ Sb
+            Mbb = np.ascontiguousarray(Sb.T) @ F
+            M[d:d + n, d:d + n] = 0.5 * (Mbb + Mbb.T)  # exactly symmetric
+            j = parent[b]
+            while j >= 0:
+                nj = nvj[j]
+                if nj > 0:
+                    dj = dofadr[j]
+                    blk = np.ascontiguousarray(S[:, dj:dj + nj].T) @ F
+                    M[dj:dj + nj, d:d + n] = blk
+                    M[d:d + n, dj:dj + nj] = blk.T
+                j = parent[j]
+        p = parent[b]
+        if p >= 0:
+            Ib[p] += Ib[b]
+
+
+@jit
+def _cross_motion(V, X):
+    """V ×ₘ X for spatial motions (ω, v): (ω × ω₂, ω × v₂ + v × ω₂)."""
+    out = np.empty(6)
+    out[0:3] = np.cross(V[0:3], X[0:3])
+    out[3:6] = np.cross(V[0:3], X[3:6]) + np.cross(V[3:6], X[0:3])
+    return out
+
+
+@jit
+def _cross_force(V, f):
+    """V ×* f for a spatial force f = (n, f): (ω × n + v × f, ω × f)."""
+    out = np.empty(6)
+    out[0:3] = np.cross(V[0:3], f[0:3]) + np.cross(V[3:6], f[3:6])
+    out[3:6] = np.cross(V[0:3], f[3:6])
+    return out
+
+
+@jit
+def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
+    """Recursive Newton–Euler: τ = M a + C v + g − Σ J_bᵀ f_ext,b, written into tau (nv,).
+
+    f_ext (nbody, 6): external spatial forces on the bodies (world Plücker about O: (moment about O, force)).
+    """
+    nb = parent.shape[0]
+    V = np.zeros((nb, 6))
+    A = np.zeros((nb, 6))
+    f = np.zeros((nb, 6))
+    a0 = np.zeros(6)
+    a0[3:6] = -gravity
+    for b in range(nb):
+        p = parent[b]
+        Vp = np.zeros(6) if p < 0 else V[p]
+        Ap = a0 if p < 0 else A[p]
+        n = nvj[b]
+        d = dofadr[b]
+        Sb = np.ascontiguousarray(S[:, d:d + n])
+        vJ = Sb @ np.ascontiguousarray(v[d:d + n])
+        V[b] = Vp + vJ
+        t = jtype[b]
+        if t == FREE:
+            c = np.zeros(6)
+            c[3:6] = np.cross(v[d + 3:d + 6], v[d:d + 3])
+        elif t == REVOLUTE or t == PRISMATIC or t == BALL:
+            c = _cross_motion(Vp, vJ)
+        else:
+            c = np.zeros(6)
+        A[b] = Ap + Sb @ np.ascontiguousarray(a[d:d + n]) + c
+        IV = Ib[b] @ V[b]
+        f[b] = Ib[b] @ A[b] + _cross_force(V[b], IV) - f_ext[b]
+    for b in range(nb - 1, -1, -1):
+        n = nvj[b]
+        d = dofadr[b]
+        tau[d:d + n] = np.ascontiguousarray(S[:, d:d + n].T) @ f[b]
+        p = parent[b]
+        if p >= 0:
+            f[p] += f[b]
+
+
+def spatial_inertias(model: MultibodyModel, kin: Kinematics) -> np.ndarray:
+    """Spatial inertias about O in W, shape (nbody, 6, 6)."""
+    out = np.empty((model.nbody, 6, 6))
+    spatial_inertia_kernel(kin.R_WB, kin.p_WB, model.body_mass, model.body_com, model.body_inertia, out)
+    return out
+
+
+def _nvj(model: MultibodyModel) -> np.ndarray:
+    return JOINT_NV[model.joint_type]
+
+
+def mass_matrix(model: MultibodyModel, q, kin: Kinematics | None = None) -> np.ndarray:
+    """M(q) (nv, nv) [kg, kg·m, kg·m²] by the composite-rigid-body algorithm, rotor armature included."""
+    kin = kin or Kinematics(model, q)
+    Ib = spatial_inertias(model, kin)
+    M = np.empty((model.nv, model.nv))
+    crba_kernel(model.parent, model.joint_dofadr, _nvj(model), kin.S, Ib, M)
+    M[np.diag_indices(model.nv)] += model.dof_armature
+    return M
+
+
+def inverse_dynamics(model: MultibodyModel, q, v, a, f_ext=None, kin: Kinematics | None = None) -> np.ndarray:
+    """τ = M(q) a + C(q, v) v + g(q) − Σ_b J_bᵀ f_ext,b [N·m or N] (RNEA; armature included, damping not).
+
+    Args:
+        f_ext: optional (nbody, 6) external spatial forces in world Plücker coordinates about O.
+    """
+    kin = kin or Kinematics(model, q)
+    Ib = spatial_inertias(model, kin)
+    v = np.ascontiguousarray(v, dtype=float)
+    a = np.ascontiguousarray(a, dtype=float)
+    fe = np.zeros((model.nbody, 6)) if f_ext is None else np.ascontiguousarray(f_ext, dtype=float)
+    tau = np.empty(model.nv)
+    rnea_kernel(model.parent, model.joint_type, model.joint_dofadr, _nvj(model), kin.S, Ib, v, a,
+                np.ascontiguousarray(model.gravity, dtype=float), fe, tau)
+    return tau + model.dof_armature * a
+
+
+def bias_forces(model: MultibodyModel, q, v, kin: Kinematics | None = None) -> np.ndarray:
+    """h(q, v) = C(q, v) v + g(q): inverse dynamics at zero acceleration."""
+    return inverse_dynamics(model, q, v, np.zeros(model.nv), kin=kin)
+
+
+def gravity_forces(model: MultibodyModel, q, kin: Kinematics | None = None) -> np.ndarray:
+    """g(q) = ∂V/∂q in generalized forces: inverse dynamics at zero velocity and acceleration."""
+    z = np.zeros(model.nv)
+    return inverse_dynamics(model, q, z, z, kin=kin)
+
+
+def body_spatial_mass(model: MultibodyModel, kin: Kinematics, b: int) -> np.ndarray:
+    """M_b (6, 6) = diag(I_c,W, m·1₃) for the body's (ω, v_COM)."""
+    R = kin.R_WB[b]
+    M = np.zeros((6, 6))
+    M[:3, :3] = R @ model.body_inertia[b] @ R.T
+    M[3:, 3:] = model.body_mass[b] * np.eye(3)
+    return M
+
+
+def mass_matrix_reference(model: MultibodyModel, q) -> np.ndarray:
+    """Σ_b J_bᵀ M_b J_b with J_b the (ω, v_COM) Jacobian of body b, plus armature (numpy reference)."""
+    kin = Kinematics(model, q)
+    M = np.diag(model.dof_armature.astype(float))
+    for b in range(model.nbody):
+        J = kin.spatial_jacobian(b, model.body_com[b])
+        M += J.T @ body_spatial_mass(model, kin, b) @ J
+    return M
+
+
+def kinetic_energy(model: MultibodyModel, q, v) -> float:
+    """T = ½ vᵀ M(q) v [J] (armature included)."""
+    v = np.asarray(v, dtype=float)
+    return 0.5 * float(v @ mass_matrix(model, q) @ v)
+
+
+def potential_energy(model: MultibodyModel, q) -> float:
+    """V = −Σ_b m_b gᵀ c_b [J] (gravity potential, zero at the world origin)."""
+    kin = Kinematics(model, q)
+    return -sum(float(model.body_mass[b] * model.gravity @ kin.com_position(b)) for b in range(model.nbody))
+
+
+__all__ = [
+    "bias_forces",
+    "body_spatial_mass",
+    "gravity_forces",
+    "inverse_dynamics",
+    "kinetic_energy",
+    "mass_matrix",
+    "mass_matrix_reference",
+    "potential_energy",
+    "spatial_inertias",
+]

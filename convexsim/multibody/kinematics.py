@@ -1,0 +1,305 @@
+"""Forward kinematics, motion subspaces, Jacobians and configuration arithmetic of a tree.
+
+Spatial vectors are Plücker coordinates in the world frame W about the world origin O
+(Featherstone, *Rigid Body Dynamics Algorithms*, ch. 2): a motion V = (ω, v_O) with v_O the velocity of
+the body-fixed point that is momentarily at O, so the velocity of a body point at p is v_O + ω × p.
+Working in one fixed frame, no coordinate transforms are needed between bodies: the velocity of body b
+is V_b = V_parent(b) + S_b v_b with the joint's motion subspace S_b (6 × nv_b, world coordinates):
+
+    REVOLUTE   S = (u, p_WB × u),  u = R_WJ a   (the axis line passes through B's origin)
+    PRISMATIC  S = (0, R_WJ a)
+    BALL       S_k = (u_k, p_WB × u_k),  u_k = R_WJ e_k   (k = 1, 2, 3; ω expressed in J)
+    FREE       S = [(e_k, p_WB × e_k) for ω_k] + [(0, e_k) for the origin velocity]   (J = W)
+
+so the Jacobian of body b is J_b = Σ over the joints on its path to the world of S_j in j's columns.
+The numba kernels here are checked against the numpy reference :func:`forward_kinematics_reference`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.geometry.transforms import quat_to_rot
+from convexsim.multibody.model import JointType, MultibodyModel
+from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
+
+FIXED, REVOLUTE, PRISMATIC, BALL, FREE = (int(t) for t in JointType)
+
+
+@jit
+def _axis_rotation(ax: float, ay: float, az: float, theta: float) -> np.ndarray:
+    """Rodrigues: rotation by θ [rad] about the unit axis (ax, ay, az)."""
+    c, s = math.cos(theta), math.sin(theta)
+    C = 1.0 - c
+    R = np.empty((3, 3))
+    R[0, 0], R[0, 1], R[0, 2] = c + ax * ax * C, ax * ay * C - az * s, ax * az * C + ay * s
+    R[1, 0], R[1, 1], R[1, 2] = ay * ax * C + az * s, c + ay * ay * C, ay * az * C - ax * s
+    R[2, 0], R[2, 1], R[2, 2] = az * ax * C - ay * s, az * ay * C + ax * s, c + az * az * C
+    return R
+
+
+@jit
+def fk_kernel(parent, jtype, axis, jpos, jrot, qadr, q, R_WB, p_WB, R_WJ):
+    """World poses of every body (R_WB, p_WB) and joint frame orientations R_WJ, written in place.
+
+    X_WB = X_WP · X_PJ · X_JB(q_b), parents first.
+    """
+    for b in range(parent.shape[0]):
+        p = parent[b]
+        if p < 0:
+            RP = np.eye(3)
+            pP = np.zeros(3)
+        else:
+            RP = R_WB[p]
+            pP = p_WB[p]
+        RJ = RP @ jrot[b]
+        pJ = pP + RP @ jpos[b]
+        t = jtype[b]
+        a = qadr[b]
+        if t == REVOLUTE:
+            RB = RJ @ _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a])
+            pB = pJ
+        elif t == PRISMATIC:
+            RB = RJ.copy()
+            pB = pJ + q[a] * (RJ @ axis[b])
+        elif t == BALL:
+            RB = RJ @ quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3])
+            pB = pJ
+        elif t == FREE:
+            RB = RJ @ quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6])
+            pB = pJ + RJ @ q[a:a + 3]
+        else:
+            RB = RJ.copy()
+            pB = pJ
+        R_WJ[b] = RJ
+        R_WB[b] = RB
+        p_WB[b] = pB
+
+
+@jit
+def _cross_into(a0, a1, a2, b0, b1, b2, out, k):
+    out[k] = a1 * b2 - a2 * b1
+    out[k + 1] = a2 * b0 - a0 * b2
+    out[k + 2] = a0 * b1 - a1 * b0
+
+
+@jit
+def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
+    """Motion subspaces of all joints into the columns of S (6, nv), world Plücker coordinates about O."""
+    col = np.empty(6)
+    for b in range(jtype.shape[0]):
+        t = jtype[b]
+        d = dofadr[b]
+        p = p_WB[b]
+        if t == REVOLUTE or t == PRISMATIC:
+            u = R_WJ[b] @ axis[b]
+            if t == REVOLUTE:
+                col[0], col[1], col[2] = u[0], u[1], u[2]
+                _cross_into(p[0], p[1], p[2], u[0], u[1], u[2], col, 3)
+            else:
+                col[0] = col[1] = col[2] = 0.0
+                col[3], col[4], col[5] = u[0], u[1], u[2]
+            S[:, d] = col
+        elif t == BALL or t == FREE:
+            for k in range(3):
+                if t == BALL:
+                    u0, u1, u2 = R_WJ[b, 0, k], R_WJ[b, 1, k], R_WJ[b, 2, k]
+                else:
+                    u0, u1, u2 = (1.0 if k == 0 else 0.0), (1.0 if k == 1 else 0.0), (1.0 if k == 2 else 0.0)
+                col[0], col[1], col[2] = u0, u1, u2
+                _cross_into(p[0], p[1], p[2], u0, u1, u2, col, 3)
+                S[:, d + k] = col
+            if t == FREE:
+                for k in range(3):
+                    for r in range(6):
+                        S[r, d + 3 + k] = 0.0
+                    S[3 + k, d + 3 + k] = 1.0
+
+
+class Kinematics:
+    """Poses and motion subspaces of every body of a tree at one configuration q.
+
+    Attributes: ``R_WB`` (nbody, 3, 3), ``p_WB`` (nbody, 3) [m] (body frame origins), ``R_WJ`` (nbody, 3, 3),
+    ``S`` (6, nv) motion subspaces (world Plücker about O), ``q`` (nq,).
+    """
+
+    def __init__(self, model: MultibodyModel, q):
+        q = np.ascontiguousarray(q, dtype=float)
+        if q.shape != (model.nq,):
+            raise ValueError(f"q has shape {q.shape}, the model has nq = {model.nq}")
+        nb = model.nbody
+        self.model = model
+        self.q = q
+        self.R_WB = np.empty((nb, 3, 3))
+        self.p_WB = np.empty((nb, 3))
+        self.R_WJ = np.empty((nb, 3, 3))
+        fk_kernel(model.parent, model.joint_type, model.joint_axis, model.joint_pos, model.joint_rot,
+                  model.joint_qadr, q, self.R_WB, self.p_WB, self.R_WJ)
+        self.S = np.zeros((6, model.nv))
+        subspace_kernel(model.joint_type, model.joint_axis, model.joint_dofadr, self.R_WJ, self.p_WB, self.S)
+
+    def point_position(self, body: int, p_BP) -> np.ndarray:
+        """p_WP [m] of the point fixed in ``body`` at p_BP (in B)."""
+        return self.p_WB[body] + self.R_WB[body] @ np.asarray(p_BP, dtype=float)
+
+    def com_position(self, body: int) -> np.ndarray:
+        return self.point_position(body, self.model.body_com[body])
+
+    def body_plucker_jacobian(self, body: int) -> np.ndarray:
+        """J (6, nv) with V_body = (ω, v_O) = J v in world Plücker coordinates about O."""
+        J = np.zeros((6, self.model.nv))
+        m = self.model
+        b = body
+        while b >= 0:
+            d, n = m.joint_dofadr[b], m.joint_nv(b)
+            J[:, d:d + n] = self.S[:, d:d + n]
+            b = m.parent[b]
+        return J
+
+    def spatial_jacobian(self, body: int, p_BP=(0.0, 0.0, 0.0)) -> np.ndarray:
+        """J (6, nv) with (ω_W, v_P_W) = J v: angular velocity of ``body`` and velocity of its point P.
+
+        v_P = v_O + ω × p_WP = J_lin v − [p_WP]ₓ J_ang v.
+        """
+        J = self.body_plucker_jacobian(body)
+        p = self.point_position(body, p_BP)
+        J[3:] -= skew(p) @ J[:3]
+        return J
+
+    def point_jacobian(self, body: int, p_BP=(0.0, 0.0, 0.0)) -> np.ndarray:
+        """J (3, nv) with v_P_W = J v for the point P fixed in ``body`` at p_BP (in B)."""
+        return self.spatial_jacobian(body, p_BP)[3:]
+
+
+def forward_kinematics(model: MultibodyModel, q) -> tuple[np.ndarray, np.ndarray]:
+    """World poses of the body frames: (R_WB (nbody, 3, 3), p_WB (nbody, 3) [m])."""
+    k = Kinematics(model, q)
+    return k.R_WB, k.p_WB
+
+
+def joint_transform_reference(model: MultibodyModel, b: int, q) -> tuple[np.ndarray, np.ndarray]:
+    """(R_JB, p_JB) of joint b at q, numpy (reference for the kernel)."""
+    t, a = model.joint_type[b], model.joint_qadr[b]
+    if t == REVOLUTE:
+        return quat_to_matrix(quat_exp(q[a] * model.joint_axis[b])), np.zeros(3)
+    if t == PRISMATIC:
+        return np.eye(3), q[a] * model.joint_axis[b]
+    if t == BALL:
+        return quat_to_matrix(q[a:a + 4]), np.zeros(3)
+    if t == FREE:
+        return quat_to_matrix(q[a + 3:a + 7]), np.asarray(q[a:a + 3], dtype=float)
+    return np.eye(3), np.zeros(3)
+
+
+def forward_kinematics_reference(model: MultibodyModel, q) -> tuple[np.ndarray, np.ndarray]:
+    """numpy twin of the forward-kinematics kernel (Rodrigues through ``quat_exp``)."""
+    nb = model.nbody
+    R_WB, p_WB = np.empty((nb, 3, 3)), np.empty((nb, 3))
+    for b in range(nb):
+        p = model.parent[b]
+        RP, pP = (np.eye(3), np.zeros(3)) if p < 0 else (R_WB[p], p_WB[p])
+        R_JB, p_JB = joint_transform_reference(model, b, q)
+        RJ = RP @ model.joint_rot[b]
+        R_WB[b] = RJ @ R_JB
+        p_WB[b] = pP + RP @ model.joint_pos[b] + RJ @ p_JB
+    return R_WB, p_WB
+
+
+# ------------------------------------------------------------------------------ configuration arithmetic
+
+def _quat_log(quat) -> np.ndarray:
+    """Rotation vector θ·u [rad] of a unit quaternion, |θ| <= π (the inverse of ``quat_exp``)."""
+    quat = np.asarray(quat, dtype=float)
+    if quat[0] < 0:
+        quat = -quat
+    s = np.linalg.norm(quat[1:])
+    theta = 2.0 * math.atan2(s, quat[0])
+    k = 2.0 / quat[0] * (1.0 - s * s / (3.0 * quat[0] ** 2)) if s < 1e-8 else theta / s
+    return k * quat[1:]
+
+
+def _quat_conj(quat) -> np.ndarray:
+    return np.array([quat[0], -quat[1], -quat[2], -quat[3]])
+
+
+def integrate_q(model: MultibodyModel, q, v, dt: float) -> np.ndarray:
+    """q advanced by dt with constant generalized velocity v (the exponential map per joint).
+
+    1-dof joints: q ← q + dt·v. Quaternions: quat ← exp(dt·ω/2) ⊗ quat with ω in J (left product, as for
+    convexsim's free bodies), then renormalized. FREE positions: p ← p + dt·ṗ.
+    """
+    q_new = np.array(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    for b in range(model.nbody):
+        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
+        if t in (REVOLUTE, PRISMATIC):
+            q_new[a] += dt * v[d]
+        elif t in (BALL, FREE):
+            qa = a + (3 if t == FREE else 0)
+            quat = quat_multiply(quat_exp(dt * v[d:d + 3]), q_new[qa:qa + 4])
+            q_new[qa:qa + 4] = quat / np.linalg.norm(quat)
+            if t == FREE:
+                q_new[a:a + 3] += dt * v[d + 3:d + 6]
+    return q_new
+
+
+def qdot(model: MultibodyModel, q, v) -> np.ndarray:
+    """q̇ = N(q)·v: 1-dof joints q̇ = v; quaternions q̇uat = ½ (0, ω) ⊗ quat; FREE ṗ = v_lin."""
+    q = np.asarray(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    out = np.zeros(model.nq)
+    for b in range(model.nbody):
+        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
+        if t in (REVOLUTE, PRISMATIC):
+            out[a] = v[d]
+        elif t in (BALL, FREE):
+            qa = a + (3 if t == FREE else 0)
+            out[qa:qa + 4] = 0.5 * quat_multiply(np.concatenate([[0.0], v[d:d + 3]]), q[qa:qa + 4])
+            if t == FREE:
+                out[a:a + 3] = v[d + 3:d + 6]
+    return out
+
+
+def difference(model: MultibodyModel, q0, q1) -> np.ndarray:
+    """The velocity v (nv,) with integrate_q(q0, v, 1) = q1: per quaternion ω = log(quat1 ⊗ quat0⁻¹)."""
+    q0 = np.asarray(q0, dtype=float)
+    q1 = np.asarray(q1, dtype=float)
+    v = np.zeros(model.nv)
+    for b in range(model.nbody):
+        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
+        if t in (REVOLUTE, PRISMATIC):
+            v[d] = q1[a] - q0[a]
+        elif t in (BALL, FREE):
+            qa = a + (3 if t == FREE else 0)
+            v[d:d + 3] = _quat_log(quat_multiply(q1[qa:qa + 4], _quat_conj(q0[qa:qa + 4])))
+            if t == FREE:
+                v[d + 3:d + 6] = q1[a:a + 3] - q0[a:a + 3]
+    return v
+
+
+def normalize_q(model: MultibodyModel, q) -> np.ndarray:
+    """q with every quaternion scaled to unit norm."""
+    q = np.array(q, dtype=float)
+    for b in range(model.nbody):
+        t, a = model.joint_type[b], model.joint_qadr[b]
+        if t in (BALL, FREE):
+            qa = a + (3 if t == FREE else 0)
+            q[qa:qa + 4] /= np.linalg.norm(q[qa:qa + 4])
+    return q
+
+
+__all__ = [
+    "Kinematics",
+    "difference",
+    "fk_kernel",
+    "forward_kinematics",
+    "forward_kinematics_reference",
+    "integrate_q",
+    "joint_transform_reference",
+    "normalize_q",
+    "qdot",
+    "subspace_kernel",
+]

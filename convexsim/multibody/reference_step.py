@@ -1,0 +1,175 @@
+"""Standalone reference time step of one tree with joint limits, implicit PD actuators and couplers.
+
+The same discretization as convexsim's SAP stepper (and Drake's MultibodyPlant with SAP):
+
+    A  = M(q0) + dt·D                                    (armature inside M, joint damping D implicit)
+    v* = v0 + dt·A⁻¹ (τ − C(q0, v0) v0 − g(q0) − D v0)     (explicit forces at the start of the step)
+    v  = argmin ½ (v − v*)ᵀ A (v − v*) + Σ_r ℓ_r(J_r v)    (convexsim.sap.clique_reference)
+    q  = integrate_q(q0, v, dt)                          (symplectic Euler; quaternions renormalized)
+
+so A (v − v*) = Jᵀ γ: limit, PD and coupler impulses are implicit in v. Limits and PD actuators act on
+1-dof joints (revolute, prismatic) given by joint (body) index; a limit side enters a step only inside
+the window of :func:`convexsim.sap.joint_constraints.limit_in_window`. This is the reference the
+integrated steppers will be compared with; it knows nothing about contact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convexsim.multibody.dynamics import bias_forces, mass_matrix
+from convexsim.multibody.kinematics import Kinematics, integrate_q
+from convexsim.multibody.model import JointType, MultibodyModel
+from convexsim.sap.clique_reference import solve_clique
+from convexsim.sap.joint_constraints import (
+    KIND_COUPLER,
+    KIND_LIMIT,
+    KIND_PD,
+    coupler_row,
+    delassus_row,
+    limit_in_window,
+    limit_rows,
+    pd_row,
+)
+
+
+@dataclass(frozen=True)
+class JointLimit:
+    """lower <= q_joint <= upper [rad or m] on a 1-dof joint (an infinite side is absent)."""
+
+    joint: int
+    lower: float = -math.inf
+    upper: float = math.inf
+
+
+@dataclass(frozen=True)
+class PdActuator:
+    """u = clamp(−Kp (q − q_target) − Kd (v − v_target) + u_ff, −effort, effort) on a 1-dof joint."""
+
+    joint: int
+    kp: float
+    kd: float
+    q_target: float = 0.0
+    v_target: float = 0.0
+    u_ff: float = 0.0
+    effort: float = math.inf
+
+
+@dataclass(frozen=True)
+class Coupler:
+    """q_i = ρ q_j + offset between two 1-dof joints."""
+
+    joint_i: int
+    joint_j: int
+    rho: float = 1.0
+    offset: float = 0.0
+
+
+@dataclass
+class StepReport:
+    """What one reference step did: the rows (kind, owner index, J sign), their impulses [N·s], the PD
+    actuators' generalized forces u = γ/dt [N·m or N] in actuator order, and solver statistics."""
+
+    kinds: list = field(default_factory=list)
+    owners: list = field(default_factory=list)
+    gamma: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    actuator_force: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    iterations: int = 0
+    converged: bool = True
+
+
+def _one_dof(model: MultibodyModel, joint: int, what: str) -> tuple[int, int]:
+    if not 0 <= joint < model.nbody:
+        raise ValueError(f"{what}: joint {joint} does not exist (nbody = {model.nbody})")
+    if model.joint_type[joint] not in (JointType.REVOLUTE, JointType.PRISMATIC):
+        raise ValueError(f"{what}: joint {joint} is {JointType(model.joint_type[joint]).name}, "
+                         "only revolute and prismatic joints take limits, PD actuators and couplers")
+    return int(model.joint_qadr[joint]), int(model.joint_dofadr[joint])
+
+
+def free_motion(model: MultibodyModel, q, v, dt: float, tau=None) -> tuple[np.ndarray, np.ndarray]:
+    """(A, v*) of the step: A = M(q) + dt·D, v* = v + dt·A⁻¹ (τ − h(q, v) − D v)."""
+    kin = Kinematics(model, q)
+    A = mass_matrix(model, q, kin=kin)
+    A[np.diag_indices(model.nv)] += dt * model.dof_damping
+    force = -bias_forces(model, q, v, kin=kin) - model.dof_damping * v
+    if tau is not None:
+        force = force + np.asarray(tau, dtype=float)
+    return A, v + dt * np.linalg.solve(A, force)
+
+
+def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuators=(), couplers=(),
+         v_guess=None) -> tuple[np.ndarray, np.ndarray, StepReport]:
+    """One time step (module docstring): returns (q_next, v_next, report).
+
+    Args:
+        tau: optional applied generalized forces (nv,) [N·m or N], constant over the step.
+        limits, actuators, couplers: sequences of JointLimit, PdActuator, Coupler.
+    """
+    q = np.asarray(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    A, v_star = free_motion(model, q, v, dt, tau)
+    A_diag = np.diag(A)
+    rows_J, rows_par, report = [], [], StepReport()
+
+    def add(kind, owner, J_row, par):
+        rows_J.append(J_row)
+        rows_par.append(par)
+        report.kinds.append(kind)
+        report.owners.append(owner)
+
+    for n, lim in enumerate(limits):
+        qa, d = _one_dof(model, lim.joint, f"limits[{n}]")
+        e = np.zeros(model.nv)
+        e[d] = 1.0
+        w = delassus_row(e, A_diag)
+        for sign, par in limit_rows(dt, q[qa], lim.lower, lim.upper, w):
+            bound = lim.lower if sign > 0 else lim.upper
+            if limit_in_window(dt, q[qa], bound, int(sign), v[d], v_star[d]):
+                add(KIND_LIMIT, n, sign * e, par)
+    pd_rows = []
+    for n, act in enumerate(actuators):
+        qa, d = _one_dof(model, act.joint, f"actuators[{n}]")
+        e = np.zeros(model.nv)
+        e[d] = 1.0
+        pd_rows.append(len(rows_par))
+        add(KIND_PD, n, e, pd_row(dt, q[qa], act.q_target, act.v_target, act.u_ff, act.kp, act.kd, act.effort,
+                                  delassus_row(e, A_diag)))
+    for n, cp in enumerate(couplers):
+        qi, di = _one_dof(model, cp.joint_i, f"couplers[{n}]")
+        qj, dj = _one_dof(model, cp.joint_j, f"couplers[{n}]")
+        J_row = np.zeros(model.nv)
+        J_row[di] += 1.0
+        J_row[dj] -= cp.rho
+        w = delassus_row(J_row, A_diag)
+        add(KIND_COUPLER, n, J_row, coupler_row(dt, q[qi], q[qj], cp.rho, cp.offset, w))
+    J = np.array(rows_J).reshape(-1, model.nv)
+    par = np.array(rows_par).reshape(-1, 4)
+    res = solve_clique(A, v_star, J, par, v if v_guess is None else v_guess)
+    if not res.converged:
+        raise RuntimeError(f"reference step at q = {q.tolist()}: the clique solve did not converge in "
+                           f"{res.iterations} iterations")
+    report.gamma = res.gamma
+    report.actuator_force = res.gamma[pd_rows] / dt if pd_rows else np.zeros(0)
+    report.iterations = res.iterations
+    report.converged = res.converged
+    return integrate_q(model, q, res.v, dt), res.v, report
+
+
+def simulate(model: MultibodyModel, q0, v0, dt: float, duration: float, *, record=None, **step_args):
+    """Run :func:`step` for round(duration/dt) steps; ``record(k, q, v, report)`` is called after each.
+
+    Returns the final (q, v).
+    """
+    q, v = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
+    for k in range(round(duration / dt)):
+        q, v, rep = step(model, q, v, dt, **step_args)
+        if record is not None:
+            record(k, q, v, rep)
+    return q, v
+
+
+__all__ = ["Coupler", "JointLimit", "PdActuator", "StepReport", "free_motion", "simulate", "step"]

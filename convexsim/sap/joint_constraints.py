@@ -1,0 +1,226 @@
+"""SAP constraints of articulated systems: joint limits, implicit PD actuators, couplers, and the
+generic box-bounded holonomic row they all reduce to.
+
+Every constraint here is a set of independent scalar *rows*; row r has the kernel parameters
+``par[r] = (R, v̂, γ_lo, γ_hi)`` (computed once per step) and the constraint velocity vc = J_r v:
+
+    y = (v̂ − vc) / R,        γ = clamp(y, γ_lo, γ_hi)                                     [N·s]
+    ℓ = ½ R y²                             if γ_lo <= y <= γ_hi
+        −γ_b (vc − v̂) − ½ R γ_b²          otherwise, γ_b the bound that is active       [J]
+    G = −∂γ/∂vc = 1/R  if γ_lo < y < γ_hi,  else 0
+
+(the projection of y onto the box in the R-norm, SAP paper §V; the cost outside the box is the
+continuous antiderivative, so ℓ is C¹ and convex). What distinguishes the kinds is only how (R, v̂, box)
+are made from the physical parameters (SAP paper; Drake's SapHolonomicConstraint, SapLimitConstraint,
+SapCouplerConstraint, SapPdControllerConstraint), with w the Delassus estimate of the row
+(w = Σ_k J_rk² / A_kk, the diagonal of A inverted) and the near-rigid factor β = 0.1:
+
+* holonomic row with constraint value g, stiffness k, relaxation time τ:
+  R = max(1/(dt (dt + τ) k), β² w / (4π²)); if the second term wins τ := dt (critically damped);
+  v̂ = −g / (dt + τ).
+* joint limit ql <= q <= qu (one row per finite side): lower g = q0 − ql, J = +e_i; upper g = qu − q0,
+  J = −e_i; box [0, ∞); defaults k = 1e12 N/m, τ = dt (so always near-rigid: R = w/(400π²),
+  v̂ = −g/(2 dt)).
+* coupler q_i = ρ q_j + Δ: g = q_i − ρ q_j − Δ, J = e_i − ρ e_j, k = ∞, box (−∞, ∞).
+* PD actuator on dof i with q = q0 + dt v: ũ = −Kp (q − q_d) − Kd (v − v_d) + u_ff, u = clamp(ũ, −e, e),
+  γ = dt u. With R = 1/(dt (dt Kp + Kd)) and v̂ = (−Kp (q0 − q_d) + Kd v_d + u_ff)/(dt Kp + Kd) this is
+  exactly the row above with the box [−dt e, dt e] (y = dt ũ). Gains are limited so that R >= β² w/(4π²),
+  keeping Kd/Kp (:func:`pd_effective_gains`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim._jit import jit
+
+KIND_LIMIT = 10
+KIND_COUPLER = 11
+KIND_PD = 12
+KIND_HOLONOMIC = 13
+JOINT_KINDS = (KIND_LIMIT, KIND_COUPLER, KIND_PD, KIND_HOLONOMIC)
+"""Row kind codes; disjoint from the contact kinds of convexsim.sap.constraints (0, 1, 2) so that one
+problem can carry both. They share the row kernel; the code says how (R, v̂, box) were made."""
+NPAR_ROW = 4
+"""Kernel parameters per row: (R, v̂, γ_lo, γ_hi)."""
+
+BETA_JOINT = 0.1
+"""Near-rigid factor of joint constraints (Drake hard-codes 0.1 for all but contact)."""
+LIMIT_STIFFNESS = 1e12
+"""Default joint-limit stiffness [N/m or N·m/rad] (Drake's MultibodyPlant value)."""
+LIMIT_WINDOW_FACTOR = 2.0
+"""A limit side enters a step only if q0 is within 2·dt·max(|v0|, |v*|) of it (or beyond it)."""
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+@jit
+def row_impulse_cost(R, v_hat, lo, hi, vc):
+    """(γ, ℓ, G) of one row at constraint velocity vc [m/s or rad/s]."""
+    y = (v_hat - vc) / R
+    if y < lo:
+        return lo, -lo * (vc - v_hat) - 0.5 * R * lo * lo, 0.0
+    if y > hi:
+        return hi, -hi * (vc - v_hat) - 0.5 * R * hi * hi, 0.0
+    G = 1.0 / R if (lo < y < hi) else 0.0
+    return y, 0.5 * R * y * y, G
+
+
+@jit
+def eval_rows(par, vc, gamma_out, G_out):
+    """γ and G of every row (written); returns Σ ℓ_r. par (nr, 4), vc (nr,)."""
+    total = 0.0
+    for r in range(par.shape[0]):
+        g, ell, G = row_impulse_cost(par[r, 0], par[r, 1], par[r, 2], par[r, 3], vc[r])
+        gamma_out[r] = g
+        G_out[r] = G
+        total += ell
+    return total
+
+
+@jit
+def rows_along_ray(par, vc, dvc, alpha):
+    """Row part of the cost along v + α dv: (ℓ(α), dℓ/dα = −Σ dvc γ, d²ℓ/dα² = Σ dvc² G)."""
+    ell = 0.0
+    d1 = 0.0
+    d2 = 0.0
+    for r in range(par.shape[0]):
+        g, e, G = row_impulse_cost(par[r, 0], par[r, 1], par[r, 2], par[r, 3], vc[r] + alpha * dvc[r])
+        ell += e
+        d1 -= dvc[r] * g
+        d2 += dvc[r] * dvc[r] * G
+    return ell, d1, d2
+
+
+def row_impulse(par, vc) -> tuple[float, float, float]:
+    """Python convenience for tests: (ℓ, γ, G) of one row with parameters ``par`` (4,)."""
+    g, ell, G = row_impulse_cost(float(par[0]), float(par[1]), float(par[2]), float(par[3]), float(vc))
+    return ell, g, G
+
+
+# --------------------------------------------------------------------------- regularization and bias
+
+def near_rigid_regularization(w: float, beta: float = BETA_JOINT) -> float:
+    """R_nr = β² w / (4π²): the stiffest regularization whose natural period is β·dt."""
+    return beta * beta * w / (4.0 * math.pi ** 2)
+
+
+def delassus_row(J_row, A_diag) -> float:
+    """w = Σ_k J_k² / A_kk [1/kg or 1/(kg·m²)] for one row (Drake's diagonal estimate)."""
+    J_row = np.asarray(J_row, dtype=float)
+    return float(np.sum(J_row * J_row / np.asarray(A_diag, dtype=float)))
+
+
+def holonomic_row(dt: float, g: float, w: float, k: float = math.inf, tau: float = 0.0,
+                  lo: float = -math.inf, hi: float = math.inf, beta: float = BETA_JOINT) -> np.ndarray:
+    """(R, v̂, γ_lo, γ_hi) of one holonomic equation g(q) = 0 with stiffness k and relaxation time τ.
+
+    R = max(1/(dt (dt + τ) k), β² w/(4π²)), τ := dt when near-rigid, v̂ = −g/(dt + τ).
+    """
+    if not (dt > 0 and w > 0 and k > 0 and tau >= 0 and lo <= hi):
+        raise ValueError(f"holonomic row: need dt > 0, w > 0, k > 0, tau >= 0, lo <= hi "
+                         f"(dt={dt}, w={w}, k={k}, tau={tau}, lo={lo}, hi={hi})")
+    R_compliant = 0.0 if math.isinf(k) else 1.0 / (dt * (dt + tau) * k)
+    R_nr = near_rigid_regularization(w, beta)
+    if R_compliant < R_nr:
+        R, tau = R_nr, dt
+    else:
+        R = R_compliant
+    return np.array([R, -g / (dt + tau), lo, hi])
+
+
+def limit_rows(dt: float, q0: float, lower: float, upper: float, w: float, k: float = LIMIT_STIFFNESS,
+               tau: float | None = None, beta: float = BETA_JOINT) -> list[tuple[float, np.ndarray]]:
+    """Rows of a joint limit lower <= q <= upper on one 1-dof joint: [(J sign, par), ...].
+
+    Lower side: g = q0 − lower, J = +1; upper side: g = upper − q0, J = −1; box [0, ∞) (the limit pushes
+    only). Infinite sides give no row. ``tau`` defaults to dt (Drake's choice).
+    """
+    if not lower <= upper:
+        raise ValueError(f"joint limit: lower {lower} > upper {upper}")
+    tau = dt if tau is None else tau
+    rows = []
+    if math.isfinite(lower):
+        rows.append((1.0, holonomic_row(dt, q0 - lower, w, k, tau, 0.0, math.inf, beta)))
+    if math.isfinite(upper):
+        rows.append((-1.0, holonomic_row(dt, upper - q0, w, k, tau, 0.0, math.inf, beta)))
+    return rows
+
+
+def limit_in_window(dt: float, q0: float, bound: float, side: int, v0: float, v_star: float) -> bool:
+    """Whether a limit side enters this step: q0 is beyond it or within 2·dt·max(|v0|, |v*|) of it.
+
+    side = +1 for a lower limit, −1 for an upper one.
+    """
+    if not math.isfinite(bound):
+        return False
+    gap = side * (q0 - bound)
+    return gap <= LIMIT_WINDOW_FACTOR * dt * max(abs(v0), abs(v_star))
+
+
+def coupler_row(dt: float, q_i: float, q_j: float, rho: float, offset: float, w: float,
+                beta: float = BETA_JOINT) -> np.ndarray:
+    """Row of q_i = ρ q_j + Δ: g = q_i − ρ q_j − Δ, J = e_i − ρ e_j; rigid: R = β² w/(4π²), v̂ = −g/(2 dt)."""
+    return holonomic_row(dt, q_i - rho * q_j - offset, w, math.inf, 0.0, beta=beta)
+
+
+def pd_effective_gains(dt: float, kp: float, kd: float, w: float,
+                       beta: float = BETA_JOINT) -> tuple[float, float]:
+    """(Kp', Kd') limited so that R = 1/(dt (dt Kp + Kd)) >= R_nr = β² w/(4π²), keeping Kd/Kp.
+
+    If dt·Kp > Kd: Kp' = 1/(dt (dt + Kd/Kp) R_nr), Kd' = (Kd/Kp) Kp'; else Kd' = 1/(dt (1 + dt Kp/Kd) R_nr),
+    Kp' = (Kp/Kd) Kd'. Unchanged when R >= R_nr.
+    """
+    if not (kp >= 0 and kd >= 0 and kp + kd > 0 and math.isfinite(kp) and math.isfinite(kd)):
+        raise ValueError(f"PD gains: need finite Kp, Kd >= 0, not both 0 (Kp={kp}, Kd={kd})")
+    R_nr = near_rigid_regularization(w, beta)
+    R = 1.0 / (dt * (dt * kp + kd))
+    if R >= R_nr:
+        return kp, kd
+    if dt * kp > kd:
+        kp_eff = 1.0 / (dt * (dt + kd / kp) * R_nr)
+        return kp_eff, (kd / kp) * kp_eff
+    kd_eff = 1.0 / (dt * (1.0 + dt * kp / kd) * R_nr)
+    return (kp / kd) * kd_eff, kd_eff
+
+
+def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, kp: float, kd: float,
+           effort: float, w: float, beta: float = BETA_JOINT) -> np.ndarray:
+    """Row of an implicit PD actuator (effort limit e > 0, may be inf): (R, v̂, −dt e, dt e).
+
+    The actuator's generalized force over the step is u = γ/dt = clamp(ũ, −e, e).
+    """
+    if not effort > 0:
+        raise ValueError(f"PD actuator: effort limit must be > 0, got {effort}")
+    kp, kd = pd_effective_gains(dt, kp, kd, w, beta)
+    c = dt * kp + kd
+    R = 1.0 / (dt * c)
+    v_hat = (-kp * (q0 - q_target) + kd * v_target + u_ff) / c
+    return np.array([R, v_hat, -dt * effort, dt * effort])
+
+
+__all__ = [
+    "BETA_JOINT",
+    "JOINT_KINDS",
+    "KIND_COUPLER",
+    "KIND_HOLONOMIC",
+    "KIND_LIMIT",
+    "KIND_PD",
+    "LIMIT_STIFFNESS",
+    "LIMIT_WINDOW_FACTOR",
+    "NPAR_ROW",
+    "coupler_row",
+    "delassus_row",
+    "eval_rows",
+    "holonomic_row",
+    "limit_in_window",
+    "limit_rows",
+    "near_rigid_regularization",
+    "pd_effective_gains",
+    "pd_row",
+    "row_impulse",
+    "row_impulse_cost",
+    "rows_along_ray",
+]
