@@ -1,0 +1,1 @@
+"""convexsim.identify: material parameters from recorded trajectories (docs/identify.md)."""
