@@ -11,6 +11,7 @@
     convexsim bench                      ms/step, iterations/step, contacts/step on benchmark scenes
     convexsim study SPEC                 parameter sweeps (see docs/studies.md)
     convexsim seeds                      the seed documents' LCP examples
+    convexsim identify TRAJ --params mu --out DIR   material parameters from a trajectory
 """
 
 from __future__ import annotations
@@ -406,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
                 _add_study, _add_seeds):
         add(sub)
+    from convexsim.identify import cli as identify_cli  # convexsim identify (docs/identify.md)
+
+    identify_cli.add_parser(sub)
     return parser
 
 
