@@ -146,7 +146,7 @@ def noise_sweep(eps_values=(5e-5, 5e-4, 5e-3, 5e-2, 5e-1), seeds_=range(3), meth
     return rows
 
 
-def multi_particle(n: int, eps: float = 5e-3, seed: int = 0) -> dict:
+def multi_particle(n: int, eps: float = 5e-3, seed: int = 0, method: str = "mpec") -> dict:
     """Table 2: n particles with random x ∈ [−10, 10], y ∈ [0, 5], μ ∈ (0, 0.5]; they do not interact, so
     the MPEC decouples and each particle is fitted alone. Returns μ RMSE, total objective, the variables a
     joint MPEC would have (this formulation: 8N + 5 per particle) and the per-particle results."""
@@ -157,7 +157,7 @@ def multi_particle(n: int, eps: float = 5e-3, seed: int = 0) -> dict:
         mu = 0.5 - 0.5 * rng.uniform(0.0, 1.0)  # (0, 0.5]
         truth, _ = simulate(mu, (x0, y0, 0.0, 0.0))
         obs = observe(truth, eps, rng)
-        f = fit_mpec(obs)
+        f = fit_mpec(obs) if method == "mpec" else fit_shooting(obs)
         fits.append((mu, f))
     err = np.array([f.mu - mu for mu, f in fits])
     return {"particles": n, "variables": n * (8 * STEPS + 5), "rmse": float(np.sqrt(np.mean(err ** 2))),

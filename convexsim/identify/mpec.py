@@ -19,7 +19,7 @@ Solution method: each complementarity pair (a, b) becomes the smoothed Fischer�
 a + b − sqrt(a² + b² + 2δ²) (zero iff a, b ≥ 0 and ab = δ²), the equalities and these residuals are
 weighted by W, and ``scipy.optimize.least_squares`` (trust-region reflective, sparse analytic Jacobian,
 bounds θ ∈ [0, θ_max]) minimizes ‖misfit‖² + W²‖constraints‖² along the continuation
-(W, δ) = (1, 1e-2) → (10, 1e-3) → (1e2, 1e-4) → (1e3, 1e-8), at most 100 evaluations per stage. Why Fischer–Burmeister and not a Scholtes
+(W, δ) = (1, 1e-2) → (10, 1e-3) → (1e2, 1e-4) → (1e3, 1e-8), at most 100 evaluations per stage (300 in the last). Why Fischer–Burmeister and not a Scholtes
 relaxation (a b ≤ t): the smoothed FB function keeps the problem a nonlinear least-squares one, which
 SciPy solves with sparse Jacobians at this size (hundreds to thousands of variables); Scholtes needs an
 NLP solver with many inequality constraints, which SciPy only offers densely (SLSQP) or slowly
@@ -277,10 +277,11 @@ def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
     x = np.clip(np.asarray(x0, float), lo, hi)
     stages = []
     ok, msg = True, ""
-    for W, delta in continuation:
+    for stage, (W, delta) in enumerate(continuation):
+        final = stage == len(continuation) - 1
         sol = least_squares(lambda y: residuals(prob, y, W, delta, jac=False)[0], x,
                             jac=lambda y: residuals(prob, y, W, delta)[1], bounds=(lo, hi), method="trf",
-                            x_scale="jac", max_nfev=max_nfev, xtol=1e-12, ftol=1e-12, gtol=1e-10,
+                            x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev, xtol=1e-12, ftol=1e-12, gtol=1e-10,
                             tr_solver="lsmr")
         x = sol.x
         stages.append({"W": W, "delta": delta, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
