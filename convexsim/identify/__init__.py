@@ -12,4 +12,4 @@ scene trajectory), ``berard_trinkle`` (the seed particle: forward model, Tables 
 from convexsim.identify.fit import Estimate, Identification, IdentificationError, MethodResult, identify
 from convexsim.identify.report import write_report
 
-__all__ = ["identify", "write_report", "Identification", "IdentificationError", "Estimate", "MethodResult"]
+__all__ = ["Estimate", "Identification", "IdentificationError", "MethodResult", "identify", "write_report"]

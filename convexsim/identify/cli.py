@@ -43,7 +43,8 @@ def run(args) -> int:
     params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
     methods = ("mpec", "sap") if args.method == "both" else (args.method,)
     try:
-        ident = identify(args.trajectory, params, methods=methods, mu0=args.mu0, initial=_initial(args.initial))
+        ident = identify(args.trajectory, params, methods=methods, mu0=args.mu0,
+                         initial=_initial(args.initial))
     except IdentificationError as exc:
         print(f"convexsim identify: error: {exc}", file=sys.stderr)
         return 1

@@ -23,9 +23,9 @@ from scipy.optimize import least_squares
 
 from convexsim import dynamics
 from convexsim.identify.mpec import MpecProblem, MpecStep, solve_mpec
-from convexsim.inverse.rollout import (Parameter, check_parameters, contact_pairs, rollout, tangents)
+from convexsim.inverse.rollout import Parameter, check_parameters, contact_pairs, rollout, tangents
 from convexsim.io import Trajectory, load_trajectory
-from convexsim.model import ContactModel, Model, State
+from convexsim.model import Model, State
 from convexsim.stepping import contact_kinematics, contact_margin
 
 IDENTIFIABLE = ("mu", "k", "tau_d", "d")
@@ -86,7 +86,7 @@ def model_and_frames(traj: Trajectory) -> tuple[Model, list[State]]:
 
     if not traj.scene_yaml:
         raise IdentificationError("the trajectory holds no scene (scene_yaml is empty)")
-    model, state0, _ = prepare(yaml.safe_load(traj.scene_yaml))
+    model, _, _ = prepare(yaml.safe_load(traj.scene_yaml))
     if traj.num_frames < 3:
         raise IdentificationError(f"the trajectory has {traj.num_frames} frames; at least 3 are needed")
     dt = np.diff(traj.time)
@@ -100,7 +100,9 @@ def model_and_frames(traj: Trajectory) -> tuple[Model, list[State]]:
         q = np.concatenate([traj.position[f], traj.quaternion[f]], axis=1)
         v = np.concatenate([traj.angular_velocity[f], traj.linear_velocity[f]], axis=1)
         frames.append(State(float(traj.time[f]), q, v, f))
-    return replace(model, solver=replace(model.solver, kind="sap")) if model.solver.kind != "sap" else model, frames
+    if model.solver.kind != "sap":
+        model = replace(model, solver=replace(model.solver, kind="sap"))
+    return model, frames
 
 
 def observed_pairs(model: Model, frames: list[State]) -> list[tuple[str, str]]:
@@ -236,7 +238,12 @@ def mpec_problem(model: Model, frames: list[State], observed: np.ndarray, pairs:
                  mu0: float):
     """The scene MPEC and its starting point (one LCP per observed state at μ₀ for the impulses)."""
     from convexsim.lcp.lemke import lemke
-    from convexsim.stepping.lcp_stepper import block_inverse, build_contact_lcp, dense_jacobian, friction_directions
+    from convexsim.stepping.lcp_stepper import (
+        block_inverse,
+        build_contact_lcp,
+        dense_jacobian,
+        friction_directions,
+    )
 
     bodies = dynamics.moving_bodies(model)
     nv = 6 * bodies.size
@@ -280,7 +287,7 @@ def fit_mpec(model: Model, frames: list[State], observed: np.ndarray, pairs, mu0
     _, p, _, _ = prob.unpack(res.x)
     ests = [Estimate("mpec", Parameter("mu", pk).label(), float(res.theta[j]), float(res.theta_std[j]), mu0)
             for j, pk in enumerate(pairs)]
-    notes = [f"continuation stages (W, δ, evaluations, μ, violation): " + "; ".join(
+    notes = ["continuation stages (W, δ, evaluations, μ, violation): " + "; ".join(
         f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
         f"{s['violation']:.2g})" for s in res.stages)]
     if res.violation > 1e-3:
@@ -317,11 +324,10 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
     results = []
     for method in methods:
         if method == "mpec":
+            res = fit_mpec(model, frames, observed, pairs, mu0)
             if any(p.name != "mu" for p in plist):
-                res = fit_mpec(model, frames, observed, pairs, mu0)
-                res.notes.append("the rigid LCP has no stiffness or dissipation: only μ is estimated by the MPEC")
-            else:
-                res = fit_mpec(model, frames, observed, pairs, mu0)
+                res.notes.append("the rigid LCP has no stiffness or dissipation: only μ is estimated by "
+                                 "the MPEC")
         elif method == "sap":
             res = fit_sap(model, frames, observed, plist, init)
         else:
@@ -329,12 +335,22 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
         if check:
             _check_identifiable(method, res.estimates)
         results.append(res)
-    cm = ContactModel(model.contact_model).name.lower()
-    del cm
     return Identification(source, model, np.asarray(traj.time, float), observed,
                           [model.body_names[b] for b in bodies], pairs, results)
 
 
-__all__ = ["IdentificationError", "Estimate", "MethodResult", "Identification", "identify", "fit_sap",
-           "fit_mpec", "mpec_problem", "model_and_frames", "observed_pairs", "parameters_for", "scene_value",
-           "MAX_RELATIVE_STD"]
+__all__ = [
+    "MAX_RELATIVE_STD",
+    "Estimate",
+    "Identification",
+    "IdentificationError",
+    "MethodResult",
+    "fit_mpec",
+    "fit_sap",
+    "identify",
+    "model_and_frames",
+    "mpec_problem",
+    "observed_pairs",
+    "parameters_for",
+    "scene_value",
+]

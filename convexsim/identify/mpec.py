@@ -19,7 +19,8 @@ Solution method: each complementarity pair (a, b) becomes the smoothed Fischer�
 a + b − sqrt(a² + b² + 2δ²) (zero iff a, b ≥ 0 and ab = δ²), the equalities and these residuals are
 weighted by W, and ``scipy.optimize.least_squares`` (trust-region reflective, sparse analytic Jacobian,
 bounds θ ∈ [0, θ_max]) minimizes ‖misfit‖² + W²‖constraints‖² along the continuation
-(W, δ) = (1, 1e-2) → (10, 1e-3) → (1e2, 1e-4) → (1e3, 1e-8), at most 100 evaluations per stage (300 in the last). Why Fischer–Burmeister and not a Scholtes
+(W, δ) = (1, 1e-2) → (10, 1e-3) → (1e2, 1e-4) → (1e3, 1e-8), at most 100 evaluations per stage (300 in
+the last). Why Fischer–Burmeister and not a Scholtes
 relaxation (a b ≤ t): the smoothed FB function keeps the problem a nonlinear least-squares one, which
 SciPy solves with sparse Jacobians at this size (hundreds to thousands of variables); Scholtes needs an
 NLP solver with many inequality constraints, which SciPy only offers densely (SLSQP) or slowly
@@ -113,7 +114,8 @@ class MpecProblem:
         return th, p, v, z
 
     def pack(self, theta, p, v, z) -> np.ndarray:
-        return np.concatenate([np.asarray(theta, float), np.ravel(p), np.ravel(v)] + [np.ravel(zl) for zl in z])
+        parts = [np.asarray(theta, float), np.ravel(p), np.ravel(v)]
+        return np.concatenate(parts + [np.ravel(zl) for zl in z])
 
 
 class _Coo:
@@ -162,7 +164,7 @@ class _Structure:
     cone_s: np.ndarray
 
 
-def _structure(prob: "MpecProblem") -> _Structure:
+def _structure(prob: MpecProblem) -> _Structure:
     dt, npos, nv, n = prob.dt, prob.npos, prob.nv, prob.size
     N1 = prob.n_frames
     S = sp.csr_matrix((np.ones(N1 * npos), (np.arange(N1 * npos), prob.p_index(0) + np.arange(N1 * npos))),
@@ -224,7 +226,7 @@ def _fb(a, b, delta):
     return a + b - r, np.where(r > 0, 1.0 - a / r_safe, 1.0), np.where(r > 0, 1.0 - b / r_safe, 1.0)
 
 
-def residuals(prob: "MpecProblem", x: np.ndarray, W: float, delta: float, jac: bool = True):
+def residuals(prob: MpecProblem, x: np.ndarray, W: float, delta: float, jac: bool = True):
     """(r, J): observation misfit, W·(dynamics and kinematics), W·(smoothed Fischer–Burmeister pairs)."""
     st = prob.structure
     a = st.Pa @ x
@@ -279,9 +281,10 @@ def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
     ok, msg = True, ""
     for stage, (W, delta) in enumerate(continuation):
         final = stage == len(continuation) - 1
-        sol = least_squares(lambda y: residuals(prob, y, W, delta, jac=False)[0], x,
-                            jac=lambda y: residuals(prob, y, W, delta)[1], bounds=(lo, hi), method="trf",
-                            x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev, xtol=1e-12, ftol=1e-12, gtol=1e-10,
+        sol = least_squares(lambda y, W=W, delta=delta: residuals(prob, y, W, delta, jac=False)[0], x,
+                            jac=lambda y, W=W, delta=delta: residuals(prob, y, W, delta)[1], bounds=(lo, hi), method="trf",
+                            x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev, xtol=1e-12,
+                            ftol=1e-12, gtol=1e-10,
                             tr_solver="lsmr")
         x = sol.x
         stages.append({"W": W, "delta": delta, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
@@ -314,5 +317,12 @@ def _theta_std(prob: MpecProblem, x, stage, objective) -> np.ndarray:
     return out
 
 
-__all__ = ["CONTINUATION", "MpecStep", "MpecProblem", "MpecResult", "residuals", "solve_mpec",
-           "constraint_violation"]
+__all__ = [
+    "CONTINUATION",
+    "MpecProblem",
+    "MpecResult",
+    "MpecStep",
+    "constraint_violation",
+    "residuals",
+    "solve_mpec",
+]

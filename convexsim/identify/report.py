@@ -1,4 +1,5 @@
-"""The identification report: Markdown table of estimates, fit-vs-data PNGs (matplotlib Agg), atomic writes."""
+"""The identification report: Markdown table of estimates, fit-vs-data PNGs (matplotlib Agg), atomic
+writes."""
 
 from __future__ import annotations
 
@@ -62,21 +63,22 @@ def plot_residuals(ident: Identification, path: Path) -> Path:
 def markdown(ident: Identification, figures: list[str]) -> str:
     """The report text."""
     T = ident.observed.shape[0]
-    n_obs = ident.observed[:, :, :].size
-    lines = [f"# Identification: {ident.model.name}", "",
-             f"Trajectory `{ident.source}`: {T} frames, dt = {ident.model.time_step:g} s, moving bodies "
+    n_obs = ident.observed.size
+    intro = (f"Trajectory `{ident.source}`: {T} frames, dt = {ident.model.time_step:g} s, moving bodies "
              f"{', '.join(ident.body_names)}; material pairs in contact: "
-             f"{', '.join('/'.join(p) for p in ident.pairs)}. Data: COM positions ({n_obs} numbers).", "",
-             "| method | parameter | estimate | std | initial | objective Σ‖p − p̃‖² [m²] | RMS misfit [m] | evaluations |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"{', '.join('/'.join(p) for p in ident.pairs)}. Data: COM positions ({n_obs} numbers).")
+    header = ("| method | parameter | estimate | std | initial | objective Σ‖p − p̃‖² [m²] | RMS misfit [m] "
+              "| evaluations |")
+    lines = [f"# Identification: {ident.model.name}", "", intro, "", header, "|---|---|---|---|---|---|---|---|"]
     for res in ident.results:
         rms = np.sqrt(res.objective / n_obs)
         for e in res.estimates:
             lines.append(f"| {res.method} | {e.parameter} | {e.value:.6g} | {e.std:.2g} | {e.initial:.4g} | "
                          f"{res.objective:.4g} | {rms:.3g} | {res.evaluations} |")
-    lines += ["", "std: Gauss–Newton standard deviation s²(JᵀJ)⁻¹, s² = objective/(observations − unknowns). "
+    legend = ("std: Gauss–Newton standard deviation s²(JᵀJ)⁻¹, s² = objective/(observations − unknowns). "
               "mpec: Berard–Trinkle MPEC on the rigid LCP, Fischer–Burmeister smoothing with continuation; "
-              "sap: least squares on SAP rollouts (docs/identify.md).", ""]
+              "sap: least squares on SAP rollouts (docs/identify.md).")
+    lines += ["", legend, ""]
     for res in ident.results:
         if res.method == "mpec":
             lines.append(f"MPEC constraint violation at the end: {res.violation:.2g} m/s.")
@@ -104,4 +106,4 @@ def write_report(ident: Identification, out_dir: str | Path) -> Path:
     return path
 
 
-__all__ = ["plot_fit", "plot_residuals", "markdown", "write_report"]
+__all__ = ["markdown", "plot_fit", "plot_residuals", "write_report"]

@@ -288,7 +288,8 @@ def step_sensitivity(problem: ContactProblem, result: SapResult | None = None, *
     """Solve ``problem`` (unless ``result`` is given) and linearize it at the optimum.
 
     Raises:
-        ValueError: the problem has no constraints (then dv/dv* = I and nothing else moves v), or H is not SPD.
+        ValueError: the problem has no constraints (then dv/dv* = I and nothing else moves v), or H is
+            not SPD.
     """
     if problem.nk == 0:
         raise ValueError("the problem has no contact constraints: v = v*, nothing to differentiate")
@@ -326,6 +327,15 @@ def check_kernel_consistency(problem: ContactProblem, v) -> float:
     return float(np.max(np.abs(ours - g_ref))) if problem.nk else 0.0
 
 
-__all__ = ["BOUNDARY_TOL", "PHYSICAL", "GRADIENT_PARAMETERS", "sap_impulse_partials", "hc_impulse_partials",
-           "impulse_partials", "kernel_parameter_partials", "StepSensitivity", "step_sensitivity",
-           "check_kernel_consistency"]
+__all__ = [
+    "BOUNDARY_TOL",
+    "GRADIENT_PARAMETERS",
+    "PHYSICAL",
+    "StepSensitivity",
+    "check_kernel_consistency",
+    "hc_impulse_partials",
+    "impulse_partials",
+    "kernel_parameter_partials",
+    "sap_impulse_partials",
+    "step_sensitivity",
+]

@@ -76,7 +76,8 @@ def check_parameters(model: Model, parameters) -> None:
         if p.name in GLOBAL_PARAMETERS:
             continue
         if p.name not in PAIR_PARAMETERS:
-            raise ValueError(f"unknown parameter {p.name!r}; known: {', '.join([*PAIR_PARAMETERS, *GLOBAL_PARAMETERS])}")
+            known = ", ".join([*PAIR_PARAMETERS, *GLOBAL_PARAMETERS])
+            raise ValueError(f"unknown parameter {p.name!r}; known: {known}")
         if p.name == "tau_d" and cm != "sap":
             raise ValueError(f"parameter tau_d does not appear in the {cm!r} contact model (it uses d)")
         if p.name == "d" and cm == "sap":
@@ -165,7 +166,8 @@ class Rollout:
 
 
 def perturbed(model: Model, state: State, j: int, h: float) -> State:
-    """The state with moving-body dof j (tangent coordinates: rotation about W axes, then position) moved by h."""
+    """The state with moving-body dof j moved by h (tangent coordinates: rotation about W axes, then
+    position)."""
     bodies = dynamics.moving_bodies(model)
     b, k = divmod(j, 6)
     s = state.copy()
@@ -395,6 +397,19 @@ def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None) -> 
     return grad, lam_q, lam_v
 
 
-__all__ = ["Parameter", "PAIR_PARAMETERS", "GLOBAL_PARAMETERS", "pair_key", "contact_pairs", "check_parameters",
-           "with_overrides", "apply_globals", "gyro_jacobian", "StepRecord", "Rollout", "rollout", "tangents",
-           "adjoint"]
+__all__ = [
+    "GLOBAL_PARAMETERS",
+    "PAIR_PARAMETERS",
+    "Parameter",
+    "Rollout",
+    "StepRecord",
+    "adjoint",
+    "apply_globals",
+    "check_parameters",
+    "contact_pairs",
+    "gyro_jacobian",
+    "pair_key",
+    "rollout",
+    "tangents",
+    "with_overrides",
+]

@@ -14,7 +14,8 @@ G, H, XA, MU = 9.81, 0.05, 5.0, 0.2
 
 
 def closed_form(l):
-    """Hand derivation: free flight (semi-implicit Euler) to l = 15, landing at 16, sliding at ẍ = x_app − μg."""
+    """Hand derivation: free flight (semi-implicit Euler) to l = 15, landing at 16, then sliding at
+    ẍ = x_app − μg."""
     if l <= 15:
         return (H * H * XA * l * (l + 1) / 2, 3.0 - H * H * G * l * (l + 1) / 2, H * XA * l, -H * G * l)
     x15, y15, xd15, yd15 = closed_form(15)
@@ -36,7 +37,8 @@ def test_forward_trajectory_table_exactly():
     assert states.shape == (101, 4)
     for l in range(101):
         np.testing.assert_allclose(states[l], closed_form(l), rtol=0, atol=1e-10)
-    table = {15: (1.5, 0.057, 3.75, -7.3575), 16: (1.63292, 0.0, 2.6584, -1.14), 17: (1.76204, 0.0, 2.5823, 0.0),
+    table = {15: (1.5, 0.057, 3.75, -7.3575), 16: (1.63292, 0.0, 2.6584, -1.14),
+             17: (1.76204, 0.0, 2.5823, 0.0),
              50: (10.28363, 0.0, 7.595, 0.0), 100: (38.95475, 0.0, 15.19, 0.0)}
     for l, row in table.items():
         np.testing.assert_allclose(states[l], row, atol=5e-6)       # the printed digits
@@ -44,7 +46,8 @@ def test_forward_trajectory_table_exactly():
     np.testing.assert_allclose(forces[100], (9.81, 1.962, 0.0, 15.19), atol=1e-9)
 
 
-@pytest.mark.parametrize("eps,bound", [(5e-5, 1e-5), (5e-4, 1e-5), (5e-3, 1e-4), (5e-2, 1e-3), (5e-1, 1.5e-2)])
+@pytest.mark.parametrize("eps,bound",
+                         [(5e-5, 1e-5), (5e-4, 1e-5), (5e-3, 1e-4), (5e-2, 1e-3), (5e-1, 1.5e-2)])
 def test_table1_trend_shooting(eps, bound):
     truth, _ = bt.simulate()
     for seed in (100, 101, 102):

@@ -9,8 +9,8 @@ import csv
 
 import numpy as np
 import pytest
-
 from inverse_scenes import slider
+
 from convexsim.cli import main
 from convexsim.identify import IdentificationError, identify
 from convexsim.io import save_trajectory
@@ -38,7 +38,8 @@ def test_cli_end_to_end(lcp_file, tmp_path, capsys):
     assert "report:" in capsys.readouterr().out
     for name in ("report.md", "fit.png", "residuals.png", "estimates.csv"):
         assert (out / name).stat().st_size > 0
-    rows = list(csv.DictReader(open(out / "estimates.csv")))
+    with open(out / "estimates.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     assert {r["method"] for r in rows} == {"mpec", "sap"}
     mp = next(r for r in rows if r["method"] == "mpec")
     assert mp["parameter"] == "mu[floor/puck]"

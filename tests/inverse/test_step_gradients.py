@@ -9,8 +9,12 @@ largest derivative component) cannot pass by accident and does not fail by noise
 import numpy as np
 import pytest
 
-from convexsim.inverse.gradients import (GRADIENT_PARAMETERS, impulse_partials, sap_impulse_partials,
-                                         step_sensitivity)
+from convexsim.inverse.gradients import (
+    GRADIENT_PARAMETERS,
+    impulse_partials,
+    sap_impulse_partials,
+    step_sensitivity,
+)
 from convexsim.sap import ContactProblem, solve
 from convexsim.sap.constraints import constraint_impulse
 from convexsim.sap.friction_cone import NO_CONTACT, SLIDING, STICTION, cone_region
@@ -20,7 +24,8 @@ RNG_SEED = 20240515
 
 def _kernel_params(kind, rng):
     if kind == 0:
-        return np.array([rng.uniform(0.1, 1), rng.uniform(1e-3, 1), rng.uniform(1e-3, 1), 0, 0, rng.normal(), 0, 0])
+        return np.array([rng.uniform(0.1, 1), rng.uniform(1e-3, 1), rng.uniform(1e-3, 1), 0, 0, rng.normal(),
+                         0, 0])
     dt, k, d, fe0 = 0.01, rng.uniform(1e3, 1e5), rng.uniform(0, 5), rng.uniform(-10, 100)
     return np.array([rng.uniform(0.1, 1), dt, k, d, fe0, rng.uniform(0, 1), rng.uniform(1e-4, 1e-2),
                      min(fe0 / (dt * k), 1 / (d + 1e-20))])
@@ -101,13 +106,15 @@ def test_step_derivatives_match_finite_differences(model):
             if scale == 0.0:               # the contact carries no impulse: nothing to compare but zeros
                 assert np.abs(an[:, i]).max() == 0.0
                 continue
-            np.testing.assert_allclose(an[:, i], fd, rtol=1e-4, atol=1e-5 * scale + roundoff, err_msg=f"{model} {name}[{i}]")
+            np.testing.assert_allclose(an[:, i], fd, rtol=1e-4, atol=1e-5 * scale + roundoff,
+                                       err_msg=f"{model} {name}[{i}]")
             checked += 1
     assert checked >= 6
     # v*: dv/dv* = H⁻¹A; dt with v* = v0 + dt·a
     D = sens.dv_dvstar()
     fdD = np.column_stack([(solve(_problem(model, A, J, th, v_star + 1e-6 * e), params=GRADIENT_PARAMETERS).v
-                            - solve(_problem(model, A, J, th, v_star - 1e-6 * e), params=GRADIENT_PARAMETERS).v)
+                            - solve(_problem(model, A, J, th, v_star - 1e-6 * e),
+                                    params=GRADIENT_PARAMETERS).v)
                            / 2e-6 for e in np.eye(NV)])
     np.testing.assert_allclose(D, fdD, rtol=1e-5, atol=1e-7)
     a = rng.normal(size=NV)
@@ -122,7 +129,8 @@ def test_step_derivatives_match_finite_differences(model):
 # ------------------------------------------------------------------------------- one-sided points
 def _particle_problem(v_star, *, mu=0.5, k=1e4, tau_d=0.0, phi0=0.0, sigma=1e-2, dt=0.01):
     """A unit point mass (3 dofs), one contact with J = I (rows t1, t2, n)."""
-    return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model="sap", mu=mu, k=k, tau_d=tau_d,
+    return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model="sap", mu=mu, k=k,
+                                     tau_d=tau_d,
                                      phi0=phi0, sigma=sigma, beta=0.0)
 
 
@@ -196,7 +204,8 @@ def test_regularization_tie_takes_the_near_rigid_branch():
     v_star = np.array([0.0, 0.0, -0.5])
 
     def prob(k):
-        return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model="sap", mu=0.5, k=k, tau_d=tau,
+        return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model="sap", mu=0.5, k=k,
+                                         tau_d=tau,
                                          phi0=0.0, sigma=1e-2, beta=beta)
 
     w = float(delassus_diagonal(prob(1.0))[0])                 # √3/3 for A = J = I
@@ -227,7 +236,8 @@ def test_hunt_crossley_cutoff_returns_zero():
 def test_sap_partials_regions():
     # the three regions of the cone produce the derivative of their own formula
     par = np.array([0.5, 0.1, 0.1, 0, 0, 0, 0, 0])
-    for vc, region in (([0.0, 0.0, -1.0], STICTION), ([0.3, 0.0, -0.2], SLIDING), ([0.0, 0.0, 1.0], NO_CONTACT)):
+    cases = (([0.0, 0.0, -1.0], STICTION), ([0.3, 0.0, -0.2], SLIDING), ([0.0, 0.0, 1.0], NO_CONTACT))
+    for vc, region in cases:
         g, dv, dp = sap_impulse_partials(par, np.array(vc))
         if region == NO_CONTACT:
             assert not g.any() and not dv.any() and not dp.any()

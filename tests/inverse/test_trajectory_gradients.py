@@ -9,8 +9,8 @@ the kinematics difference in ∂g/∂q covers).
 
 import numpy as np
 import pytest
-
 from inverse_scenes import rolling_ball
+
 from convexsim.inverse.rollout import Parameter, adjoint, rollout, tangents
 from convexsim.simulate import prepare
 
@@ -56,7 +56,8 @@ def test_adjoint_and_tangents_match_finite_differences(cm):
     sp_, sm_ = state.copy(), state.copy()
     sp_.q[1, 2] += h
     sm_.q[1, 2] -= h
-    fd = (_loss(rollout(model, sp_, STEPS, overrides=base), W) - _loss(rollout(model, sm_, STEPS, overrides=base), W)) / (2 * h)
+    fd = (_loss(rollout(model, sp_, STEPS, overrides=base), W)
+          - _loss(rollout(model, sm_, STEPS, overrides=base), W)) / (2 * h)
     assert lam_q[5] == pytest.approx(fd, rel=1e-4)
 
 
