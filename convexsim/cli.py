@@ -12,6 +12,7 @@
     convexsim study SPEC                 parameter sweeps (docs/studies.md)
     convexsim examples lcp               the small textbook LCP examples (docs/lcp.md)
     convexsim learn DATA --out DIR       learn hybrid dynamics from simulated data (docs/learn.md)
+    convexsim identify TRAJ --params mu --out DIR   material parameters from a trajectory (docs/identify.md)
     convexsim warmup                     compile the numba kernels now (first run), not during a run
     convexsim seeds                      deprecated alias of `convexsim examples lcp`
 
@@ -247,7 +248,7 @@ def _result_line(d: dict, traj, sap: bool) -> str:
 
 
 def _comparison_text(a, b, names=None) -> str:
-    from convexsim.lcp.compare import compare_trajectories, format_comparison
+    from convexsim.io.compare import compare_trajectories, format_comparison
 
     return format_comparison(compare_trajectories(a, b, names=names))
 
@@ -382,7 +383,7 @@ def cmd_view(args) -> int:
 
 # -------------------------------------------------------------------------------------- compare
 def _add_compare(sub) -> None:
-    from convexsim.lcp.compare import QUANTITIES
+    from convexsim.io.compare import QUANTITIES
 
     p = sub.add_parser("compare", help="differences between two trajectories of the same scene",
                        description="Per-body differences A − B of two runs of the same scene (position, "
@@ -401,7 +402,7 @@ def _add_compare(sub) -> None:
 
 def cmd_compare(args) -> int:
     from convexsim.io import load_trajectory
-    from convexsim.lcp.compare import check_tolerance, compare_trajectories, format_comparison
+    from convexsim.io.compare import check_tolerance, compare_trajectories, format_comparison
 
     a, b = load_trajectory(args.a), load_trajectory(args.b)
     try:
@@ -536,6 +537,12 @@ def _add_learn(sub) -> None:
 
 
 # ------------------------------------------------------------------------------------------ main
+def _add_identify(sub) -> None:
+    from convexsim.identify.cli import add_parser  # convexsim identify (docs/identify.md)
+
+    add_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``convexsim`` command."""
     import convexsim
@@ -547,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn):
+                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn, _add_identify):
         add(sub)
     return parser
 

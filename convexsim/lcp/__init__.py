@@ -1,7 +1,6 @@
-"""convexsim.lcp: Lemke's algorithm, the textbook LCP examples, trajectory comparison.
+"""convexsim.lcp: Lemke's algorithm, the textbook LCP examples (trajectory comparison: convexsim.io.compare).
 
 * ``lemke(M, q, *, d=None, max_pivots=None, workspace=None, options=None) -> LemkeResult`` (convexsim.lcp.lemke)
-* ``compare_trajectories``, ``format_comparison`` (convexsim.lcp.compare)
 * the worked LCP examples behind ``convexsim examples lcp`` (convexsim.lcp.seeds)
 
 The rigid LCP time stepper that builds contact LCPs from a scene is a sibling of the SAP stepper:
@@ -20,19 +19,5 @@ from convexsim.lcp.lemke import (
     lemke,
 )
 
-_LAZY = {
-    "compare_trajectories": "convexsim.lcp.compare",
-    "format_comparison": "convexsim.lcp.compare",
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'convexsim.lcp' has no attribute {name!r}")
-
-
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
-           "default_max_pivots", *_LAZY]
+           "default_max_pivots"]

@@ -21,7 +21,7 @@ def _verbs() -> list[str]:
 
 def test_every_verb_is_a_subcommand():
     assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study",
-                             "examples", "warmup", "seeds", "learn"}
+                             "examples", "warmup", "seeds", "learn", "identify"}
 
 
 @pytest.mark.parametrize("argv", [[v, "--help"] for v in _verbs()]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from convexsim.io import Trajectory
-from convexsim.lcp.compare import compare_trajectories, format_comparison, net_contact_force
+from convexsim.io.compare import compare_trajectories, format_comparison, net_contact_force
 
 
 def make_traj(T=11, dt=0.1, shift=0.0, vshift=0.0, force=1.0, angle=0.0, kind="sap"):

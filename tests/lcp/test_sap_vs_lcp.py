@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convexsim.lcp.compare import compare_trajectories
+from convexsim.io.compare import compare_trajectories
 from convexsim.simulate import simulate
 from repo_paths import scene_file
 

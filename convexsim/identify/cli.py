@@ -1,0 +1,59 @@
+"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR``: parsing and running (docs/identify.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``identify`` subcommand."""
+    p = subparsers.add_parser(
+        "identify", help="estimate friction (and stiffness, dissipation) per material pair from a trajectory",
+        description="Estimate material-pair parameters from the COM positions recorded in TRAJ (an .npz "
+                    "trajectory, every step recorded) and write a report (Markdown, PNG, CSV) to DIR.")
+    p.add_argument("trajectory", metavar="TRAJ")
+    p.add_argument("--params", default="mu", help="comma-separated: mu, k, tau_d (sap model) or d "
+                                                  "(lagged/similar); default mu")
+    p.add_argument("--out", required=True, metavar="DIR", help="report folder (created)")
+    p.add_argument("--method", choices=["both", "mpec", "sap"], default="both",
+                   help="mpec (Berard–Trinkle, μ only), sap (least squares on SAP rollouts) or both")
+    p.add_argument("--mu0", type=float, default=0.5, help="initial μ of both methods (default 0.5)")
+    p.add_argument("--initial", default="", metavar="NAME=VALUE,...",
+                   help="initial values of k, tau_d, d (default: the scene's combined values)")
+    p.set_defaults(func=run)
+    return p
+
+
+def _initial(text: str) -> dict[str, float]:
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--initial: expected NAME=VALUE, got {item!r}")
+        out[name.strip()] = float(value)
+    return out
+
+
+def run(args) -> int:
+    """Run the identification; 0 on success, 1 with a one-line message on bad input."""
+    from convexsim.identify.fit import IdentificationError, identify
+    from convexsim.identify.report import write_report
+
+    params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
+    methods = ("mpec", "sap") if args.method == "both" else (args.method,)
+    try:
+        ident = identify(args.trajectory, params, methods=methods, mu0=args.mu0,
+                         initial=_initial(args.initial))
+    except IdentificationError as exc:
+        print(f"convexsim identify: error: {exc}", file=sys.stderr)
+        return 1
+    path = write_report(ident, args.out)
+    for res in ident.results:
+        for e in res.estimates:
+            print(f"{res.method:5s} {e.parameter:24s} {e.value:.6g} ± {e.std:.2g}")
+    print(f"report: {path}")
+    return 0
+
+
+__all__ = ["add_parser", "run"]

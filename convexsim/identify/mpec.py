@@ -1,0 +1,328 @@
+"""Berard–Trinkle MPEC over a whole trajectory, solved as a smoothed least-squares problem (docs/identify.md).
+
+Unknowns: the friction coefficients θ (one per material pair), positions p_l and velocities v_l of every
+frame l = 0..N, and every step's LCP variables z_l = (p_n, β, λ) (normal impulses, impulses along the d
+friction directions, sliding-speed multipliers). Per step, with the contact data frozen at the observed
+configuration (Jacobians, directions D = [D_1 … D_m], gaps φ̃ and their position gradient):
+
+    dynamics      v_{l+1} − v_l − dt a_l − A⁻¹ (J_nᵀ p_n + D β) = 0                    [m/s]
+    kinematics    (p_{l+1} − p_l)/dt − P v_{l+1} = 0                                      [m/s]
+    normal        0 ≤ s p_n  ⊥  J_n v_{l+1} + (φ̃ + ∇φ·(p_l − p̃_l))/dt ≥ 0              (gap at l+1, /dt)
+    friction      0 ≤ s β_ij ⊥  D_ijᵀ v_{l+1} + λ_i ≥ 0
+    cone          0 ≤ λ_i    ⊥  s (μ_i p_n,i − Σ_j β_ij) ≥ 0
+
+(s_i = J_n,i A⁻¹ J_n,iᵀ turns impulses into velocities so that both sides of a pair are in m/s), and the
+objective is the observation misfit Σ_l ‖p_l − p̃_l‖² (the seed's Σ nᵀn; the first term plays the role of
+its (x⁰ − x̄⁰) prior).
+
+Solution method: each complementarity pair (a, b) becomes the smoothed Fischer–Burmeister residual
+a + b − sqrt(a² + b² + 2δ²) (zero iff a, b ≥ 0 and ab = δ²), the equalities and these residuals are
+weighted by W, and ``scipy.optimize.least_squares`` (trust-region reflective, sparse analytic Jacobian,
+bounds θ ∈ [0, θ_max]) minimizes ‖misfit‖² + W²‖constraints‖² along the continuation
+(W, δ) = (1, 1e-2) → (10, 1e-3) → (1e2, 1e-4) → (1e3, 1e-8), at most 100 evaluations per stage (300 in
+the last). Why Fischer–Burmeister and not a Scholtes
+relaxation (a b ≤ t): the smoothed FB function keeps the problem a nonlinear least-squares one, which
+SciPy solves with sparse Jacobians at this size (hundreds to thousands of variables); Scholtes needs an
+NLP solver with many inequality constraints, which SciPy only offers densely (SLSQP) or slowly
+(trust-constr).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import least_squares
+
+CONTINUATION = ((1.0, 1e-2), (10.0, 1e-3), (1e2, 1e-4), (1e3, 1e-8))
+"""(W, δ) stages of the continuation."""
+
+
+@dataclass
+class MpecStep:
+    """Contact data of one step l (frozen at the observed configuration of frame l).
+
+    Attributes:
+        Ainv: A⁻¹ (nv, nv). accel: free acceleration a_l, v* = v_l + dt a_l (nv,).
+        Jn: normal rows (m, nv). D: friction direction columns (nv, m·d), contact-major.
+        phi: observed gaps φ̃ (m,) [m]. dphi_dp: gradient of the gaps in the free positions (m, np).
+        pair: parameter index (into θ) of each contact (m,).
+    """
+
+    Ainv: np.ndarray
+    accel: np.ndarray
+    Jn: np.ndarray
+    D: np.ndarray
+    phi: np.ndarray
+    dphi_dp: np.ndarray
+    pair: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return int(self.Jn.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.D.shape[1] // self.m) if self.m else 0
+
+
+@dataclass
+class MpecProblem:
+    """The whole MPEC: dt, observed positions (N+1, np), the position-rate map P (np, nv), the steps."""
+
+    dt: float
+    observed: np.ndarray
+    P: np.ndarray
+    steps: list[MpecStep]
+    n_params: int
+    offsets: np.ndarray = field(init=False)
+    structure: object = field(init=False, repr=False)
+
+    def __post_init__(self):
+        N1, npos = self.observed.shape
+        if len(self.steps) != N1 - 1:
+            raise ValueError(f"{len(self.steps)} steps for {N1} observed frames (need frames − 1)")
+        self.npos = npos
+        self.nv = self.P.shape[1]
+        sizes = [s.m * (s.d + 2) for s in self.steps]
+        base = self.n_params + N1 * (npos + self.nv)
+        self.offsets = base + np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.structure = _structure(self)
+
+    @property
+    def n_frames(self) -> int:
+        return int(self.observed.shape[0])
+
+    @property
+    def size(self) -> int:
+        return int(self.offsets[-1])
+
+    def p_index(self, l: int) -> int:
+        return self.n_params + l * self.npos
+
+    def v_index(self, l: int) -> int:
+        return self.n_params + self.n_frames * self.npos + l * self.nv
+
+    def unpack(self, x):
+        """(θ, p (N+1, np), v (N+1, nv), [z_l])."""
+        N1 = self.n_frames
+        th = x[:self.n_params]
+        p = x[self.p_index(0):self.p_index(N1)].reshape(N1, self.npos)
+        v = x[self.v_index(0):self.v_index(N1)].reshape(N1, self.nv)
+        z = [x[self.offsets[l]:self.offsets[l + 1]] for l in range(N1 - 1)]
+        return th, p, v, z
+
+    def pack(self, theta, p, v, z) -> np.ndarray:
+        parts = [np.asarray(theta, float), np.ravel(p), np.ravel(v)]
+        return np.concatenate(parts + [np.ravel(zl) for zl in z])
+
+
+class _Coo:
+    """COO accumulator for constant sparse matrices."""
+
+    def __init__(self):
+        self.r, self.c, self.v = [], [], []
+
+    def add(self, rows, cols, vals):
+        rows, cols = np.asarray(rows).ravel(), np.asarray(cols).ravel()
+        vals = np.broadcast_to(np.asarray(vals, float), rows.shape).ravel()
+        self.r.append(rows)
+        self.c.append(cols)
+        self.v.append(vals)
+
+    def block(self, row0, col0, M):
+        M = np.asarray(M, float)
+        rr, cc = np.nonzero(M)
+        self.add(row0 + rr, col0 + cc, M[rr, cc])
+
+    def matrix(self, shape):
+        if not self.r:
+            return sp.csr_matrix(shape)
+        return sp.csr_matrix((np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))),
+                             shape=shape)
+
+
+@dataclass
+class _Structure:
+    """Everything of the residual that does not depend on x (built once per problem).
+
+    r_obs = S x − obs;  r_eq = L x − c;  complementarity pairs a = Pa x,  b = Pb x + cb + s_k θ[i_k] x[j_k]
+    on the cone rows k (the one bilinear term, μ p_n).
+    """
+
+    S: sp.csr_matrix
+    obs: np.ndarray
+    L: sp.csr_matrix
+    c: np.ndarray
+    Pa: sp.csr_matrix
+    Pb: sp.csr_matrix
+    cb: np.ndarray
+    cone_rows: np.ndarray
+    cone_theta: np.ndarray
+    cone_pn: np.ndarray
+    cone_s: np.ndarray
+
+
+def _structure(prob: MpecProblem) -> _Structure:
+    dt, npos, nv, n = prob.dt, prob.npos, prob.nv, prob.size
+    N1 = prob.n_frames
+    S = sp.csr_matrix((np.ones(N1 * npos), (np.arange(N1 * npos), prob.p_index(0) + np.arange(N1 * npos))),
+                      shape=(N1 * npos, n))
+    L, c = _Coo(), []
+    Pa, Pb, cb = _Coo(), _Coo(), []
+    cone_rows, cone_theta, cone_pn, cone_s = [], [], [], []
+    row = prow = 0
+    for l, st in enumerate(prob.steps):
+        m, d = st.m, st.d
+        vi, vj, zi = prob.v_index(l), prob.v_index(l + 1), prob.offsets[l]
+        # dynamics: v_{l+1} − v_l − A⁻¹[Jnᵀ D] z = dt a
+        L.block(row, vj, np.eye(nv))
+        L.block(row, vi, -np.eye(nv))
+        if m:
+            L.block(row, zi, -(st.Ainv @ np.hstack([st.Jn.T, st.D])))
+        c.append(dt * st.accel)
+        row += nv
+        # kinematics: (p_{l+1} − p_l)/dt − P v_{l+1} = 0
+        L.block(row, prob.p_index(l + 1), np.eye(npos) / dt)
+        L.block(row, prob.p_index(l), -np.eye(npos) / dt)
+        L.block(row, vj, -prob.P)
+        c.append(np.zeros(npos))
+        row += npos
+        if not m:
+            continue
+        s = np.einsum("in,nk,ik->i", st.Jn, st.Ainv, st.Jn)
+        # normal: a = s p_n, b = Jn v_{l+1} + ∇φ·p_l/dt + (φ̃ − ∇φ·p̃_l)/dt
+        Pa.add(prow + np.arange(m), zi + np.arange(m), s)
+        Pb.block(prow, vj, st.Jn)
+        Pb.block(prow, prob.p_index(l), st.dphi_dp / dt)
+        cb.append((st.phi - st.dphi_dp @ prob.observed[l]) / dt)
+        prow += m
+        if d:
+            ci = np.repeat(np.arange(m), d)
+            Pa.add(prow + np.arange(m * d), zi + m + np.arange(m * d), s[ci])
+            Pb.block(prow, vj, st.D.T)
+            Pb.add(prow + np.arange(m * d), zi + m + m * d + ci, 1.0)
+            cb.append(np.zeros(m * d))
+            prow += m * d
+            rr = prow + np.arange(m)
+            Pa.add(rr, zi + m + m * d + np.arange(m), 1.0)
+            Pb.add(np.repeat(rr, d), zi + m + np.arange(m * d), np.repeat(-s, d))
+            cb.append(np.zeros(m))
+            cone_rows.append(rr)
+            cone_theta.append(st.pair)
+            cone_pn.append(zi + np.arange(m))
+            cone_s.append(s)
+            prow += m
+    cat = (lambda xs, dtype=float: np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype))
+    return _Structure(S, np.ravel(prob.observed), L.matrix((row, n)), cat(c), Pa.matrix((prow, n)),
+                      Pb.matrix((prow, n)), cat(cb), cat(cone_rows, int), cat(cone_theta, int),
+                      cat(cone_pn, int), cat(cone_s))
+
+
+def _fb(a, b, delta):
+    r = np.sqrt(a * a + b * b + 2.0 * delta * delta)
+    r_safe = np.where(r > 0, r, 1.0)
+    return a + b - r, np.where(r > 0, 1.0 - a / r_safe, 1.0), np.where(r > 0, 1.0 - b / r_safe, 1.0)
+
+
+def residuals(prob: MpecProblem, x: np.ndarray, W: float, delta: float, jac: bool = True):
+    """(r, J): observation misfit, W·(dynamics and kinematics), W·(smoothed Fischer–Burmeister pairs)."""
+    st = prob.structure
+    a = st.Pa @ x
+    b = st.Pb @ x + st.cb
+    b[st.cone_rows] += st.cone_s * x[st.cone_theta] * x[st.cone_pn]
+    f, da, db = _fb(a, b, delta)
+    r = np.concatenate([st.S @ x - st.obs, W * (st.L @ x - st.c), W * f])
+    if not jac:
+        return r, None
+    bil = sp.csr_matrix((np.concatenate([st.cone_s * x[st.cone_pn], st.cone_s * x[st.cone_theta]]),
+                         (np.concatenate([st.cone_rows, st.cone_rows]),
+                          np.concatenate([st.cone_theta, st.cone_pn]))), shape=st.Pb.shape)
+    Jfb = sp.diags(W * da) @ st.Pa + sp.diags(W * db) @ (st.Pb + bil)
+    return r, sp.vstack([st.S, W * st.L, Jfb]).tocsr()
+
+
+@dataclass
+class MpecResult:
+    """Estimates and diagnostics of :func:`solve_mpec`."""
+
+    theta: np.ndarray
+    x: np.ndarray
+    objective: float            # Σ ‖p_l − p̃_l‖² at the end [m²]
+    violation: float            # max |constraint residual| (dynamics, kinematics, FB with δ = 0) [m/s]
+    stages: list[dict]
+    theta_std: np.ndarray
+    success: bool
+    message: str
+
+
+def constraint_violation(prob: MpecProblem, x) -> float:
+    """Largest |residual| of dynamics, kinematics and complementarity (plain FB, δ = 0) [m/s]."""
+    r, _ = residuals(prob, x, 1.0, 0.0, jac=False)
+    n_obs = prob.n_frames * prob.npos
+    return float(np.max(np.abs(r[n_obs:]))) if r.size > n_obs else 0.0
+
+
+def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
+               continuation=CONTINUATION, max_nfev: int = 100) -> MpecResult:
+    """Run the continuation from x0; θ bounded to [0, theta_max]. The LCP variables carry no bounds: the
+    Fischer–Burmeister residual vanishes only for a, b ≥ 0 (bounds on them slowed the reflective steps).
+
+    The standard deviation of θ is the Gauss–Newton one of the last stage, s²[(JᵀJ)⁻¹]_θθ with
+    s² = misfit/(observations − free parameters), the constraints acting as heavily weighted rows.
+    """
+    lo = np.full(prob.size, -np.inf)
+    hi = np.full(prob.size, np.inf)
+    lo[:prob.n_params] = 0.0
+    hi[:prob.n_params] = theta_max
+    x = np.clip(np.asarray(x0, float), lo, hi)
+    stages = []
+    ok, msg = True, ""
+    for stage, (W, delta) in enumerate(continuation):
+        final = stage == len(continuation) - 1
+        sol = least_squares(lambda y, W=W, delta=delta: residuals(prob, y, W, delta, jac=False)[0], x,
+                            jac=lambda y, W=W, delta=delta: residuals(prob, y, W, delta)[1], bounds=(lo, hi), method="trf",
+                            x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev, xtol=1e-12,
+                            ftol=1e-12, gtol=1e-10,
+                            tr_solver="lsmr")
+        x = sol.x
+        stages.append({"W": W, "delta": delta, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
+                       "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x)})
+        ok, msg = bool(sol.status > 0), str(sol.message)
+    _, p, _, _ = prob.unpack(x)
+    objective = float(np.sum((p - prob.observed) ** 2))
+    return MpecResult(x[:prob.n_params].copy(), x, objective, constraint_violation(prob, x), stages,
+                      _theta_std(prob, x, continuation[-1], objective), ok, msg)
+
+
+def _theta_std(prob: MpecProblem, x, stage, objective) -> np.ndarray:
+    W, delta = stage
+    _, Jm = residuals(prob, x, W, delta)
+    JtJ = (Jm.T @ Jm).tocsc()
+    n_obs = prob.n_frames * prob.npos
+    dof = max(n_obs - prob.n_params - prob.n_frames * 0, 1)
+    s2 = objective / dof
+    out = np.full(prob.n_params, np.nan)
+    try:
+        from scipy.sparse.linalg import splu
+
+        lu = splu(JtJ + 1e-12 * sp.identity(JtJ.shape[0], format="csc"))
+        for j in range(prob.n_params):
+            e = np.zeros(prob.size)
+            e[j] = 1.0
+            out[j] = np.sqrt(max(s2 * lu.solve(e)[j], 0.0))
+    except RuntimeError:
+        pass
+    return out
+
+
+__all__ = [
+    "CONTINUATION",
+    "MpecProblem",
+    "MpecResult",
+    "MpecStep",
+    "constraint_violation",
+    "residuals",
+    "solve_mpec",
+]

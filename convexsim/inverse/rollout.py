@@ -1,0 +1,415 @@
+"""SAP rollouts of a scene with per-material-pair parameters, and their derivatives (docs/identify.md).
+
+A rollout is the SAP stepper's own sequence of steps (contact kinematics, free motion, the SAP problem
+of ``convexsim.stepping.build_sap_problem``, solve, symplectic Euler), except that the combined contact
+parameters of chosen material pairs can be overridden. With ``linearize=True`` every step also keeps
+its linearization (``convexsim.inverse.gradients``):
+
+    v_{l+1} = V(q_l, v_l, θ),     H dv_{l+1} = Mv dv_l + Mq dq_l + Mθ dθ,
+    q_{l+1} = q_l + dt v_{l+1}    (in tangent coordinates: per moving body (δrotation, δposition)),
+
+    Mv = A ∂v*/∂v + Σ_i J_iᵀ ∂γ_i/∂vn0 J_n,i,    Mθ = Σ_i J_iᵀ ∂γ_i/∂θ  (+ A ∂v*/∂dt for θ = dt),
+
+    Mq = −∂g/∂q at fixed v, g(v; q) = A(q)(v − v*(q)) − J(q)ᵀ γ(J(q) v; p(q)),
+
+where the configuration enters through the gaps φ, the contact points (lever arms), frames and A. Mq is
+the one derivative not taken analytically: it is a central difference of the contact kinematics
+(collision at perturbed q with the same contact set, step ``Q_STEP``), at fixed v, so the implicit
+solve stays analytic. The contact set itself is held fixed (a contact entering the speculative margin
+is a jump the derivative does not see). Configurations move in tangent coordinates, per moving body
+(δrotation [rad] about W axes, δposition [m]); q_{l+1} = q_l + dt v_{l+1} is exact for positions and
+first order for rotations (the exponential map is linearized). Gradients through a whole
+trajectory come forward (:func:`tangents`, one solve per parameter per step) or reverse
+(:func:`adjoint`, one solve per step for a scalar loss).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from convexsim import dynamics, sap
+from convexsim.inverse.gradients import GRADIENT_PARAMETERS, StepSensitivity, step_sensitivity
+from convexsim.model import ContactModel, Model, State
+from convexsim.spatial import skew
+from convexsim.stepping import StepContext, build_sap_problem, contact_kinematics, contact_margin
+from convexsim.stepping.types import SimulationError
+
+PAIR_PARAMETERS = {"mu": "mu", "k": "stiffness", "tau_d": "dissipation_time", "d": "hc_dissipation"}
+"""Per-material-pair parameters -> field of ``convexsim.stepping.ContactParameters``."""
+GLOBAL_PARAMETERS = ("sigma", "dt")
+Q_STEP = 1e-7
+"""Step [m, rad] of the central difference of the contact kinematics in Mq = −∂g/∂q."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One differentiable input: a pair parameter (name in PAIR_PARAMETERS, pair = two material names,
+    sorted) or a global one (``sigma``, ``dt``; pair None)."""
+
+    name: str
+    pair: tuple[str, str] | None = None
+
+    def label(self) -> str:
+        """e.g. ``mu[steel/wood]`` or ``sigma``."""
+        return self.name if self.pair is None else f"{self.name}[{self.pair[0]}/{self.pair[1]}]"
+
+
+def pair_key(a: str, b: str) -> tuple[str, str]:
+    """The sorted material pair."""
+    return (a, b) if a <= b else (b, a)
+
+
+def contact_pairs(model: Model, contacts) -> list[tuple[str, str]]:
+    """Material pair of every contact."""
+    names = model.material_names
+    ma = model.geom_material[contacts.geom_a]
+    mb = model.geom_material[contacts.geom_b]
+    return [pair_key(names[a], names[b]) for a, b in zip(ma, mb)]
+
+
+def check_parameters(model: Model, parameters) -> None:
+    """Raise ValueError for a name that the model's contact model does not use."""
+    cm = ContactModel(model.contact_model).name.lower()
+    for p in parameters:
+        if p.name in GLOBAL_PARAMETERS:
+            continue
+        if p.name not in PAIR_PARAMETERS:
+            known = ", ".join([*PAIR_PARAMETERS, *GLOBAL_PARAMETERS])
+            raise ValueError(f"unknown parameter {p.name!r}; known: {known}")
+        if p.name == "tau_d" and cm != "sap":
+            raise ValueError(f"parameter tau_d does not appear in the {cm!r} contact model (it uses d)")
+        if p.name == "d" and cm == "sap":
+            raise ValueError("parameter d does not appear in the 'sap' contact model (it uses tau_d)")
+        if p.pair is None:
+            raise ValueError(f"parameter {p.name} needs a material pair")
+        for m in p.pair:
+            if m not in model.material_names:
+                raise ValueError(f"material {m!r} of {p.label()} is not in the scene "
+                                 f"(materials: {', '.join(model.material_names)})")
+
+
+def with_overrides(model: Model, kin, overrides: dict[Parameter, float]):
+    """ContactKinematics with the combined parameters of overridden pairs replaced."""
+    pair_over = {p: v for p, v in overrides.items() if p.pair is not None}
+    if not pair_over or kin.contacts.count == 0:
+        return kin
+    pairs = contact_pairs(model, kin.contacts)
+    fields = {f: getattr(kin.params, f).copy() for f in PAIR_PARAMETERS.values()}
+    for p, value in pair_over.items():
+        mask = np.array([pk == p.pair for pk in pairs])
+        fields[PAIR_PARAMETERS[p.name]][mask] = value
+    return replace(kin, params=replace(kin.params, **fields))
+
+
+def apply_globals(model: Model, overrides: dict[Parameter, float]) -> Model:
+    """The model with overridden σ and dt."""
+    for p, value in overrides.items():
+        if p.name == "sigma":
+            model = replace(model, solver=replace(model.solver, sigma=float(value)))
+        elif p.name == "dt":
+            model = replace(model, time_step=float(value))
+    return model
+
+
+def gyro_jacobian(model: Model, state: State) -> np.ndarray:
+    """∂v*/∂v of the free motion v* = v + dt M⁻¹(−ω × I_W ω, m g), block diagonal (nv, nv)."""
+    bodies = dynamics.moving_bodies(model)
+    nv = 6 * bodies.size
+    out = np.eye(nv)
+    I_W = dynamics.world_inertia(model, state.q, bodies)
+    for b in range(bodies.size):
+        w = state.v[bodies[b], :3]
+        dtau = -skew(w) @ I_W[b] + skew(I_W[b] @ w)
+        out[6 * b:6 * b + 3, 6 * b:6 * b + 3] += model.time_step * np.linalg.solve(I_W[b], dtau)
+    return out
+
+
+@dataclass
+class StepRecord:
+    """Linearization of one rollout step (module docstring). ``sens`` is None for a step without contacts
+    (then H = A)."""
+
+    sens: StepSensitivity | None
+    A: np.ndarray
+    Mv: np.ndarray
+    Mq: np.ndarray
+    Mtheta: np.ndarray
+    v_next: np.ndarray
+
+    def solve(self, rhs) -> np.ndarray:
+        """H⁻¹ rhs."""
+        if self.sens is None:
+            return np.linalg.solve(self.A, rhs)
+        return self.sens.solve(rhs)
+
+
+@dataclass
+class Rollout:
+    """States of a rollout (frame 0 = initial) and, if linearized, one StepRecord per step."""
+
+    model: Model
+    parameters: tuple[Parameter, ...]
+    q: np.ndarray           # (T, nbody, 7)
+    v: np.ndarray           # (T, nbody, 6)
+    records: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def bodies(self) -> np.ndarray:
+        """Moving bodies (clique order)."""
+        return dynamics.moving_bodies(self.model)
+
+    def positions(self) -> np.ndarray:
+        """COM positions of the moving bodies, shape (T, nmov, 3) [m]."""
+        return self.q[:, self.bodies, :3]
+
+
+def perturbed(model: Model, state: State, j: int, h: float) -> State:
+    """The state with moving-body dof j moved by h (tangent coordinates: rotation about W axes, then
+    position)."""
+    bodies = dynamics.moving_bodies(model)
+    b, k = divmod(j, 6)
+    s = state.copy()
+    if k >= 3:
+        s.q[bodies[b], k - 3] += h
+    else:
+        from convexsim.spatial import quat_exp, quat_multiply
+        rot = np.zeros((1, 3))
+        rot[0, k] = h
+        quat = quat_multiply(quat_exp(rot), s.q[bodies[b]:bodies[b] + 1, 3:7])[0]
+        s.q[bodies[b], 3:7] = quat / np.linalg.norm(quat)
+    return s
+
+
+def momentum_residual(model: Model, state: State, kin, v: np.ndarray) -> np.ndarray:
+    """g = A(v − v*) − Jᵀγ(Jv) of the step from ``state`` with contact kinematics ``kin`` (None: no
+    contacts), at v (nv,)."""
+    from convexsim.sap.constraints import eval_constraints
+    from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
+
+    A_blocks, v_star = dynamics.free_motion(model, state)
+    bodies = dynamics.moving_bodies(model)
+    g = np.einsum("bij,bj->bi", A_blocks, (v - v_star).reshape(-1, 6)).reshape(-1)
+    if kin is None or kin.contacts.count == 0:
+        return g
+    problem = build_sap_problem(model, state, kin, A_blocks, v_star, state.v[bodies].reshape(-1))
+    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
+    gamma = np.empty((problem.nk, 3))
+    eval_constraints(kind, np.ascontiguousarray(cpar), problem.constraint_velocities(v), gamma,
+                     np.empty((problem.nk, 3, 3)), False)
+    return g - problem.generalized_impulses(gamma)
+
+
+def _dg_dq(model, state, kin, v, overrides, margin) -> np.ndarray:
+    """∂g/∂q at fixed v by central differences of the kinematics, shape (nv, nv).
+
+    The contact set must stay the same; when it changes on one side (a contact exactly at the margin) the
+    one-sided difference on the other side is used, when on both a SimulationError is raised.
+    """
+    nv = v.size
+    out = np.zeros((nv, nv))
+    g0 = momentum_residual(model, state, kin, v)
+
+    def same(k2):
+        return (k2.contacts.count == kin.contacts.count and np.all(k2.contacts.geom_a == kin.contacts.geom_a)
+                and np.all(k2.contacts.geom_b == kin.contacts.geom_b))
+
+    for j in range(nv):
+        g = {}
+        for sign in (1.0, -1.0):
+            s = perturbed(model, state, j, sign * Q_STEP)
+            k2 = with_overrides(model, contact_kinematics(model, s, margin=margin), overrides)
+            if same(k2):
+                g[sign] = momentum_residual(model, s, k2, v)
+        if len(g) == 2:
+            out[:, j] = (g[1.0] - g[-1.0]) / (2.0 * Q_STEP)
+        elif g:
+            sign, gs = next(iter(g.items()))
+            out[:, j] = sign * (gs - g0) / Q_STEP
+        else:
+            raise SimulationError("the contact set changes within the kinematics difference step",
+                                  step=state.step, time=state.t)
+    return out
+
+
+def _dg_dq_free(model, state, v_next_free) -> np.ndarray:
+    """∂g/∂q without contacts: −A ∂v*/∂q (the gyroscopic term through I_W(q)); rotations only."""
+    nv = v_next_free.size
+    out = np.zeros((nv, nv))
+    if not np.any(state.v[dynamics.moving_bodies(model), :3]):
+        return out
+    for j in range(nv):
+        if j % 6 >= 3:
+            continue
+        g = [momentum_residual(model, perturbed(model, state, j, s * Q_STEP), None, v_next_free)
+             for s in (1.0, -1.0)]
+        out[:, j] = (g[0] - g[1]) / (2.0 * Q_STEP)
+    return out
+
+
+def _step_record(model: Model, state: State, kin, A_blocks, v_star, v0, result, problem,
+                 parameters, pairs, overrides, margin) -> StepRecord:
+    nv = v0.size
+    A = np.zeros((nv, nv))
+    for b in range(A_blocks.shape[0]):
+        A[6 * b:6 * b + 6, 6 * b:6 * b + 6] = A_blocks[b]
+    Mv = A @ gyro_jacobian(model, state)
+    Mtheta = np.zeros((nv, len(parameters)))
+    dvstar_ddt = (v_star - v0) / model.time_step
+    sens = None
+    if problem is not None:
+        sens = step_sensitivity(problem, result)
+        Mv += sens.contact_columns("vn0") @ sens.J[:, 2, :]
+        Mq = -_dg_dq(model, state, kin, np.asarray(result.v), overrides, margin)
+    else:
+        Mq = -_dg_dq_free(model, state, v_next_free=v_star)
+    for j, p in enumerate(parameters):
+        if p.name == "dt":
+            Mtheta[:, j] = A @ dvstar_ddt
+        if sens is None:
+            continue
+        cols = sens.contact_columns(p.name)
+        if p.pair is None:
+            Mtheta[:, j] += cols.sum(axis=1)
+        else:
+            mask = np.array([pk == p.pair for pk in pairs])
+            Mtheta[:, j] += cols[:, mask].sum(axis=1)
+    v_next = result.v if result is not None else v_star
+    return StepRecord(sens, A, Mv, Mq, Mtheta, np.array(v_next, dtype=float))
+
+
+def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Parameter, float] | None = None,
+            parameters=(), linearize: bool = False,
+            solver_params: sap.SapParameters = GRADIENT_PARAMETERS) -> Rollout:
+    """Simulate ``steps`` SAP steps from ``state0`` with overridden pair/global parameters.
+
+    Args:
+        overrides: Parameter -> value (pair parameters replace the combined value of that pair).
+        parameters: the Parameters to differentiate with respect to (order of the Mθ columns).
+        linearize: keep each step's linearization (needed by :func:`tangents` and :func:`adjoint`).
+        solver_params: SAP settings (default: tight, see gradients.GRADIENT_PARAMETERS).
+
+    Raises:
+        SimulationError: a step failed (naming the step and time).
+    """
+    overrides = dict(overrides or {})
+    parameters = tuple(parameters)
+    check_parameters(model, list(overrides) + list(parameters))
+    model = apply_globals(model, overrides)
+    if model.solver.kind != "sap":
+        model = replace(model, solver=replace(model.solver, kind="sap"))
+    ctx = StepContext()
+    bodies = dynamics.moving_bodies(model)
+    qs, vs, records = [state0.q.copy()], [state0.v.copy()], []
+    state = state0.copy()
+    for _ in range(int(steps)):
+        margin = contact_margin(model, state)
+        kin = with_overrides(model, contact_kinematics(model, state, margin=margin, workspace=ctx.collision),
+                             overrides)
+        A_blocks, v_star = dynamics.free_motion(model, state)
+        v0 = state.v[bodies].reshape(-1)
+        problem = result = None
+        if kin.contacts.count:
+            problem = build_sap_problem(model, state, kin, A_blocks, v_star, v0)
+            try:
+                result = sap.solve(problem, v_guess=v0, params=solver_params, symbolic_cache=ctx.symbolic)
+            except sap.SapSolverError as exc:
+                raise SimulationError(str(exc), step=state.step, time=state.t) from None
+            v_next = result.v
+        else:
+            v_next = v_star
+        if linearize:
+            pairs = contact_pairs(model, kin.contacts) if problem is not None else []
+            records.append(_step_record(model, state, kin, A_blocks, v_star, v0, result, problem,
+                                        parameters, pairs, overrides, margin))
+        state = dynamics.integrate(model, state, np.asarray(v_next))
+        if not (np.all(np.isfinite(state.q)) and np.all(np.isfinite(state.v))):
+            raise SimulationError("non-finite state in a rollout", step=state.step, time=state.t)
+        qs.append(state.q.copy())
+        vs.append(state.v.copy())
+    return Rollout(model, parameters, np.array(qs), np.array(vs), records)
+
+
+def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Forward sensitivities of every frame: (dq/dx, dv/dx), shapes (T, nv, nx) each.
+
+    x = the rollout's parameters, then (with ``initial``) the initial state in tangent coordinates
+    (δq0 (nv), δv0 (nv)). dq is in tangent coordinates: per moving body (δrotation [rad], δposition [m]).
+    """
+    if len(ro.records) != ro.q.shape[0] - 1:
+        raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
+    nv = 6 * ro.bodies.size
+    ntheta = len(ro.parameters)
+    nx = ntheta + (2 * nv if initial else 0)
+    dt = ro.model.time_step
+    Sq = np.zeros((nv, nx))
+    Sv = np.zeros((nv, nx))
+    if initial:
+        Sq[:, ntheta:ntheta + nv] = np.eye(nv)
+        Sv[:, ntheta + nv:] = np.eye(nv)
+    out_q, out_v = [Sq.copy()], [Sv.copy()]
+    dt_col = [j for j, p in enumerate(ro.parameters) if p.name == "dt"]
+    for rec in ro.records:
+        rhs = rec.Mv @ Sv + rec.Mq @ Sq
+        rhs[:, :ntheta] += rec.Mtheta
+        Sv = rec.solve(rhs)
+        Sq = Sq + dt * Sv
+        for j in dt_col:
+            Sq[:, j] += rec.v_next
+        out_q.append(Sq.copy())
+        out_v.append(Sv.copy())
+    return np.array(out_q), np.array(out_v)
+
+
+def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray,
+                                                                                           np.ndarray]:
+    """Reverse accumulation of a loss L = Σ_l ℓ_l(q_l, v_l) through the rollout.
+
+    Args:
+        dL_dq: ∂ℓ_l/∂q_l in tangent coordinates, shape (T, nv). dL_dv: ∂ℓ_l/∂v_l, shape (T, nv) (default 0).
+
+    Returns:
+        (dL/dθ (nθ,), dL/dq0 (nv,), dL/dv0 (nv,)): one H solve per step.
+
+    Recurrence (a = λv_{l+1} + dt λq_{l+1}, u = H⁻¹a): λq_l = ∂ℓ_l/∂q_l + λq_{l+1} + Mqᵀu,
+    λv_l = ∂ℓ_l/∂v_l + Mvᵀu, dL/dθ += Mθᵀu (+ λq_{l+1}·v_{l+1} for θ = dt).
+    """
+    if len(ro.records) != ro.q.shape[0] - 1:
+        raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
+    T = ro.q.shape[0]
+    nv = 6 * ro.bodies.size
+    dL_dq = np.asarray(dL_dq, float).reshape(T, nv)
+    dL_dv = np.zeros((T, nv)) if dL_dv is None else np.asarray(dL_dv, float).reshape(T, nv)
+    dt = ro.model.time_step
+    lam_q, lam_v = dL_dq[-1].copy(), dL_dv[-1].copy()
+    grad = np.zeros(len(ro.parameters))
+    dt_col = [j for j, p in enumerate(ro.parameters) if p.name == "dt"]
+    for l in range(T - 2, -1, -1):
+        rec = ro.records[l]
+        a = lam_v + dt * lam_q
+        u = rec.solve(a)
+        grad += rec.Mtheta.T @ u
+        for j in dt_col:
+            grad[j] += lam_q @ rec.v_next
+        lam_q = dL_dq[l] + lam_q + rec.Mq.T @ u
+        lam_v = dL_dv[l] + rec.Mv.T @ u
+    return grad, lam_q, lam_v
+
+
+__all__ = [
+    "GLOBAL_PARAMETERS",
+    "PAIR_PARAMETERS",
+    "Parameter",
+    "Rollout",
+    "StepRecord",
+    "adjoint",
+    "apply_globals",
+    "check_parameters",
+    "contact_pairs",
+    "gyro_jacobian",
+    "pair_key",
+    "rollout",
+    "tangents",
+    "with_overrides",
+]
