@@ -61,6 +61,8 @@ def _add_run(sub) -> None:
     p.add_argument("--view", action="store_true",
                    help="stream the simulation to a Meshcat viewer, then serve the recorded playback of "
                         "every run on the same page until Ctrl-C")
+    p.add_argument("--layout", choices=["auto", "offset", "overlay"], default="auto",
+                   help="--solver both: runs side by side (offset; auto when they agree to the eye) or in place")
     p.add_argument("--realtime", action="store_true", help="with --view: pace the simulation to real time")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
@@ -153,10 +155,10 @@ def _cmd_run(args, viewer=None) -> int:
     if args.html:
         from convexsim import viz
 
-        path = viz.export_html(trajectories, args.html)      # labels as on the --view page
+        path = viz.export_html(trajectories, args.html, layout=args.layout)   # labels as on the --view page
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
     if viewer is not None:             # the recorded playback on the same page; Ctrl-C to stop
-        viewer.finish(trajectories, wait=not args.no_wait)
+        viewer.finish(trajectories, wait=not args.no_wait, layout=args.layout)
     return status
 
 
@@ -291,9 +293,9 @@ def _add_view(sub) -> None:
     p = sub.add_parser("view", help="play recorded trajectories in Meshcat or export them as HTML")
     p.add_argument("trajectories", nargs="+")
     p.add_argument("--html", help="write a standalone HTML file instead of serving")
-    p.add_argument("--layout", choices=["overlay", "offset"], default="overlay",
+    p.add_argument("--layout", choices=["auto", "overlay", "offset"], default="auto",
                    help="with two trajectories: second one translucent in place (overlay) or shifted (offset); "
-                        "runs of different scenes need offset")
+                        "auto: offset when they agree to the eye or are different scenes")
     p.add_argument("--labels", nargs="+", help="legend labels, one per trajectory")
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
     p.set_defaults(func=cmd_view)
