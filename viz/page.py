@@ -88,6 +88,7 @@ OVERLAY_JS = r"""
     if (h !== lastHtml) { box.innerHTML = h; box.style.display = h ? "block" : "none"; lastHtml = h; }
   }
   window.convexsim_render = render;
+  setInterval(render, 100);
 
   // ---- the control bar (bottom): playback timeline, or pause / step / speed of the live run ----------
   const SPEEDS = [0.1, 0.25, 0.5, 1, 2, 4];
@@ -98,7 +99,7 @@ OVERLAY_JS = r"""
     "font:13px/1.4 system-ui,sans-serif;color:#111;background:rgba(255,255,255,0.88);border-radius:5px;" +
     "display:none;align-items:center;gap:6px;flex-wrap:wrap";
   bar.innerHTML =
-    '<button id="convexsim-reset" title="back to the start">&#9198;</button>' +
+    '<button id="convexsim-reset" title="back to the start">|&#9664;&#9664;</button>' +
     '<button id="convexsim-back" title="one frame back (&larr;)">&#9664;|</button>' +
     '<button id="convexsim-play" title="play / pause (Space)" style="min-width:4.2em">pause</button>' +
     '<button id="convexsim-fwd" title="one frame forward (&rarr;)">|&#9654;</button>' +
