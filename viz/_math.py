@@ -21,6 +21,31 @@ def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:
     return T
 
 
+def pose_matrices(p, q, scale=None) -> np.ndarray:
+    """Vectorized ``pose_matrix``: (n, 4, 4) from positions p (n, 3) [m], unit quaternions q (n, 4) (w, x, y, z)
+    and optional scales (n, 3). R = I + 2w[v]× + 2[v]×², v = (x, y, z)."""
+    p = np.asarray(p, dtype=np.float64).reshape(-1, 3)
+    q = np.asarray(q, dtype=np.float64).reshape(-1, 4)
+    w, x, y, z = q.T
+    R = np.empty((q.shape[0], 3, 3))
+    R[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    R[:, 0, 1] = 2 * (x * y - w * z)
+    R[:, 0, 2] = 2 * (x * z + w * y)
+    R[:, 1, 0] = 2 * (x * y + w * z)
+    R[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    R[:, 1, 2] = 2 * (y * z - w * x)
+    R[:, 2, 0] = 2 * (x * z - w * y)
+    R[:, 2, 1] = 2 * (y * z + w * x)
+    R[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    if scale is not None:
+        R = R * np.asarray(scale, dtype=np.float64).reshape(-1, 1, 3)
+    T = np.zeros((q.shape[0], 4, 4))
+    T[:, :3, :3] = R
+    T[:, :3, 3] = p
+    T[:, 3, 3] = 1.0
+    return T
+
+
 def translation_matrix(p) -> np.ndarray:
     """4×4 float64 translation by p [m]."""
     T = np.eye(4)

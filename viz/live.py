@@ -21,7 +21,7 @@ from convexsim.io.trajectory import Trajectory
 from convexsim.model import Model, State
 
 from . import draw
-from ._math import pose_matrix, quat_from_y_to, translation_matrix
+from ._math import pose_matrices, quat_from_y_to, translation_matrix
 from .playback import (ARROW_COLORS, REFERENCE_ARROW, PlaybackOptions, arrow_objects, build_playback,
                        force_legend, nice_scale, point_object, weight_reference)
 from .server import MeshcatServer, ViewerServerError
@@ -48,6 +48,11 @@ def wait_for_stop_signal(server: MeshcatServer | None = None, *, out=None) -> No
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _transform_cmd(path: str, T: np.ndarray) -> dict:
+    """set_transform of a float64 4×4 matrix (column-major)."""
+    return {"type": "set_transform", "path": path, "matrix": T.T.ravel().tolist()}
 
 
 @dataclass
@@ -88,7 +93,8 @@ class LiveViewer:
         state: if given, draw the scene right away (otherwise at the first ``update``).
         port: HTTP port (None: 7000 or the next free one; 0: any free port).
         max_rate_hz: at most this many frames a second are offered to the sender [Hz].
-        max_duty: the sender rests ``(1/max_duty − 1)`` × the time its last send took.
+        max_duty: the sender rests ``(1/max_duty − 1)`` × the wall time its last send took (building the
+            commands shares the interpreter with the simulation, the server shares the CPUs).
         show_contacts: draw contact points and force arrows (force on body B, length
             min(|f|·scale, R), the scale rounded to 1-2-5 from 0.25·R / f_ref [m/N], R the radius of
             the initial scene enlarged by 25 % and f_ref the weight of the heaviest moving body, 1 N
@@ -143,6 +149,7 @@ class LiveViewer:
         self._visible = []
         self._arrow_visible = []
         self._moving = np.flatnonzero(~np.asarray(model.body_fixed, dtype=bool))
+        self._body_paths = [f"{LIVE_PREFIX}/bodies/{draw.node_name(model.body_names[b])}" for b in self._moving]
         weight = weight_reference([model])
         self._force_ref = weight if weight > 0 else 1.0
         self._radius = 1.0
@@ -210,16 +217,18 @@ class LiveViewer:
         show = np.flatnonzero((mag > self._force_threshold) | (fr.contact_phi <= 0.0))[:100]
         cmds = self._grow_pool(show.size)
         quats = quat_from_y_to(force[show]) if show.size else np.zeros((0, 4))
+        lengths = np.minimum(mag[show] * self._force_scale, self._radius)          # clamped at R
+        arrows = pose_matrices(np.zeros((show.size, 3)), quats,
+                               np.column_stack([np.ones(show.size), lengths, np.ones(show.size)]))
+        points = fr.contact_point[show]
         for k in range(self._slots):
             slot = f"{LIVE_PREFIX}/contacts/c{k}"
             on = k < show.size
             arrow_on = on and mag[show[k]] > self._force_threshold
             if on:
-                i = show[k]
-                cmds.append(draw.cmd_transform(slot, pose_matrix(fr.contact_point[i])))
+                cmds.append(_transform_cmd(slot, translation_matrix(points[k])))
                 if arrow_on:
-                    L = min(float(mag[i]) * self._force_scale, self._radius)     # clamped at R
-                    cmds.append(draw.cmd_transform(f"{slot}/force", pose_matrix(np.zeros(3), quats[k], (1.0, L, 1.0))))
+                    cmds.append(_transform_cmd(f"{slot}/force", arrows[k]))
             if self._visible[k] != on:
                 cmds.append(draw.cmd_property(slot, "visible", bool(on)))
                 self._visible[k] = on
@@ -248,10 +257,8 @@ class LiveViewer:
         return target
 
     def _frame_commands(self, fr: _Frame) -> list[dict]:
-        cmds = []
-        for b in self._moving:
-            path = f"{LIVE_PREFIX}/bodies/{draw.node_name(self.model.body_names[b])}"
-            cmds.append(draw.cmd_transform(path, pose_matrix(fr.q[b, :3], fr.q[b, 3:7])))
+        Ts = pose_matrices(fr.q[self._moving, :3], fr.q[self._moving, 3:7])
+        cmds = [_transform_cmd(p, T) for p, T in zip(self._body_paths, Ts)]
         target = self.follow_target(fr.q)
         if target is not None:
             cmds.append(draw.cmd_transform("/meshcat", translation_matrix(-target)))
@@ -267,7 +274,8 @@ class LiveViewer:
 
     # ------------------------------------------------------------------------------- the sender
     def _send_frame(self, fr: _Frame) -> float:
-        """Send one frame; returns the wall time it took [s]. Marks the viewer dead on a server error."""
+        """Send one frame; returns the wall time it took [s] (building, sending and the server's handling,
+        which competes for the same CPUs). Marks the viewer dead on a server error."""
         t0 = time.perf_counter()
         try:
             self.server.send(self._frame_commands(fr))
