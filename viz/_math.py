@@ -1,7 +1,7 @@
 """Small pose helpers for the viewer (float64 throughout; never meshcat.transformations).
 
 meshcat 0.3.2's ``transformations`` uses ``np.array(..., copy=False)``, which raises under NumPy 2
-for anything but float64 arrays (viewer-ux.md §1.10). We build every matrix and quaternion here.
+for anything but float64 arrays (docs/viewer.md, "meshcat 0.3.2 traps"). We build every matrix and quaternion here.
 
 Conventions: quaternions (w, x, y, z) as in convexsim; three.js wants (x, y, z, w).
 """

@@ -67,7 +67,7 @@ def test_rest_penetration_follows_mg_over_k_then_plateaus(shipped_reduced):
     assert abs(slope + 1.0) < 0.05, slope
     # Each soft value against m·g/k: 1% covers the residual settling after 0.3 s (decay ≥ e^-6).
     np.testing.assert_allclose(pen[soft], 1.0 * G / k[soft], rtol=0.01)
-    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (sap-math.md §2.2). 3% covers w's dependence on the
+    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (docs/sap.md, Castro et al. 2023). 3% covers w's dependence on the
     # contact point (r_eff = r − φ/2) and the sphere's slight rocking; k = 1e7 and 1e8 must agree.
     w = _sphere_delassus(1.0, 0.1)
     dt, tau = 2e-3, 0.05

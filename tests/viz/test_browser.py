@@ -33,7 +33,7 @@ def empty_screenshot(tmp_path_factory, browser):
 
 
 def assert_rendered_and_differs(img: np.ndarray, empty: np.ndarray) -> None:
-    # A page whose WebGL failed is one flat colour (viewer-ux.md §3.3): check that first.
+    # A page whose WebGL failed is one flat colour (docs/viewer.md "Tests"): check that first.
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
     changed = np.abs(img - empty).max(axis=2) > 40
     # The boxes, ground slab and legend cover well over 5 % of an 800×600 view.

@@ -20,7 +20,7 @@ def test_quat_to_matrix_matches_scipy():
 
 def test_pose_matrix_is_float64_and_applies_scale_before_rotation():
     T = pose_matrix([1, 2, 3], [np.cos(0.5), 0, 0, np.sin(0.5)], scale=[1, 4, 1])
-    assert T.dtype == np.float64            # meshcat.transformations trap under NumPy 2 (viewer-ux §1.10)
+    assert T.dtype == np.float64            # meshcat.transformations trap under NumPy 2 (docs/viewer.md "meshcat 0.3.2 traps")
     y_tip = T @ np.array([0, 1, 0, 1.0])    # unit +y, scaled to 4, rotated by 1 rad about z
     np.testing.assert_allclose(y_tip[:3], [1 - 4 * np.sin(1.0), 2 + 4 * np.cos(1.0), 3], atol=1e-14)
 

@@ -10,7 +10,7 @@ from convexsim.io.trajectory import Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # viewer-ux.md §3
+CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # docs/viewer.md "Tests"
 
 TWO_BODY_YAML = """
 name: viz_two_bodies
