@@ -62,7 +62,8 @@ def _add_run(sub) -> None:
                    help="stream the simulation to a Meshcat viewer, then serve the recorded playback of "
                         "every run on the same page until Ctrl-C")
     p.add_argument("--layout", choices=["auto", "offset", "overlay"], default="auto",
-                   help="--solver both: runs side by side (offset; auto when they agree to the eye) or in place")
+                   help="--solver both: runs side by side (offset; 'auto' when they agree to the eye) "
+                        "or in place (overlay)")
     p.add_argument("--realtime", action="store_true", help="with --view: pace the simulation to real time")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")

@@ -1,7 +1,8 @@
 """Small pose helpers for the viewer (float64 throughout; never meshcat.transformations).
 
 meshcat 0.3.2's ``transformations`` uses ``np.array(..., copy=False)``, which raises under NumPy 2
-for anything but float64 arrays (docs/viewer.md, "meshcat 0.3.2 traps"). We build every matrix and quaternion here.
+for anything but float64 arrays (docs/viewer.md, "meshcat 0.3.2 traps"). We build every matrix and
+quaternion here.
 
 Conventions: quaternions (w, x, y, z) as in convexsim; three.js wants (x, y, z, w).
 """
@@ -22,8 +23,8 @@ def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:
 
 
 def pose_matrices(p, q, scale=None) -> np.ndarray:
-    """Vectorized ``pose_matrix``: (n, 4, 4) from positions p (n, 3) [m], unit quaternions q (n, 4) (w, x, y, z)
-    and optional scales (n, 3). R = I + 2w[v]× + 2[v]×², v = (x, y, z)."""
+    """Vectorized ``pose_matrix``: (n, 4, 4) from positions p (n, 3) [m], unit quaternions q (n, 4)
+    (w, x, y, z) and optional scales (n, 3). R = I + 2w[v]× + 2[v]×², v = (x, y, z)."""
     p = np.asarray(p, dtype=np.float64).reshape(-1, 3)
     q = np.asarray(q, dtype=np.float64).reshape(-1, 4)
     w, x, y, z = q.T

@@ -2,8 +2,8 @@
 
 Run as ``python -u -m convexsim.viz._server_main --parent-pid PID [--port N]``. It prints
 ``zmq_url=…`` and ``web_url=…`` on stdout, then serves until SIGTERM/SIGINT/SIGHUP or until its
-parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-log``). Differences from the stock server
-(docs/viewer.md, "Server"):
+parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-log``). Differences from
+the stock server (docs/viewer.md, "Server"):
 
 * HTTP and ZMQ listen on 127.0.0.1 only (the stock ``app.listen(port)`` binds every interface);
 * ``--port 0`` takes an ephemeral port, no port given scans 7000–7099 like meshcat;
@@ -37,7 +37,8 @@ PING_INTERVAL_S = 3.0
 PING_TIMEOUT_S = 3.0
 
 MAX_PENDING_BYTES = 64 * 2**20
-"""A browser with more than this many bytes written but not yet taken by its socket is not reading: dropped."""
+"""A browser with more than this many bytes written but not yet taken by its socket is not reading:
+it is dropped."""
 
 
 def log(msg: str) -> None:
@@ -46,7 +47,8 @@ def log(msg: str) -> None:
 
 class Control:
     """The live page's playback controls: paused, single steps requested (a counter), speed (None: as fast as
-    the simulation runs; r: r × real time). ``update`` applies a page's message, ``as_json`` answers Python."""
+    the simulation runs; r: r × real time). ``update`` applies a page's message, ``as_json`` answers
+    Python."""
 
     def __init__(self):
         self.paused = False

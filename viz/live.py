@@ -149,7 +149,8 @@ class LiveViewer:
         self._visible = []
         self._arrow_visible = []
         self._moving = np.flatnonzero(~np.asarray(model.body_fixed, dtype=bool))
-        self._body_paths = [f"{LIVE_PREFIX}/bodies/{draw.node_name(model.body_names[b])}" for b in self._moving]
+        self._body_paths = [f"{LIVE_PREFIX}/bodies/{draw.node_name(model.body_names[b])}"
+                            for b in self._moving]
         weight = weight_reference([model])
         self._force_ref = weight if weight > 0 else 1.0
         self._radius = 1.0
@@ -366,7 +367,8 @@ class LiveViewer:
             f = getattr(info, "force_world", None)
             force = (np.array(f, dtype=np.float64) if f is not None and np.shape(f)[0] == nc
                      else np.zeros((nc, 3)))
-        return _Frame(float(state.t), int(state.step), np.array(state.q, dtype=np.float64), point, force, phi, rate)
+        return _Frame(float(state.t), int(state.step), np.array(state.q, dtype=np.float64), point, force, phi,
+                      rate)
 
     def _pace(self, state: State) -> float:
         """Sleep so simulated time does not run ahead of wall time × rate; returns the clock after it."""
@@ -547,8 +549,8 @@ class RunViewer:
         self._ensure_server()
         if self.viewer is not None:
             self.viewer.close()
-        self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out, announce=False,
-                                 follow=self.follow)
+        self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out,
+                                 announce=False, follow=self.follow)
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
 
@@ -562,7 +564,8 @@ class RunViewer:
         try:
             self._ensure_server()
             if trajectories:
-                pb = build_playback(trajectories, PlaybackOptions(labels=labels, layout=layout or self.layout))
+                opts = PlaybackOptions(labels=labels, layout=layout or self.layout)
+                pb = build_playback(trajectories, opts)
                 self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
                 print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"
                       f"{'s' if len(trajectories) > 1 else ''})", file=self.out, flush=True)

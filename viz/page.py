@@ -133,13 +133,13 @@ OVERLAY_JS = r"""
     $("convexsim-timeline").style.display = m === "live" ? "none" : "";
     $("convexsim-reset").style.display = m === "live" ? "none" : "";
     $("convexsim-back").disabled = m === "live";
-    $("convexsim-back").title = m === "live" ? "no history while live: step back in the playback after the run"
-                                             : "one frame back (\u2190)";
+    $("convexsim-back").title = m === "live"
+      ? "no history while live: step back in the playback after the run" : "one frame back (\u2190)";
     $("convexsim-keys").innerHTML = m === "live"
       ? "keys: <b>Space</b> pause/run the simulation &middot; <b>&rarr;</b> one simulation step &middot; " +
         "<b>+</b> / <b>&minus;</b> faster / slower (real-time pacing)"
-      : "keys: <b>Space</b> play/pause &middot; <b>&rarr;</b> step forward &middot; <b>&larr;</b> step back " +
-        "&middot; <b>+</b> / <b>&minus;</b> faster / slower";
+      : "keys: <b>Space</b> play/pause &middot; <b>&rarr;</b> step forward &middot; " +
+        "<b>&larr;</b> step back &middot; <b>+</b> / <b>&minus;</b> faster / slower";
   }
   function stepTo(dir) {
     const a = viewer.animator;
@@ -199,7 +199,8 @@ OVERLAY_JS = r"""
       const t0 = inf.t0 || 0;
       $("convexsim-play").textContent = a.playing ? "pause" : "play";
       if (!scrubbing) tl.value = String(Math.round(1000 * a.time / a.duration));
-      $("convexsim-clock").textContent = (t0 + a.time).toFixed(3) + " / " + (t0 + a.duration).toFixed(3) + " s";
+      $("convexsim-clock").textContent =
+        (t0 + a.time).toFixed(3) + " / " + (t0 + a.duration).toFixed(3) + " s";
       const ts = a.mixer.timeScale, sel = $("convexsim-speed");
       if (document.activeElement !== sel) {
         if (!SPEEDS.includes(ts)) {

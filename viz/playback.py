@@ -540,7 +540,7 @@ def follow_view(follow: str, models, trajs, frames, shifts, bounds: draw.Bounds,
     """
     if follow == "off":
         return bounds, None
-    m, t, fr = models[0], trajs[0], frames[0]
+    t, fr = trajs[0], frames[0]
     moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
     if follow in ("auto", "centroid"):
         if not moving.any():
@@ -561,7 +561,8 @@ def follow_view(follow: str, models, trajs, frames, shifts, bounds: draw.Bounds,
     target = np.column_stack([c[:, 0] + rel.center[0], c[:, 1] + rel.center[1], np.full(len(fr), z)])
     view = rel.shifted(c[0])                     # centre = target at the first frame
     times = t.time[fr] - t0
-    return view, clip("/meshcat", [track("position", "vector3", times, -target, INTERPOLATE_LINEAR, t_end=t_end)])
+    root = track("position", "vector3", times, -target, INTERPOLATE_LINEAR, t_end=t_end)
+    return view, clip("/meshcat", [root])
 
 
 # ------------------------------------------------------------------------------------- build
@@ -599,7 +600,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         if t.num_frames == 0:
             raise ValueError(f"trajectory {lab!r} has no frames")
     check_comparable(trajs, [repr(lab) for lab in labels], opts.layout)
-    if opts.follow not in ("auto", "centroid", "off") and opts.follow not in [str(n) for n in trajs[0].body_names]:
+    named = [str(n) for n in trajs[0].body_names]
+    if opts.follow not in ("auto", "centroid", "off") and opts.follow not in named:
         raise ValueError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {opts.follow!r}")
     same_scene = len({tuple(map(str, t.body_names)) for t in trajs}) == 1 and len({scene_name(t) for t in trajs}) == 1
     names = unique_node_names(labels)

@@ -244,7 +244,8 @@ class MeshcatServer:
         """One reply; ViewerServerError (naming the kept log) if the server died or stays silent."""
         while not self._socket.poll(200, self._zmq.POLLIN):
             if self.proc is not None and self.proc.poll() is not None:
-                raise self._error(f"the Meshcat server (pid {self.pid}) exited with code {self.proc.returncode}")
+                raise self._error(f"the Meshcat server (pid {self.pid}) exited with code "
+                                  f"{self.proc.returncode}")
             if time.monotonic() > deadline:
                 raise self._error(f"the Meshcat server (pid {self.pid}) did not answer within "
                                   f"{_REPLY_TIMEOUT_S:.0f} s")

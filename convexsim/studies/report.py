@@ -199,8 +199,11 @@ class Verdict:
 def describe_trend(t: Trend) -> str:
     """The trend in words, e.g. "rest_penetration vs stiffness (contact_model=sap), 1e3 ≤ x ≤ 1e5: log–log
     slope −1 ± 0.05"."""
-    where = f" ({', '.join(f'{short_path(k)}={round_value(v)}' for k, v in t.where.items())})" if t.where else ""
-    rng = f", {round_value(t.range[0])} ≤ {short_path(t.against)} ≤ {round_value(t.range[1])}" if t.range else ""
+    where = ", ".join(f"{short_path(k)}={round_value(v)}" for k, v in t.where.items())
+    where = f" ({where})" if where else ""
+    rng = ""
+    if t.range:
+        rng = f", {round_value(t.range[0])} ≤ {short_path(t.against)} ≤ {round_value(t.range[1])}"
     axes = {"loglog": "log–log slope", "semilogx": "slope per decade", "linear": "slope"}[t.fit]
     if t.kind == "slope":
         if t.value is not None:
@@ -211,20 +214,20 @@ def describe_trend(t: Trend) -> str:
             what = f"{axes} between {lo} and {hi}"
     elif t.kind == "plateau":
         what = f"a plateau (max/min ≤ {round_value(t.max_ratio)}"
-        what += f", level {round_value(t.value)} ± {round_value(100 * t.tol)}%)" if t.value is not None else ")"
+        level = f", level {round_value(t.value)} ± {round_value(100 * t.tol)}%" if t.value is not None else ""
+        what += level + ")"
     else:
         what = f"every value {t.kind} {round_value(t.value)}"
     return f"`{t.metric}` vs `{short_path(t.against)}`{where}{rng}: {what}"
 
 
 def _fit(t: Trend, x: np.ndarray, y: np.ndarray) -> float:
-    if t.fit == "loglog":
-        ok = (x > 0) & (y > 0)
-        return float(np.polyfit(np.log10(x[ok]), np.log10(y[ok]), 1)[0]) if np.count_nonzero(ok) >= 2 else math.nan
-    if t.fit == "semilogx":
-        ok = x > 0
-        return float(np.polyfit(np.log10(x[ok]), y[ok], 1)[0]) if np.count_nonzero(ok) >= 2 else math.nan
-    return float(np.polyfit(x, y, 1)[0])
+    if t.fit == "linear":
+        return float(np.polyfit(x, y, 1)[0])
+    ok = (x > 0) & (y > 0) if t.fit == "loglog" else x > 0
+    if np.count_nonzero(ok) < 2:
+        return math.nan
+    return float(np.polyfit(np.log10(x[ok]), np.log10(y[ok]) if t.fit == "loglog" else y[ok], 1)[0])
 
 
 def _check_series(t: Trend, x: np.ndarray, y: np.ndarray) -> tuple[str, bool | None]:
@@ -267,7 +270,7 @@ def check_trends(spec: StudySpec, rows: list[dict]) -> list[Verdict]:
         keep = [r for r in ok_rows if all(_same_value(r.get(k), v) for k, v in t.where.items())]
         checks = []
         for label, (xs, ys) in group_series(spec, keep, t.metric, t.against).items():
-            pts = [(_as_float(a), b) for a, b in zip(xs, ys) if math.isfinite(_as_float(a)) and math.isfinite(b)]
+            pts = _finite_points(xs, ys)
             if t.range is not None:
                 lo, hi = t.range
                 pts = [(a, b) for a, b in pts if lo * (1 - 1e-9) <= a <= hi * (1 + 1e-9)]
@@ -289,6 +292,11 @@ def check_trends(spec: StudySpec, rows: list[dict]) -> list[Verdict]:
     return out
 
 
+def _finite_points(xs: list, ys: list) -> list[tuple[float, float]]:
+    """(x, y) pairs with both finite (x converted to float)."""
+    return [(_as_float(a), b) for a, b in zip(xs, ys) if math.isfinite(_as_float(a)) and math.isfinite(b)]
+
+
 def _same_value(a: Any, b: Any) -> bool:
     if _is_number(a) and _is_number(b):
         return math.isclose(float(a), float(b), rel_tol=1e-9)
@@ -298,15 +306,15 @@ def _same_value(a: Any, b: Any) -> bool:
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:
     """The report's "Verdict" section (Markdown lines)."""
     if not verdicts:
-        return ["## Verdict", "", "No checkable trend in the study file (`trends:`): compare the plots with the "
-                "expected trend below by eye.", ""]
+        return ["## Verdict", "", "No checkable trend in the study file (`trends:`): compare the plots with "
+                "the expected trend below by eye.", ""]
     n_pass = sum(v.status == "pass" for v in verdicts)
     n_fail = sum(v.status == "fail" for v in verdicts)
     head = "FAIL" if n_fail else ("PASS" if n_pass else "NO DATA")
+    n_none = len(verdicts) - n_pass - n_fail
     lines = ["## Verdict", "", f"**{head}**: {n_pass} of {len(verdicts)} expected trends hold"
              + (f", {n_fail} fail" if n_fail else "")
-             + (f", {len(verdicts) - n_pass - n_fail} without data in range" if len(verdicts) - n_pass - n_fail else "")
-             + ".", ""]
+             + (f", {n_none} without data in range" if n_none else "") + ".", ""]
     mark = {"pass": "✅ pass", "fail": "❌ FAIL", "no data": "— no data"}
     for v in verdicts:
         lines.append(f"* {mark[v.status]}: {v.statement}")
@@ -342,7 +350,7 @@ def make_plots(spec: StudySpec, rows: list[dict], plot_dir: Path) -> list[Path]:
             groups = group_series(spec, rows, metric, param)
             if numeric:
                 for label, (xs, ys) in groups.items():
-                    pts = [(_as_float(a), b) for a, b in zip(xs, ys) if math.isfinite(_as_float(a)) and math.isfinite(b)]
+                    pts = _finite_points(xs, ys)
                     if not pts:
                         continue
                     px, py = np.array(pts).T
@@ -447,8 +455,8 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
                       "</details>", ""]
     n_ok = sum(r.get("status") == "ok" for r in rows)
     parts += ["## Runs", "", f"{len(rows)} runs recorded ({n_ok} ok, {len(rows) - n_ok} failed); "
-              f"{result.executed} executed by the last invocation, {result.skipped} resumed from earlier results. "
-              f"Full table: `{result.csv.name}`; one JSON record per run: `{result.jsonl.name}`.", ""]
+              f"{result.executed} executed by the last invocation, {result.skipped} resumed from earlier "
+              f"results. Full table: `{result.csv.name}`; one JSON record per run: `{result.jsonl.name}`.", ""]
     failed = [r for r in rows if r.get("status") != "ok"]
     if failed:
         parts += ["Failed runs:", "", _table(["index", *spec.swept_paths, "error"],
@@ -469,8 +477,8 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
         parts += ["## Fits", "",
                   "Log–log slopes d log(metric) / d log(parameter) of the physical metrics (not timing or "
                   "counts), fitted per contiguous regime of at least 3 points: walking along the parameter, "
-                  f"neighbouring points whose local slopes agree within {REGIME_TOL[0]:g} + {REGIME_TOL[1]:g}·|slope| "
-                  "are fitted together. A slope of −1 means inverse proportionality.", "",
+                  f"neighbouring points whose local slopes agree within {REGIME_TOL[0]:g} + "
+                  f"{REGIME_TOL[1]:g}·|slope| are fitted together. A slope of −1 means inverse proportionality.", "",
                   _table(["metric", "parameter", "series", "range", "points", "slope"], slopes), ""]
     others = [p for p in pngs if p not in key]
     if others:
@@ -480,10 +488,10 @@ def write_report(spec: StudySpec, rows: list[dict], result: "StudyResult", path:
             parts += [_plot_link(png, path), ""]
         parts += ["</details>", ""]
     if len(rows) <= 80:
-        parts += ["## Results", "", _table(["index", *[short_path(p) for p in spec.swept_paths], "status", *metrics],
-                                            [[r["index"], *[round_value(r.get(p)) for p in spec.swept_paths],
-                                              r.get("status"), *[_as_float(r.get(m)) for m in metrics]]
-                                             for r in rows]), ""]
+        header = ["index", *[short_path(p) for p in spec.swept_paths], "status", *metrics]
+        body = [[r["index"], *[round_value(r.get(p)) for p in spec.swept_paths], r.get("status"),
+                 *[_as_float(r.get(m)) for m in metrics]] for r in rows]
+        parts += ["## Results", "", _table(header, body), ""]
     scene = base_scene_dict(spec)
     src = "inline in the study file" if isinstance(spec.scene, dict) else f"`{spec.scene}`"
     parts += ["## Scene", "", f"Base scene: {src} (name `{scene.get('name', '?')}`).", ""]
