@@ -68,6 +68,9 @@ def _add_run(sub) -> None:
     p.add_argument("--view", action="store_true",
                    help="stream the simulation to a Meshcat viewer, then serve the recorded playback of "
                         "every run on the same page until Ctrl-C")
+    p.add_argument("--layout", choices=["auto", "offset", "overlay"], default="auto",
+                   help="--solver both: runs side by side (offset; 'auto' when they agree to the eye) "
+                        "or in place (overlay)")
     p.add_argument("--realtime", action="store_true", help="with --view: pace the simulation to real time")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
@@ -167,18 +170,18 @@ def _cmd_run(args, viewer=None) -> int:
     if args.html:
         from convexsim import viz
 
-        path = viz.export_html(trajectories, args.html)      # labels as on the --view page
+        path = viz.export_html(trajectories, args.html, layout=args.layout)   # labels as on the --view page
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
     if viewer is not None:
         if args.no_wait:               # publish the playback (for scripts), but announce no URL about to die
             viewer.out, out_stream = io.StringIO(), viewer.out
             try:
-                viewer.finish(trajectories, wait=False)
+                viewer.finish(trajectories, wait=False, layout=args.layout)
             finally:
                 viewer.out = out_stream
             _print("viewer stopped (--no-wait)", quiet=args.quiet)
         else:                          # the recorded playback on the same page; Ctrl-C to stop
-            viewer.finish(trajectories, wait=True)
+            viewer.finish(trajectories, wait=True, layout=args.layout)
     return status
 
 
@@ -355,9 +358,9 @@ def _add_view(sub) -> None:
                                    "write a standalone HTML animation with --html (docs/viewer.md).")
     p.add_argument("trajectories", nargs="+", metavar="TRAJ")
     p.add_argument("--html", help="write a standalone HTML file instead of serving")
-    p.add_argument("--layout", choices=["overlay", "offset"], default="overlay",
+    p.add_argument("--layout", choices=["auto", "overlay", "offset"], default="auto",
                    help="with two trajectories: second one translucent in place (overlay) or shifted (offset); "
-                        "runs of different scenes need offset")
+                        "auto: offset when they agree to the eye or are different scenes")
     p.add_argument("--labels", nargs="+", help="legend labels, one per trajectory")
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
     p.set_defaults(func=cmd_view)

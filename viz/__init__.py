@@ -2,14 +2,15 @@
 
 Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
 
-* ``export_html(trajectories, out_path, *, labels=None, layout="overlay", offset=None,
-  force_scale=None, force_threshold=None, show_contacts=True, ...) -> Path``: standalone HTML
-  animation (no server, works from file:// without network).
-* ``serve_trajectories(trajectories, *, labels=None, layout="overlay", open_browser=False,
+* ``export_html(trajectories, out_path, *, labels=None, layout="auto", offset=None,
+  force_scale=None, force_threshold=None, show_contacts=True, follow="auto", ...) -> Path``: standalone
+  HTML animation (no server, works from file:// without network), with a control bar.
+* ``serve_trajectories(trajectories, *, labels=None, layout="auto", open_browser=False,
   port=None, html_out=None, ...) -> None``: serve the same animation on 127.0.0.1, print the URL and
   "Ctrl-C to stop", block until SIGINT/SIGTERM, stop the server.
-* ``LiveViewer(model, *, realtime=False, ...)``: stream a running simulation (``.update(state,
-  info)``, ``.publish(trajectories)``, ``.wait()``, ``.close()``; a context manager).
+* ``LiveViewer(model, *, realtime=False, follow="auto", ...)``: stream a running simulation without
+  blocking it (``.update(state, info)``, ``.flush()``, ``.publish(trajectories)``, ``.wait()``,
+  ``.close()``; a context manager); the live page's pause / step / speed hold or pace the run.
 * ``RunViewer(*, realtime=False, port=None)``: one server for a whole ``convexsim run --view``
   (``.live(model)`` -> step callback, ``.finish(trajectories, wait=True)`` publishes the playback and
   blocks with "Ctrl-C to stop", ``.close()``).
@@ -17,7 +18,7 @@ Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
   file, clean stop, parent-death watchdog).
 * ``build_playback`` / ``PlaybackOptions``: the commands behind export and serve.
 
-Documentation: docs/viewer.md. meshcat 0.3.2 traps handled here: docs/viewer.md §"Traps".
+Documentation: docs/viewer.md (meshcat 0.3.2 traps handled here: its section "meshcat 0.3.2 traps").
 """
 
 from __future__ import annotations

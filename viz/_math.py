@@ -1,7 +1,8 @@
 """Small pose helpers for the viewer (float64 throughout; never meshcat.transformations).
 
 meshcat 0.3.2's ``transformations`` uses ``np.array(..., copy=False)``, which raises under NumPy 2
-for anything but float64 arrays (viewer-ux.md §1.10). We build every matrix and quaternion here.
+for anything but float64 arrays (docs/viewer.md, "meshcat 0.3.2 traps"). We build every matrix and
+quaternion here.
 
 Conventions: quaternions (w, x, y, z) as in convexsim; three.js wants (x, y, z, w).
 """
@@ -18,6 +19,31 @@ def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:
     T = np.eye(4)
     T[:3, :3] = quat_to_matrix(q) * np.asarray(scale, dtype=np.float64)[None, :]
     T[:3, 3] = np.asarray(p, dtype=np.float64)
+    return T
+
+
+def pose_matrices(p, q, scale=None) -> np.ndarray:
+    """Vectorized ``pose_matrix``: (n, 4, 4) from positions p (n, 3) [m], unit quaternions q (n, 4)
+    (w, x, y, z) and optional scales (n, 3). R = I + 2w[v]× + 2[v]×², v = (x, y, z)."""
+    p = np.asarray(p, dtype=np.float64).reshape(-1, 3)
+    q = np.asarray(q, dtype=np.float64).reshape(-1, 4)
+    w, x, y, z = q.T
+    R = np.empty((q.shape[0], 3, 3))
+    R[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    R[:, 0, 1] = 2 * (x * y - w * z)
+    R[:, 0, 2] = 2 * (x * z + w * y)
+    R[:, 1, 0] = 2 * (x * y + w * z)
+    R[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    R[:, 1, 2] = 2 * (y * z - w * x)
+    R[:, 2, 0] = 2 * (x * z - w * y)
+    R[:, 2, 1] = 2 * (y * z + w * x)
+    R[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    if scale is not None:
+        R = R * np.asarray(scale, dtype=np.float64).reshape(-1, 1, 3)
+    T = np.zeros((q.shape[0], 4, 4))
+    T[:, :3, :3] = R
+    T[:, :3, 3] = p
+    T[:, 3, 3] = 1.0
     return T
 
 

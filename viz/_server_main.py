@@ -2,8 +2,8 @@
 
 Run as ``python -u -m convexsim.viz._server_main --parent-pid PID [--port N]``. It prints
 ``zmq_url=…`` and ``web_url=…`` on stdout, then serves until SIGTERM/SIGINT/SIGHUP or until its
-parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-log``). Differences from the stock server
-(viewer-ux.md §1.2):
+parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-log``). Differences from
+the stock server (docs/viewer.md, "Server"):
 
 * HTTP and ZMQ listen on 127.0.0.1 only (the stock ``app.listen(port)`` binds every interface);
 * ``--port 0`` takes an ephemeral port, no port given scans 7000–7099 like meshcat;
@@ -12,15 +12,121 @@ parent process dies (watchdog, polled every 0.25 s; it then removes ``--orphan-l
   status readout does not grow the tree a browser receives on connect;
 * a new browser gets the animations after every object, property and transform (``send_scene``);
   the stock order sends the root's animation first, which hides resting contacts (see there);
-* stderr is meant to go to a log file (the parent sets that up), so no pipe can fill.
+* stderr is meant to go to a log file (the parent sets that up), so no pipe can fill;
+* dead browsers are dropped quietly and promptly (``forward``): a connection that is closed, closing,
+  fails a write, stops reading (more than ``MAX_PENDING_BYTES`` unsent) or misses pongs (pinged every
+  ``PING_INTERVAL_S``) leaves the pool with one log line, never a traceback per message; a ZMQ command
+  is always answered, whatever happens to the browsers;
+* the live page's controls (pause, single step, speed) reach Python: the page sends
+  ``{"convexsim_control": {...}}`` on its websocket, the server keeps the state (``Control``) and answers
+  the ZMQ request ``convexsim_control`` with it as JSON; the pause is lifted when the last page leaves.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
+
+PING_INTERVAL_S = 3.0
+"""Pings to every browser this often [s]; a browser that has not answered within PING_TIMEOUT_S is dropped
+(tornado needs the timeout <= the interval)."""
+
+PING_TIMEOUT_S = 3.0
+
+MAX_PENDING_BYTES = 64 * 2**20
+"""A browser with more than this many bytes written but not yet taken by its socket is not reading:
+it is dropped."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Control:
+    """The live page's playback controls: paused, single steps requested (a counter), speed (None: as fast as
+    the simulation runs; r: r × real time). ``update`` applies a page's message, ``as_json`` answers
+    Python."""
+
+    def __init__(self):
+        self.paused = False
+        self.steps = 0
+        self.speed: float | None = None
+        self.seq = 0
+
+    def update(self, msg: dict) -> None:
+        if "paused" in msg:
+            self.paused = bool(msg["paused"])
+        if msg.get("step"):
+            self.steps += int(msg["step"])
+        if "speed" in msg:
+            v = msg["speed"]
+            self.speed = float(v) if isinstance(v, (int, float)) and v > 0 else None
+        self.seq += 1
+
+    def release(self) -> None:
+        """No page left to un-pause the run: let it go on."""
+        if self.paused:
+            self.paused = False
+            self.seq += 1
+
+    def as_json(self) -> bytes:
+        return json.dumps({"paused": self.paused, "steps": self.steps, "speed": self.speed,
+                           "seq": self.seq}).encode("utf-8")
+
+
+def drop(pool: set, ws, reason: str) -> None:
+    """Remove a dead or stalled browser from the pool (one log line) and close its connection."""
+    if ws not in pool:
+        return
+    pool.discard(ws)
+    log(f"dropped browser connection {id(ws):#x}: {reason}")
+    try:
+        ws.close()
+        conn = ws.ws_connection
+        if conn is not None and getattr(conn, "stream", None) is not None:
+            conn.stream.close()     # do not wait 5 s for a close handshake a dead peer never sends
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+def forward(pool: set, data: bytes) -> int:
+    """Write ``data`` to every browser in ``pool``; drop (quietly) those that are closed, closing, failing or
+    not reading. Never raises. Returns the number of browsers written to."""
+    from tornado.websocket import WebSocketClosedError
+
+    n = 0
+    for ws in list(pool):
+        conn = ws.ws_connection
+        if conn is None or conn.is_closing():
+            drop(pool, ws, "connection closed")
+            continue
+        pending = getattr(ws, "_convexsim_pending", 0)
+        if pending > MAX_PENDING_BYTES:
+            drop(pool, ws, f"not reading ({pending / 2**20:.0f} MB unsent)")
+            continue
+        try:
+            fut = ws.write_message(data, binary=True)
+        except WebSocketClosedError:
+            drop(pool, ws, "connection closed")
+            continue
+        except Exception as exc:  # noqa: BLE001 - any write failure: the browser is gone
+            drop(pool, ws, f"write failed ({type(exc).__name__})")
+            continue
+        ws._convexsim_pending = pending + len(data)
+        fut.add_done_callback(lambda f, ws=ws, size=len(data): _written(pool, ws, f, size))
+        n += 1
+    return n
+
+
+def _written(pool: set, ws, fut, size: int) -> None:
+    ws._convexsim_pending = getattr(ws, "_convexsim_pending", size) - size
+    if fut.cancelled():
+        return
+    if fut.exception() is not None:            # retrieved here: no "exception never retrieved" traceback
+        drop(pool, ws, f"write failed ({type(fut.exception()).__name__})")
 
 
 def _parent_alive(pid: int) -> bool:
@@ -86,6 +192,32 @@ def main(argv: list[str] | None = None) -> int:
         def get(self, *_):
             self.set_status(204)
 
+    class BrowserHandler(zs.WebSocketHandler):
+        """The stock handler, quiet about dead peers, reading our page's control messages."""
+
+        def open(self):
+            self.bridge.websocket_pool.add(self)
+            log(f"opened browser connection {id(self):#x}")
+            self.bridge.send_scene(self)
+
+        def on_message(self, message):
+            try:
+                msg = json.loads(message)
+            except (TypeError, ValueError):
+                log("ignored a browser message that is not JSON")
+                return
+            if isinstance(msg, dict) and isinstance(msg.get("convexsim_control"), dict):
+                self.bridge.control.update(msg["convexsim_control"])
+            elif isinstance(msg, dict) and "data" in msg:
+                self.bridge.send_image(msg["data"])
+
+        def on_close(self):
+            if self in self.bridge.websocket_pool:
+                self.bridge.websocket_pool.discard(self)
+                log(f"closed browser connection {id(self):#x}")
+            if not self.bridge.websocket_pool:
+                self.bridge.control.release()
+
     class LoopbackBridge(zs.ZMQWebSocketBridge):
         """The 0.3.2 bridge with loopback sockets, our page and a bounded property cache."""
 
@@ -102,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             self.http_server, self.fileserver_port = _bind_http(self.app, port)
             self.web_url = f"http://127.0.0.1:{self.fileserver_port}/static/"
             self.tree = SceneTree()
+            self.control = Control()
 
         def make_app(self):
             return tornado.web.Application([
@@ -109,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
                 (r"/static/(.*)", zs.StaticFileHandlerNoCache,
                  {"path": zs.VIEWER_ROOT, "default_filename": zs.VIEWER_HTML}),
                 (r"/favicon\.ico", NoContent),
-                (r"/", zs.WebSocketHandler, {"bridge": self}),
-            ])
+                (r"/", BrowserHandler, {"bridge": self}),
+            ], websocket_ping_interval=PING_INTERVAL_S, websocket_ping_timeout=PING_TIMEOUT_S)
+
+        def forward_to_websockets(self, frames):
+            forward(self.websocket_pool, frames[-1])
 
         def send_scene(self, websocket):
             """Replay the tree to a new browser: objects, properties and transforms first, animations last.
@@ -122,26 +258,35 @@ def main(argv: list[str] | None = None) -> int:
             show a resting contact again (until the loop wraps through a hidden key). Sending the
             animation last gives the browser the same order as a page connected before the publish.
             """
-            animations = []
+            animations, pool = [], {websocket}
             for node in walk(self.tree):
                 if node.object is not None:
-                    websocket.write_message(node.object, binary=True)
+                    forward(pool, node.object)
                 for p in node.properties:
-                    websocket.write_message(p, binary=True)
+                    forward(pool, p)
                 if node.transform is not None:
-                    websocket.write_message(node.transform, binary=True)
+                    forward(pool, node.transform)
                 if node.animation is not None:
                     animations.append(node.animation)
             for a in animations:
-                websocket.write_message(a, binary=True)
+                forward(pool, a)
+            if not pool:                       # it died while receiving the scene
+                self.websocket_pool.discard(websocket)
 
         def handle_zmq(self, frames):
+            if frames and frames[0] == b"convexsim_control":
+                self.zmq_socket.send(self.control.as_json())
+                return
             if len(frames) == 3 and frames[0] == b"set_property":
                 path = [p for p in frames[1].decode("utf-8").split("/") if p]
                 key = umsgpack.unpackb(frames[2]).get("property")
                 node = find_node(self.tree, path)
                 node.properties = [p for p in node.properties if umsgpack.unpackb(p).get("property") != key]
-            super().handle_zmq(frames)
+            try:
+                super().handle_zmq(frames)
+            except Exception as exc:  # noqa: BLE001 - answer anyway: a silent REP socket stalls the sender
+                log(f"error handling {frames[0][:40]!r}: {type(exc).__name__}: {exc}")
+                self.zmq_socket.send(f"error: {type(exc).__name__}: {exc}".encode("utf-8"))
 
     bridge = LoopbackBridge(args.port)
     try:
@@ -150,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         pass                            # the parent reads these two lines, then closes the pipe
     sys.stdout = open(os.devnull, "w")
-    print(f"convexsim meshcat server pid {os.getpid()} serving {bridge.web_url}", file=sys.stderr, flush=True)
+    log(f"convexsim meshcat server pid {os.getpid()} serving {bridge.web_url}")
 
     def stop(*_):
         bridge.ioloop.add_callback_from_signal(bridge.ioloop.stop)

@@ -11,10 +11,12 @@ half length h along local z with two hemispherical caps); halfspace -> a ground 
 top face is the plane z_G = 0) with grid lines, sized from the scene's bounds; a halfspace whose
 normal is not within ~25° of +z (a wall) is drawn as a faint translucent slab without grid.
 
-Camera (meshcat 0.3.2 cannot move the orbit target, viewer-ux.md §1.6): the content root ``/meshcat``
-is translated by −c so that the scene centre c sits at the origin the camera orbits, the stock grid
-and axes follow (both are hidden when a ground slab with its own grid is drawn), and the eye is put at distance 1.8·R (R: bounding radius; the vertical field of view
-is 75°, so R/sin(37.5°) = 1.64·R just fits the bounding sphere) along a fixed oblique direction.
+Camera (meshcat 0.3.2 cannot move the orbit target, docs/viewer.md "Drawing and camera"): the content
+root ``/meshcat`` is translated by −c so that the scene centre c sits at the origin the camera orbits,
+the stock grid and axes follow (both are hidden when a ground slab with its own grid is drawn), and the
+eye is put at distance 1.8·R (R: bounding radius; the vertical field of view is 75°, so
+R/sin(37.5°) = 1.64·R just fits the bounding sphere) along a fixed oblique direction. Following the
+bodies moves that root over time (live.py, playback.py).
 """
 
 from __future__ import annotations

@@ -26,29 +26,31 @@ def write_page(pb: Playback, out_path: str | os.PathLike) -> Path:
 
 
 def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike, *,
-                labels: Sequence[str] | None = None, layout: str = "overlay",
+                labels: Sequence[str] | None = None, layout: str = "auto",
                 offset: Sequence[float] | None = None, force_scale: float | None = None,
                 force_threshold: float | None = None, show_contacts: bool = True,
                 models: Sequence[Model] | None = None, max_fps: float = 60.0,
                 max_contacts: int = 300, autoplay: bool = True, loop: bool = True,
-                title: str | None = None, report: bool = False) -> Path:
+                title: str | None = None, follow: str = "auto", report: bool = False) -> Path:
     """Write one standalone HTML animation of ``trajectories`` (same scene) to ``out_path``.
 
     The page embeds meshcat's viewer and every drawing command: it needs no server and no network.
-    Controls (Open Controls › Animations): play, pause, reset, time scrubber, timeScale (speed); keys:
-    Space play/pause, ←/→ one frame, −/= half/double speed. A legend says which trajectory is which.
+    A control bar at the bottom: reset, one frame back, play/pause, one frame forward, a timeline, the
+    time and a speed menu; keys (written on the bar): Space play/pause, → / ← one frame, + / − double /
+    halve the speed. A legend says which trajectory is which and how long the force arrows are.
 
     Args:
         trajectories: one or more runs of the same scene (e.g. SAP and LCP).
         out_path: the .html file (written atomically: write to a temporary file, then rename).
         labels: legend labels (default: "SAP (sap)", "LCP", …).
-        layout: "overlay" (the second and later runs translucent, in place) or "offset" (each run
-            shifted by ``offset``).
+        layout: "auto" (offset when the runs agree to the eye, i.e. no body ever more than 5 % of the scene
+            radius apart, or are runs of different scenes; else overlay), "overlay" (the second and later
+            runs translucent and tinted, in place) or "offset" (each run shifted by ``offset``).
         offset: shift between successive runs [m], (3,); default: along x (side by side for the
             default camera) by 1.15 × the scene's x extent (along y if the scene is > 2× wider in x).
-        force_scale: arrow length per newton [m/N]; default 0.25·R / f_ref (R: scene radius, f_ref: the
-            weight of the heaviest moving body; without gravity the 98th percentile of the nonzero
-            contact force magnitudes of all runs); arrows are capped at R.
+        force_scale: arrow length per newton [m/N]; default 0.25·R / f_ref rounded to 1, 2 or 5 × 10^k
+            (R: scene radius, f_ref: the weight of the heaviest moving body; without gravity the 98th
+            percentile of the nonzero contact force magnitudes of all runs); arrows are capped at R.
         force_threshold: no arrow at or below this force [N]; default 1e-3·f_ref.
         show_contacts: draw contact points and force arrows.
         models: compiled scene(s) (default: compiled from each trajectory's ``scene_yaml``).
@@ -57,6 +59,8 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
         autoplay: start playing on load (if False the page pauses at t = 0; the scrubber works).
         loop: repeat forever (else play once).
         title: page and legend title (default: scene name and labels).
+        follow: camera: "auto" (follow the moving bodies when the whole recording would make them
+            small), "centroid", a body name, or "off".
         report: print the path and size to stderr.
 
     Returns:
@@ -65,7 +69,7 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
                            force_threshold=force_threshold, show_contacts=show_contacts,
                            max_contacts=max_contacts, max_fps=max_fps, autoplay=autoplay, loop=loop,
-                           title=title)
+                           title=title, follow=follow)
     pb = build_playback(trajectories, opts, models=models)
     path = write_page(pb, out_path)
     if report:

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import webbrowser
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -20,9 +21,9 @@ from convexsim.io.trajectory import Trajectory
 from convexsim.model import Model, State
 
 from . import draw
-from ._math import pose_matrix, quat_from_y_to
+from ._math import pose_matrices, quat_from_y_to, translation_matrix
 from .playback import (ARROW_COLORS, REFERENCE_ARROW, PlaybackOptions, arrow_objects, build_playback,
-                       point_object, weight_reference)
+                       force_legend, nice_scale, point_object, weight_reference)
 from .server import MeshcatServer, ViewerServerError
 
 LIVE_PREFIX = "/meshcat/live"
@@ -49,39 +50,86 @@ def wait_for_stop_signal(server: MeshcatServer | None = None, *, out=None) -> No
             signal.signal(sig, handler)
 
 
+def _transform_cmd(path: str, T: np.ndarray) -> dict:
+    """set_transform of a float64 4×4 matrix (column-major)."""
+    return {"type": "set_transform", "path": path, "matrix": T.T.ravel().tolist()}
+
+
+@dataclass
+class _Frame:
+    """What the simulation hands to the sender thread: a copy of one state (and its contacts)."""
+
+    t: float
+    step: int
+    q: np.ndarray                     # (nbody, 7) poses
+    contact_point: np.ndarray | None  # (n, 3) [m]
+    contact_force: np.ndarray | None  # (n, 3) [N] on body B
+    contact_phi: np.ndarray | None    # (n,) [m]
+    rate: float | None                # measured simulated / wall time since the previous frame
+
+
+FOLLOW_TRIGGER = 0.5
+"""follow="auto" starts following once the moving bodies' centroid has left the initial view's centre by
+this fraction of the view radius (horizontally)."""
+
+LIVE_GROUND_FACTOR = 6.0
+"""When the camera may follow, the live ground slab is this many view radii wide (the run may go far)."""
+
+
 class LiveViewer:
-    """Stream a running simulation to a Meshcat page (our 127.0.0.1-only server).
+    """Stream a running simulation to a Meshcat page (our 127.0.0.1-only server), never blocking it.
+
+    ``update(state, info)`` only copies the state into a one-frame mailbox (and paces, throttles, or
+    holds a paused run); a sender thread turns the latest frame into commands and sends it. A frame
+    that arrives before the previous one was sent replaces it (counted in ``dropped``), and the sender
+    rests after each send so that it takes at most ``max_duty`` of the wall time: a slow browser or
+    server costs frames, never simulation speed. ``offered`` / ``sent`` / ``dropped`` count frames.
 
     Args:
         model: the compiled scene being simulated.
         realtime: False: as fast as the simulation runs; True: paced to real time; a number r > 0:
-            paced so that simulated time advances r times as fast as wall time.
+            paced so that simulated time advances r times as fast as wall time. The page's speed
+            control overrides it.
         state: if given, draw the scene right away (otherwise at the first ``update``).
         port: HTTP port (None: 7000 or the next free one; 0: any free port).
-        max_rate_hz: at most this many updates a second are sent to the browser [Hz].
+        max_rate_hz: at most this many frames a second are offered to the sender [Hz].
+        max_duty: the sender rests ``(1/max_duty − 1)`` × the wall time its last send took (building the
+            commands shares the interpreter with the simulation, the server shares the CPUs).
         show_contacts: draw contact points and force arrows (force on body B, length
-            min(|f|·scale, R) with scale = 0.25·R / f_ref [m/N], R the radius of the initial scene
-            enlarged by 25 % and f_ref the weight of the heaviest moving body, 1 N without gravity:
-            the same rule as the playback, see playback.py).
+            min(|f|·scale, R), the scale rounded to 1-2-5 from 0.25·R / f_ref [m/N], R the radius of
+            the initial scene enlarged by 25 % and f_ref the weight of the heaviest moving body, 1 N
+            without gravity: the same rule as the playback, see playback.py).
+        follow: "auto" (follow the moving bodies' centroid once it leaves the initial view), "centroid"
+            (always), "off", or a body name (always follow that body). Only horizontal motion is
+            followed (the ground stays where it is on screen).
         open_browser: open the page in the default browser.
         server: an already started MeshcatServer to use (then ``close()`` leaves it running).
         out: where the URL is printed.
         announce: print the URL (off when the caller already did).
+        threaded: send from a background thread (default); False sends inside ``update`` (tests).
         clock, sleep: the wall clock [s] and the sleep function used for pacing and throttling
             (default ``time.perf_counter`` / ``time.sleep``; tests inject fakes).
 
-    ``update(state, info)`` is meant for ``simulate(..., step_callback=lambda m, s, i: viewer.update(s, i))``;
-    it returns at once when throttled. Usable as a context manager (``close()`` on exit).
+    Page controls (live page): pause / play, single step (one simulation step per press while paused)
+    and speed reach this object through the server; while paused, ``update`` holds the simulation.
+
+    Usable as a context manager (``close()`` on exit: the last frame is sent first).
     """
 
     def __init__(self, model: Model, *, realtime: bool | float = False, state: State | None = None,
-                 port: int | None = None, max_rate_hz: float = 30.0, show_contacts: bool = True,
-                 open_browser: bool = False, server: MeshcatServer | None = None, out=None,
-                 announce: bool = True, clock=time.perf_counter, sleep=time.sleep):
+                 port: int | None = None, max_rate_hz: float = 30.0, max_duty: float = 0.25,
+                 show_contacts: bool = True, follow: str = "auto", open_browser: bool = False,
+                 server: MeshcatServer | None = None, out=None, announce: bool = True, threaded: bool = True,
+                 clock=time.perf_counter, sleep=time.sleep):
         self.model = model
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
+        self._rate_default = self.rate_target
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
+        self.max_duty = float(max_duty)
         self.show_contacts = show_contacts
+        self.follow = follow
+        if follow not in ("auto", "centroid", "off") and follow not in list(model.body_names):
+            raise ValueError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {follow!r}")
         self._own_server = server is None
         self.server = server if server is not None else MeshcatServer(port=port).start()
         self.web_url = self.server.web_url
@@ -95,18 +143,35 @@ class LiveViewer:
         self._closed = False
         self._dead = False          # the server stopped answering: no more streaming (close() still stops it)
         self._pace_origin: tuple[float, float] | None = None
-        self._last_send = -np.inf
-        self._last_sent_t: tuple[float, float] | None = None
+        self._last_offer = -np.inf
+        self._last_offered_t: tuple[float, float] | None = None
         self._slots = 0
         self._visible = []
         self._arrow_visible = []
         self._moving = np.flatnonzero(~np.asarray(model.body_fixed, dtype=bool))
+        self._body_paths = [f"{LIVE_PREFIX}/bodies/{draw.node_name(model.body_names[b])}"
+                            for b in self._moving]
         weight = weight_reference([model])
         self._force_ref = weight if weight > 0 else 1.0
         self._radius = 1.0
-        self.sends = 0
+        self._center = np.zeros(3)
+        self._following = follow not in ("auto", "off")
+        self.offered = self.sent = self.dropped = 0
+        self._threaded = threaded
+        self._cond = threading.Condition()
+        self._pending: _Frame | None = None
+        self._busy = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._control = {"paused": False, "steps": 0, "speed": None, "seq": -1}
+        self._steps_seen = 0
         if state is not None:
             self._draw(state)
+
+    @property
+    def sends(self) -> int:
+        """Frames sent (an alias of ``sent``)."""
+        return self.sent
 
     # ---------------------------------------------------------------------------------- drawing
     def _draw(self, state: State) -> None:
@@ -116,10 +181,15 @@ class LiveViewer:
         bounds = draw.Bounds(bounds.center - 1.25 * (bounds.center - bounds.lo),
                              bounds.center + 1.25 * (bounds.hi - bounds.center))
         self._radius = bounds.radius
-        self._force_scale = REFERENCE_ARROW * bounds.radius / self._force_ref
+        self._center = bounds.center
+        self._force_scale = nice_scale(REFERENCE_ARROW * bounds.radius / self._force_ref)
         self._force_threshold = 1e-3 * self._force_ref
+        ground = bounds
+        if self.follow != "off":        # the run may go far: a wider ground to roll on
+            half = LIVE_GROUND_FACTOR * (bounds.hi - bounds.lo) / 2
+            ground = draw.Bounds(bounds.center - half, bounds.center + half)
         cmds = [draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")]
-        cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=bounds)
+        cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=ground)
         cmds += draw.camera_commands(bounds, hide_stock_grid=draw.has_halfspace(m))
         self.server.send(cmds)
         self._drawn = True
@@ -139,28 +209,27 @@ class LiveViewer:
         self._slots = max(self._slots, n)
         return cmds
 
-    def _contact_commands(self, info) -> tuple[list[dict], int]:
-        contacts = getattr(info, "contacts", None)
-        if contacts is None or not self.show_contacts:
+    def _contact_commands(self, fr: _Frame) -> tuple[list[dict], int]:
+        if fr.contact_point is None or not self.show_contacts:
             return [], 0
-        nc = contacts.count
-        force = getattr(info, "force_world", None)
-        if force is None or np.shape(force)[0] != nc:
-            force = np.zeros((nc, 3))
+        nc = fr.contact_point.shape[0]
+        force = fr.contact_force if fr.contact_force is not None else np.zeros((nc, 3))
         mag = np.linalg.norm(force, axis=1) if nc else np.zeros(0)
-        show = np.flatnonzero((mag > self._force_threshold) | (contacts.phi <= 0.0))[:100]
+        show = np.flatnonzero((mag > self._force_threshold) | (fr.contact_phi <= 0.0))[:100]
         cmds = self._grow_pool(show.size)
         quats = quat_from_y_to(force[show]) if show.size else np.zeros((0, 4))
+        lengths = np.minimum(mag[show] * self._force_scale, self._radius)          # clamped at R
+        arrows = pose_matrices(np.zeros((show.size, 3)), quats,
+                               np.column_stack([np.ones(show.size), lengths, np.ones(show.size)]))
+        points = fr.contact_point[show]
         for k in range(self._slots):
             slot = f"{LIVE_PREFIX}/contacts/c{k}"
             on = k < show.size
             arrow_on = on and mag[show[k]] > self._force_threshold
             if on:
-                i = show[k]
-                cmds.append(draw.cmd_transform(slot, pose_matrix(contacts.point[i])))
+                cmds.append(_transform_cmd(slot, translation_matrix(points[k])))
                 if arrow_on:
-                    L = min(float(mag[i]) * self._force_scale, self._radius)     # clamped at R
-                    cmds.append(draw.cmd_transform(f"{slot}/force", pose_matrix(np.zeros(3), quats[k], (1.0, L, 1.0))))
+                    cmds.append(_transform_cmd(f"{slot}/force", arrows[k]))
             if self._visible[k] != on:
                 cmds.append(draw.cmd_property(slot, "visible", bool(on)))
                 self._visible[k] = on
@@ -169,23 +238,145 @@ class LiveViewer:
                 self._arrow_visible[k] = arrow_on
         return cmds, int(show.size)
 
-    # ---------------------------------------------------------------------------------- updates
-    def update(self, state: State, info=None, *, force: bool = False) -> bool:
-        """Show ``state`` (and ``info.contacts`` / ``info.force_world``); returns True if it was sent.
+    def follow_target(self, q: np.ndarray) -> np.ndarray | None:
+        """The point the camera looks at for poses ``q`` (nbody, 7), or None to keep the initial framing.
 
-        Pacing (``realtime``) sleeps so that simulated time does not run ahead of wall time × rate; a
-        simulation slower than that is shown as fast as it runs (the pacing re-anchors after 0.25 s lag).
+        Horizontal (x, y) of the followed body or of the moving bodies' centroid, z of the initial view;
+        "auto" switches on (for good) once that point is more than FOLLOW_TRIGGER·R from the view centre.
         """
-        if self._closed or self._dead:
-            return False
-        if not self._drawn:
-            try:
-                self._draw(state)
-            except ViewerServerError as exc:
-                print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
-                self._dead = True
-                return False
+        if self.follow == "off" or self._moving.size == 0:
+            return None
+        if self.follow in ("auto", "centroid"):
+            p = np.asarray(q[self._moving, :3], dtype=np.float64).mean(axis=0)
+        else:
+            p = np.asarray(q[list(self.model.body_names).index(self.follow), :3], dtype=np.float64)
+        target = np.array([p[0], p[1], self._center[2]])
+        if not self._following:
+            if np.linalg.norm(target - self._center) <= FOLLOW_TRIGGER * self._radius:
+                return None
+            self._following = True
+        return target
+
+    def _frame_commands(self, fr: _Frame) -> list[dict]:
+        Ts = pose_matrices(fr.q[self._moving, :3], fr.q[self._moving, 3:7])
+        cmds = [_transform_cmd(p, T) for p, T in zip(self._body_paths, Ts)]
+        target = self.follow_target(fr.q)
+        if target is not None:
+            cmds.append(draw.cmd_transform("/meshcat", translation_matrix(-target)))
+        ccmds, nshow = self._contact_commands(fr)
+        cmds += ccmds
+        status = {"title": f"{self.model.name} — live ({self.model.solver.kind.upper()})", "live": True,
+                  "t": fr.t, "step": fr.step, "rate": fr.rate, "contacts": nshow,
+                  "following": bool(target is not None),
+                  "note": (force_legend(self._force_scale, self._force_threshold, self._radius)
+                           if self.show_contacts else "")}
+        cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
+        return cmds
+
+    # ------------------------------------------------------------------------------- the sender
+    def _send_frame(self, fr: _Frame) -> float:
+        """Send one frame; returns the wall time it took [s] (building, sending and the server's handling,
+        which competes for the same CPUs). Marks the viewer dead on a server error."""
+        t0 = time.perf_counter()
+        try:
+            self.server.send(self._frame_commands(fr))
+            self.sent += 1
+        except ViewerServerError as exc:
+            # A dead viewer must not kill the simulation: say so once and stop streaming.
+            self._die(exc)
+        return time.perf_counter() - t0
+
+    def _die(self, exc: Exception) -> None:
+        if not self._dead:
+            print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
+        self._dead = True
+        with self._cond:
+            self._cond.notify_all()
+
+    def _poll_control(self) -> None:
+        query = getattr(self.server, "control", None)
+        if query is None or self._dead:
+            return
+        try:
+            ctrl = query()
+        except ViewerServerError as exc:
+            self._die(exc)
+            return
+        with self._cond:
+            self._control = ctrl
+            self._cond.notify_all()
+
+    def _run_sender(self) -> None:
+        poll_every, next_poll = 0.1, 0.0
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stop:
+                    if time.perf_counter() >= next_poll:
+                        break
+                    self._cond.wait(max(next_poll - time.perf_counter(), 0.0))
+                fr, self._pending = self._pending, None
+                stop = self._stop
+                self._busy = fr is not None
+            cost = 0.0
+            if fr is not None and not self._dead:
+                cost = self._send_frame(fr)
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+            if self._dead or (stop and self._pending is None):
+                return
+            if time.perf_counter() >= next_poll:
+                self._poll_control()
+                next_poll = time.perf_counter() + poll_every
+            rest = max(self.min_interval, cost * (1.0 / self.max_duty - 1.0)) if fr is not None else 0.0
+            if rest > 0:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._stop, timeout=rest)
+
+    def _offer(self, fr: _Frame) -> None:
+        self.offered += 1
+        if not self._threaded:
+            self._send_frame(fr)
+            self._poll_control()
+            return
+        with self._cond:
+            if self._pending is not None:
+                self.dropped += 1
+            self._pending = fr
+            self._cond.notify_all()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run_sender, name="convexsim-viewer", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until the latest offered frame has been sent (or the viewer died)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._dead or (self._pending is None and not self._busy), timeout)
+
+    # ---------------------------------------------------------------------------------- updates
+    def _snapshot(self, state: State, info, now: float) -> _Frame:
+        rate = None
+        if self._last_offered_t is not None and now > self._last_offered_t[1]:
+            rate = (float(state.t) - self._last_offered_t[0]) / (now - self._last_offered_t[1])
+        contacts = getattr(info, "contacts", None) if info is not None else None
+        point = force = phi = None
+        if contacts is not None and self.show_contacts:
+            nc = contacts.count
+            point = np.array(contacts.point[:nc], dtype=np.float64)
+            phi = np.array(contacts.phi[:nc], dtype=np.float64)
+            f = getattr(info, "force_world", None)
+            force = (np.array(f, dtype=np.float64) if f is not None and np.shape(f)[0] == nc
+                     else np.zeros((nc, 3)))
+        return _Frame(float(state.t), int(state.step), np.array(state.q, dtype=np.float64), point, force, phi,
+                      rate)
+
+    def _pace(self, state: State) -> float:
+        """Sleep so simulated time does not run ahead of wall time × rate; returns the clock after it."""
         now = self._clock()
+        speed = self._control.get("speed")
+        rate = float(speed) if speed else self._rate_default
+        if rate != self.rate_target:
+            self.rate_target, self._pace_origin = rate, None
         if self.rate_target > 0:
             if self._pace_origin is None:
                 self._pace_origin = (now, float(state.t))
@@ -197,37 +388,62 @@ class LiveViewer:
                 # The simulation is slower than real time (or stalled): re-anchor instead of
                 # racing to catch up later.
                 self._pace_origin = (now, float(state.t))
-        if not force and now - self._last_send < self.min_interval:
+        return now
+
+    def _hold_while_paused(self, state: State, info, shown: bool) -> None:
+        """While the page says "paused", hold the simulation (show where it stopped first); one requested
+        single step lets one ``update`` through."""
+        if not self._control.get("paused"):
+            self._steps_seen = int(self._control.get("steps", 0))
+            return
+        if not shown:
+            self._offer(self._snapshot(state, info, self._clock()))
+        while not (self._closed or self._dead):
+            ctrl = self._control
+            if not ctrl.get("paused"):
+                self._steps_seen = int(ctrl.get("steps", 0))
+                self._pace_origin = None        # no catching up on the paused time
+                return
+            if int(ctrl.get("steps", 0)) > self._steps_seen:
+                self._steps_seen += 1
+                self._pace_origin = None
+                return
+            if not self._threaded:
+                self._poll_control()
+                self._sleep(0.05)
+            else:
+                with self._cond:
+                    self._cond.wait(0.1)
+
+    def update(self, state: State, info=None, *, force: bool = False) -> bool:
+        """Offer ``state`` (and ``info.contacts`` / ``info.force_world``) for display; True if offered.
+
+        Pacing (``realtime`` or the page's speed) sleeps so that simulated time does not run ahead of
+        wall time × rate; a simulation slower than that is shown as fast as it runs (the pacing
+        re-anchors after 0.25 s lag). Frames closer than 1/max_rate_hz in wall time are skipped. While
+        the page is paused this call holds the simulation.
+        """
+        if self._closed or self._dead:
             return False
-        cmds = []
-        for b in self._moving:
-            path = f"{LIVE_PREFIX}/bodies/{draw.node_name(self.model.body_names[b])}"
-            cmds.append(draw.cmd_transform(path, pose_matrix(state.q[b, :3], state.q[b, 3:7])))
-        ccmds, nshow = self._contact_commands(info) if info is not None else ([], 0)
-        cmds += ccmds
-        rate = None
-        if self._last_sent_t is not None and now > self._last_sent_t[1]:
-            rate = (float(state.t) - self._last_sent_t[0]) / (now - self._last_sent_t[1])
-        status = {"title": f"{self.model.name} — live ({self.model.solver.kind.upper()})", "live": True,
-                  "t": float(state.t), "step": int(state.step), "rate": rate, "contacts": nshow,
-                  "note": (f"force arrows: 1 m = {1.0 / self._force_scale:.4g} N, clamped at "
-                           f"{self._radius:.3g} m" if self.show_contacts else "")}
-        cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
-        try:
-            self.server.send(cmds)
-        except ViewerServerError as exc:
-            # A dead viewer must not kill the simulation: say so once and stop streaming.
-            print(f"viewer stopped streaming: {exc}", file=sys.stderr, flush=True)
-            self._dead = True
-            return False
-        self._last_send = now
-        self._last_sent_t = (float(state.t), now)
-        self.sends += 1
-        return True
+        if not self._drawn:
+            try:
+                self._draw(state)
+            except ViewerServerError as exc:
+                self._die(exc)
+                return False
+        now = self._pace(state)
+        offered = force or now - self._last_offer >= self.min_interval
+        if offered:
+            self._offer(self._snapshot(state, info, now))
+            self._last_offer = now
+            self._last_offered_t = (float(state.t), now)
+        self._hold_while_paused(state, info, offered)
+        return offered and not self._dead
 
     def publish(self, trajectories: Sequence[Trajectory], *, models: Sequence[Model] | None = None,
                 **options) -> None:
         """Replace the live scene by the recorded playback of ``trajectories`` (PlaybackOptions fields)."""
+        self._stop_sender()
         pb = build_playback(trajectories, PlaybackOptions(**options), models=models or [self.model])
         self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
 
@@ -236,10 +452,21 @@ class LiveViewer:
         print(f"Meshcat viewer: {self.web_url}", file=self.out, flush=True)
         wait_for_stop_signal(self.server, out=self.out)
 
+    def _stop_sender(self) -> None:
+        """Send the last pending frame, then stop the sender thread."""
+        if self._thread is not None:
+            with self._cond:
+                self._stop = True
+                self._cond.notify_all()
+            self._thread.join(timeout=60)
+            self._thread = None
+            self._stop = False
+
     def close(self) -> None:
-        """Stop our server (if we started it). Idempotent."""
+        """Send the last frame, stop our server (if we started it). Idempotent."""
         if not self._closed:
             self._closed = True
+            self._stop_sender()
             if self._own_server:
                 self.server.stop()
 
@@ -251,11 +478,11 @@ class LiveViewer:
 
 
 def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[str] | None = None,
-                       layout: str = "overlay", offset: Sequence[float] | None = None,
+                       layout: str = "auto", offset: Sequence[float] | None = None,
                        force_scale: float | None = None, force_threshold: float | None = None,
                        show_contacts: bool = True, open_browser: bool = False, port: int | None = None,
                        html_out: str | Path | None = None, models: Sequence[Model] | None = None,
-                       block: bool = True, out=None) -> MeshcatServer | None:
+                       follow: str = "auto", block: bool = True, out=None) -> MeshcatServer | None:
     """Serve the playback of ``trajectories`` on our 127.0.0.1-only Meshcat server.
 
     Prints the URL and "Ctrl-C to stop", blocks until SIGINT/SIGTERM, then stops the server (no
@@ -264,7 +491,7 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
     """
     out = out or sys.stdout
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
-                           force_threshold=force_threshold, show_contacts=show_contacts)
+                           force_threshold=force_threshold, show_contacts=show_contacts, follow=follow)
     pb = build_playback(trajectories, opts, models=models)
     if html_out is not None:
         from .export import write_page
@@ -298,8 +525,9 @@ class RunViewer:
     """
 
     def __init__(self, *, realtime: bool | float = False, port: int | None = None, open_browser: bool = False,
-                 out=None):
+                 out=None, layout: str = "auto", follow: str = "auto"):
         self.realtime = realtime
+        self.layout, self.follow = layout, follow
         self.out = out or sys.stdout
         self._port, self._open_browser = port, open_browser
         self.server: MeshcatServer | None = None
@@ -321,20 +549,23 @@ class RunViewer:
         self._ensure_server()
         if self.viewer is not None:
             self.viewer.close()
-        self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out, announce=False)
+        self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out,
+                                 announce=False, follow=self.follow)
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
 
     def finish(self, trajectories: Sequence[Trajectory], *, labels: Sequence[str] | None = None,
-               wait: bool = True) -> None:
-        """Publish the playback of ``trajectories``; with ``wait``, block until Ctrl-C / SIGTERM."""
+               wait: bool = True, layout: str | None = None) -> None:
+        """Publish the playback of ``trajectories`` (``layout``: default the one given at construction);
+        with ``wait``, block until Ctrl-C / SIGTERM."""
         if self.viewer is not None:
             self.viewer.close()
             self.viewer = None
         try:
             self._ensure_server()
             if trajectories:
-                pb = build_playback(trajectories, PlaybackOptions(labels=labels))
+                opts = PlaybackOptions(labels=labels, layout=layout or self.layout)
+                pb = build_playback(trajectories, opts)
                 self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
                 print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"
                       f"{'s' if len(trajectories) > 1 else ''})", file=self.out, flush=True)

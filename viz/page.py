@@ -9,9 +9,12 @@ Both pages run meshcat 0.3.2's bundled viewer (``main.min.js``) plus a small ove
   colour; notes), the force-arrow scale, and the simulated time: ``t0 + animator.time`` during playback, or
   the streamed time and real-time rate while a simulation is live;
 * on the live page, a red line when the websocket closes (meshcat 0.3.2 does not reconnect);
-* keyboard shortcuts for playback: Space play/pause, ←/→ one recorded frame back/forward, −/= halve or
-  double the speed (the dat.GUI "Open Controls › Animations" folder offers play, pause, reset, the
-  time scrubber and ``timeScale``);
+* a control bar at the bottom, with its keyboard shortcuts written on it. Playback: reset, one frame
+  back, play/pause, one frame forward, a timeline to scrub, the time, a speed menu (×0.1 … ×4); keys
+  Space play/pause, → / ← one recorded frame forward / back, + / − double / halve the speed. Live:
+  pause/run, one simulation step (→), and the real-time pacing (max, ×1 … ×0.1; + / −), sent to our
+  server as ``{"convexsim_control": {...}}`` on the websocket (the Python side holds the run while
+  paused, see live.py);
 * ``autoplay: false`` in the info pauses a freshly loaded animation (it is always published with
   ``play=True``, which avoids the 0.3.2 trap where the scrubber does nothing until Play was pressed).
 
@@ -86,23 +89,146 @@ OVERLAY_JS = r"""
   }
   window.convexsim_render = render;
   setInterval(render, 100);
-  document.addEventListener("keydown", function (e) {
-    const a = viewer.animator;
-    if (!a.actions.length || (e.target && e.target.tagName === "INPUT")) return;
-    if (e.code === "Space") {
-      if (a.playing) a.pause(); else a.play();
-      e.preventDefault();
-    } else if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
-      a.pause();
-      const dt = info().frame_dt || 1 / 30;
-      const t = Math.min(a.duration, Math.max(0, a.time + (e.key === "ArrowRight" ? dt : -dt)));
-      a.seek(t); a.time = t;
-      if (a.time_scrubber) a.time_scrubber.updateDisplay();
-      e.preventDefault();
-    } else if (e.key === "-" || e.key === "=" || e.key === "+") {
-      a.mixer.timeScale = Math.min(16, Math.max(1 / 16, a.mixer.timeScale * (e.key === "-" ? 0.5 : 2)));
+
+  // ---- the control bar (bottom): playback timeline, or pause / step / speed of the live run ----------
+  const SPEEDS = [0.1, 0.25, 0.5, 1, 2, 4];
+  const LIVE_SPEEDS = [0, 1, 0.5, 0.25, 0.1];          // 0: as fast as the simulation runs
+  const bar = document.createElement("div");
+  bar.id = "convexsim-controls";
+  bar.style.cssText = "position:absolute;left:8px;right:8px;bottom:8px;z-index:11;padding:5px 9px;" +
+    "font:13px/1.4 system-ui,sans-serif;color:#111;background:rgba(255,255,255,0.88);border-radius:5px;" +
+    "display:none;align-items:center;gap:6px;flex-wrap:wrap";
+  bar.innerHTML =
+    '<button id="convexsim-reset" title="back to the start">|&#9664;&#9664;</button>' +
+    '<button id="convexsim-back" title="one frame back (&larr;)">&#9664;|</button>' +
+    '<button id="convexsim-play" title="play / pause (Space)" style="min-width:4.2em">pause</button>' +
+    '<button id="convexsim-fwd" title="one frame forward (&rarr;)">|&#9654;</button>' +
+    '<input id="convexsim-timeline" type="range" min="0" max="1000" step="1" value="0" ' +
+    'title="timeline: drag to scrub" style="flex:1;min-width:120px">' +
+    '<span id="convexsim-clock" style="font-variant-numeric:tabular-nums"></span>' +
+    '<label>speed <select id="convexsim-speed" title="playback speed (+ / -)"></select></label>' +
+    '<span id="convexsim-keys" style="color:#555;width:100%">keys: <b>Space</b> play/pause &middot; ' +
+    '<b>&rarr;</b> step forward &middot; <b>&larr;</b> step back &middot; <b>+</b> / <b>&minus;</b> ' +
+    'faster / slower</span>';
+  document.body.appendChild(bar);
+  const $ = id => document.getElementById(id);
+  let mode = null, scrubbing = false, livePaused = false, liveSpeed = 0;
+  function sendControl(msg) {
+    const c = viewer.connection;
+    if (c && c.readyState === 1) c.send(JSON.stringify({convexsim_control: msg}));
+  }
+  function setMode(m) {
+    if (m === mode) return;
+    mode = m;
+    bar.style.display = m ? "flex" : "none";
+    const sel = $("convexsim-speed");
+    sel.innerHTML = "";
+    for (const v of (m === "live" ? LIVE_SPEEDS : SPEEDS)) {
+      const o = document.createElement("option");
+      o.value = String(v);
+      o.textContent = v === 0 ? "max" : "\u00d7" + v;
+      sel.appendChild(o);
     }
-    render();
+    sel.value = m === "live" ? String(liveSpeed) : "1";
+    $("convexsim-timeline").style.display = m === "live" ? "none" : "";
+    $("convexsim-reset").style.display = m === "live" ? "none" : "";
+    $("convexsim-back").disabled = m === "live";
+    $("convexsim-back").title = m === "live"
+      ? "no history while live: step back in the playback after the run" : "one frame back (\u2190)";
+    $("convexsim-keys").innerHTML = m === "live"
+      ? "keys: <b>Space</b> pause/run the simulation &middot; <b>&rarr;</b> one simulation step &middot; " +
+        "<b>+</b> / <b>&minus;</b> faster / slower (real-time pacing)"
+      : "keys: <b>Space</b> play/pause &middot; <b>&rarr;</b> step forward &middot; " +
+        "<b>&larr;</b> step back &middot; <b>+</b> / <b>&minus;</b> faster / slower";
+  }
+  function stepTo(dir) {
+    const a = viewer.animator;
+    a.pause();
+    const dt = info().frame_dt || 1 / 30;
+    const t = Math.min(a.duration, Math.max(0, a.time + dir * dt));
+    a.seek(t); a.time = t;
+    if (a.time_scrubber) a.time_scrubber.updateDisplay();
+  }
+  const act = {
+    play() {
+      if (mode === "live") { livePaused = !livePaused; sendControl({paused: livePaused}); return; }
+      const a = viewer.animator;
+      if (a.playing) a.pause(); else a.play();
+    },
+    fwd() {
+      if (mode === "live") { livePaused = true; sendControl({paused: true, step: 1}); return; }
+      stepTo(+1);
+    },
+    back() { if (mode !== "live") stepTo(-1); },
+    reset() { const a = viewer.animator; a.pause(); a.seek(0); a.time = 0; },
+    speed(factor) {
+      if (mode === "live") {
+        const i = LIVE_SPEEDS.indexOf(liveSpeed);
+        // LIVE_SPEEDS runs from fast (max) to slow: "+" moves left, "-" right.
+        const j = Math.min(LIVE_SPEEDS.length - 1, Math.max(0, i + (factor > 1 ? -1 : 1)));
+        liveSpeed = LIVE_SPEEDS[j]; $("convexsim-speed").value = String(liveSpeed);
+        sendControl({speed: liveSpeed || null});
+        return;
+      }
+      const m = viewer.animator.mixer;
+      m.timeScale = Math.min(16, Math.max(1 / 16, m.timeScale * factor));
+    },
+  };
+  $("convexsim-play").onclick = () => { act.play(); render(); updateBar(); };
+  $("convexsim-fwd").onclick = () => { act.fwd(); render(); updateBar(); };
+  $("convexsim-back").onclick = () => { act.back(); render(); updateBar(); };
+  $("convexsim-reset").onclick = () => { act.reset(); render(); updateBar(); };
+  $("convexsim-speed").onchange = e => {
+    const v = Number(e.target.value);
+    if (mode === "live") { liveSpeed = v; sendControl({speed: v || null}); }
+    else viewer.animator.mixer.timeScale = v;
+    e.target.blur();                                     // keys go back to the page
+  };
+  const tl = $("convexsim-timeline");
+  tl.oninput = () => {
+    scrubbing = true;
+    const a = viewer.animator, t = Number(tl.value) / 1000 * a.duration;
+    a.pause(); a.seek(t); a.time = t;
+    if (a.time_scrubber) a.time_scrubber.updateDisplay();
+  };
+  tl.onchange = () => { scrubbing = false; tl.blur(); };
+  function updateBar() {
+    const a = viewer.animator, inf = info();
+    setMode(a.duration > 0 ? "playback" : (inf.live ? "live" : null));
+    if (mode === "playback") {
+      const t0 = inf.t0 || 0;
+      $("convexsim-play").textContent = a.playing ? "pause" : "play";
+      if (!scrubbing) tl.value = String(Math.round(1000 * a.time / a.duration));
+      $("convexsim-clock").textContent =
+        (t0 + a.time).toFixed(3) + " / " + (t0 + a.duration).toFixed(3) + " s";
+      const ts = a.mixer.timeScale, sel = $("convexsim-speed");
+      if (document.activeElement !== sel) {
+        if (!SPEEDS.includes(ts)) {
+          if (![...sel.options].some(o => Number(o.value) === ts)) {
+            const o = document.createElement("option"); o.value = String(ts); o.textContent = "\u00d7" + ts;
+            sel.appendChild(o);
+          }
+        }
+        sel.value = String(ts);
+      }
+    } else if (mode === "live") {
+      $("convexsim-play").textContent = livePaused ? "run" : "pause";
+      $("convexsim-clock").textContent = "live: t = " + Number(inf.t || 0).toFixed(3) + " s" +
+        (livePaused ? " (paused)" : "");
+    }
+  }
+  window.convexsim_controls = act;
+  setInterval(updateBar, 100);
+
+  document.addEventListener("keydown", function (e) {
+    if (!mode || (e.target && (e.target.tagName === "INPUT" && e.target.type !== "range"))) return;
+    if (e.code === "Space") { act.play(); e.preventDefault(); }
+    else if (e.key === "ArrowRight") { act.fwd(); e.preventDefault(); }
+    else if (e.key === "ArrowLeft") { act.back(); e.preventDefault(); }
+    else if (e.key === "+" || e.key === "=") act.speed(2);
+    else if (e.key === "-" || e.key === "_") act.speed(0.5);
+    else return;
+    render(); updateBar();
   });
 })();
 """

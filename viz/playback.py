@@ -21,12 +21,24 @@ unit-length arrow (shaft 0.75, cone 0.25 along +y). The arrow starts at the cont
 the force on body B (the contact normal points from A into B); A receives the opposite. Markers are
 drawn on top of the bodies (no depth test), since most arrows start inside or under a body.
 
-Scale (one rule, shared with the live viewer): force_scale = 0.25·R / f_ref [m/N], R the scene's
-bounding radius and f_ref the weight m·|g| of the heaviest moving body (so a body resting on one contact
-draws a quarter of the scene); without gravity f_ref is the 98th percentile of the nonzero |f| (live:
-1 N). force_threshold = 1e-3·f_ref [N]. Arrows are clamped at length R (an impact of thousands of
-newtons would otherwise draw an arrow many times the scene). Scale, threshold and clamp are printed in
-the legend.
+Scale (one rule, shared with the live viewer): force_scale = 0.25·R / f_ref [m/N] rounded to the
+nearest 1-2-5 value (so the legend can say "arrow length: 5 mm per N"), R the scene's bounding radius
+and f_ref the weight m·|g| of the heaviest moving body (so a body resting on one contact draws about a
+quarter of the scene); without gravity f_ref is the 98th percentile of the nonzero |f| (live: 1 N).
+force_threshold = 1e-3·f_ref [N]. Arrows are capped at length R (an impact of thousands of newtons
+would otherwise draw an arrow many times the scene). The legend says all three in plain words
+(``force_legend``).
+
+Layout (``layout``): "overlay" draws the runs in place (the second and later translucent and tinted),
+"offset" side by side; "auto" (the default) picks offset when the runs agree to the eye (largest
+body-position difference below AGREE_FRACTION of the scene radius: overlaid, they would be
+indistinguishable) or are runs of different scenes, else overlay. Later runs' arrows are thinner, so
+coinciding arrows of two runs both show.
+
+Camera follow (``follow``): "auto" follows the moving bodies' horizontal centroid when framing the whole
+recording would make them small (the recording's bounding radius exceeds FOLLOW_RATIO × the radius of
+the bodies around their centroid); "centroid" always; a body name follows that body; "off" never. It is
+a position track on the content root ``/meshcat`` (meshcat 0.3.2 cannot move the camera's target).
 """
 
 from __future__ import annotations
@@ -61,6 +73,101 @@ TINT_WEIGHT = 0.55
 REFERENCE_ARROW = 0.25
 """Arrow length of the reference force f_ref, as a fraction of the scene radius R."""
 
+AGREE_FRACTION = 0.05
+"""layout="auto": runs whose bodies never differ by more than this fraction of the scene radius are shown
+side by side (overlaid they would hide each other)."""
+
+FOLLOW_RATIO = 2.0
+"""follow="auto": follow when the whole recording is more than this many times the bodies' own extent."""
+
+ARROW_RADIUS_FACTORS = [1.0, 0.55, 0.4, 0.3]
+"""Arrow thickness per run (relative): a later run's arrow inside an earlier one's leaves both visible."""
+
+
+def nice_scale(x: float) -> float:
+    """``x`` > 0 rounded to the nearest (in log) of 1, 2, 5 × 10^k; 0 for x <= 0."""
+    if not (x > 0 and np.isfinite(x)):
+        return 0.0
+    e = np.floor(np.log10(x))
+    cands = [m * 10.0 ** (e + d) for d in (-1, 0, 1) for m in (1.0, 2.0, 5.0)]
+    return float(min(cands, key=lambda c: abs(np.log(c / x))))
+
+
+def _num(v: float) -> str:
+    """Two significant digits, plainly: 0.0098, 2.6, 52, 150, 4,000."""
+    if v >= 10:
+        return f"{round(v, 1 - int(np.floor(np.log10(v)))):,.0f}"
+    return f"{v:.2g}"
+
+
+def length_text(m: float) -> str:
+    """A length [m] in mm, cm or m, rounded: 0.005 -> "5 mm", 0.3 -> "30 cm", 2 -> "2 m"."""
+    if m < 0.01:
+        return f"{_num(m * 1000)} mm"
+    if m < 1.0:
+        return f"{_num(m * 100)} cm"
+    return f"{_num(m)} m"
+
+
+def force_text(f: float) -> str:
+    """A force [N], rounded: 0.0098 -> "0.0098 N", 60 -> "60 N", 3972 -> "3.97 kN"."""
+    if f >= 1000:
+        return f"{_num(f / 1000)} kN"
+    return f"{f:.2g} N" if f < 0.1 else f"{_num(f)} N"
+
+
+def force_legend(scale: float, threshold: float, max_length: float) -> str:
+    """The arrow scale in plain words, e.g. "arrow length: 5 mm per N, at most 30 cm (60 N and more); no
+    arrow below 0.0098 N". ``scale`` [m/N] is shown per N when that is at least 1 mm and at most 1 m,
+    else per a power of ten of newtons ("1 cm per 100 N", "10 cm per 0.1 N")."""
+    if scale <= 0:
+        return ""
+    per = 1.0
+    if scale < 1e-3:
+        while scale * per < 1e-2 * (1 - 1e-9):
+            per *= 10.0
+    elif scale > 1.0:
+        while scale * per > 1.0 * (1 + 1e-9):
+            per /= 10.0
+    unit = "N" if per == 1.0 else ("kN" if per == 1000.0 else force_text(per))
+    text = f"arrow length: {length_text(scale * per)} per {unit}"
+    text += f", at most {length_text(max_length)} ({force_text(max_length / scale)} and more)"
+    if threshold > 0:
+        text += f"; no arrow below {force_text(threshold)}"
+    return text
+
+
+def max_position_difference(a: Trajectory, b: Trajectory) -> float:
+    """Largest |p_a(t) − p_b(t)| over bodies and a's frames (b interpolated linearly; frames outside b's time
+    span compare with b's end) [m]; inf if the bodies differ."""
+    if [str(n) for n in a.body_names] != [str(n) for n in b.body_names]:
+        return float("inf")
+    if b.num_frames == 1:
+        pb = np.broadcast_to(b.position[0], a.position.shape)
+    else:
+        tb = np.asarray(b.time, dtype=np.float64)
+        pb = np.empty_like(a.position)
+        for k in range(3):
+            for j in range(a.num_bodies):
+                pb[:, j, k] = np.interp(a.time, tb, b.position[:, j, k])
+    return float(np.max(np.linalg.norm(a.position - pb, axis=2))) if a.num_bodies else 0.0
+
+
+def resolve_layout(layout: str, trajectories: Sequence[Trajectory], radius: float) -> str:
+    """"overlay" or "offset" for ``layout`` ("auto": offset when the runs agree within AGREE_FRACTION·radius
+    or are not runs of one scene, else overlay)."""
+    if layout not in ("auto", "overlay", "offset"):
+        raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {layout!r}")
+    if layout != "auto":
+        return layout
+    trajs = list(trajectories)
+    if len(trajs) < 2:
+        return "overlay"
+    if len({scene_name(t) for t in trajs}) > 1:
+        return "offset"
+    diff = max(max_position_difference(trajs[0], t) for t in trajs[1:])
+    return "offset" if diff <= AGREE_FRACTION * radius else "overlay"
+
 
 def hex_to_rgb(color: str) -> np.ndarray:
     v = int(color.lstrip("#"), 16)
@@ -86,7 +193,7 @@ class PlaybackOptions:
     """How trajectories are turned into an animation (see module docstring for the defaults)."""
 
     labels: Sequence[str] | None = None
-    layout: str = "overlay"
+    layout: str = "auto"
     offset: Sequence[float] | None = None
     force_scale: float | None = None
     force_threshold: float | None = None
@@ -97,6 +204,7 @@ class PlaybackOptions:
     autoplay: bool = True
     loop: bool = True
     title: str | None = None
+    follow: str = "auto"
 
 
 @dataclass
@@ -279,8 +387,9 @@ def model_for(traj: Trajectory) -> Model:
 def check_comparable(trajectories: Sequence[Trajectory], names: Sequence[str], layout: str) -> None:
     """Raise ValueError if runs of different scenes (other scene name or other bodies) would be overlaid
     (``names`` name the runs in the message, e.g. file names); with ``layout="offset"`` they are allowed
-    (side by side). Runs of one scene with other parameters (solver, stiffness, …) keep its name."""
-    if layout == "offset" or len(trajectories) < 2:
+    (side by side; "auto" picks it for them). Runs of one scene with other parameters (solver, stiffness,
+    …) keep its name."""
+    if layout in ("offset", "auto") or len(trajectories) < 2:
         return
     first = [str(n) for n in trajectories[0].body_names]
     a = scene_name(trajectories[0]) or "?"
@@ -409,6 +518,53 @@ def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarra
     return objects, clips, pool, dropped
 
 
+def shift_text(d) -> str:
+    """"0.45 m to the right" for a shift along +x (as the default camera sees it), else "(x, y, z) m"."""
+    d = np.asarray(d, dtype=np.float64)
+    nz = np.flatnonzero(np.abs(d) > 1e-12)
+    words = {(0, 1): "to the right", (0, -1): "to the left", (1, 1): "further back", (1, -1): "closer",
+             (2, 1): "higher", (2, -1): "lower"}
+    if nz.size == 1:
+        k = int(nz[0])
+        return f"{length_text(abs(d[k]))} {words[(k, 1 if d[k] > 0 else -1)]}"
+    return "(" + ", ".join(f"{x:.3g}" for x in d) + ") m"
+
+
+def follow_view(follow: str, models, trajs, frames, shifts, bounds: draw.Bounds, t0: float,
+                t_end: float) -> tuple[draw.Bounds, dict | None]:
+    """(bounds the camera frames, animation clip of the content root or None) for the ``follow`` option.
+
+    The followed point c(t) is the horizontal centroid of the first run's moving bodies (or the named
+    body), plus the mean run shift; the view then frames the bodies' extent around c(t) (over all frames
+    and runs), and the root ``/meshcat`` is moved by −(c_x(t), c_y(t), z_view) at the first run's frames.
+    """
+    if follow == "off":
+        return bounds, None
+    t, fr = trajs[0], frames[0]
+    moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
+    if follow in ("auto", "centroid"):
+        if not moving.any():
+            return bounds, None
+        c = t.position[fr][:, moving].mean(axis=1)
+    else:
+        c = t.position[fr][:, [str(n) for n in t.body_names].index(follow)]
+    c = c + np.mean(shifts, axis=0)
+    c[:, 2] = 0.0
+    rel = None
+    for mi, ti, fi, sh in zip(models, trajs, frames, shifts):
+        ci = np.stack([np.interp(ti.time[fi], t.time[fr], c[:, k]) for k in range(3)], axis=1)
+        b = draw.bounds_of_positions(mi, ti.position[fi] + sh - ci[:, None, :])
+        rel = b if rel is None else rel.union(b)
+    if follow == "auto" and bounds.radius <= FOLLOW_RATIO * rel.radius:
+        return bounds, None
+    z = rel.center[2]
+    target = np.column_stack([c[:, 0] + rel.center[0], c[:, 1] + rel.center[1], np.full(len(fr), z)])
+    view = rel.shifted(c[0])                     # centre = target at the first frame
+    times = t.time[fr] - t0
+    root = track("position", "vector3", times, -target, INTERPOLATE_LINEAR, t_end=t_end)
+    return view, clip("/meshcat", [root])
+
+
 # ------------------------------------------------------------------------------------- build
 def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions | None = None, *,
                    models: Sequence[Model] | None = None) -> Playback:
@@ -429,8 +585,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     trajs = list(trajectories)
     if not trajs:
         raise ValueError("nothing to show: no trajectory given")
-    if opts.layout not in ("overlay", "offset"):
-        raise ValueError(f"layout must be 'overlay' or 'offset', got {opts.layout!r}")
+    if opts.layout not in ("auto", "overlay", "offset"):
+        raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {opts.layout!r}")
     labels = list(opts.labels) if opts.labels is not None else default_labels(trajs)
     if len(labels) != len(trajs):
         raise ValueError(f"{len(labels)} labels for {len(trajs)} trajectories")
@@ -444,6 +600,9 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         if t.num_frames == 0:
             raise ValueError(f"trajectory {lab!r} has no frames")
     check_comparable(trajs, [repr(lab) for lab in labels], opts.layout)
+    named = [str(n) for n in trajs[0].body_names]
+    if opts.follow not in ("auto", "centroid", "off") and opts.follow not in named:
+        raise ValueError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {opts.follow!r}")
     same_scene = len({tuple(map(str, t.body_names)) for t in trajs}) == 1 and len({scene_name(t) for t in trajs}) == 1
     names = unique_node_names(labels)
     prefixes = [f"/meshcat/{n}" for n in names]
@@ -459,6 +618,7 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
 
     # Layout and bounds.
     bounds0 = [draw.bounds_of_positions(m, t.position[fr]) for m, t, fr in zip(models, trajs, frames)]
+    layout = resolve_layout(opts.layout, trajs, bounds0[0].radius)
     if opts.offset is not None:
         step = np.asarray(opts.offset, dtype=np.float64).reshape(3)
     else:
@@ -466,7 +626,7 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         axis = 1 if ext[0] > 2.0 * ext[1] else 0       # side by side as seen by the default camera
         step = np.zeros(3)
         step[axis] = 1.15 * ext[axis] + 0.1 * bounds0[0].radius
-    shifts = [(i * step if opts.layout == "offset" else np.zeros(3)) for i in range(len(trajs))]
+    shifts = [(i * step if layout == "offset" else np.zeros(3)) for i in range(len(trajs))]
     bounds = bounds0[0].shifted(shifts[0])
     for b, s in zip(bounds0[1:], shifts[1:]):
         bounds = bounds.union(b.shifted(s))
@@ -479,7 +639,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     f_ref = weight_reference(models)
     if f_ref <= 0:
         f_ref = float(np.percentile(mags, 98)) if mags.size else 0.0
-    force_scale = opts.force_scale if opts.force_scale is not None else (REFERENCE_ARROW * R / f_ref if f_ref > 0 else 0.0)
+    force_scale = (opts.force_scale if opts.force_scale is not None
+                   else nice_scale(REFERENCE_ARROW * R / f_ref) if f_ref > 0 else 0.0)
     force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * f_ref
     max_arrow = R                    # clamp: a 4 kN impact must not draw a 57 m arrow in a 1 m scene
     f_peak = float(mags.max()) if mags.size else 0.0
@@ -491,7 +652,7 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     legend = []
     any_ground = False
     for i, (m, t, fr, prefix, label) in enumerate(zip(models, trajs, frames, prefixes, labels)):
-        opacity = OVERLAY_OPACITY if (opts.layout == "overlay" and i > 0) else 1.0
+        opacity = OVERLAY_OPACITY if (layout == "overlay" and i > 0) else 1.0
         color = ARROW_COLORS[i % len(ARROW_COLORS)]
         tint_weight = TINT_WEIGHT if i > 0 else 0.0
         draw_ground = i == 0 or not same_scene
@@ -518,8 +679,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         body_text = "solid" if opacity == 1.0 else f"translucent ({opacity:.0%})"
         if tint_weight > 0:
             body_text += f", tinted {COLOR_NAMES[i % len(COLOR_NAMES)]}"
-        if opts.layout == "offset" and i > 0:
-            body_text += ", shifted by (" + ", ".join(f"{x:.3g}" for x in shifts[i]) + ") m"
+        if layout == "offset" and i > 0:
+            body_text += ", shifted by " + shift_text(shifts[i])
         elif len(trajs) > 1:
             body_text += ", in place"
         moving_geoms = [g for g in range(m.ngeom) if not m.body_fixed[int(m.geom_body[g])]]
@@ -529,7 +690,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         if opts.show_contacts and int(t.contact_offsets[-1]) > 0:
             objs, cclips, pool, dropped = contact_pool_commands(
                 t, fr, times, prefix, t_end=t_end, color=color, force_scale=force_scale, force_threshold=force_threshold,
-                radius=marker_radius, max_contacts=opts.max_contacts, max_length=max_arrow)
+                radius=marker_radius * ARROW_RADIUS_FACTORS[min(i, len(ARROW_RADIUS_FACTORS) - 1)],
+                max_contacts=opts.max_contacts, max_length=max_arrow)
             cmds += objs
             clips += cclips
             pb.paths[label]["contact_slots"] = pool
@@ -545,21 +707,26 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         pb.frames.append(len(fr))
         pb.duration = max(pb.duration, float(t.time[fr[-1]] - t0))
 
-    cmds += draw.camera_commands(bounds, hide_stock_grid=any_ground)
+    view, follow_clip = follow_view(opts.follow, models, trajs, frames, shifts, bounds, t0, t_end)
+    cmds += draw.camera_commands(view, hide_stock_grid=any_ground)
+    if follow_clip is not None:
+        clips.append(follow_clip)
     dts = np.concatenate([np.diff(t.time[fr]) for t, fr in zip(trajs, frames)])
     title = opts.title or (models[0].name + (" — " + " vs ".join(labels) if len(trajs) > 1 else f" — {labels[0]}"))
     notes = []
     if not same_scene:
         notes.append("different scenes, side by side")
     if force_scale > 0 and opts.show_contacts:
-        notes.append(f"force arrows: 1 m = {1.0 / force_scale:.4g} N, drawn above {force_threshold:.3g} N, "
-                     f"clamped at {max_arrow:.3g} m (forces above {max_arrow / force_scale:.4g} N"
-                     + (f"; peak {f_peak:.4g} N)" if f_peak * force_scale > max_arrow else ")"))
+        notes.append(force_legend(force_scale, force_threshold, max_arrow)
+                     + (f" (largest force: {force_text(f_peak)})" if f_peak * force_scale > max_arrow else ""))
+    if follow_clip is not None:
+        notes.append("camera follows " + ("the moving bodies" if opts.follow in ("auto", "centroid")
+                                          else opts.follow))
     pb.info = {"title": title, "legend": legend, "t0": t0, "duration": pb.duration,
                "frame_dt": float(np.median(dts)) if dts.size else 1.0 / 30.0,
                "autoplay": bool(opts.autoplay), "note": "; ".join(notes),
                "force_scale": force_scale, "force_threshold": force_threshold, "max_arrow": max_arrow,
-               "force_reference": f_ref}
+               "force_reference": f_ref, "layout": layout, "following": follow_clip is not None}
     cmds.append(draw.cmd_property("/convexsim_info", "convexsim", pb.info))
     if clips and t_end > 0:
         cmds.append({"type": "set_animation", "path": "", "animations": clips,

@@ -7,7 +7,9 @@ guards make sure it never outlives us:
 1. ``stop()`` (also from ``with``, ``atexit`` and garbage collection): SIGTERM, wait, SIGKILL after 5 s;
 2. the server's watchdog exits within ~0.25 s when its parent process is gone (even after SIGKILL);
 3. its stdout is closed after the two start-up lines and stderr goes to a log file, so it can never
-   block on a full pipe (the stock server hangs after ~500 page loads, viewer-ux.md §1.2).
+   block on a full pipe (the stock server hangs after ~500 page loads).
+
+A log file named in an error message is kept (never removed at exit), so the user can read it.
 
 Commands are sent over a ZMQ DEALER socket, pipelined (many requests in flight, replies drained in
 batches): streaming 1000 transforms costs one round trip, not 1000.
@@ -26,7 +28,7 @@ import weakref
 from pathlib import Path
 from typing import Iterable
 
-import umsgpack
+from .page import pack_command
 
 _START_TIMEOUT_S = 20.0
 _REPLY_TIMEOUT_S = 30.0
@@ -133,7 +135,7 @@ class MeshcatServer:
         try:
             lines = self._read_start_lines()
         except BaseException:
-            self._own_log = False      # keep the log the error message points to
+            self.keep_log()            # the error message points to it
             self.stop()
             raise
         self.zmq_url, self.web_url = lines["zmq_url"], lines["web_url"]
@@ -163,6 +165,19 @@ class MeshcatServer:
                     found[key] = value
         self.proc.stdout.close()
         return found
+
+    def keep_log(self) -> None:
+        """Never remove the log file (an error message names it); also at exit and in the watchdog."""
+        if self._own_log:
+            self._own_log = False
+            if self._finalizer is not None and self.proc is not None:
+                self._finalizer.detach()
+                self._finalizer = weakref.finalize(self, _shutdown, self.proc, self.log_path, False)
+
+    def _error(self, text: str) -> ViewerServerError:
+        """A ViewerServerError naming the log, which is then kept."""
+        self.keep_log()
+        return ViewerServerError(f"{text}; log: {self.log_path}")
 
     def _log_tail(self, n: int = 20) -> str:
         try:
@@ -222,24 +237,35 @@ class MeshcatServer:
         if self._socket is None:
             raise ViewerServerError("the viewer server is not running")
         self._socket.send_multipart([b"", cmd["type"].encode("utf-8"), cmd.get("path", "").encode("utf-8"),
-                                     umsgpack.packb(cmd)])
+                                     pack_command(cmd)])
         self._in_flight += 1
 
+    def _recv(self, deadline: float) -> list[bytes]:
+        """One reply; ViewerServerError (naming the kept log) if the server died or stays silent."""
+        while not self._socket.poll(200, self._zmq.POLLIN):
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self._error(f"the Meshcat server (pid {self.pid}) exited with code "
+                                  f"{self.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise self._error(f"the Meshcat server (pid {self.pid}) did not answer within "
+                                  f"{_REPLY_TIMEOUT_S:.0f} s")
+        self._in_flight -= 1
+        return self._socket.recv_multipart()
+
     def _drain(self) -> None:
-        zmq = self._zmq
-        deadline = time.monotonic() + _REPLY_TIMEOUT_S
         while self._in_flight > 0:
-            if not self._socket.poll(200, zmq.POLLIN):
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise ViewerServerError(f"the Meshcat server (pid {self.pid}) exited with code "
-                                            f"{self.proc.returncode}; log: {self.log_path}")
-                if time.monotonic() > deadline:
-                    raise ViewerServerError(
-                        f"the Meshcat server (pid {self.pid}) did not answer within {_REPLY_TIMEOUT_S:.0f} s; "
-                        f"log: {self.log_path}")
-                continue
-            deadline = time.monotonic() + _REPLY_TIMEOUT_S
-            frames = self._socket.recv_multipart()
-            self._in_flight -= 1
+            frames = self._recv(time.monotonic() + _REPLY_TIMEOUT_S)
             if frames[-1] != b"ok":
-                raise ViewerServerError(f"the Meshcat server refused a command: {frames[-1]!r}")
+                raise self._error(f"the Meshcat server refused a command: {frames[-1][:200]!r}")
+
+    def control(self) -> dict:
+        """The live page's controls: {"paused": bool, "steps": int (single steps requested so far),
+        "speed": float | None (× real time; None: as fast as the run goes), "seq": int}."""
+        import json
+
+        self._drain()
+        if self._socket is None:
+            raise ViewerServerError("the viewer server is not running")
+        self._socket.send_multipart([b"", b"convexsim_control", b"", b""])
+        self._in_flight += 1
+        return json.loads(self._recv(time.monotonic() + _REPLY_TIMEOUT_S)[-1])

@@ -185,12 +185,55 @@ class Reduced(_Strict):
                                             description="replacement values keyed by parameter path")
 
 
+class Trend(_Strict):
+    """One expected trend, checked against the study's data in the report (docs/studies.md, "Verdict").
+
+    The rows with status ok whose swept values equal ``where`` are split into series by the other swept
+    parameters (each series must meet the trend); within ``range`` of ``against`` the metric, averaged per
+    value of ``against``, must show:
+
+    * ``slope``: the least-squares slope (``fit`` loglog: d log y / d log x; semilogx: d y / d log10 x;
+      linear: d y / d x) within ``value ± tol``, or between ``min`` and ``max``;
+    * ``plateau``: max / min <= ``max_ratio`` (and, with ``value``, the mean within ``tol`` relative);
+    * ``above`` / ``below``: every value above / below ``value``.
+    """
+
+    metric: str = Field(description="a metric of the study")
+    against: str = Field(description="a swept parameter path (the x axis)")
+    kind: Literal["slope", "plateau", "above", "below"] = Field(description="what is checked")
+    where: dict[str, Any] = Field(default_factory=dict, description="keep rows with these swept values")
+    range: list[float] | None = Field(None, min_length=2, max_length=2,
+                                      description="[low, high] of `against` (inclusive; default: all)")
+    fit: Literal["loglog", "semilogx", "linear"] = Field("loglog", description="axes of the slope fit")
+    value: float | None = Field(None, description="expected slope, plateau level or threshold")
+    tol: float | None = Field(None, ge=0.0, description="slope: absolute; plateau level: relative")
+    min: float | None = Field(None, description="slope: lower bound")
+    max: float | None = Field(None, description="slope: upper bound")
+    max_ratio: float = Field(1.5, ge=1.0, description="plateau: largest max / min over the range")
+    label: str | None = Field(None, description="the trend in words (default: generated)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Trend":
+        if self.kind == "slope" and self.value is None and self.min is None and self.max is None:
+            raise ValueError("a slope trend needs value (with tol) or min / max")
+        if self.kind == "slope" and self.value is not None and self.tol is None:
+            raise ValueError("a slope trend with a value needs tol")
+        if self.kind in ("above", "below") and self.value is None:
+            raise ValueError(f"an {self.kind!r} trend needs value")
+        if self.kind == "plateau" and self.value is not None and self.tol is None:
+            raise ValueError("a plateau trend with a value (level) needs tol")
+        if self.range is not None and not self.range[0] <= self.range[1]:
+            raise ValueError(f"range must be [low, high], got {self.range}")
+        return self
+
+
 class StudySpec(_Strict):
     """A parameter study (see the module docstring for an example)."""
 
     name: str = Field(min_length=1, description="study name (used for the output folder)")
     description: str = Field("", description="what the study shows")
     expected: str = Field("", description="the expected trend, stated up front")
+    trends: list[Trend] = Field(default_factory=list, description="the expected trend in checkable form")
     scene: str | dict[str, Any] = Field(description="base scene: path (relative to the study file), shipped "
                                                     "scene name, or an inline scene mapping")
     duration: float | None = Field(None, gt=0.0, description="simulated time per run [s] (default: the scene's)")
@@ -238,6 +281,14 @@ class StudySpec(_Strict):
                 if len(set(lens.values())) > 1:
                     raise ValueError(f"reduced.parameters: combine: zip needs the reduced parameters to have equal "
                                      f"lengths, got {lens}")
+        for i, t in enumerate(self.trends):
+            if t.metric not in self.metrics:
+                raise ValueError(f"trends[{i}].metric: {t.metric!r} is not among the study's metrics {self.metrics}")
+            if t.against not in paths:
+                raise ValueError(f"trends[{i}].against: {t.against!r} is not a swept parameter {paths}")
+            bad = sorted(set(t.where) - set(paths))
+            if bad:
+                raise ValueError(f"trends[{i}].where: {bad} are not swept parameters {paths}")
         if any(m in PAIR_METRICS for m in self.metrics) and "solver.kind" not in paths:
             raise ValueError("metrics: the sap_lcp_* metrics need 'solver.kind' among the swept parameters")
         return self
@@ -529,6 +580,6 @@ def expand_runs(spec: StudySpec) -> list[RunTask]:
     return tasks
 
 
-__all__ = ["StudySpec", "StudyError", "Parameter", "Range", "ValueSet", "MetricOptions", "Reduced", "RunTask",
+__all__ = ["StudySpec", "StudyError", "Trend", "Parameter", "Range", "ValueSet", "MetricOptions", "Reduced", "RunTask",
            "load_study", "study_from_dict", "study_header", "reduce_spec", "expand_runs", "parameter_points",
            "base_scene_dict", "run_hash", "run_fingerprint", "RUN_KWARG_PATHS"]

@@ -208,7 +208,7 @@ def test_no_wait_does_not_print_the_url_just_before_stopping(tmp_path, monkeypat
             print("Meshcat viewer: http://127.0.0.1:7000/static/ (live while simulating)")
             return None
 
-        def finish(self, trajectories, wait=True):
+        def finish(self, trajectories, wait=True, layout="auto"):
             published.append(len(trajectories))
             print("Meshcat viewer: http://127.0.0.1:7000/static/ (playback)", file=self.out or None)
 

@@ -33,7 +33,7 @@ def empty_screenshot(tmp_path_factory, browser):
 
 
 def assert_rendered_and_differs(img: np.ndarray, empty: np.ndarray) -> None:
-    # A page whose WebGL failed is one flat colour: check that first.
+    # A page whose WebGL failed is one flat colour (docs/viewer.md "Tests"): check that first.
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
     changed = np.abs(img - empty).max(axis=2) > 40
     # The boxes, ground slab and legend cover well over 5 % of an 800×600 view.
@@ -70,7 +70,7 @@ def test_box_stack_export_plays_from_file(tmp_path, box_stack_pair, open_page, e
 
 def test_sap_vs_lcp_comparison_export(tmp_path, box_stack_pair, open_page, empty_screenshot):
     sap, lcp = box_stack_pair
-    out = export_html([sap, lcp], tmp_path / "cmp.html", labels=["SAP", "LCP"])
+    out = export_html([sap, lcp], tmp_path / "cmp.html", labels=["SAP", "LCP"], layout="overlay")
     probe = open_page(out.as_uri(), offline=True)
     probe.wait_for_body("LCP", "box_4")
     assert probe.bodies() == {"SAP": BOXES, "LCP": BOXES}
@@ -157,3 +157,139 @@ def test_served_playback_shows_resting_contacts_in_its_first_loop(box_stack_pair
         assert probe.errors == []
     finally:
         server.stop()
+
+
+def test_exported_page_shows_the_timeline_controls_and_the_shortcuts(tmp_path, box_stack_pair, open_page):
+    """The control bar is on the page (not hidden under "Open Controls"), its shortcuts are written on
+    it, and the buttons, keys, timeline and speed menu drive the animation."""
+    sap, _ = box_stack_pair
+    out = export_html([sap], tmp_path / "bar.html", labels=["SAP"])
+    probe = open_page(out.as_uri(), offline=True)
+    probe.wait_for_body("SAP", "box_4")
+    page = probe.page
+    page.wait_for_function("() => getComputedStyle(document.getElementById('convexsim-controls')).display === 'flex'")
+    for el in ("convexsim-play", "convexsim-back", "convexsim-fwd", "convexsim-reset", "convexsim-timeline",
+               "convexsim-speed"):
+        assert page.locator(f"#{el}").is_visible(), el
+    keys = page.inner_text("#convexsim-keys")
+    for hint in ("Space", "play/pause", "\u2192", "\u2190", "+", "\u2212", "faster"):
+        assert hint in keys, (hint, keys)
+    a = "viewer.animator"
+    page.click("#convexsim-play")                       # autoplay -> paused
+    assert page.evaluate(f"() => {a}.playing") is False
+    page.click("#convexsim-reset")
+    dt = page.evaluate("() => { const n = viewer.scene_tree.children.convexsim_info; return n.object.convexsim.frame_dt; }")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(f"() => {a}.time") == pytest.approx(2 * dt, rel=1e-6)
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate(f"() => {a}.time") == pytest.approx(dt, rel=1e-6)
+    page.keyboard.press("Space")
+    assert page.evaluate(f"() => {a}.playing") is True
+    page.keyboard.press("Space")
+    page.keyboard.press("-")
+    assert page.evaluate(f"() => {a}.mixer.timeScale") == 0.5
+    page.keyboard.press("+")
+    page.keyboard.press("+")
+    assert page.evaluate(f"() => {a}.mixer.timeScale") == 2.0
+    page.select_option("#convexsim-speed", "0.25")
+    assert page.evaluate(f"() => {a}.mixer.timeScale") == 0.25
+    # The timeline: the last position is the end of the recording, where box_4 is at its recorded pose.
+    page.locator("#convexsim-timeline").fill("1000")
+    assert page.evaluate(f"() => {a}.time") == pytest.approx(sap.duration, rel=1e-5)
+    z = page.evaluate("() => viewer.scene_tree.find(['meshcat','SAP','bodies','box_4']).object.position.z")
+    assert z == pytest.approx(sap.position[-1, 5, 2], abs=1e-6)
+    page.wait_for_function("() => document.getElementById('convexsim-clock').innerText.includes(' s')")
+    assert probe.errors == [] and probe.blocked == []
+
+
+def test_run_solver_both_page_shows_the_runs_side_by_side(tmp_path, open_page):
+    """`run box_stack --solver both --html`: SAP and LCP agree to the eye, so the default layout puts them
+    side by side, both solid, the legend says where; `--layout overlay` keeps them in place."""
+    from convexsim.cli import main
+
+    from viz_helpers import scene_path
+
+    out = tmp_path / "both.html"
+    assert main(["run", str(scene_path("box_stack")), "--solver", "both", "--duration", "0.05",
+                 "--out", str(tmp_path / "bs.npz"), "--html", str(out), "--quiet"]) == 0
+    probe = open_page(out.as_uri(), offline=True)
+    probe.wait_for_body("LCP", "box_4")
+    groups = probe.page.evaluate(
+        """() => Object.fromEntries(Object.entries(viewer.scene_tree.children.meshcat.children).map(([k, n]) =>
+             [k, [n.object.position.x, n.object.position.y, n.object.position.z]]))""")
+    sap = next(k for k in groups if k.startswith("SAP"))
+    shift = np.subtract(groups["LCP"], groups[sap])
+    assert shift[0] > 0.1 and abs(shift[1]) < 1e-9 and abs(shift[2]) < 1e-9      # 0.1 m boxes: beside
+    opac = probe.page.evaluate(
+        """(g) => [g, 'LCP'].map(k => { const n = viewer.scene_tree.find(['meshcat', k, 'bodies', 'box_4']);
+             return Object.values(n.children)[0].children['<object>'].object.material.opacity; })""", sap)
+    assert opac == [1, 1]
+    legend = probe.page.inner_text("#convexsim-overlay")
+    assert "to the right" in legend and "arrow length:" in legend and " per " in legend
+    assert probe.errors == [] and probe.blocked == []
+    over = tmp_path / "over.html"
+    assert main(["run", str(scene_path("box_stack")), "--solver", "both", "--duration", "0.02", "--layout", "overlay",
+                 "--out", str(tmp_path / "bs2.npz"), "--html", str(over), "--quiet"]) == 0
+    from viz_helpers import commands_in_page
+
+    cmds = commands_in_page(over.read_text())
+    info = next(c["value"] for c in cmds if c["type"] == "set_property" and c["path"] == "/convexsim_info")
+    assert info["layout"] == "overlay"
+
+
+def test_live_page_pauses_and_steps_the_simulation(open_page):
+    """The live page's pause holds the run (its loop stops advancing), → lets exactly one step through,
+    Space resumes."""
+    import threading
+    import time
+
+    from convexsim.simulate import prepare
+
+    from viz_helpers import scene_path
+
+    model, state, _ = prepare(scene_path("box_stack"))
+    done = []
+    with LiveViewer(model, state=state, port=0, max_rate_hz=200.0) as viewer:
+        stop = threading.Event()
+
+        def loop():                    # stands for simulate(..., step_callback=...): one update per step
+            s = state.copy()
+            while not stop.is_set():
+                s = s.copy()
+                s.t, s.step = s.t + model.time_step, s.step + 1
+                viewer.update(s, None)
+                done.append(s.step)
+                time.sleep(0.002)
+
+        th = threading.Thread(target=loop, daemon=True)
+        th.start()
+        probe = open_page(viewer.web_url)
+        probe.wait_for_body("live", "box_4")
+        page = probe.page
+        page.wait_for_function("() => getComputedStyle(document.getElementById('convexsim-controls')).display === 'flex'")
+        assert "one simulation step" in page.inner_text("#convexsim-keys")
+        page.click("#convexsim-play")                   # pause
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not viewer._control.get("paused"):
+            time.sleep(0.02)
+        time.sleep(0.2)                                 # the loop reaches the hold
+        held = len(done)
+        time.sleep(0.5)
+        assert len(done) == held                        # held while paused
+        page.keyboard.press("ArrowRight")               # one step
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(done) == held:
+            time.sleep(0.02)
+        time.sleep(0.5)
+        assert len(done) == held + 1
+        page.wait_for_function("() => document.getElementById('convexsim-clock').innerText.includes('paused')")
+        page.keyboard.press("Space")                    # run again
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(done) < held + 20:
+            time.sleep(0.02)
+        assert len(done) >= held + 20
+        stop.set()
+        assert probe.errors == []
+    th.join(10)
+    assert not th.is_alive()

@@ -100,12 +100,12 @@ def test_view_refuses_to_overlay_different_scenes_and_uses_playback_labels(tmp_p
 
     a = save_trajectory(tmp_path / "a.npz", two_body_traj)
     b = save_trajectory(tmp_path / "b.npz", without_body(two_body_traj, "pill", "only_ball"))
-    assert main(["view", str(a), str(b), "--html", str(tmp_path / "x.html")]) != 0
+    assert main(["view", str(a), str(b), "--layout", "overlay", "--html", str(tmp_path / "x.html")]) != 0
     err = capsys.readouterr().err
     assert str(a) in err and str(b) in err and "--layout offset" in err
     assert not (tmp_path / "x.html").exists()
-    # Allowed side by side, and said so in the legend.
-    assert main(["view", str(a), str(b), "--layout", "offset", "--html", str(tmp_path / "off.html")]) == 0
+    # Allowed side by side (the default "auto" layout picks it), and said so in the legend.
+    assert main(["view", str(a), str(b), "--html", str(tmp_path / "off.html")]) == 0
     info = next(c["value"] for c in commands_in_page((tmp_path / "off.html").read_text())
                 if c["type"] == "set_property" and c["path"] == "/convexsim_info")
     assert "different scenes" in info["note"]

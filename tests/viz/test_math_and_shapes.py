@@ -20,7 +20,7 @@ def test_quat_to_matrix_matches_scipy():
 
 def test_pose_matrix_is_float64_and_applies_scale_before_rotation():
     T = pose_matrix([1, 2, 3], [np.cos(0.5), 0, 0, np.sin(0.5)], scale=[1, 4, 1])
-    assert T.dtype == np.float64            # meshcat.transformations trap under NumPy 2 (docs/viewer.md)
+    assert T.dtype == np.float64            # meshcat.transformations trap under NumPy 2 (docs/viewer.md "meshcat 0.3.2 traps")
     y_tip = T @ np.array([0, 1, 0, 1.0])    # unit +y, scaled to 4, rotated by 1 rad about z
     np.testing.assert_allclose(y_tip[:3], [1 - 4 * np.sin(1.0), 2 + 4 * np.cos(1.0), 3], atol=1e-14)
 
@@ -55,3 +55,15 @@ def test_capsule_mesh_is_a_closed_outward_capsule():
 def test_grid_spacing_is_1_2_5():
     for span, step in [(1.0, 0.1), (2.0, 0.2), (4.0, 0.5), (7.0, 1.0), (0.3, 0.05), (150.0, 20.0)]:
         assert np.isclose(nice_step(span), step)
+
+
+def test_pose_matrices_match_pose_matrix_one_by_one():
+    from convexsim.viz._math import pose_matrices, pose_matrix
+
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(20, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    p, s = rng.normal(size=(20, 3)), rng.uniform(0.1, 2.0, size=(20, 3))
+    Ts = pose_matrices(p, q, s)
+    for k in range(20):
+        np.testing.assert_allclose(Ts[k], pose_matrix(p[k], q[k], s[k]), atol=1e-14)

@@ -223,17 +223,17 @@ def test_impact_frame_survives_thinning_and_its_arrow_is_clamped(two_body_traj):
     assert value_at(arrow["scale"], 3, spike.time[f_next] + 1e-6)[1] == pytest.approx(
         frame_peak_force(spike)[f_next] * scale, rel=2 * F32)
     assert frame_peak_force(spike)[f_next] == 20.0
-    assert "clamped at" in pb.info["note"] and "peak 4000 N" in pb.info["note"]
+    assert "at most" in pb.info["note"] and "largest force: 4 kN" in pb.info["note"]
 
 
 def test_live_and_playback_use_one_arrow_scale_rule(two_body_traj):
-    """force_scale = 0.25·R / (weight of the heaviest moving body) in both; arrows clamped at R."""
+    """force_scale = 0.25·R / (weight of the heaviest moving body), rounded to 1-2-5, in both; arrows clamped at R."""
     from types import SimpleNamespace
 
     from convexsim.model import Contacts
     from convexsim.scene import compile_scene, scene_from_yaml
     from convexsim.viz import LiveViewer
-    from convexsim.viz.playback import REFERENCE_ARROW, weight_reference
+    from convexsim.viz.playback import REFERENCE_ARROW, nice_scale, weight_reference
 
     from viz_helpers import TWO_BODY_YAML
 
@@ -242,7 +242,7 @@ def test_live_and_playback_use_one_arrow_scale_rule(two_body_traj):
     assert weight_reference([model]) == pytest.approx(w)
     pb = build_playback([two_body_traj], PlaybackOptions(labels=["r"]))
     assert pb.info["force_reference"] == pytest.approx(w)
-    assert pb.info["force_scale"] == pytest.approx(REFERENCE_ARROW * pb.info["max_arrow"] / w)
+    assert pb.info["force_scale"] == pytest.approx(nice_scale(REFERENCE_ARROW * pb.info["max_arrow"] / w))
 
     class Rec:
         web_url, running = "http://127.0.0.1:1/static/", True
@@ -254,18 +254,19 @@ def test_live_and_playback_use_one_arrow_scale_rule(two_body_traj):
             self.commands += list(cmds)
 
     rec = Rec()
-    viewer = LiveViewer(model, server=rec, announce=False)
+    viewer = LiveViewer(model, server=rec, announce=False, threaded=False)
     contacts = Contacts(geom_a=np.array([0]), geom_b=np.array([2]), body_a=np.array([0]), body_b=np.array([2]),
                         phi=np.array([-1e-4]), point=np.array([[0.5, 0.0, 0.0]]), normal=np.array([[0, 0, 1.0]]))
     viewer.update(state, SimpleNamespace(contacts=contacts, force_world=np.array([[0.0, 0.0, w]])), force=True)
-    assert viewer._force_scale == pytest.approx(REFERENCE_ARROW * viewer._radius / w)
+    assert viewer._force_scale == pytest.approx(nice_scale(REFERENCE_ARROW * viewer._radius / w))
 
     def arrow_length():
         T = np.array(next(c["matrix"] for c in reversed(rec.commands)
                           if c["path"] == "/meshcat/live/contacts/c0/force")).reshape(4, 4).T
         return float(np.linalg.norm(T[:3, 1]))
 
-    assert arrow_length() == pytest.approx(REFERENCE_ARROW * viewer._radius)   # one body's weight: R/4
+    assert arrow_length() == pytest.approx(viewer._force_scale * w)        # one body's weight: about R/4
+    assert 0.5 < arrow_length() / (REFERENCE_ARROW * viewer._radius) < 2.0  # 1-2-5 rounding: within ×2
     viewer.update(state, SimpleNamespace(contacts=contacts, force_world=np.array([[0.0, 0.0, 1e5]])), force=True)
     assert arrow_length() == pytest.approx(viewer._radius)                       # clamped at R
 
@@ -273,7 +274,7 @@ def test_live_and_playback_use_one_arrow_scale_rule(two_body_traj):
 def test_legend_tells_the_runs_bodies_apart(two_body_traj):
     a = two_body_traj
     b = Trajectory(**{**a.__dict__, "solver_kind": "lcp", "contact_model": "rigid"})
-    pb = build_playback([a, b])
+    pb = build_playback([a, b], PlaybackOptions(layout="overlay"))
     la, lb = pb.info["legend"]
     assert la["body"]["text"] == "bodies solid, in place" and la["body"]["opacity"] == 1.0
     assert lb["body"]["text"] == "bodies translucent (35%), tinted blue, in place"
@@ -298,7 +299,8 @@ def test_runs_of_different_scenes_need_the_offset_layout(two_body_traj):
     with pytest.raises(ValueError, match=r"a\.npz .*viz_two_bodies.* and b\.npz .*other_scene.*--layout offset"):
         check_comparable([two_body_traj, other], ["a.npz", "b.npz"], "overlay")
     with pytest.raises(ValueError, match="not runs of the same scene"):
-        build_playback([two_body_traj, other])
+        build_playback([two_body_traj, other], PlaybackOptions(layout="overlay"))
+    assert build_playback([two_body_traj, other]).info["layout"] == "offset"     # "auto" puts them side by side
     check_comparable([two_body_traj, other], ["a.npz", "b.npz"], "offset")
     pb = build_playback([two_body_traj, other], PlaybackOptions(layout="offset"))
     assert [e["label"] for e in pb.info["legend"]] == default_labels([two_body_traj, other])
@@ -319,6 +321,76 @@ def test_runs_of_different_scenes_with_the_same_body_names_are_not_overlaid():
     b = simulate(SCENES / "incline_slip.yaml", duration=0.01)
     assert list(a.body_names) == list(b.body_names)
     with pytest.raises(ValueError, match="not runs of the same scene.*scene names differ"):
-        build_playback([a, b], PlaybackOptions(labels=["stick", "slip"]))
+        build_playback([a, b], PlaybackOptions(labels=["stick", "slip"], layout="overlay"))
     pb = build_playback([a, b], PlaybackOptions(labels=["stick", "slip"], layout="offset"))
     assert "different scenes, side by side" in pb.info["note"]
+
+
+def test_force_legend_is_plain_words_with_a_round_scale():
+    from convexsim.viz.playback import force_legend, length_text, nice_scale
+
+    # 1-2-5 rounding (nearest in log): never more than a factor 1.6 away.
+    for x in np.logspace(-6, 3, 97):
+        r = nice_scale(x)
+        assert r / x < 1.6 and x / r < 1.6
+        assert f"{r / 10.0 ** np.floor(np.log10(r) + 1e-9):.6g}" in ("1", "2", "5")
+    assert nice_scale(0.0076) == 0.01 and nice_scale(0.0031) == 0.002
+    assert length_text(0.005) == "5 mm" and length_text(0.3) == "30 cm" and length_text(2.0) == "2 m"
+    assert force_legend(0.1, 0.01, 0.5) == ("arrow length: 10 cm per N, at most 50 cm (5 N and more); "
+                                            "no arrow below 0.01 N")
+    assert force_legend(1e-4, 1.0, 0.3).startswith("arrow length: 1 cm per 100 N, at most 30 cm (3 kN and more)")
+    assert force_legend(20.0, 0.0, 1.0) == "arrow length: 20 cm per 0.01 N, at most 1 m (0.05 N and more)"
+
+
+def test_auto_layout_puts_agreeing_runs_side_by_side_and_differing_runs_in_place(two_body_traj):
+    from convexsim.viz.playback import AGREE_FRACTION
+
+    a = two_body_traj
+    same = Trajectory(**{**a.__dict__, "solver_kind": "lcp", "contact_model": "rigid"})
+    pb = build_playback([a, same])
+    assert pb.info["layout"] == "offset"
+    shifts = {c["path"]: np.array(c["matrix"]).reshape(4, 4).T[:3, 3] for c in pb.commands
+              if c["type"] == "set_transform" and c["path"] in ("/meshcat/SAP (sap)", "/meshcat/LCP")}
+    assert np.linalg.norm(shifts["/meshcat/LCP"] - shifts["/meshcat/SAP (sap)"]) > 0.5   # beside, not on top
+    assert "to the right" in pb.info["legend"][1]["body"]["text"]
+    # A run whose ball is 0.3 m off (far more than AGREE_FRACTION of the ~0.6 m scene radius): overlaid,
+    # the difference is what the page shows.
+    pos = a.position.copy()
+    pos[:, 1, 0] += 0.3
+    differs = Trajectory(**{**same.__dict__, "position": pos})
+    assert 0.3 > AGREE_FRACTION * draw_radius(a)
+    assert build_playback([a, differs]).info["layout"] == "overlay"
+    # Later runs' arrows are thinner, so two coinciding arrows both show.
+    r = {p: c["object"]["geometries"][0]["radiusTop"] for c in pb.commands for p in ("SAP (sap)", "LCP")
+         if c["type"] == "set_object" and c["path"] == f"/meshcat/{p}/contacts/c0/force/shaft"}
+    assert r["LCP"] < 0.7 * r["SAP (sap)"]
+
+
+def draw_radius(traj) -> float:
+    from convexsim.viz import draw
+    from convexsim.viz.playback import model_for
+
+    return draw.bounds_of_positions(model_for(traj), traj.position).radius
+
+
+def test_camera_follows_a_body_that_leaves_the_initial_view():
+    """A ball sliding 5 m in 1 s (constant velocity, closed form): "auto" follows it (the content root is
+    moved by −(x(t), y(t), z)), "off" frames the whole path instead."""
+    from viz_helpers import synthetic_trajectory
+
+    base = synthetic_trajectory()
+    pos = base.position.copy()
+    pos[:, 1] = np.column_stack([5.0 * base.time, np.zeros(base.num_frames), np.full(base.num_frames, 0.1)])
+    pos[:, 2, 0] = 0.5 + 5.0 * base.time                      # the pill goes along
+    traj = Trajectory(**{**base.__dict__, "position": pos})
+    pb = build_playback([traj], PlaybackOptions(labels=["r"], max_fps=1e6))
+    assert pb.info["following"] and "camera follows" in pb.info["note"]
+    times, values = track_values(animation(pb)["/meshcat"]["position"], 3)
+    np.testing.assert_allclose(times[:base.num_frames], base.time, atol=F32 * base.time[-1])
+    centroid_x = 0.5 * (pos[:, 1, 0] + pos[:, 2, 0])          # the moving bodies: ball and pill
+    # −root = the followed point: the centroid plus a constant (the bodies' extent is framed around it).
+    offset = -values[:base.num_frames, 0] - centroid_x
+    np.testing.assert_allclose(offset, offset[0], atol=1e-5)  # float32 track values of ~5 m
+    assert np.ptp(values[:, 1]) < 1e-6 and np.ptp(values[:, 2]) < 1e-6    # y and z stay: horizontal follow
+    off = build_playback([traj], PlaybackOptions(labels=["r"], follow="off"))
+    assert not off.info["following"] and "/meshcat" not in animation(off)

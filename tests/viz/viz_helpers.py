@@ -10,7 +10,7 @@ from convexsim.io.trajectory import Trajectory
 from repo_paths import SCENES
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # docs/viewer.md, Tests
+CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader"]     # docs/viewer.md "Tests"
 
 TWO_BODY_YAML = """
 name: viz_two_bodies
