@@ -1,4 +1,4 @@
-"""The convex Hunt–Crossley contact constraints "lagged" and "similar" (sap-math.md §5.4).
+"""The convex Hunt–Crossley contact constraints "lagged" and "similar" (docs/sap.md).
 
 Castro, Han & Masterjohn, "A Theory of Irrotational Contact Fields" (arXiv:2312.03908), as implemented in
 Drake's SapHuntCrossleyConstraint. One contact, vc = (vt1, vt2, vn) [m/s], normal last.
@@ -21,7 +21,13 @@ G = −∂γ/∂vc (PSD):
     similar:  Gnn = −n'(z),  Gtn = μ n'(z) t̂s,  Gtt = −μ² n'(z) t̂s t̂sᵀ + μ n(z) (I − t̂s t̂sᵀ)/s
     lagged:   Gnn = −n'(vn), Gtn = 0,           Gtt = μ n0 (I − t̂s t̂sᵀ)/s
 
-Kernel parameter layout (one row of 8 floats per constraint): (μ, dt, k, d, fe0, n0, εs, v̂).
+Speculative contacts (fe0 = −k φ0 < 0: a gap at the start of the step) push only if the step closes the
+gap: v̂ = −φ0/dt, so n(vn) > 0 exactly when φ0 + dt vn < 0; "lagged" has n0 = 0 there and "similar" is
+given μ = 0 (:func:`hc_kernel_parameters`), since friction would let "similar" push at vn < v̂ + μ‖vt‖
+(docs/sap.md, "Speculative contacts").
+
+Kernel parameter layout (one row of 8 floats per constraint): (μ, dt, k, d, fe0, n0, εs, v̂), μ = 0 for
+fe0 < 0.
 """
 
 from __future__ import annotations
@@ -50,10 +56,14 @@ def hc_step_constants(dt, k, d, mu, fe0, vn0, sigma, w, v_s):
 
 @jit
 def hc_kernel_parameters(dt, k, d, mu, fe0, vn0, sigma, w, v_s, cpar_out):
-    """Rows (μ, dt, k, d, fe0, n0, εs, v̂) of all Hunt–Crossley constraints into cpar_out (nk, 8)."""
+    """Rows (μ, dt, k, d, fe0, n0, εs, v̂) of all Hunt–Crossley constraints into cpar_out (nk, 8).
+
+    A speculative contact (fe0 < 0) gets μ = 0: it carries no friction, so γ = 0 unless φ0 + dt vn < 0.
+    """
     for i in range(k.shape[0]):
-        n0, eps_s, v_hat = hc_step_constants(dt, k[i], d[i], mu[i], fe0[i], vn0[i], sigma, w[i], v_s)
-        cpar_out[i, 0] = mu[i]
+        mu_i = mu[i] if fe0[i] >= 0.0 else 0.0
+        n0, eps_s, v_hat = hc_step_constants(dt, k[i], d[i], mu_i, fe0[i], vn0[i], sigma, w[i], v_s)
+        cpar_out[i, 0] = mu_i
         cpar_out[i, 1] = dt
         cpar_out[i, 2] = k[i]
         cpar_out[i, 3] = d[i]
