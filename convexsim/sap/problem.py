@@ -312,7 +312,8 @@ def delassus_diagonal(problem: ContactProblem) -> np.ndarray:
 def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
     """Kernel parameters of every constraint for one step: (kind (nk,), cpar (nk, 8), R (nk, 3), v_hat (nk, 3)).
 
-    "sap": R and v̂ from :func:`contact_regularization`, μ = 0 for speculative contacts (φ0 > 0); Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
+    "sap": R and v̂ from :func:`contact_regularization`, μ = 0 for speculative contacts (φ0 > 0);
+    Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
     (R, v_hat rows are zero for them). Constraints with w = 0 (a zero Jacobian) get w = 1 so R stays finite.
     """
     nk = problem.nk

@@ -210,7 +210,7 @@ def test_box_sliding_sap_stop_time_and_distance_despite_gliding():
         fn = np.einsum("ij,ij->i", c["force"], c["normal"])
         ft = c["force"] - fn[:, None] * c["normal"]
         touching = c["phi"] <= 0.0
-        np.testing.assert_array_equal(ft[~touching], 0.0)
+        assert np.abs(ft[~touching]).max(initial=0.0) <= 1e-12 * max(1.0, np.abs(fn).max(initial=0.0))
         gn_touching += fn[touching].sum() * dt
     assert 0.5 * gn_touching == pytest.approx(1.0 * 2.0, rel=5e-3)
     assert traj.time[i_stop] >= 2.0 / (0.5 * G)

@@ -20,7 +20,8 @@ MODELS = ["sap", "lagged", "similar"]
 
 
 def material(k=1e5, tau=0.01, mu=0.5, d=10.0):
-    return {"default": {"friction": mu, "stiffness": k, "dissipation_time": tau, "hunt_crossley_dissipation": d}}
+    return {"default": {"friction": mu, "stiffness": k, "dissipation_time": tau,
+                        "hunt_crossley_dissipation": d}}
 
 
 def sphere(name, position, velocity, r=0.05, m=0.1):
