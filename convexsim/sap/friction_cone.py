@@ -18,11 +18,10 @@ has three regions, tested in this order (Castro, Permenter & Han, T-RO 2023, arX
 The per-region costs are the paper's; they are continuous across both region boundaries also with the soft
 norm, and their gradients are exactly −γ. (Drake evaluates ½ γᵀRγ, which differs from these by O(Rt ε²).)
 
-Speculative contacts (gap φ0 > 0 at the start of the step) push only if the step closes the gap,
-γn > 0 ⇒ φ0 + dt·vn < 0: their bias is v̂n = −φ0/dt (γn = −(φ0 + dt vn)/(dt Rn), the law of a contact
-that starts touching, applied to the gap at the end of the step) and they carry no friction
-(:func:`speculative_friction`); a convex ℓ that is zero on the whole half-space vn ≥ −φ0/dt cannot have
-friction (docs/sap.md, "Speculative contacts").
+Speculative contacts (gap φ0 > 0 at the start of the step) have the bias v̂n = −φ0/dt: without slip
+γn = (−(φ0 + dt vn))₊/(dt Rn), the law of a contact that starts touching applied to the gap at the end of
+the step, so they push only if the step closes the gap; while sliding the cone's gliding band widens
+that to φ0 + dt vn < dt μ ‖vt‖ (docs/sap.md, "Speculative contacts").
 
 All functions on one contact are numba kernels on scalars / 3-vectors; :func:`contact_regularization` is the
 vectorized Python entry point.
@@ -152,15 +151,6 @@ def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out):
         G_out[2, 2] = f / Rn
 
 
-def speculative_friction(mu, phi0):
-    """Friction coefficient the kernels use: μ where φ0 ≤ 0, 0 for a speculative contact (φ0 > 0).
-
-    Shapes broadcast; returns a float array.
-    """
-    mu, phi0 = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(phi0, dtype=float))
-    return np.where(phi0 > 0.0, 0.0, mu)
-
-
 def contact_regularization(dt, k, tau_d, mu, w, beta=1.0, sigma=1e-3, phi0=0.0):
     """Regularization R and bias v̂ of friction-cone contacts (docs/sap.md).
 
@@ -213,7 +203,6 @@ __all__ = [
     "NO_CONTACT",
     "normal_bias",
     "regularization",
-    "speculative_friction",
     "cone_region",
     "cone_impulse_and_cost",
     "cone_hessian",

@@ -21,13 +21,12 @@ G = −∂γ/∂vc (PSD):
     similar:  Gnn = −n'(z),  Gtn = μ n'(z) t̂s,  Gtt = −μ² n'(z) t̂s t̂sᵀ + μ n(z) (I − t̂s t̂sᵀ)/s
     lagged:   Gnn = −n'(vn), Gtn = 0,           Gtt = μ n0 (I − t̂s t̂sᵀ)/s
 
-Speculative contacts (fe0 = −k φ0 < 0: a gap at the start of the step) push only if the step closes the
-gap: v̂ = −φ0/dt, so n(vn) > 0 exactly when φ0 + dt vn < 0; "lagged" has n0 = 0 there and "similar" is
-given μ = 0 (:func:`hc_kernel_parameters`), since friction would let "similar" push at vn < v̂ + μ‖vt‖
-(docs/sap.md, "Speculative contacts").
+Speculative contacts (fe0 = −k φ0 < 0: a gap at the start of the step): v̂ = fe0/(dt k) = −φ0/dt, so
+"lagged" (n0 = 0: no friction) pushes exactly when the step closes the gap, φ0 + dt vn < 0, and
+"similar" when φ0 + dt (vn − μ‖vt‖ₛ) < 0: exactly that rule without slip, widened by its gliding band
+dt μ ‖vt‖ₛ while sliding (docs/sap.md, "Speculative contacts").
 
-Kernel parameter layout (one row of 8 floats per constraint): (μ, dt, k, d, fe0, n0, εs, v̂), μ = 0 for
-fe0 < 0.
+Kernel parameter layout (one row of 8 floats per constraint): (μ, dt, k, d, fe0, n0, εs, v̂).
 """
 
 from __future__ import annotations
@@ -56,14 +55,10 @@ def hc_step_constants(dt, k, d, mu, fe0, vn0, sigma, w, v_s):
 
 @jit
 def hc_kernel_parameters(dt, k, d, mu, fe0, vn0, sigma, w, v_s, cpar_out):
-    """Rows (μ, dt, k, d, fe0, n0, εs, v̂) of all Hunt–Crossley constraints into cpar_out (nk, 8).
-
-    A speculative contact (fe0 < 0) gets μ = 0: it carries no friction, so γ = 0 unless φ0 + dt vn < 0.
-    """
+    """Rows (μ, dt, k, d, fe0, n0, εs, v̂) of all Hunt–Crossley constraints into cpar_out (nk, 8)."""
     for i in range(k.shape[0]):
-        mu_i = mu[i] if fe0[i] >= 0.0 else 0.0
-        n0, eps_s, v_hat = hc_step_constants(dt, k[i], d[i], mu_i, fe0[i], vn0[i], sigma, w[i], v_s)
-        cpar_out[i, 0] = mu_i
+        n0, eps_s, v_hat = hc_step_constants(dt, k[i], d[i], mu[i], fe0[i], vn0[i], sigma, w[i], v_s)
+        cpar_out[i, 0] = mu[i]
         cpar_out[i, 1] = dt
         cpar_out[i, 2] = k[i]
         cpar_out[i, 3] = d[i]

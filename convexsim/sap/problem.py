@@ -17,7 +17,7 @@ import numpy as np
 from convexsim.sap import blocks
 from convexsim.sap._validate import check_finite, check_nonneg, check_positive, per_constraint
 from convexsim.sap.constraints import KIND_LAGGED, KIND_SAP, KIND_SIMILAR, NPAR
-from convexsim.sap.friction_cone import contact_regularization, speculative_friction
+from convexsim.sap.friction_cone import contact_regularization
 from convexsim.sap.hunt_crossley import hc_kernel_parameters
 
 MODELS = {"sap": KIND_SAP, "lagged": KIND_LAGGED, "similar": KIND_SIMILAR}
@@ -312,7 +312,7 @@ def delassus_diagonal(problem: ContactProblem) -> np.ndarray:
 def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
     """Kernel parameters of every constraint for one step: (kind (nk,), cpar (nk, 8), R (nk, 3), v_hat (nk, 3)).
 
-    "sap": R and v̂ from :func:`contact_regularization`, μ = 0 for speculative contacts (φ0 > 0);
+    "sap": R and v̂ from :func:`contact_regularization` (v̂n = −φ0/dt for a speculative contact, φ0 > 0);
     Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
     (R, v_hat rows are zero for them). Constraints with w = 0 (a zero Jacobian) get w = 1 so R stays finite.
     """
@@ -328,7 +328,7 @@ def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
         R, v_hat = contact_regularization(
             problem.dt, problem.k, problem.tau_d, problem.mu, w, problem.beta, problem.sigma, problem.phi0
         )
-        cpar[:, 0] = speculative_friction(problem.mu, problem.phi0)
+        cpar[:, 0] = problem.mu
         cpar[:, 1] = R[:, 0]
         cpar[:, 2] = R[:, 2]
         cpar[:, 3:6] = v_hat

@@ -6,9 +6,10 @@ here, whatever the scene file says, because the τ_d override below only acts in
 * every material's stiffness 1e8 N/m, so the pair stiffness (in series) is k = 5e7 N/m;
 * every material's dissipation time 5e-4 s, so the pair's is τ_d = 1e-3 s = dt;
 * σ = 1e-5 (stiction creep ∝ σ) and β = 1e-3. β matters: with the default β = 1 the near-rigid
-  clamp of the sap model (docs/sap.md: R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the contact to
-  k_eff = 4π²/(β² w dt (dt + τ_d)) ≈ 1.2e7 N/m for the ball, so the rest sink would be 8.4e-7 m
-  instead of m·g/k = 1.96e-7 m (measured; the same effect shows at Drake's defaults). β = 1e-3 takes the clamp out and leaves SAP's plain compliant law.
+  clamp of the sap model (docs/sap.md: R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the
+  contact to k_eff = 4π²/(β² w dt (dt + τ_d)) ≈ 1.2e7 N/m for the ball, so the rest sink would be
+  8.4e-7 m instead of m·g/k = 1.96e-7 m (measured; the same effect shows at Drake's defaults).
+  β = 1e-3 takes the clamp out and leaves SAP's plain compliant law.
 
 Two consequences of this law that set the tolerances below (derived, then checked by measurement):
 
@@ -178,39 +179,22 @@ def test_incline_stick_sap_creeps_within_sigma_bound():
 def test_box_slide_stops_within_analytic_bound(solver):
     """box_slide: cube launched at v0 = 2 m/s, μ = 0.5, sliding along world x.
 
-    Continuous Coulomb stop distance v0²/(2μg) = 0.407747 m. LCP: implicit-Euler friction
-    (v_k = v0 − k·μ·g·dt while sliding) travels Σ dt·v_k = v0²/(2μg) − v0·dt/2 up to one step's
-    travel, so it must stop within v0·dt = 2 mm of the analytic distance (measured 0.406748 m); x is
-    a cone direction of the LCP's octagon (full μN, no anisotropy). SAP's box hops by ~3 cm early in
-    the slide (the gliding artifact of the sap model, docs/physics-verification.md, also with the
-    default material parameters); the landings after the hops are speculative contacts, which push
-    without friction (docs/sap.md), so SAP slides further (measured 0.531 m): checked is that it never
-    stops short of the LCP bound and that its touching contacts alone stop it: speculative contacts
-    carry exactly zero friction and m·v0 ≤ μ·Σγ_n over contacts with φ ≤ 0 (|γt| ≤ μγ_n, equal while
-    sliding; the excess is the unused capacity of the last, sticking steps before |v| < 1e-6 m/s:
-    measured 1.0%, bound 3%). Both at rest at the end (|v| ≤ 1e-6 m/s). LCP: never below the
-    ground (1e-12 m).
+    Continuous Coulomb stop distance v0²/(2μg) = 0.407747 m. Implicit-Euler friction (both solvers:
+    v_k = v0 − k·μ·g·dt while sliding) travels Σ dt·v_k = v0²/(2μg) − v0·dt/2 up to one step's
+    travel, so both must stop within v0·dt = 2 mm of the analytic distance. x is a cone direction
+    of the LCP's octagon (full μN, no anisotropy). SAP's stiction creep after the stop is
+    σ·μ·g·dt·0.2 s ≈ 1e-8 m, negligible. Measured: SAP 0.406743 m, LCP 0.406748 m. Both at rest at
+    the end (|v| ≤ 1e-6 m/s). LCP: never below the ground (1e-12 m). (SAP's box hops by ~3 cm early
+    in the slide, the gliding artifact of the sap model (docs/physics-verification.md), also with the
+    default material parameters; the integrated normal impulse, hence the stop distance, is
+    unaffected.)
     """
     v0, mu = 2.0, 0.5
     kw = {"contact_model": "sap", "overrides": stiff_sap(["ground", "box"])} if solver == "sap" else {}
     traj = simulate("scenes/box_slide.yaml", solver=solver, duration=0.6, **kw)
     assert traj.failure == ""
     b = traj.body_index("box")
-    if solver == "lcp":
-        assert abs(traj.position[-1, b, 0] - v0**2 / (2 * mu * G)) <= v0 * DT
-    else:
-        assert traj.position[-1, b, 0] >= v0**2 / (2 * mu * G) - v0 * DT
-        gn = 0.0
-        for f in range(1, traj.num_frames):
-            c = traj.contacts_at(f)
-            touching = c["phi"] <= 0.0
-            fn = np.einsum("ij,ij->i", c["force"], c["normal"])
-            ft = (c["force"] - fn[:, None] * c["normal"])[~touching]
-            assert np.abs(ft).max(initial=0.0) <= 1e-12 * max(1.0, np.abs(fn).max(initial=0.0))  # round-off
-            gn += fn[touching].sum() * DT
-            if abs(traj.linear_velocity[f, b, 0]) < 1e-6:
-                break
-        assert 1.0 * v0 <= mu * gn <= 1.03 * v0
+    assert abs(traj.position[-1, b, 0] - v0**2 / (2 * mu * G)) <= v0 * DT
     assert np.abs(traj.linear_velocity[-1, b]).max() <= 1e-6
     if solver == "lcp":
         assert traj.position[:, b, 2].min() >= 0.1 - 1e-12

@@ -115,27 +115,15 @@ def test_no_friction_slides_freely(ls):
 
 @pytest.mark.parametrize("ls", LINE_SEARCHES)
 def test_sliding_above_the_transition_torque(ls):
-    """Check Mz = 40 > 30 makes the triangle spin up with |γt| = μ γn at every touching contact.
-
-    Sliding at ω R ≈ 1 m/s, the gliding term (normal offset up to μ‖vt‖ ≈ 0.7 m/s) makes the triangle hop;
-    in the air its contacts are speculative (φ0 > 0) and carry no friction, and they push only on the
-    step that lands (φ0 + dt vn < 0). So the spin grows in every airborne step by exactly dt Mz/I and
-    over the run, and every touching contact slides with |γt| = μ γn.
-    """
+    """Check Mz = 40 > 30 makes the triangle spin up with |γt| = μ γn at every contact."""
     dt, mu = 0.01, 2.0 / 3.0
     _, results = simulate(40, dt, mu=mu, k=1e4, tau_d=2 * dt, beta=1.0, line_search=ls, mz=40.0)
-    spins = np.array([res.v[3] for _, res in results])
-    assert spins[-1] > 0.5 and spins[-1] > spins[-10]  # spun up (stiction would hold it at 0)
-    for step, (problem, r) in enumerate(results):
-        gt = np.hypot(r.gamma[:, 0], r.gamma[:, 1])
-        touching = problem.phi0 <= 0.0
-        # Region II gives γt = μ γn t̂ with |t̂| = ‖yt‖/sqrt(‖yt‖² + ε²): μγn up to (ε/‖yt‖)² ≈ 1e-20.
-        np.testing.assert_allclose(gt[touching], mu * r.gamma[touching, 2], rtol=1e-13)
-        np.testing.assert_array_equal(gt[~touching], 0.0)
-        closes = problem.phi0 + dt * r.vc[:, 2] < 0.0
-        assert np.all(r.gamma[~touching & ~closes, 2] == 0.0), step
-        if not touching.any() and not closes.any() and step > 0:  # airborne: free spin-up, I Δω = dt Mz
-            assert spins[step] - spins[step - 1] == pytest.approx(dt * 40.0 / INERTIA, rel=1e-9)
+    problem, r = results[-1]
+    spins = [res.v[3] for _, res in results[-10:]]
+    assert spins[-1] > 0 and np.all(np.diff(spins) > 0)  # accelerating rotation
+    gt = np.hypot(r.gamma[:, 0], r.gamma[:, 1])
+    # Region II gives γt = μ γn t̂ with |t̂| = ‖yt‖/sqrt(‖yt‖² + ε²): equal to μγn up to (ε/‖yt‖)² ≈ 1e-20.
+    np.testing.assert_allclose(gt, mu * r.gamma[:, 2], rtol=1e-13)
 
 
 @pytest.mark.parametrize("ls", LINE_SEARCHES)

@@ -173,14 +173,9 @@ def test_sparse_hessian_blocks_equal_dense_hessian_random():
 
 # ------------------------------------------------------------------------------- optimality vs independent solvers
 def _dual_conic_reference(problem, result):
-    """min_{γ∈F} ½γᵀ(W+R)γ + (J v* − v̂)ᵀγ by Clarabel; returns (v = v* + A⁻¹Jᵀγ, γ).
-
-    F = Π_i {‖γt‖ ≤ μ_i γn, γn ≥ 0} with μ_i = 0 for a speculative contact (φ0 > 0: no friction).
-    """
+    """min_{γ∈F} ½γᵀ(W+R)γ + (J v* − v̂)ᵀγ by Clarabel; returns (v = v* + A⁻¹Jᵀγ, γ)."""
     clarabel = pytest.importorskip("clarabel")
     from scipy import sparse
-
-    from convexsim.sap.friction_cone import speculative_friction
 
     A = problem.A_dense()
     J = problem.J_dense()
@@ -188,21 +183,19 @@ def _dual_conic_reference(problem, result):
     P = W + np.diag(result.R.reshape(-1))
     q = J @ problem.v_star - result.v_hat.reshape(-1)
     nk = problem.nk
-    mu = speculative_friction(problem.mu, problem.phi0)
-    cone_rows = np.zeros((4 * nk, 3 * nk))
-    for i in range(nk):  # s_i = (μ γn, γt1, γt2) ∈ SOC(3), then γn ≥ 0 (needed where μ = 0)
-        cone_rows[3 * i, 3 * i + 2] = mu[i]
+    cone_rows = np.zeros((3 * nk, 3 * nk))
+    for i in range(nk):  # s_i = (μ γn, γt1, γt2) ∈ SOC(3)
+        cone_rows[3 * i, 3 * i + 2] = problem.mu[i]
         cone_rows[3 * i + 1, 3 * i] = 1.0
         cone_rows[3 * i + 2, 3 * i + 1] = 1.0
-        cone_rows[3 * nk + i, 3 * i + 2] = 1.0
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-13
     settings.tol_ktratio = 1e-10
     settings.max_iter = 400
     solver = clarabel.DefaultSolver(
-        sparse.csc_matrix(np.triu(0.5 * (P + P.T))), q, sparse.csc_matrix(-cone_rows), np.zeros(4 * nk),
-        [clarabel.SecondOrderConeT(3)] * nk + [clarabel.NonnegativeConeT(nk)], settings,
+        sparse.csc_matrix(np.triu(0.5 * (P + P.T))), q, sparse.csc_matrix(-cone_rows), np.zeros(3 * nk),
+        [clarabel.SecondOrderConeT(3)] * nk, settings,
     )
     sol = solver.solve()
     assert str(sol.status) in ("Solved", "AlmostSolved")

@@ -189,31 +189,20 @@ def test_frictionless_collision_conserves_linear_momentum():
 def test_box_sliding_sap_stop_time_and_distance_despite_gliding():
     """Check the sap model's sliding box (v0 = 2 m/s, μ = 0.5) against Coulomb, within its gliding bound.
 
-    Reference: x-momentum. Friction acts only at touching contacts (φ0 ≤ 0), where sliding (region II)
-    gives exactly |γt| = μ·γn; speculative contacts (φ0 > 0: the landings after each hop) push without
-    friction (docs/sap.md). So m·v0 = μ·Σ_touching γn up to the stop (tolerance 0.5%: the stop threshold
-    1e-3 m/s and the stiction step; measured 0.2%), speculative contacts carry exactly zero friction, and
-    the box stops no earlier than Coulomb's T = v0/(μ·g) = 0.408 s (measured 0.482 s: the landing
-    impulses, ≈ 15% of Σγn, carry no friction). The hop is the documented gliding artifact (> 5 mm,
-    measured 3.2 cm), absent in the lagged model.
+    Reference: in sliding (region II) the friction impulse is exactly μ·γ_n, and the box starts and ends
+    at rest vertically, so Σγ_n = m·g·T and the stopping time is T = v0/(μ·g) = 0.408 s whatever the
+    hop; tolerance 2% (20 steps of ~1 ms settle). The distance v0²/(2μg) additionally depends on how the
+    normal impulse is spread in time: the gliding offset (dt+τ_d)·μ·|v_t| = 11 mm makes the box hop
+    (docs/physics-verification.md), which redistributes deceleration; measured 0.3% off, tolerance 5%.
+    The hop itself is asserted too: it is the documented artifact (> 5 mm), absent in the lagged model.
     """
     traj = simulate(box_on_ground(contact_model="sap", tau_mat=0.005, v0=(2.0, 0, 0), duration=0.7))
     assert not traj.failure, traj.failure
     b = traj.body_index("box")
     vx = traj.linear_velocity[:, b, 0]
-    i_stop = int(np.argmax(np.abs(vx) < 1e-3))
-    assert abs(vx[i_stop]) < 1e-3, "the box did not stop"
-    dt = traj.time[1] - traj.time[0]
-    gn_touching = 0.0
-    for f in range(1, i_stop + 1):
-        c = traj.contacts_at(f)
-        fn = np.einsum("ij,ij->i", c["force"], c["normal"])
-        ft = c["force"] - fn[:, None] * c["normal"]
-        touching = c["phi"] <= 0.0
-        assert np.abs(ft[~touching]).max(initial=0.0) <= 1e-12 * max(1.0, np.abs(fn).max(initial=0.0))
-        gn_touching += fn[touching].sum() * dt
-    assert 0.5 * gn_touching == pytest.approx(1.0 * 2.0, rel=5e-3)
-    assert traj.time[i_stop] >= 2.0 / (0.5 * G)
+    t_stop = traj.time[np.argmax(np.abs(vx) < 1e-3)]
+    assert t_stop == pytest.approx(2.0 / (0.5 * G), rel=0.02)
+    assert traj.position[-1, b, 0] == pytest.approx(2.0**2 / (2 * 0.5 * G), rel=0.05)
     assert traj.position[:, b, 2].max() - 0.05 > 5e-3, "the sap model's gliding hop is expected"
     lagged = simulate(box_on_ground(contact_model="lagged", v0=(2.0, 0, 0), duration=0.7))
     assert lagged.position[:, b, 2].max() - 0.05 < 1e-4, "lagged slides without hopping"
