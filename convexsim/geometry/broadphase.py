@@ -1,14 +1,16 @@
 """Broad phase: candidate geometry pairs from bounding spheres (sort and sweep) and halfspace supports.
 
 Every non-halfspace geometry g is bounded by the ball of radius ρ_g (``bounding_radius``) about its
-origin. Two such geometries are a candidate pair when |c_i − c_j| <= ρ_i + ρ_j + margin. The sweep
-sorts the intervals [c_i·e − ρ_i − margin/2, c_i·e + ρ_i + margin/2] along the world axis e on which
-the centres spread most, and tests only pairs whose intervals overlap: O(n log n + k) for k
-overlapping intervals, instead of the n(n − 1)/2 tests of ``brute_force_pairs``.
+origin, and carries a margin share m_g >= 0 [m]: the margin of a pair is m_i + m_j (a uniform pair
+margin m is m_g = m/2; the steppers give each geometry its body's motion bound over the step). Two
+geometries are a candidate pair when |c_i − c_j| <= ρ_i + ρ_j + m_i + m_j. The sweep sorts the
+intervals [c_i·e − ρ_i − m_i, c_i·e + ρ_i + m_i] along the world axis e on which the centres spread
+most, and tests only pairs whose intervals overlap: O(n log n + k) for k overlapping intervals,
+instead of the n(n − 1)/2 tests of ``brute_force_pairs``.
 
-Halfspaces (unbounded) are handled apart: a halfspace (p, n) and a geometry g form a pair when the
-lowest point of g along n is within the margin, n·(c_g − p) − s_g(n) <= margin, with s_g(n) the
-support half-width of g along n.
+Halfspaces (unbounded) are handled apart: a halfspace h = (p, n) and a geometry g form a pair when
+the lowest point of g along n is within the pair's margin, n·(c_g − p) − s_g(n) <= m_h + m_g, with
+s_g(n) the support half-width of g along n.
 
 Pairs of geometries on the same body, pairs of two fixed bodies and halfspace–halfspace pairs are
 never reported. A pair is (A, B) with A the halfspace if there is one, else the lower geom index.
@@ -81,7 +83,7 @@ def _halfspace_pairs(
     body_fixed: np.ndarray,
     pos: np.ndarray,
     rot: np.ndarray,
-    margin: float,
+    gmargin: np.ndarray,
     pairs: np.ndarray,
     total: int,
 ) -> int:
@@ -97,7 +99,7 @@ def _halfspace_pairs(
             height = (
                 n[0] * (pos[g, 0] - pos[h, 0]) + n[1] * (pos[g, 1] - pos[h, 1]) + n[2] * (pos[g, 2] - pos[h, 2])
             ) - support_half_width(geom_type[g], geom_size[g], rot[g], n)
-            if height <= margin:
+            if height <= gmargin[h] + gmargin[g]:
                 total = _emit(h, g, total, pairs)
     return total
 
@@ -110,11 +112,12 @@ def sweep_and_prune_pairs(
     body_fixed: np.ndarray,
     pos: np.ndarray,
     rot: np.ndarray,
-    margin: float,
+    gmargin: np.ndarray,
     pairs: np.ndarray,
 ) -> int:
     """All candidate pairs (sort and sweep + halfspaces) into ``pairs`` (cap, 2).
 
+    ``gmargin`` (ngeom,) holds each geometry's margin share m_g [m]; a pair's margin is m_i + m_j.
     Returns the number of pairs found; if it exceeds ``pairs.shape[0]`` only the first rows were
     written and the caller must retry with a larger buffer.
     """
@@ -139,8 +142,9 @@ def sweep_and_prune_pairs(
             if var > best_var:
                 best_var = var
                 axis = e
-        lo = centres[:, axis] - rho - 0.5 * margin
-        hi = centres[:, axis] + rho + 0.5 * margin
+        mg = gmargin[idx]
+        lo = centres[:, axis] - rho - mg
+        hi = centres[:, axis] + rho + mg
         order = np.argsort(lo, kind="mergesort")
         for ii in range(m):
             ki = order[ii]
@@ -155,10 +159,10 @@ def sweep_and_prune_pairs(
                 dx = centres[ki, 0] - centres[kj, 0]
                 dy = centres[ki, 1] - centres[kj, 1]
                 dz = centres[ki, 2] - centres[kj, 2]
-                reach = rho[ki] + rho[kj] + margin
+                reach = rho[ki] + rho[kj] + mg[ki] + mg[kj]
                 if dx * dx + dy * dy + dz * dz <= reach * reach:
                     total = _emit(min(i, j), max(i, j), total, pairs)
-    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, pairs, total)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total)
 
 
 @jit
@@ -169,7 +173,7 @@ def brute_force_pairs(
     body_fixed: np.ndarray,
     pos: np.ndarray,
     rot: np.ndarray,
-    margin: float,
+    gmargin: np.ndarray,
     pairs: np.ndarray,
 ) -> int:
     """Reference broad phase: the same pair rule as ``sweep_and_prune_pairs`` by testing all pairs."""
@@ -185,8 +189,9 @@ def brute_force_pairs(
             reach = (
                 bounding_radius(geom_type[i], geom_size[i])
                 + bounding_radius(geom_type[j], geom_size[j])
-                + margin
+                + gmargin[i]
+                + gmargin[j]
             )
             if dot3(d, d) <= reach * reach:
                 total = _emit(i, j, total, pairs)
-    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, pairs, total)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total)

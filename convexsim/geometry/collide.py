@@ -6,7 +6,9 @@ Conventions (docs/collision.md):
   index. The normal is a unit vector from A into B (moving B along +n separates the pair), ``phi``
   the signed distance [m] (< 0: penetration) and ``point`` the midpoint of the two surface points.
 * Contacts are ordered by (A, B) and, within a pair, in the kernel's order.
-* Every contact with ``phi <= margin`` is reported; ``margin > 0`` adds speculative contacts.
+* Every contact with ``phi <= margin`` is reported; ``margin > 0`` adds speculative contacts. The margin
+  is one number for every pair, or per body: a (nbody,) array of shares m_b [m], the margin of a pair
+  being m_A + m_B (the steppers pass each body's motion bound over the step, docs/sap.md).
 """
 
 from __future__ import annotations
@@ -132,13 +134,15 @@ def narrow_phase(
     geom_size: np.ndarray,
     pos: np.ndarray,
     rot: np.ndarray,
-    margin: float,
+    gmargin: np.ndarray,
     out_geoms: np.ndarray,
     out_phi: np.ndarray,
     out_point: np.ndarray,
     out_normal: np.ndarray,
 ) -> int:
     """Run ``collide_geoms`` on pairs[:npairs] (A, B) and append the contacts to the out buffers.
+
+    The margin of pair (A, B) is gmargin[A] + gmargin[B] [m] (per-geometry shares, (ngeom,)).
 
     Returns the total number of contacts (rows beyond the buffer capacity are counted, not
     written: the caller grows the buffers and retries), or BAD_GEOM_TYPE.
@@ -154,7 +158,7 @@ def narrow_phase(
         n = collide_geoms(
             geom_type[a], pos[a], rot[a], geom_size[a],
             geom_type[b], pos[b], rot[b], geom_size[b],
-            margin, phi, point, normal,
+            gmargin[a] + gmargin[b], phi, point, normal,
         )  # fmt: skip
         if n < 0:
             return BAD_GEOM_TYPE
@@ -211,7 +215,7 @@ def _model_arrays(model) -> tuple[np.ndarray, ...]:
     )
 
 
-def _check_inputs(model, q: np.ndarray, margin: float) -> np.ndarray:
+def _check_inputs(model, q: np.ndarray) -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=np.float64)
     if q.shape != (model.nbody, 7):
         raise ValueError(f"collide: q must have shape ({model.nbody}, 7), got {q.shape}")
@@ -224,28 +228,48 @@ def _check_inputs(model, q: np.ndarray, margin: float) -> np.ndarray:
     bad_types = sorted({int(t) for t in np.asarray(model.geom_type)} - {SPHERE, BOX, CAPSULE, HALFSPACE})
     if bad_types:
         raise ValueError(f"collide: unknown geometry type(s) {bad_types}")
-    if not np.isfinite(margin) or margin < 0.0:
-        raise ValueError(f"collide: margin must be finite and >= 0, got {margin}")
     return q
 
 
-def candidate_pairs(model, q: np.ndarray, *, margin: float = 0.0, brute_force: bool = False,
+def geom_margins(model, margin) -> np.ndarray:
+    """Per-geometry margin shares m_g [m], shape (ngeom,): the margin of pair (A, B) is m_A + m_B.
+
+    ``margin`` is a number (every pair gets it: m_g = margin/2, exact in floating point) or a (nbody,)
+    array of per-body shares (m_g = margin[body of g]). Raises ValueError if negative, non-finite or
+    of the wrong shape.
+    """
+    m = np.asarray(margin, dtype=np.float64)
+    if m.ndim == 0:
+        if not np.isfinite(m) or m < 0.0:
+            raise ValueError(f"collide: margin must be finite and >= 0, got {float(m)}")
+        return np.full(model.ngeom, 0.5 * float(m))
+    if m.shape != (model.nbody,):
+        raise ValueError(f"collide: a per-body margin must have shape ({model.nbody},), got {m.shape}")
+    bad = np.flatnonzero(~np.isfinite(m) | (m < 0.0))
+    if bad.size:
+        raise ValueError(f"collide: per-body margins must be finite and >= 0; bodies {bad[:5].tolist()} "
+                         f"have {m[bad[:5]].tolist()}")
+    return np.ascontiguousarray(m[np.asarray(model.geom_body, dtype=np.int64)])
+
+
+def candidate_pairs(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0, brute_force: bool = False,
                     workspace: CollisionWorkspace | None = None) -> np.ndarray:
-    """Broad-phase pairs (A, B), shape (npairs, 2), sorted by (A, B).
+    """Broad-phase pairs (A, B), shape (npairs, 2), sorted by (A, B); ``margin`` as in :func:`collide`.
 
     ``brute_force=True`` uses the O(n²) reference instead of sort and sweep (same pair rule).
     """
-    q = _check_inputs(model, q, margin)
+    q = _check_inputs(model, q)
+    gmargin = geom_margins(model, margin)
     ws = _default_workspace() if workspace is None else workspace
     pos, rot = geom_world_poses(model, q)
-    return _pairs(model, pos, rot, float(margin), brute_force, ws)
+    return _pairs(model, pos, rot, gmargin, brute_force, ws)
 
 
-def _pairs(model, pos, rot, margin: float, brute_force: bool, ws: CollisionWorkspace) -> np.ndarray:
+def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: CollisionWorkspace) -> np.ndarray:
     geom_type, geom_size, geom_body, body_fixed = _model_arrays(model)
     kernel = brute_force_pairs if brute_force else sweep_and_prune_pairs
     while True:
-        npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, margin, ws.pairs)
+        npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, ws.pairs)
         if npairs <= ws.pairs.shape[0]:
             break
         ws.grow_pairs(npairs)
@@ -254,29 +278,32 @@ def _pairs(model, pos, rot, margin: float, brute_force: bool, ws: CollisionWorks
     return pairs[np.argsort(pairs[:, 0] * ngeom + pairs[:, 1], kind="stable")]
 
 
-def collide(model, q: np.ndarray, *, margin: float = 0.0,
+def collide(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0,
             workspace: CollisionWorkspace | None = None) -> Contacts:
     """All contacts with phi <= margin between geometries of different, not both fixed, bodies.
 
     Args:
         model: a ``convexsim.model.Model``.
         q: body poses (x, y, z, qw, qx, qy, qz), shape (nbody, 7) [m, -].
-        margin: report contacts with gap phi <= margin [m] (speculative contacts for margin > 0).
+        margin: report contacts with gap phi <= margin [m] (speculative contacts for margin > 0): one
+            number for every pair, or a (nbody,) array of per-body shares m_b, pair margin m_A + m_B.
         workspace: buffers to reuse (default: one per thread); they grow as needed.
 
     Returns:
         ``Contacts`` (normal from A into B, A = halfspace or lower geom index).
 
     Raises:
-        ValueError: bad q shape, non-finite pose, zero quaternion, negative margin, unknown geom type.
+        ValueError: bad q shape, non-finite pose, zero quaternion, negative/non-finite/misshaped margin,
+            unknown geom type.
     """
-    q = _check_inputs(model, q, margin)
+    q = _check_inputs(model, q)
+    gmargin = geom_margins(model, margin)
     ws = _default_workspace() if workspace is None else workspace
     pos, rot = geom_world_poses(model, q)
-    pairs = _pairs(model, pos, rot, float(margin), False, ws)
+    pairs = _pairs(model, pos, rot, gmargin, False, ws)
     geom_type, geom_size, geom_body, _ = _model_arrays(model)
     while True:
-        nc = narrow_phase(pairs, pairs.shape[0], geom_type, geom_size, pos, rot, float(margin),
+        nc = narrow_phase(pairs, pairs.shape[0], geom_type, geom_size, pos, rot, gmargin,
                           ws.geoms, ws.phi, ws.point, ws.normal)
         if nc == BAD_GEOM_TYPE:
             raise ValueError(f"collide: unknown geometry type in {sorted(set(geom_type.tolist()))}")

@@ -177,7 +177,7 @@ def impulse_partials(kind: int, par, vc) -> tuple[np.ndarray, np.ndarray, np.nda
 def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
     """∂p/∂θ per contact, shape (nk, 8, len(PHYSICAL)), θ in the order of :data:`PHYSICAL`.
 
-    "sap": Rt = σw, Rn = max(β²w/(4π²), 1/(dt k (dt+τd))), v̂n = −φ0/(dt+τd).
+    "sap": Rt = σw, Rn = max(β²w/(4π²), 1/(dt k (dt+τd))), v̂n = −φ0/(dt+τd) (φ0 ≤ 0) or −φ0/dt (φ0 > 0).
     Hunt–Crossley (as the stepper builds it, fe0 = −k φ0): n0 = dt (fe0)₊ (1 − d vn0)₊,
     εs = max(v_s, μ σ w n0). w (Delassus estimate) depends on A and J only.
     """
@@ -196,9 +196,12 @@ def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndar
         out[:, 2, col["k"]] = np.where(comp, -r_comp / k, 0.0)
         out[:, 2, col["tau_d"]] = np.where(comp, -r_comp / (dt + tau), 0.0)
         out[:, 2, col["dt"]] = np.where(comp, -r_comp * (1.0 / dt + 1.0 / (dt + tau)), 0.0)
-        out[:, 5, col["phi0"]] = -1.0 / (dt + tau)
-        out[:, 5, col["tau_d"]] = phi0 / (dt + tau) ** 2
-        out[:, 5, col["dt"]] = phi0 / (dt + tau) ** 2
+        # v̂n = −φ0/(dt + τd) when touching (φ0 ≤ 0), −φ0/dt for a speculative contact (φ0 > 0); at
+        # φ0 = 0 both are 0 and the touching side's derivative is returned
+        spec = phi0 > 0.0
+        out[:, 5, col["phi0"]] = np.where(spec, -1.0 / dt, -1.0 / (dt + tau))
+        out[:, 5, col["tau_d"]] = np.where(spec, 0.0, phi0 / (dt + tau) ** 2)
+        out[:, 5, col["dt"]] = np.where(spec, phi0 / dt ** 2, phi0 / (dt + tau) ** 2)
         return out
     k, d, mu, fe0, vn0 = problem.k, problem.d, problem.mu, problem.fe0, problem.vn0
     phi0 = -fe0 / k

@@ -1,4 +1,4 @@
-"""The SAP friction-cone constraint (the "sap" contact model), sap-math.md §2.
+"""The SAP friction-cone constraint (the "sap" contact model), docs/sap.md.
 
 One contact with constraint velocity vc = (vt1, vt2, vn) [m/s] (contact frame, normal last) and impulse
 γ = (γt1, γt2, γn) [N·s]. With the diagonal regularization R = diag(Rt, Rt, Rn) [m/(N·s²)·s = s/kg] and the
@@ -17,6 +17,11 @@ has three regions, tested in this order (Castro, Permenter & Han, T-RO 2023, arX
 
 The per-region costs are the paper's; they are continuous across both region boundaries also with the soft
 norm, and their gradients are exactly −γ. (Drake evaluates ½ γᵀRγ, which differs from these by O(Rt ε²).)
+
+Speculative contacts (gap φ0 > 0 at the start of the step) have the bias v̂n = −φ0/dt: without slip
+γn = (−(φ0 + dt vn))₊/(dt Rn), the law of a contact that starts touching applied to the gap at the end of
+the step, so they push only if the step closes the gap; while sliding the cone's gliding band widens
+that to φ0 + dt vn < dt μ ‖vt‖ (docs/sap.md, "Speculative contacts").
 
 All functions on one contact are numba kernels on scalars / 3-vectors; :func:`contact_regularization` is the
 vectorized Python entry point.
@@ -40,10 +45,22 @@ NO_CONTACT = 3
 
 
 @jit
-def regularization(dt, k, tau_d, w, beta, sigma, phi0):
-    """Regularization and bias of one contact (sap-math.md §2.2).
+def normal_bias(dt, tau_d, phi0):
+    """v̂n [m/s]: −φ0/(dt + τd) for a touching contact (φ0 ≤ 0), −φ0/dt for a speculative one (φ0 > 0).
 
-    Rt = σ w,  Rn = max(β²/(4π²) w, 1/(dt k (dt + τd))),  v̂n = −φ0/(dt + τd).
+    Continuous in φ0 (both are 0 at φ0 = 0). For φ0 > 0, γn ∝ (v̂n − vn)₊ is positive exactly when the
+    step closes the gap, φ0 + dt·vn < 0 (with −φ0/(dt + τd) it would be whenever vn < −φ0/(dt + τd)).
+    """
+    if phi0 > 0.0:
+        return -phi0 / dt
+    return -phi0 / (dt + tau_d)
+
+
+@jit
+def regularization(dt, k, tau_d, w, beta, sigma, phi0):
+    """Regularization and bias of one contact (docs/sap.md).
+
+    Rt = σ w,  Rn = max(β²/(4π²) w, 1/(dt k (dt + τd))),  v̂n = :func:`normal_bias` (dt, τd, φ0).
 
     Args:
         dt: time step [s]. k: stiffness [N/m] (> 0). tau_d: dissipation time scale [s] (≥ 0).
@@ -55,7 +72,7 @@ def regularization(dt, k, tau_d, w, beta, sigma, phi0):
     """
     r_near_rigid = beta * beta / (4.0 * math.pi * math.pi) * w
     r_compliant = 1.0 / (dt * k * (dt + tau_d))
-    return sigma * w, max(r_near_rigid, r_compliant), -phi0 / (dt + tau_d)
+    return sigma * w, max(r_near_rigid, r_compliant), normal_bias(dt, tau_d, phi0)
 
 
 @jit
@@ -105,7 +122,7 @@ def cone_impulse_and_cost(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, gamma_out):
 
 @jit
 def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out):
-    """Write G = −∂γ/∂vc = (∂P/∂y) R⁻¹ (3x3, symmetric PSD) into G_out (sap-math.md §2.4)."""
+    """Write G = −∂γ/∂vc = (∂P/∂y) R⁻¹ (3x3, symmetric PSD) into G_out."""
     y0, y1, y2, yr = unprojected_impulse(Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2)
     mu_hat = mu * Rt / Rn
     region = cone_region(mu, mu_hat, yr, y2)
@@ -135,9 +152,10 @@ def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out):
 
 
 def contact_regularization(dt, k, tau_d, mu, w, beta=1.0, sigma=1e-3, phi0=0.0):
-    """Regularization R and bias v̂ of friction-cone contacts (sap-math.md §2.2).
+    """Regularization R and bias v̂ of friction-cone contacts (docs/sap.md).
 
-    Rt = σ w,  Rn = max(β² w/(4π²), 1/(dt k (dt + τd))),  v̂ = (0, 0, −φ0/(dt + τd)).
+    Rt = σ w,  Rn = max(β² w/(4π²), 1/(dt k (dt + τd))),  v̂ = (0, 0, v̂n),
+    v̂n = −φ0/(dt + τd) for φ0 ≤ 0 and −φ0/dt for a speculative contact (φ0 > 0).
 
     Args:
         dt: time step [s], > 0.
@@ -174,7 +192,7 @@ def contact_regularization(dt, k, tau_d, mu, w, beta=1.0, sigma=1e-3, phi0=0.0):
     Rn = np.maximum(beta**2 / (4.0 * np.pi**2) * w, 1.0 / (dt * k * (dt + tau_d)))
     R = np.stack([Rt, Rt, Rn], axis=1)
     v_hat = np.zeros_like(R)
-    v_hat[:, 2] = -phi0 / (dt + tau_d)
+    v_hat[:, 2] = np.where(phi0 > 0.0, -phi0 / dt, -phi0 / (dt + tau_d))
     return R, v_hat
 
 
@@ -183,6 +201,7 @@ __all__ = [
     "STICTION",
     "SLIDING",
     "NO_CONTACT",
+    "normal_bias",
     "regularization",
     "cone_region",
     "cone_impulse_and_cost",

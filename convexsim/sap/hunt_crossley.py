@@ -1,4 +1,4 @@
-"""The convex Hunt–Crossley contact constraints "lagged" and "similar" (sap-math.md §5.4).
+"""The convex Hunt–Crossley contact constraints "lagged" and "similar" (docs/sap.md).
 
 Castro, Han & Masterjohn, "A Theory of Irrotational Contact Fields" (arXiv:2312.03908), as implemented in
 Drake's SapHuntCrossleyConstraint. One contact, vc = (vt1, vt2, vn) [m/s], normal last.
@@ -20,6 +20,11 @@ Regularized friction (constants of the step): Rt = σ w, n0 = dt (fe0)₊ (1 −
 G = −∂γ/∂vc (PSD):
     similar:  Gnn = −n'(z),  Gtn = μ n'(z) t̂s,  Gtt = −μ² n'(z) t̂s t̂sᵀ + μ n(z) (I − t̂s t̂sᵀ)/s
     lagged:   Gnn = −n'(vn), Gtn = 0,           Gtt = μ n0 (I − t̂s t̂sᵀ)/s
+
+Speculative contacts (fe0 = −k φ0 < 0: a gap at the start of the step): v̂ = fe0/(dt k) = −φ0/dt, so
+"lagged" (n0 = 0: no friction) pushes exactly when the step closes the gap, φ0 + dt vn < 0, and
+"similar" when φ0 + dt (vn − μ‖vt‖ₛ) < 0: exactly that rule without slip, widened by its gliding band
+dt μ ‖vt‖ₛ while sliding (docs/sap.md, "Speculative contacts").
 
 Kernel parameter layout (one row of 8 floats per constraint): (μ, dt, k, d, fe0, n0, εs, v̂).
 """

@@ -1,6 +1,6 @@
 """The SAP contact problem: one time step's (dt, A, v*, constraints), stored as flat block arrays.
 
-    min_v  ℓ(v) = ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v)                                  (sap-math.md §1.1)
+    min_v  ℓ(v) = ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v)                                  (docs/sap.md)
 
 A = blkdiag(A_c) has one SPD block per clique (a body or a kinematic tree); every constraint i touches one or
 two cliques and has one 3 x n_c Jacobian block per clique, in its contact frame (normal last). The problem
@@ -297,7 +297,7 @@ class ContactProblem:
 
 
 def delassus_diagonal(problem: ContactProblem) -> np.ndarray:
-    """Delassus diagonal estimate w_i [1/kg] per constraint, shape (nk,) (sap-math.md §1.3, Drake's variant).
+    """Delassus diagonal estimate w_i [1/kg] per constraint, shape (nk,) (docs/sap.md, Drake's variant).
 
     W_ii ≈ Σ_c J_i,c diag(A_c)⁻¹ J_i,cᵀ (only the diagonal of A_c is inverted),  w_i = ‖W_ii‖_F / 3.
     """
@@ -312,7 +312,8 @@ def delassus_diagonal(problem: ContactProblem) -> np.ndarray:
 def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
     """Kernel parameters of every constraint for one step: (kind (nk,), cpar (nk, 8), R (nk, 3), v_hat (nk, 3)).
 
-    "sap": R and v̂ from :func:`contact_regularization`; Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
+    "sap": R and v̂ from :func:`contact_regularization` (v̂n = −φ0/dt for a speculative contact, φ0 > 0);
+    Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
     (R, v_hat rows are zero for them). Constraints with w = 0 (a zero Jacobian) get w = 1 so R stays finite.
     """
     nk = problem.nk

@@ -21,22 +21,34 @@ from convexsim.model import Contacts, Model, State
 from convexsim.stepping.types import SimulationError
 
 
-def contact_margin(model: Model, state: State) -> float:
-    """Speculative-contact distance [m]: 2·dt·(max body speed incl. rotation at the bounding radius) + 1 mm.
+MARGIN_FLOOR = 1e-3
+"""Smallest speculative margin of a pair [m] (added once per pair, half to each body's share)."""
 
-    Any pair that could touch during the step is then in the contact set (the factor 2 covers two bodies
-    approaching each other); the SAP and LCP constraints only act on contacts that would close.
+
+def contact_margin(model: Model, state: State) -> np.ndarray:
+    """Per-body speculative-margin shares m_b [m], shape (nbody,); a pair's margin is m_A + m_B.
+
+    m_b = dt·(|v_b| + |ω_b|·r_b) + ½·floor for a moving body (r_b: bounding radius of its geometries
+    about the body origin): no point of b moves further than dt·(|v_b| + |ω_b|·r_b) in the step.
+    A fixed body has m_b = dt²·|g| + ½·floor: gravity moves every free body by at most dt²·|g| in a
+    step relative to the fixed world but not relative to another free body. So every pair that could
+    come into contact during the step (at the start-of-step velocities) is reported, while a resting
+    pile keeps about its touching set; the constraints act only on contacts the step closes (docs/sap.md).
     """
+    dt = model.time_step
+    share = np.full(model.nbody, 0.5 * MARGIN_FLOOR)
+    share[np.asarray(model.body_fixed, dtype=bool)] += dt * dt * float(np.linalg.norm(model.gravity))
     bodies = dynamics.moving_bodies(model)
     if bodies.size == 0:
-        return 1e-3
+        return share
     rb = np.zeros(model.nbody)
     finite = np.isfinite(model.geom_rbound)
     np.maximum.at(rb, model.geom_body[finite],
                   model.geom_rbound[finite] + np.linalg.norm(model.geom_pos[finite], axis=1))
     speed = (np.linalg.norm(state.v[bodies, 3:], axis=1)
              + np.linalg.norm(state.v[bodies, :3], axis=1) * rb[bodies])
-    return float(2.0 * model.time_step * speed.max() + 1e-3)
+    share[bodies] += dt * speed
+    return share
 
 
 @dataclass(frozen=True)
@@ -97,12 +109,13 @@ class ContactKinematics:
     params: ContactParameters
 
 
-def contact_kinematics(model: Model, state: State, *, margin: float | None = None,
+def contact_kinematics(model: Model, state: State, *, margin: float | np.ndarray | None = None,
                        workspace: CollisionWorkspace | None = None) -> ContactKinematics:
     """Collide at q0 and build frames, clique indices, Jacobian blocks and combined parameters.
 
     Args:
-        margin: speculative distance [m]; default ``contact_margin(model, state)``.
+        margin: speculative distance [m], one for every pair or per-body shares (as in
+            ``geometry.collide``); default: the per-body shares of :func:`contact_margin`.
         workspace: collision buffers to reuse (a step context's); default: fresh buffers.
     """
     if margin is None:
@@ -136,5 +149,5 @@ def check_finite_state(model: Model, state: State) -> None:
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
 
-__all__ = ["contact_margin", "ContactParameters", "combined_parameters", "ContactKinematics",
+__all__ = ["MARGIN_FLOOR", "contact_margin", "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state"]

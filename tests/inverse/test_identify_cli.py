@@ -50,11 +50,14 @@ def test_cli_end_to_end(lcp_file, tmp_path, capsys):
 
 
 def test_sap_fit_recovers_mu_and_k_from_sap_data():
-    traj = _noisy(simulate(slider(duration=0.5, k=1e5), solver="sap"), 2e-4, seed=1)
-    ident = identify(traj, ("mu", "k"), methods=("sap",), initial={"k": 2e4})
+    # k = 2e4 per material (pair 1e4): the compliant branch of Rn, 1/(dt·k·(dt + τ_d)) = 0.125, is 5× the
+    # near-rigid floor w/(4π²) ≈ 0.025 here, so the rest depth m·g·dt/(k·(dt + τ_d)) carries k. (At the
+    # pair k = 5e4 the two branches tie and k is not identifiable.)
+    traj = _noisy(simulate(slider(duration=0.5, k=2e4), solver="sap"), 2e-4, seed=1)
+    ident = identify(traj, ("mu", "k"), methods=("sap",), initial={"k": 5e3})
     est = {e.parameter: e for e in ident.results[0].estimates}
     assert abs(est["mu[floor/puck]"].value - MU) <= 5 * est["mu[floor/puck]"].std
-    assert abs(est["k[floor/puck]"].value - 5e4) <= 5 * est["k[floor/puck]"].std   # combined k = 1e5/2
+    assert abs(est["k[floor/puck]"].value - 1e4) <= 5 * est["k[floor/puck]"].std   # combined k = 2e4/2
 
 
 def test_trajectory_without_contacts_is_refused(tmp_path):

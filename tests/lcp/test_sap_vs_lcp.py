@@ -6,20 +6,22 @@ here, whatever the scene file says, because the τ_d override below only acts in
 * every material's stiffness 1e8 N/m, so the pair stiffness (in series) is k = 5e7 N/m;
 * every material's dissipation time 5e-4 s, so the pair's is τ_d = 1e-3 s = dt;
 * σ = 1e-5 (stiction creep ∝ σ) and β = 1e-3. β matters: with the default β = 1 the near-rigid
-  clamp of sap-math.md §2.2 (R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the contact to
-  k_eff = 4π²/(β² w dt (dt + τ_d)) ≈ 1.2e7 N/m for the ball, so the rest sink would be 8.4e-7 m
-  instead of m·g/k = 1.96e-7 m (measured; sap-math.md §9.1 shows the same effect at Drake's
-  defaults). β = 1e-3 takes the clamp out and leaves SAP's plain compliant law.
+  clamp of the sap model (docs/sap.md: R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the
+  contact to k_eff = 4π²/(β² w dt (dt + τ_d)) ≈ 1.2e7 N/m for the ball, so the rest sink would be
+  8.4e-7 m instead of m·g/k = 1.96e-7 m (measured; the same effect shows at Drake's defaults).
+  β = 1e-3 takes the clamp out and leaves SAP's plain compliant law.
 
 Two consequences of this law that set the tolerances below (derived, then checked by measurement):
 
 * **Rest.** A contact carrying the load W sits at φ = −W/k; LCP rests at φ = 0 (its gap condition
   closes exactly). The difference is the sum of W_j/k over the contact layers below a body.
-* **Approach.** In the stiff limit, dt·k·(dt + τ_d) ≫ m (= 100 here), SAP's normal law drives
-  φ_next + τ_d·v_n → 0, so during an impact the remaining gap shrinks by r = τ_d/(dt + τ_d) = 1/2
-  per step (measured on sphere_drop: 7.77 mm → 3.88 → 1.92 → 0.95 … mm) while the LCP closes it in
-  one step. Positions therefore differ by up to the last free-flight gap (≤ v_impact·dt ≈ 4 mm)
-  at the impact and agree again after N steps with r^N·4 mm ≪ W/k; N = 30 gives 4e-12 m.
+* **Approach.** A contact that still has a gap at the start of a step (speculative, docs/sap.md)
+  pushes only if the step closes it, and in the stiff limit, dt·k·(dt + τ_d) ≫ m (= 100 here), its
+  law drives the end-of-step gap to 0: SAP closes the last free-flight gap in one step, as the LCP
+  does (measured on sphere_drop: 3.58 mm → −0.006 mm → rest). Once touching, SAP's law drives
+  φ_next + τ_d·v_n → 0, so what remains shrinks by r = τ_d/(dt + τ_d) = 1/2 per step; positions
+  agree again after N steps with r^N·4 mm ≪ W/k; N = 30 gives 4e-12 m (a bound kept from when
+  SAP's approach itself shrank by r per step: 7.77 mm → 3.88 → 1.92 … mm).
 
 Measured with these settings (dt = 1e-3 s): sphere_drop final position difference 1.9620e-7 m
 (m·g/k = 1.9620e-7), box_stack top box 7.3575e-7 m (15·m·g/(4k) = 7.3575e-7), incline_stick
@@ -153,7 +155,7 @@ def test_incline_stick_sap_creeps_within_sigma_bound():
       steps, while the normal force builds, the box moves roughly along gravity (measured
       tangential part ≈ tan θ·δ_n), so this settling displacement is at most the vertical sink
       δ_n/cos θ = m·g/(4k) = 4.905e-8 m;
-    * then creeps at |v_t| ≤ σ·w·μ·γ_n per corner (sap-math.md §2.2). For a cube corner the
+    * then creeps at |v_t| ≤ σ·w·μ·γ_n per corner (docs/sap.md). For a cube corner the
       Delassus estimate is w ≤ 4/m (at most 1/m translation + 3/m rotation; the solver gives
       ≈ 2.63/kg) and a corner carries a quarter of the load, so |v_t| ≤ σ·μ·g·dt = 4.9e-8 m/s
       (measured 2.98e-8 m/s); over T the creep is ≤ σ·μ·g·dt·T.
@@ -184,8 +186,9 @@ def test_box_slide_stops_within_analytic_bound(solver):
     of the LCP's octagon (full μN, no anisotropy). SAP's stiction creep after the stop is
     σ·μ·g·dt·0.2 s ≈ 1e-8 m, negligible. Measured: SAP 0.406743 m, LCP 0.406748 m. Both at rest at
     the end (|v| ≤ 1e-6 m/s). LCP: never below the ground (1e-12 m). (SAP's box hops by ~3 cm early
-    in the slide, the gliding artifact of sap-math.md §2.2 / §9.2, also with the default material
-    parameters; the integrated normal impulse, hence the stop distance, is unaffected.)
+    in the slide, the gliding artifact of the sap model (docs/physics-verification.md), also with the
+    default material parameters; the integrated normal impulse, hence the stop distance, is
+    unaffected.)
     """
     v0, mu = 2.0, 0.5
     kw = {"contact_model": "sap", "overrides": stiff_sap(["ground", "box"])} if solver == "sap" else {}

@@ -227,7 +227,9 @@ def test_newton_iterations_grow_as_sigma_falls(shipped_reduced):
     sigma = _col(rows, "solver.sigma")
     mean_it = _col(rows, "newton_iterations_mean")
     max_it = _col(rows, "newton_iterations_max")
-    assert np.all(np.diff(mean_it) > 0), mean_it
+    # Non-decreasing, and rising overall: since speculative contacts push only when the step closes
+    # the gap (docs/sap.md), the reduced run measures 1.375, 1.825, 1.825 (was 1.51, 2.13, 2.55).
+    assert np.all(np.diff(mean_it) >= 0) and mean_it[-1] > mean_it[0], mean_it
     assert np.all(np.diff(max_it) >= 0) and max_it[-1] > max_it[0], max_it
     # "Roughly like ln(1/σ)": the gain per e-fold of σ is positive and modest (Newton stays fast: well
     # under one extra iteration per e-fold; measured ≈ 0.11). Bounds: 0.02 .. 1.
