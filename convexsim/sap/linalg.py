@@ -1,9 +1,11 @@
 """Newton-direction linear algebra: H dv = −∇ℓ with H = A + Jᵀ G J, block-sparse or dense.
 
 * Sparse path: H's nonzero blocks (one per clique, one per coupled clique pair) are assembled by
-  ``blocks.assemble_hessian_blocks`` and factored by ``convexsim.sap.block_sparse`` (fill-reducing ordering
-  and symbolic analysis once per solve, numeric block Cholesky every Newton iteration). If that module is
-  not usable, the same blocks are scattered into a dense matrix and factored densely (``sparse_fallback``).
+  ``blocks.assemble_hessian_blocks`` and factored by the supernodal Cholesky ``convexsim.sap.supernodal``
+  (ordering and symbolic analysis once per clique graph: reused across Newton iterations, and across
+  solves while the graph is unchanged, see :func:`supernodal_symbolic`; numeric factorization every Newton
+  iteration). ``factorization="block"`` uses the one-block-at-a-time ``convexsim.sap.block_sparse``
+  instead. If neither is usable, the blocks are scattered into a dense matrix and factored densely.
 * Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by a
   single-threaded numba kernel. Kept for small problems and as the test oracle of the sparse path.
 
@@ -13,10 +15,57 @@ Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not num
 from __future__ import annotations
 
 import functools
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from convexsim.sap import blocks
+
+
+@dataclass
+class FactorStats:
+    """Counters of the sparse factorizations in this process (read by ``convexsim bench``; reset with
+    :func:`reset_factor_stats`). Times are wall-clock seconds."""
+
+    analyses: int = 0
+    reused: int = 0
+    analyze_s: float = 0.0
+    factorizations: int = 0
+    factor_s: float = 0.0
+    l_blocks: int = 0
+    """Sum over factorizations of the nonzero blocks of L (lower triangle incl. diagonal)."""
+    h_blocks: int = 0
+    """Sum over factorizations of the nonzero blocks of H's lower triangle."""
+
+
+FACTOR_STATS = FactorStats()
+
+
+def reset_factor_stats() -> FactorStats:
+    """Zero :data:`FACTOR_STATS` and return it."""
+    FACTOR_STATS.__init__()
+    return FACTOR_STATS
+
+
+_LAST_SYMBOLIC: list = []
+
+
+def supernodal_symbolic(block_sizes: np.ndarray, edges: np.ndarray):
+    """The supernodal analysis of this block pattern, reusing the previous one when it matches
+    (``symbolic.matches``: same block sizes and edges). One entry per process: consecutive time steps with an
+    unchanged contact graph skip the ordering and symbolic factorization."""
+    from convexsim.sap import supernodal
+
+    if _LAST_SYMBOLIC and _LAST_SYMBOLIC[0].matches(block_sizes, edges):
+        FACTOR_STATS.reused += 1
+        return _LAST_SYMBOLIC[0]
+    t0 = time.perf_counter()
+    sym = supernodal.analyze(block_sizes, edges)
+    FACTOR_STATS.analyze_s += time.perf_counter() - t0
+    FACTOR_STATS.analyses += 1
+    _LAST_SYMBOLIC[:] = [sym]
+    return sym
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,15 +100,31 @@ def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class SparseHessian:
-    """Block-sparse H = A + Jᵀ G J for one problem (analysis done once, at construction)."""
+    """Block-sparse H = A + Jᵀ G J for one problem (analysis at construction, or reused).
 
-    def __init__(self, problem, force_fallback: bool = False):
+    ``factorization``: "supernodal" (default) or "block" (``block_sparse``, one 6x6 block at a time)."""
+
+    def __init__(self, problem, force_fallback: bool = False, factorization: str = "supernodal"):
+        if factorization not in ("supernodal", "block"):
+            raise ValueError(f"factorization must be 'supernodal' or 'block', got {factorization!r}")
         self.problem = problem
         self.edges, self.constraint_edge = clique_graph(problem.constraint_cliques)
         sizes = problem.clique_sizes
         self.module = None if force_fallback else _block_sparse_module()
-        if self.module is not None:
+        if self.module is not None and factorization == "supernodal":
+            from convexsim.sap import supernodal
+
+            self.module = supernodal
+            self.sym = supernodal_symbolic(sizes, self.edges)
+            self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
+            self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
+            self._blocks = (self.sym.l_blocks, self.sym.h_blocks)
+        elif self.module is not None:
+            t0 = time.perf_counter()
             self.sym = self.module.analyze(sizes, self.edges)
+            FACTOR_STATS.analyze_s += time.perf_counter() - t0
+            FACTOR_STATS.analyses += 1
+            self._blocks = (sizes.size + int(self.sym.l_colptr[-1]), sizes.size + self.edges.shape[0])
             self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
             self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
         else:
@@ -99,10 +164,16 @@ class SparseHessian:
         self.assemble(G)
         if self.module is None:
             return _dense_cholesky_solve(self.dense(), rhs)
+        t0 = time.perf_counter()
         try:
             fac = self.module.factor(self.sym, self.diag_values, self.edge_values)
         except np.linalg.LinAlgError:
             return np.full_like(rhs, np.nan), False
+        finally:
+            FACTOR_STATS.factor_s += time.perf_counter() - t0
+            FACTOR_STATS.factorizations += 1
+            FACTOR_STATS.l_blocks += self._blocks[0]
+            FACTOR_STATS.h_blocks += self._blocks[1]
         x = np.asarray(self.module.solve(self.sym, fac, rhs), dtype=float)
         return x, bool(np.all(np.isfinite(x)))
 
