@@ -20,7 +20,10 @@ wall-clock numbers depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -284,3 +287,93 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scene benchmark (``convexsim bench``)
+# ----------------------------------------------------------------------------------------------------
+
+PILE_SCENES = ("pile_100", "pile_500", "pile_1000", "pile_mixed")
+"""Solver-stress scenes (scenes/pile_*.yaml); only pile_100 runs by default."""
+DEFAULT_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("pile_100", None))
+"""(scene, simulated seconds or None for the scene's duration) run by ``convexsim bench`` without options."""
+
+
+def _warm_up(linear_solver: str) -> None:
+    """Compile (or load from the numba cache) the solver kernels outside the timed window: one random
+    10-body grid problem through the SAP solver, and one step of a small scene."""
+    from convexsim.sap import SapParameters, solve
+
+    choice = linear_solver if linear_solver in ("sparse", "block", "dense") else "sparse"
+    solve(make_problem(10, 0, "grid"), params=SapParameters(linear_solver=choice, on_failure="ignore"))
+
+
+@contextlib.contextmanager
+def forced_linear_solver(choice: str | None):
+    """Within the block, every SAP solve uses ``linear_solver = choice`` ("sparse", "block" or "dense")
+    whatever its SapParameters say (benchmarks compare factorizations on the same scene); None: no change."""
+    from convexsim.sap import solver
+
+    if choice is None:
+        yield
+        return
+    if choice not in ("sparse", "block", "dense"):
+        raise ValueError(f"linear solver must be 'sparse', 'block' or 'dense', got {choice!r}")
+    original = solver._make_hessian
+    solver._make_hessian = lambda problem, params: original(problem, dataclasses.replace(params,
+                                                                                         linear_solver=choice))
+    try:
+        yield
+    finally:
+        solver._make_hessian = original
+
+
+def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None) -> dict:
+    """Step a scene from its initial state for ``duration`` (default: the scene's) and return per-step
+    averages over that whole window. Numba compilation happens in an untimed warm-up before.
+
+    Keys: scene, bodies, steps, ms_per_step, iterations (Newton per step), contacts, penetrating (contacts
+    with φ < 0 per step), factor_ms and analyze_ms (per step), factorizations, analyses (orderings +
+    symbolic factorizations actually run; the rest were reused), fill (Σ nonzero blocks of L / Σ nonzero
+    blocks of H's lower triangle over all factorizations; None without any), unconverged (steps).
+    ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run."""
+    from convexsim import stepping
+    from convexsim.sap import linalg
+    from convexsim.simulate import plan_steps, prepare
+
+    model, state, dur = prepare(scene, duration=duration)
+    nsteps, _ = plan_steps(dur, model.time_step)
+    with forced_linear_solver(linear_solver):
+        _warm_up(linear_solver or "sparse")
+        stats = linalg.reset_factor_stats()
+        its, nc, neg, bad = 0, 0, 0, 0
+        t0 = time.perf_counter()
+        for _ in range(nsteps):
+            state, info = stepping.step(model, state)
+            its += info.iterations
+            nc += info.contacts.count
+            neg += int(np.count_nonzero(info.contacts.phi < 0))
+            bad += int(not info.converged)
+        wall = time.perf_counter() - t0
+    return {
+        "scene": Path(str(scene)).stem, "bodies": int((~model.body_fixed).sum()), "steps": nsteps,
+        "ms_per_step": 1e3 * wall / nsteps, "iterations": its / nsteps, "contacts": nc / nsteps,
+        "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
+        "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
+        "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
+        "unconverged": bad,
+    }
+
+
+def scene_table_header() -> str:
+    """Column titles of :func:`scene_row`."""
+    return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'iter/step':>10}{'contacts/step':>14}"
+            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'unconv':>7}")
+
+
+def scene_row(r: dict) -> str:
+    """One line of the scene table (per-step averages; fill = nonzero blocks of L / of H)."""
+    fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
+    return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['iterations']:>10.1f}"
+            f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
+            f"{fill:>9}{r['unconverged']:>7}")
