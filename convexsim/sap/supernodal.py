@@ -621,19 +621,67 @@ def _trsm_right_lower_t(B, D, DT):
 
 
 @jit
+def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values, acc):
+    """Subtract C = B Bᵀ (lower part) of supernode s from its targets, one row of C at a time: row i is
+    w contiguous axpys acc[:i+1] += B[i, t] BT[t, :i+1], then scattered group by group (columns a_g..b_g-1
+    of C are columns of target T_g; row i is T_g's panel row rel_g[i - a_g])."""
+    r, w = B.shape
+    g0 = upd_ptr[s]
+    g1 = upd_ptr[s + 1]
+    for i in range(r):
+        for j in range(i + 1):
+            acc[j] = 0.0
+        for t in range(w):
+            bit = B[i, t]
+            if bit != 0.0:  # explicit zeros of amalgamation
+                for j in range(i + 1):
+                    acc[j] += bit * BT[t, j]
+        for g in range(g0, g1):
+            a = upd_first[g]
+            if a > i:
+                break
+            b = upd_first[g + 1] if g + 1 < g1 else r
+            t_sn = upd_target[g]
+            wt = sn_col[t_sn + 1] - sn_col[t_sn]
+            rp = upd_relptr[g]
+            row = sn_valptr[t_sn] + upd_rel[rp + i - a] * wt
+            for j in range(a, min(i + 1, b)):
+                values[row + upd_rel[rp + j - a]] -= acc[j]
+
+
+@jit
+def _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values):
+    """Same update as :func:`_update_rows` with one ``np.dot`` (BLAS dgemm) per target group."""
+    r, w = B.shape
+    for g in range(upd_ptr[s], upd_ptr[s + 1]):
+        t_sn = upd_target[g]
+        a = upd_first[g]
+        b = upd_first[g + 1] if g + 1 < upd_ptr[s + 1] else r
+        wt = sn_col[t_sn + 1] - sn_col[t_sn]
+        base = sn_valptr[t_sn]
+        rel = upd_rel[upd_relptr[g]:upd_relptr[g + 1]]
+        U = np.dot(np.ascontiguousarray(B[a:, :]), np.ascontiguousarray(BT[:, a:b]))
+        for i in range(r - a):
+            row = base + rel[i] * wt
+            for j in range(min(i + 1, b - a)):
+                values[row + rel[j]] -= U[i, j]
+
+
+@jit
 def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
                    use_blas):
     """Right-looking supernodal Cholesky on the scattered panels. Returns -1 or the failing scalar column.
 
-    For each supernode: D <- chol(D), B <- B D^{-T}, then for each update group (rows a..b-1 are columns
-    of the target T): T[rel(i), rel(j)] -= B[i] · B[j] for i >= j, one row of products at a time
-    (acc[j] += B[i, t] BT[t, j], contiguous in j) scattered straight into T. ``use_blas``: compute the
-    group's product with ``np.dot`` (BLAS dgemm) instead (for comparison)."""
+    For each supernode s: D <- chol(D), B <- B D^{-T}, then the targets T receive T -= B Bᵀ (scattered)."""
     ns = sn_col.size - 1
-    wmax = 0
+    rmax = 1
+    wmax = 1
     for s in range(ns):
+        rmax = max(rmax, sn_rowptr[s + 1] - sn_rowptr[s])
         wmax = max(wmax, sn_col[s + 1] - sn_col[s])
-    acc = np.empty(wmax)
+    acc = np.empty(rmax)
+    dt_buf = np.empty(wmax * wmax)
+    bt_buf = np.empty(wmax * rmax)
     for s in range(ns):
         w = sn_col[s + 1] - sn_col[s]
         r = sn_rowptr[s + 1] - sn_rowptr[s]
@@ -645,34 +693,20 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
         if r == 0:
             continue
         B = values[off + w * w:off + (w + r) * w].reshape(r, w)
-        _trsm_right_lower_t(B, D, D.T.copy())
-        BT = B.T.copy()  # (w, r): column t of B contiguous
-        for g in range(upd_ptr[s], upd_ptr[s + 1]):
-            t_sn = upd_target[g]
-            a = upd_first[g]
-            b = upd_first[g + 1] if g + 1 < upd_ptr[s + 1] else r
-            wt = sn_col[t_sn + 1] - sn_col[t_sn]
-            base = sn_valptr[t_sn]
-            rel = upd_rel[upd_relptr[g]:upd_relptr[g + 1]]
-            if use_blas:
-                U = np.dot(values[off + w * w + a * w:off + (w + r) * w].reshape(r - a, w),
-                           BT[:, a:b].copy())
-                for i in range(r - a):
-                    row = base + rel[i] * wt
-                    for j in range(min(i + 1, b - a)):
-                        values[row + rel[j]] -= U[i, j]
-                continue
-            for i in range(a, r):
-                nj = min(i + 1, b) - a
-                for j in range(nj):
-                    acc[j] = 0.0
-                for t in range(w):
-                    bit = B[i, t]
-                    for j in range(nj):
-                        acc[j] += bit * BT[t, a + j]
-                row = base + rel[i - a] * wt
-                for j in range(nj):
-                    values[row + rel[j]] -= acc[j]
+        DT = dt_buf[:w * w].reshape(w, w)
+        for i in range(w):
+            for j in range(w):
+                DT[j, i] = D[i, j]
+        _trsm_right_lower_t(B, D, DT)
+        BT = bt_buf[:w * r].reshape(w, r)  # column t of B, contiguous
+        for i in range(r):
+            for t in range(w):
+                BT[t, i] = B[i, t]
+        if use_blas:
+            _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values)
+        else:
+            _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
+                         acc)
     return -1
 
 

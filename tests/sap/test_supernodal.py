@@ -83,16 +83,16 @@ def test_small_graphs_of_any_density(seed):
 @pytest.mark.parametrize("ordering", sn.ORDERINGS)
 def test_grid_disconnected_and_isolated_blocks(ordering):
     rng = np.random.default_rng(7)
-    e = grid_edges(9, 11)
-    edges = np.concatenate([e, e + 99, [[198, 199]]])  # two 9x11 grids, a pair, an isolated block 200
-    check(np.full(201, 6), edges, rng, ordering)
+    e = grid_edges(6, 7)
+    edges = np.concatenate([e, e + 42, [[84, 85]]])  # two 6x7 grids, a pair, an isolated block 86
+    check(np.full(87, 6), edges, rng, ordering)
 
 
 def test_chain_has_no_fill_and_few_supernodes():
     """A chain: minimum degree eliminates from the ends, L has exactly H's blocks. Relaxed amalgamation
     merges neighbouring pairs (width 12, explicit zeros 36/150 = 24 % < 80 %) but not triples (width 18 >
     16 with 39 % zeros), so there are exactly nb/2 supernodes."""
-    nb = 400
+    nb = 150
     edges = np.stack([np.arange(nb - 1), np.arange(1, nb)], 1)
     sym = check(np.full(nb, 6), edges, np.random.default_rng(3), "md")
     assert sym.l_blocks == sym.h_blocks == 2 * nb - 1
