@@ -585,9 +585,9 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
 
 
 @jit
-def _chol_lower(D):
-    """Lower Cholesky of the w x w matrix D in place (lower triangle read, upper zeroed).
-    Returns -1 on success or the failing column."""
+def _chol_unblocked(D):
+    """Lower Cholesky of the square (possibly strided) matrix D in place, reading its lower triangle.
+    Returns -1 on success or the failing column (pivot <= 0 or not finite)."""
     w = D.shape[0]
     for j in range(w):
         d = D[j, j]
@@ -602,9 +602,66 @@ def _chol_lower(D):
             for t in range(j):
                 s -= D[i, t] * D[j, t]
             D[i, j] = s / d
-        for i in range(j):
+    return -1
+
+
+CHOL_BLOCK = 32
+"""Column block of the dense Cholesky of a supernode's diagonal block (wider diagonals are blocked)."""
+
+
+@jit
+def _chol_lower(D, pbuf, ptbuf, dtbuf, acc):
+    """Lower Cholesky of the w x w row-major D in place (lower triangle read, strict upper zeroed), blocked
+    by CHOL_BLOCK columns: factor the diagonal block, solve the panel below, update the trailing lower
+    triangle with row axpys. Work buffers: pbuf, ptbuf (>= w·CHOL_BLOCK), dtbuf (>= CHOL_BLOCK²), acc (>= w).
+    Returns -1 on success or the failing column."""
+    w = D.shape[0]
+    nbk = CHOL_BLOCK
+    for k0 in range(0, w, nbk):
+        k1 = min(k0 + nbk, w)
+        kb = k1 - k0
+        Dk = D[k0:k1, k0:k1]
+        bad = _chol_unblocked(Dk)
+        if bad >= 0:
+            return k0 + bad
+        m = w - k1
+        if m == 0:
+            break
+        P = pbuf[:m * kb].reshape(m, kb)
+        for i in range(m):
+            for t in range(kb):
+                P[i, t] = D[k1 + i, k0 + t]
+        DT = dtbuf[:kb * kb].reshape(kb, kb)
+        for i in range(kb):
+            for j in range(kb):
+                DT[j, i] = Dk[i, j] if j <= i else 0.0
+        _trsm_right_lower_t(P, Dk, DT)
+        PT = ptbuf[:kb * m].reshape(kb, m)
+        for i in range(m):
+            for t in range(kb):
+                D[k1 + i, k0 + t] = P[i, t]
+                PT[t, i] = P[i, t]
+        for i in range(m):
+            _product_row(P, PT, i, acc)
+            for j in range(i + 1):
+                D[k1 + i, k1 + j] -= acc[j]
+    for i in range(w):
+        for j in range(i + 1, w):
             D[i, j] = 0.0
     return -1
+
+
+@jit
+def _product_row(B, BT, i, acc):
+    """acc[:i+1] = row i of B Bᵀ up to the diagonal, as contiguous axpys over the columns t of B."""
+    w = B.shape[1]
+    for j in range(i + 1):
+        acc[j] = 0.0
+    for t in range(w):
+        bit = B[i, t]
+        if bit != 0.0:  # explicit zeros of amalgamation
+            for j in range(i + 1):
+                acc[j] += bit * BT[t, j]
 
 
 @jit
@@ -621,32 +678,64 @@ def _trsm_right_lower_t(B, D, DT):
 
 
 @jit
-def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values, acc):
-    """Subtract C = B Bᵀ (lower part) of supernode s from its targets, one row of C at a time: row i is
-    w contiguous axpys acc[:i+1] += B[i, t] BT[t, :i+1], then scattered group by group (columns a_g..b_g-1
-    of C are columns of target T_g; row i is T_g's panel row rel_g[i - a_g])."""
-    r, w = B.shape
+def _product_rows4(B, BT, i0, acc4):
+    """acc4[q, :i0+4] = row i0+q of B Bᵀ (columns up to i0+3; q = 0..3, rows must exist): four rows share
+    every load of BT (register blocking), inner loops are contiguous axpys."""
+    w = B.shape[1]
+    n = i0 + 4
+    for q in range(4):
+        for j in range(n):
+            acc4[q, j] = 0.0
+    for t in range(w):
+        b0 = B[i0, t]
+        b1 = B[i0 + 1, t]
+        b2 = B[i0 + 2, t]
+        b3 = B[i0 + 3, t]
+        for j in range(n):
+            x = BT[t, j]
+            acc4[0, j] += b0 * x
+            acc4[1, j] += b1 * x
+            acc4[2, j] += b2 * x
+            acc4[3, j] += b3 * x
+
+
+@jit
+def _scatter_row(i, row_acc, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
+                 values):
+    """values[T_g row of i, T_g columns] -= row_acc[j] for the columns j <= i of every group g of s."""
     g0 = upd_ptr[s]
     g1 = upd_ptr[s + 1]
-    for i in range(r):
-        for j in range(i + 1):
-            acc[j] = 0.0
-        for t in range(w):
-            bit = B[i, t]
-            if bit != 0.0:  # explicit zeros of amalgamation
-                for j in range(i + 1):
-                    acc[j] += bit * BT[t, j]
-        for g in range(g0, g1):
-            a = upd_first[g]
-            if a > i:
-                break
-            b = upd_first[g + 1] if g + 1 < g1 else r
-            t_sn = upd_target[g]
-            wt = sn_col[t_sn + 1] - sn_col[t_sn]
-            rp = upd_relptr[g]
-            row = sn_valptr[t_sn] + upd_rel[rp + i - a] * wt
-            for j in range(a, min(i + 1, b)):
-                values[row + upd_rel[rp + j - a]] -= acc[j]
+    for g in range(g0, g1):
+        a = upd_first[g]
+        if a > i:
+            break
+        b = upd_first[g + 1] if g + 1 < g1 else r
+        t_sn = upd_target[g]
+        wt = sn_col[t_sn + 1] - sn_col[t_sn]
+        rp = upd_relptr[g]
+        row = sn_valptr[t_sn] + upd_rel[rp + i - a] * wt
+        for j in range(a, min(i + 1, b)):
+            values[row + upd_rel[rp + j - a]] -= row_acc[j]
+
+
+@jit
+def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values, acc4):
+    """Subtract C = B Bᵀ (lower part) of supernode s from its targets, four rows of C at a time
+    (:func:`_product_rows4`), each row scattered group by group: columns a_g..b_g-1 of C are columns of
+    target T_g and row i is T_g's panel row rel_g[i - a_g]."""
+    r = B.shape[0]
+    i = 0
+    while i + 4 <= r:
+        _product_rows4(B, BT, i, acc4)
+        for q in range(4):
+            _scatter_row(i + q, acc4[q], s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr,
+                         upd_rel, values)
+        i += 4
+    while i < r:
+        _product_row(B, BT, i, acc4[0])
+        _scatter_row(i, acc4[0], s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
+                     values)
+        i += 1
 
 
 @jit
@@ -679,15 +768,18 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
     for s in range(ns):
         rmax = max(rmax, sn_rowptr[s + 1] - sn_rowptr[s])
         wmax = max(wmax, sn_col[s + 1] - sn_col[s])
-    acc = np.empty(rmax)
+    acc = np.empty(max(rmax, wmax))
+    acc4 = np.empty((4, rmax + 4))
     dt_buf = np.empty(wmax * wmax)
     bt_buf = np.empty(wmax * rmax)
+    pbuf = np.empty(wmax * CHOL_BLOCK)
+    ptbuf = np.empty(wmax * CHOL_BLOCK)
     for s in range(ns):
         w = sn_col[s + 1] - sn_col[s]
         r = sn_rowptr[s + 1] - sn_rowptr[s]
         off = sn_valptr[s]
         D = values[off:off + w * w].reshape(w, w)
-        bad = _chol_lower(D)
+        bad = _chol_lower(D, pbuf, ptbuf, dt_buf, acc)
         if bad >= 0:
             return sn_col[s] + bad
         if r == 0:
@@ -706,7 +798,7 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
             _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values)
         else:
             _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
-                         acc)
+                         acc4)
     return -1
 
 
