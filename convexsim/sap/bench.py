@@ -1,4 +1,5 @@
-"""SAP benchmark: solve time, Newton iterations and line-search evaluations vs problem size.
+"""SAP benchmarks: random SAP problems vs size (``python -m convexsim.sap.bench``) and scene stepping
+(:func:`scene_benchmark`, printed by ``convexsim bench``).
 
     python -m convexsim.sap.bench [--sizes 10 100 1000] [--repeats 3] [--seed 0]
 
@@ -10,7 +11,8 @@ Masses, inertias and orientations are random (A_c SPD), the bodies slightly pene
 horizontal push), so the step mixes sticking and sliding contacts.
 
 A second table times the linear algebra alone on a SAP-like Hessian with the same pattern
-(H = A + Σ Jᵀ G J): block-sparse analyze + factor versus dense ``numpy.linalg.cholesky``.
+(H = A + Σ Jᵀ G J): block-sparse (one block at a time) and supernodal analyze + factor versus dense
+``numpy.linalg.cholesky``.
 
 The "ratio" column is t(N) / t(previous N); for 10x more bodies a linear-time solver gives ~10.
 Times are medians over ``repeats`` after one warm-up solve (numba compilation excluded). Not a test:
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from convexsim.sap import block_sparse as bs
+from convexsim.sap import supernodal as sn
 
 DT = 0.01
 """Time step [s]."""
@@ -179,8 +182,9 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
     """Time SAP solves and the linear algebra for each size; returns one dict per size.
 
     Keys: layout, bodies, contacts, nv, solve_ms, newton_iterations, line_search_evaluations, converged,
-    ms_per_iteration, ratio (solve time / previous size's, None for the first), sparse_factor_ms
-    (analyze + factor), fill_blocks,
+    ms_per_iteration, ratio (solve time / previous size's, None for the first), sparse_factor_ms (block_sparse
+    analyze + factor), supernodal_factor_ms (supernodal analyze + factor), supernodal_vs_block_rel_diff,
+    fill_blocks,
     dense_factor_ms (numpy Cholesky of the dense H; None when nv > dense_max_n), factor_rel_diff (relative
     max difference of the two solutions of H x = 1).
     """
@@ -191,6 +195,7 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
     solve(warm, params=params)  # compile (or load cached) numba kernels
     hw = sap_like_hessian(min(sizes), seed, layout)
     bs.factor(bs.analyze(hw[0], hw[1]), hw[2], hw[3])
+    sn.factor(sn.analyze(hw[0], hw[1]), hw[2], hw[3])
     rows: list[dict] = []
     for n_bodies in sizes:
         problem = make_problem(n_bodies, seed, layout)
@@ -204,6 +209,14 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
         t_sparse, (sym, fac) = _median_time(sparse_factor, repeats)
         rhs = np.ones(sym.n)
         x_sparse = bs.solve(sym, fac, rhs)
+
+        def supernodal_factor():
+            ssym = sn.analyze(block_sizes, edges)
+            return ssym, sn.factor(ssym, d, ev)
+
+        t_super, (ssym, sfac) = _median_time(supernodal_factor, repeats)
+        x_super = sn.solve(ssym, sfac, rhs)
+        super_rel = float(np.abs(x_super - x_sparse).max() / np.abs(x_sparse).max())
         t_dense = None
         rel = None
         if sym.n <= dense_max_n:
@@ -224,6 +237,8 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
             "ms_per_iteration": 1e3 * t_solve / max(1, int(result.iterations)),
             "ratio": None if not rows else t_solve / (rows[-1]["solve_ms"] / 1e3),
             "sparse_factor_ms": 1e3 * t_sparse,
+            "supernodal_factor_ms": 1e3 * t_super,
+            "supernodal_vs_block_rel_diff": super_rel,
             "fill_blocks": sym.fill_blocks,
             "dense_factor_ms": None if t_dense is None else 1e3 * t_dense,
             "factor_rel_diff": rel,
@@ -253,19 +268,20 @@ def format_table(rows: list[dict]) -> str:
         prev = r
     lines += [
         "",
-        "Factor only, H = A + sum J^T G J with the same pattern (sparse = analyze + block Cholesky)",
-        f"{'bodies':>7} {'nv':>6} {'fill blks':>9} {'sparse ms':>10} {'dense ms':>10} {'speedup':>8} "
-        f"{'rel diff x':>11}",
+        "Factor only, H = A + sum J^T G J with the same pattern (analyze + factor; block = one 6x6 block at a "
+        "time, supernodal = dense panels)",
+        f"{'bodies':>7} {'nv':>6} {'fill blks':>9} {'block ms':>10} {'supern. ms':>10} {'dense ms':>10} "
+        f"{'speedup':>8} {'rel diff x':>11}",
     ]
     for r in rows:
-        speed = None if r["dense_factor_ms"] is None else r["dense_factor_ms"] / r["sparse_factor_ms"]
+        speed = None if r["dense_factor_ms"] is None else r["dense_factor_ms"] / r["supernodal_factor_ms"]
         lines.append(
             f"{r['bodies']:>7d} {r['nv']:>6d} {r['fill_blocks']:>9d} {r['sparse_factor_ms']:>10.3f} "
-            f"{fmt(r['dense_factor_ms'], '>10.3f')} {fmt(speed, '>8.1f')} "
+            f"{r['supernodal_factor_ms']:>10.3f} {fmt(r['dense_factor_ms'], '>10.3f')} {fmt(speed, '>8.1f')} "
             f"{fmt(r['factor_rel_diff'], '>11.1e')}"
         )
     lines.append("ratio = t(N) / t(previous N) (whole solve, then per Newton iteration); ~10 per 10x bodies "
-                 "means linear scaling.")
+                 "means linear scaling. speedup = dense / supernodal; rel diff x = block vs dense solution.")
     return "\n".join(lines)
 
 
@@ -279,14 +295,20 @@ def main(argv=None) -> int:
                         help="rows: chains of touching bodies (linear-time); grid: a 2-D contact grid")
     parser.add_argument("--dense-max-n", type=int, default=6000,
                         help="skip the dense factorization above this many dofs")
+    parser.add_argument("--hessians", metavar="SCENE",
+                        help="instead: factor the Newton matrices of SCENE (at --steps) with every ordering")
+    parser.add_argument("--steps", type=int, nargs="+", default=[20, 40, 60],
+                        help="with --hessians: the steps whose last Newton matrix is factored")
     args = parser.parse_args(argv)
+    if args.hessians:
+        from convexsim.cli import _resolve_scene
+
+        rows = ordering_comparison(_resolve_scene(args.hessians), args.steps, max(args.repeats, 5))
+        print(format_ordering_table(rows))
+        return 0
     rows = run_benchmark(tuple(args.sizes), args.repeats, args.seed, args.dense_max_n, args.layout)
     print(format_table(rows))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -301,7 +323,7 @@ DEFAULT_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("pile_100", None))
 
 def _warm_up(linear_solver: str) -> None:
     """Compile (or load from the numba cache) the solver kernels outside the timed window: one random
-    10-body grid problem through the SAP solver, and one step of a small scene."""
+    10-body grid problem through the SAP solver."""
     from convexsim.sap import SapParameters, solve
 
     choice = linear_solver if linear_solver in ("sparse", "block", "dense") else "sparse"
@@ -377,3 +399,92 @@ def scene_row(r: dict) -> str:
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['iterations']:>10.1f}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
             f"{fill:>9}{r['unconverged']:>7}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Orderings and factorizations on a scene's Newton matrices
+# ----------------------------------------------------------------------------------------------------
+
+
+def scene_hessians(scene, steps) -> list[tuple[int, tuple]]:
+    """(step, (block_sizes, edges, diag_values, edge_values)) of the last Newton matrix factored in each of
+    the given steps (1-based) of a scene run from its initial state with the default solver settings."""
+    from convexsim import stepping
+    from convexsim.sap import linalg
+    from convexsim.simulate import prepare
+
+    model, state, _ = prepare(scene)
+    wanted = set(int(k) for k in steps)
+    last: list = []
+    original = linalg.SparseHessian.factor_and_solve
+
+    def record(self, G, rhs):
+        self.assemble(G)
+        last[:] = [(self.problem.clique_sizes.copy(), self.edges.copy(), self.diag_values.copy(),
+                    self.edge_values.copy())]
+        return original(self, G, rhs)
+
+    out = []
+    linalg.SparseHessian.factor_and_solve = record
+    try:
+        for k in range(1, max(wanted) + 1):
+            last.clear()
+            state, _ = stepping.step(model, state)
+            if k in wanted and last:
+                out.append((k, last[0]))
+    finally:
+        linalg.SparseHessian.factor_and_solve = original
+    return out
+
+
+def _cpu_ms(fn, repeats: int) -> float:
+    """Best process CPU time of ``repeats`` calls [ms] (CPU time is less sensitive to other processes)."""
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return 1e3 * best
+
+
+def ordering_comparison(scene, steps=(20, 40, 60), repeats: int = 5) -> list[dict]:
+    """Per recorded Newton matrix: blocks, fill (blocks of L / of H), multiply-adds and CPU ms of one
+    numeric factorization for the supernodal factor with each ordering, and the one-block-at-a-time factor
+    (its own minimum-degree ordering); plus the analysis CPU ms."""
+    rows = []
+    for k, (sizes, edges, d, ev) in scene_hessians(scene, steps):
+        row = {"step": k, "blocks": int(sizes.size), "edges": int(edges.shape[0])}
+        old = bs.analyze(sizes, edges)
+        bs.factor(old, d, ev)
+        row["block_ms"] = _cpu_ms(lambda: bs.factor(old, d, ev), repeats)
+        row["block_fill"] = (sizes.size + old.l_colptr[-1]) / (sizes.size + edges.shape[0])
+        row["block_analyze_ms"] = _cpu_ms(lambda: bs.analyze(sizes, edges), repeats)
+        for ordering in sn.ORDERINGS:
+            sym = sn.analyze(sizes, edges, ordering)
+            sn.factor(sym, d, ev)
+            row[f"{ordering}_ms"] = _cpu_ms(lambda: sn.factor(sym, d, ev), repeats)
+            row[f"{ordering}_fill"] = sym.l_blocks / sym.h_blocks
+            row[f"{ordering}_mflop"] = 2e-6 * sym.flops
+            row[f"{ordering}_supernodes"] = sym.supernodes
+            row[f"{ordering}_analyze_ms"] = _cpu_ms(lambda: sn.analyze(sizes, edges, ordering), repeats)
+        rows.append(row)
+    return rows
+
+
+def format_ordering_table(rows: list[dict]) -> str:
+    """Plain-text table of :func:`ordering_comparison` rows."""
+    lines = ["Newton matrices of the scene: factor CPU ms (fill = blocks of L / of H, Mflop of the supernodal "
+             "factor), analysis CPU ms",
+             f"{'step':>5}{'blocks':>7}{'edges':>7} | {'block ms':>9}{'fill':>6}{'an.':>6} | "
+             + " | ".join(f"{o + ' ms':>8}{'fill':>6}{'Mflop':>7}{'snodes':>7}{'an.':>6}" for o in sn.ORDERINGS)]
+    for r in rows:
+        lines.append(
+            f"{r['step']:>5}{r['blocks']:>7}{r['edges']:>7} | {r['block_ms']:>9.2f}{r['block_fill']:>6.2f}"
+            f"{r['block_analyze_ms']:>6.1f} | "
+            + " | ".join(f"{r[o + '_ms']:>8.2f}{r[o + '_fill']:>6.2f}{r[o + '_mflop']:>7.1f}"
+                         f"{r[o + '_supernodes']:>7}{r[o + '_analyze_ms']:>6.1f}" for o in sn.ORDERINGS))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -332,6 +332,7 @@ def test_run_benchmark_smoke():
         assert r["converged"] and r["newton_iterations"] >= 1 and r["line_search_evaluations"] >= 1
         # sparse vs dense solve of the same H: both backward stable, cond(H) ~1e7 -> differences ~cond*eps
         assert r["factor_rel_diff"] < 1e-8
+        assert r["supernodal_vs_block_rel_diff"] < 1e-8
         n = r["bodies"]
         assert r["contacts"] == 2 * n + n - (n + 9) // 10  # 2 ground contacts per body + row neighbours
     assert "ratio" in format_table(rows)
