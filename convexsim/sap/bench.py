@@ -299,7 +299,16 @@ def main(argv=None) -> int:
                         help="instead: factor the Newton matrices of SCENE (at --steps) with every ordering")
     parser.add_argument("--steps", type=int, nargs="+", default=[20, 40, 60],
                         help="with --hessians: the steps whose last Newton matrix is factored")
+    parser.add_argument("--dense", action="store_true",
+                        help="instead: supernodal factor vs LAPACK on dense matrices (fraction of dense throughput)")
     args = parser.parse_args(argv)
+    if args.dense:
+        print("dense SPD matrices: supernodal factor (one supernode) vs numpy.linalg.cholesky, process CPU time")
+        for r in dense_throughput(repeats=max(args.repeats, 5)):
+            print(f"n = {r['n']:4d}: supernodal {r['supernodal_ms']:7.2f} ms ({r['supernodal_gflops']:5.2f} GFlop/s)"
+                  f"  LAPACK {r['lapack_ms']:7.2f} ms ({r['lapack_gflops']:5.2f} GFlop/s)"
+                  f"  ratio {r['lapack_ms'] / r['supernodal_ms']:.2f}")
+        return 0
     if args.hessians:
         from convexsim.cli import _resolve_scene
 
@@ -354,7 +363,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     """Step a scene from its initial state for ``duration`` (default: the scene's) and return per-step
     averages over that whole window. Numba compilation happens in an untimed warm-up before.
 
-    Keys: scene, bodies, steps, ms_per_step, iterations (Newton per step), contacts, penetrating (contacts
+    Keys: scene, bodies, steps, ms_per_step (wall clock), cpu_ms_per_step (this process's CPU time: less
+    sensitive to other processes on a shared machine), iterations (Newton per step), contacts, penetrating (contacts
     with φ < 0 per step), factor_ms and analyze_ms (per step), factorizations, analyses (orderings +
     symbolic factorizations actually run; the rest were reused), fill (Σ nonzero blocks of L / Σ nonzero
     blocks of H's lower triangle over all factorizations; None without any), unconverged (steps).
@@ -370,6 +380,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         stats = linalg.reset_factor_stats()
         its, nc, neg, bad = 0, 0, 0, 0
         t0 = time.perf_counter()
+        c0 = time.process_time()
         for _ in range(nsteps):
             state, info = stepping.step(model, state)
             its += info.iterations
@@ -377,9 +388,10 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
             neg += int(np.count_nonzero(info.contacts.phi < 0))
             bad += int(not info.converged)
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
     return {
         "scene": Path(str(scene)).stem, "bodies": int((~model.body_fixed).sum()), "steps": nsteps,
-        "ms_per_step": 1e3 * wall / nsteps, "iterations": its / nsteps, "contacts": nc / nsteps,
+        "ms_per_step": 1e3 * wall / nsteps, "cpu_ms_per_step": 1e3 * cpu / nsteps, "iterations": its / nsteps, "contacts": nc / nsteps,
         "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
@@ -389,14 +401,16 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
 
 def scene_table_header() -> str:
     """Column titles of :func:`scene_row`."""
-    return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'iter/step':>10}{'contacts/step':>14}"
+    return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'contacts/step':>14}"
             f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'unconv':>7}")
 
 
 def scene_row(r: dict) -> str:
-    """One line of the scene table (per-step averages; fill = nonzero blocks of L / of H)."""
+    """One line of the scene table (per-step averages; cpu ms = process CPU time; fill = nonzero blocks of L
+    / of H)."""
     fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
-    return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['iterations']:>10.1f}"
+    return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
+            f"{r['iterations']:>10.1f}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
             f"{fill:>9}{r['unconverged']:>7}")
 
@@ -484,6 +498,29 @@ def format_ordering_table(rows: list[dict]) -> str:
             + " | ".join(f"{r[o + '_ms']:>8.2f}{r[o + '_fill']:>6.2f}{r[o + '_mflop']:>7.1f}"
                          f"{r[o + '_supernodes']:>7}{r[o + '_analyze_ms']:>6.1f}" for o in sn.ORDERINGS))
     return "\n".join(lines)
+
+
+def dense_throughput(block_counts=(20, 50, 80), repeats: int = 5, seed: int = 0) -> list[dict]:
+    """The supernodal factor on complete block graphs (one dense supernode of 6·nb columns) against
+    ``numpy.linalg.cholesky`` (LAPACK dpotrf) on the same matrix: process CPU ms and GFlop/s (n³/3 flops)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for nb in block_counts:
+        sizes = np.full(nb, 6, dtype=np.int64)
+        edges = np.array([(i, j) for i in range(nb) for j in range(i + 1, nb)], dtype=np.int64)
+        n = 6 * nb
+        M = rng.standard_normal((n, n))
+        H = M @ M.T / n + np.eye(n)
+        diag = np.concatenate([H[6 * i:6 * i + 6, 6 * i:6 * i + 6].ravel() for i in range(nb)])
+        off = np.concatenate([H[6 * j:6 * j + 6, 6 * i:6 * i + 6].ravel() for i, j in edges])
+        sym = sn.analyze(sizes, edges)
+        sn.factor(sym, diag, off)
+        t_sn = _cpu_ms(lambda: sn.factor(sym, diag, off), repeats)
+        t_la = _cpu_ms(lambda: np.linalg.cholesky(H), repeats)
+        flop = n**3 / 3
+        rows.append({"n": n, "supernodal_ms": t_sn, "lapack_ms": t_la, "supernodal_gflops": 1e-6 * flop / t_sn,
+                     "lapack_gflops": 1e-6 * flop / t_la})
+    return rows
 
 
 if __name__ == "__main__":
