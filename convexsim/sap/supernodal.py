@@ -171,7 +171,8 @@ def _nd_order(sizes: np.ndarray, e: np.ndarray, leaf: int = 48) -> np.ndarray:
         work.append(("nodes", b))
         work.append(("nodes", a))
     perm = np.concatenate(order).astype(np.int64)
-    assert perm.size == nb
+    if not np.array_equal(np.sort(perm), np.arange(nb)):
+        raise RuntimeError("nested dissection: the ordering is not a permutation of the blocks (internal error)")
     return perm
 
 

@@ -213,3 +213,35 @@ def test_solver_uses_supernodal_and_agrees_with_block_and_dense():
         assert res[ls].converged and res["sparse"].converged
         assert res[ls].iterations == res["sparse"].iterations
         assert np.abs(res[ls].v - res["sparse"].v).max() <= 1e-8 * np.abs(res["dense"].v).max()
+
+
+def test_blas_update_and_out_buffer_give_the_same_factor():
+    """use_blas=True (numpy dot per update group) and a reused ``out`` array: the same L to round-off."""
+    rng = np.random.default_rng(21)
+    sizes = np.full(60, 6)
+    edges = random_edges(60, 200, rng)
+    d, ev, _ = sap_like_problem(sizes, edges, rng)
+    sym = sn.analyze(sizes, edges)
+    ref = sn.factor(sym, d, ev).values
+    blas = sn.factor(sym, d, ev, use_blas=True).values
+    out = np.full(sym.l_size, np.nan)
+    again = sn.factor(sym, d, ev, out=out).values
+    assert again is out
+    scale = np.abs(ref).max()
+    assert np.abs(blas - ref).max() <= 1e-12 * scale and np.abs(again - ref).max() == 0.0
+    with pytest.raises(ValueError, match="out must be"):
+        sn.factor(sym, d, ev, out=np.zeros(sym.l_size + 1))
+
+
+def test_linalg_reuses_the_analysis_while_the_graph_is_unchanged():
+    from convexsim.sap import linalg
+
+    rng = np.random.default_rng(2)
+    sizes = np.full(20, 6)
+    edges = np.unique(np.sort(random_edges(20, 40, rng), axis=1), axis=0)
+    stats = linalg.reset_factor_stats()
+    first = linalg.supernodal_symbolic(sizes, edges)
+    assert linalg.supernodal_symbolic(sizes.copy(), edges.copy()) is first
+    assert (stats.analyses, stats.reused) == (1, 1)
+    other = linalg.supernodal_symbolic(sizes, edges[1:])
+    assert other is not first and other.matches(sizes, edges[1:]) and stats.analyses == 2
