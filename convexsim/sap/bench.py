@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import time
 from pathlib import Path
 
@@ -210,7 +211,7 @@ def run_benchmark(sizes=(10, 100, 1000), repeats: int = 3, seed: int = 0, dense_
         rhs = np.ones(sym.n)
         x_sparse = bs.solve(sym, fac, rhs)
 
-        def supernodal_factor():
+        def supernodal_factor(block_sizes=block_sizes, edges=edges, d=d, ev=ev):
             ssym = sn.analyze(block_sizes, edges)
             return ssym, sn.factor(ssym, d, ev)
 
@@ -268,10 +269,10 @@ def format_table(rows: list[dict]) -> str:
         prev = r
     lines += [
         "",
-        "Factor only, H = A + sum J^T G J with the same pattern (analyze + factor; block = one 6x6 block at a "
-        "time, supernodal = dense panels)",
-        f"{'bodies':>7} {'nv':>6} {'fill blks':>9} {'block ms':>10} {'supern. ms':>10} {'dense ms':>10} "
-        f"{'speedup':>8} {'rel diff x':>11}",
+        ("Factor only, H = A + sum J^T G J with the same pattern (analyze + factor; block = one 6x6 block at a "
+         "time, supernodal = dense panels)"),
+        (f"{'bodies':>7} {'nv':>6} {'fill blks':>9} {'block ms':>10} {'supern. ms':>10} {'dense ms':>10} "
+         f"{'speedup':>8} {'rel diff x':>11}"),
     ]
     for r in rows:
         speed = None if r["dense_factor_ms"] is None else r["dense_factor_ms"] / r["supernodal_factor_ms"]
@@ -428,7 +429,7 @@ def scene_hessians(scene, steps) -> list[tuple[int, tuple]]:
     from convexsim.simulate import prepare
 
     model, state, _ = prepare(scene)
-    wanted = set(int(k) for k in steps)
+    wanted = {int(k) for k in steps}
     last: list = []
     original = linalg.SparseHessian.factor_and_solve
 
@@ -470,27 +471,28 @@ def ordering_comparison(scene, steps=(20, 40, 60), repeats: int = 5) -> list[dic
         row = {"step": k, "blocks": int(sizes.size), "edges": int(edges.shape[0])}
         old = bs.analyze(sizes, edges)
         bs.factor(old, d, ev)
-        row["block_ms"] = _cpu_ms(lambda: bs.factor(old, d, ev), repeats)
+        row["block_ms"] = _cpu_ms(functools.partial(bs.factor, old, d, ev), repeats)
         row["block_fill"] = (sizes.size + old.l_colptr[-1]) / (sizes.size + edges.shape[0])
-        row["block_analyze_ms"] = _cpu_ms(lambda: bs.analyze(sizes, edges), repeats)
+        row["block_analyze_ms"] = _cpu_ms(functools.partial(bs.analyze, sizes, edges), repeats)
         for ordering in sn.ORDERINGS:
             sym = sn.analyze(sizes, edges, ordering)
             sn.factor(sym, d, ev)
-            row[f"{ordering}_ms"] = _cpu_ms(lambda: sn.factor(sym, d, ev), repeats)
+            row[f"{ordering}_ms"] = _cpu_ms(functools.partial(sn.factor, sym, d, ev), repeats)
             row[f"{ordering}_fill"] = sym.l_blocks / sym.h_blocks
             row[f"{ordering}_mflop"] = 2e-6 * sym.flops
             row[f"{ordering}_supernodes"] = sym.supernodes
-            row[f"{ordering}_analyze_ms"] = _cpu_ms(lambda: sn.analyze(sizes, edges, ordering), repeats)
+            row[f"{ordering}_analyze_ms"] = _cpu_ms(functools.partial(sn.analyze, sizes, edges, ordering),
+                                                    repeats)
         rows.append(row)
     return rows
 
 
 def format_ordering_table(rows: list[dict]) -> str:
     """Plain-text table of :func:`ordering_comparison` rows."""
-    lines = ["Newton matrices of the scene: factor CPU ms (fill = blocks of L / of H, Mflop of the supernodal "
-             "factor), analysis CPU ms",
-             f"{'step':>5}{'blocks':>7}{'edges':>7} | {'block ms':>9}{'fill':>6}{'an.':>6} | "
-             + " | ".join(f"{o + ' ms':>8}{'fill':>6}{'Mflop':>7}{'snodes':>7}{'an.':>6}" for o in sn.ORDERINGS)]
+    title = ("Newton matrices of the scene: factor CPU ms (fill = blocks of L / of H, Mflop of the supernodal "
+             "factor), analysis CPU ms")
+    columns = " | ".join(f"{o + ' ms':>8}{'fill':>6}{'Mflop':>7}{'snodes':>7}{'an.':>6}" for o in sn.ORDERINGS)
+    lines = [title, f"{'step':>5}{'blocks':>7}{'edges':>7} | {'block ms':>9}{'fill':>6}{'an.':>6} | {columns}"]
     for r in rows:
         lines.append(
             f"{r['step']:>5}{r['blocks']:>7}{r['edges']:>7} | {r['block_ms']:>9.2f}{r['block_fill']:>6.2f}"
@@ -515,8 +517,8 @@ def dense_throughput(block_counts=(20, 50, 80), repeats: int = 5, seed: int = 0)
         off = np.concatenate([H[6 * j:6 * j + 6, 6 * i:6 * i + 6].ravel() for i, j in edges])
         sym = sn.analyze(sizes, edges)
         sn.factor(sym, diag, off)
-        t_sn = _cpu_ms(lambda: sn.factor(sym, diag, off), repeats)
-        t_la = _cpu_ms(lambda: np.linalg.cholesky(H), repeats)
+        t_sn = _cpu_ms(functools.partial(sn.factor, sym, diag, off), repeats)
+        t_la = _cpu_ms(functools.partial(np.linalg.cholesky, H), repeats)
         flop = n**3 / 3
         rows.append({"n": n, "supernodal_ms": t_sn, "lapack_ms": t_la, "supernodal_gflops": 1e-6 * flop / t_sn,
                      "lapack_gflops": 1e-6 * flop / t_la})

@@ -57,9 +57,10 @@ def supernodal_symbolic(block_sizes: np.ndarray, edges: np.ndarray):
     unchanged contact graph skip the ordering and symbolic factorization."""
     from convexsim.sap import supernodal
 
-    if _LAST_SYMBOLIC and _LAST_SYMBOLIC[0].matches(block_sizes, edges):
+    last = _LAST_SYMBOLIC[0] if _LAST_SYMBOLIC else None  # read once: another thread may replace it
+    if last is not None and last.matches(block_sizes, edges):
         FACTOR_STATS.reused += 1
-        return _LAST_SYMBOLIC[0]
+        return last
     t0 = time.perf_counter()
     sym = supernodal.analyze(block_sizes, edges)
     FACTOR_STATS.analyze_s += time.perf_counter() - t0

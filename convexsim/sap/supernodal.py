@@ -37,7 +37,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap import block_sparse as bs
 
-__all__ = ["SupernodalSymbolic", "SupernodalFactor", "analyze", "factor", "solve", "ORDERINGS"]
+__all__ = ["ORDERINGS", "SupernodalFactor", "SupernodalSymbolic", "analyze", "factor", "solve"]
 
 ORDERINGS = ("md", "nd")
 """Available block orderings: exact minimum degree, nested dissection (level-set separators)."""
@@ -172,7 +172,8 @@ def _nd_order(sizes: np.ndarray, e: np.ndarray, leaf: int = 48) -> np.ndarray:
         work.append(("nodes", a))
     perm = np.concatenate(order).astype(np.int64)
     if not np.array_equal(np.sort(perm), np.arange(nb)):
-        raise RuntimeError("nested dissection: the ordering is not a permutation of the blocks (internal error)")
+        raise RuntimeError("nested dissection: the ordering is not a permutation of the blocks "
+                           "(internal error)")
     return perm
 
 
@@ -720,7 +721,8 @@ def _scatter_row(i, row_acc, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_f
 
 
 @jit
-def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values, acc4):
+def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
+                 acc4):
     """Subtract C = B Bᵀ (lower part) of supernode s from its targets, four rows of C at a time
     (:func:`_product_rows4`), each row scattered group by group: columns a_g..b_g-1 of C are columns of
     target T_g and row i is T_g's panel row rel_g[i - a_g]."""
@@ -742,7 +744,7 @@ def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, up
 @jit
 def _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values):
     """Same update as :func:`_update_rows` with one ``np.dot`` (BLAS dgemm) per target group."""
-    r, w = B.shape
+    r = B.shape[0]
     for g in range(upd_ptr[s], upd_ptr[s + 1]):
         t_sn = upd_target[g]
         a = upd_first[g]
@@ -796,10 +798,11 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
             for t in range(w):
                 BT[t, i] = B[i, t]
         if use_blas:
-            _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values)
+            _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
+                         values)
         else:
-            _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
-                         acc4)
+            _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
+                         values, acc4)
     return -1
 
 
