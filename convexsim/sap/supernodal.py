@@ -537,7 +537,8 @@ def analyze(block_sizes, edges, ordering: str = "md") -> SupernodalSymbolic:
     sc = _scatter_maps(sizes, e, iperm, scal_start, sn_of_block, sn_col, sn_rowptr, sn_rows, sn_valptr)
     if not sc[-1]:
         raise RuntimeError("supernodal analysis: an H block has no place in the panels (internal error)")
-    scalar_perm = np.concatenate([np.arange(block_offset[b], block_offset[b] + sizes[b]) for b in perm])
+    # dof a of the block at position k sits at permuted position scal_start[k] + a
+    scalar_perm = np.repeat(block_offset[perm] - scal_start[:-1], sizes_pos) + np.arange(int(sizes.sum()))
     w = np.diff(sn_col).astype(float)
     r = np.diff(sn_rowptr).astype(float)
     flops = float(np.sum(w**3 / 6 + r * w**2 / 2 + r * (r + 1) * w / 2))
