@@ -421,16 +421,17 @@ def cmd_compare(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------- bench
-BENCH_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("sphere_pile", 0.2), ("clutter_1000", 0.05))
-
-
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="speed figures on the benchmark scenes and random SAP problems",
-                       description="ms/step (after one warm-up step), iterations/step and contacts/step on "
-                                   "benchmark scenes, then the SAP solver's scaling on random problems.")
-    p.add_argument("--scenes", nargs="*", metavar="SCENE",
-                   help="scene names or files (default: a standard set)")
-    p.add_argument("--duration", type=float, help="simulated time per scene [s]")
+                       description="Per-step averages over each scene's window (default: sphere_drop and "
+                                   "box_stack for 0.5 s, pile_100 for its 1 s): ms/step, Newton iterations, "
+                                   "contacts and those with φ < 0, factorization and analysis ms, fill "
+                                   "(nonzero blocks of L / of H).")
+    p.add_argument("--scenes", "--scene", nargs="*", metavar="SCENE", help="scene names or files (default: a short standard set)")
+    p.add_argument("--all", action="store_true", help="the standard set plus pile_500, pile_1000, pile_mixed")
+    p.add_argument("--duration", type=float, help="simulated time per scene [s] (default: each scene's window)")
+    p.add_argument("--linear-solver", choices=["sparse", "block", "dense"],
+                   help="force the SAP linear solver (sparse = supernodal, block = one block at a time)")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
@@ -438,29 +439,24 @@ def _add_bench(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from convexsim.simulate import prepare, run_model
+    from convexsim import bench as sap_bench
 
     if args.vs:
         from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
 
         chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
         return bench_vs([(_resolve_scene(s), s, d) for s, d in chosen], args.vs)
-    scenes = [(s, args.duration) for s in args.scenes] if args.scenes else list(BENCH_SCENES)
-    print(f"{'scene':<16}{'bodies':>7}{'steps':>7}{'ms/step':>10}{'iter/step':>11}{'contacts/step':>15}"
-          f"{'max contacts':>14}")
+    if args.scenes:
+        scenes = [(s, args.duration) for s in args.scenes]
+    else:
+        scenes = [(s, args.duration if args.duration is not None else d) for s, d in sap_bench.DEFAULT_SCENES]
+        if args.all:
+            scenes += [(s, args.duration) for s in sap_bench.PILE_SCENES if s != "pile_100"]
+    print(sap_bench.scene_table_header())
     for name, dur in scenes:
-        model, state, duration = prepare(_resolve_scene(name), duration=dur)
-        # The first steps include numba compilation: run one warm-up step outside the timing.
-        run_model(model, state, duration=model.time_step)
-        traj, stats = run_model(model, state, duration=duration)
-        d = stats.as_dict()
-        print(f"{name:<16}{int((~model.body_fixed).sum()):>7}{d['steps']:>7}{d['ms_per_step']:>10.3f}"
-              f"{d['mean_iterations']:>11.2f}{d['mean_contacts']:>15.1f}{d['max_contacts']:>14}", flush=True)
+        row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver)
+        print(sap_bench.scene_row(row), flush=True)
     if not args.no_solver_bench:
-        try:
-            from convexsim.sap import bench as sap_bench
-        except ImportError:
-            return EXIT_OK
         print()
         sap_bench.main([])
     return EXIT_OK

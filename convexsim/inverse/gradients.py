@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convexsim.sap import block_sparse
 from convexsim.sap.constraints import KIND_SAP, KIND_SIMILAR, eval_constraints
 from convexsim.sap.friction_cone import SOFT_NORM_EPSILON
 from convexsim.sap.linalg import SparseHessian
@@ -257,7 +256,7 @@ class StepSensitivity:
 
     def solve(self, rhs) -> np.ndarray:
         """H⁻¹ rhs for rhs of shape (nv,) or (nv, m) (one triangular solve pair per column)."""
-        return np.asarray(block_sparse.solve(self._hessian.sym, self._factor, rhs), dtype=float)
+        return np.asarray(self._hessian.module.solve(self._hessian.sym, self._factor, rhs), dtype=float)
 
     def hessian(self) -> np.ndarray:
         """Dense H = A + Jᵀ G J at the solution (for tests)."""
@@ -312,7 +311,7 @@ def step_sensitivity(problem: ContactProblem, result: SapResult | None = None, *
     hess = SparseHessian(problem)
     hess.assemble(G)
     try:
-        fac = block_sparse.factor(hess.sym, hess.diag_values, hess.edge_values)
+        fac = hess.module.factor(hess.sym, hess.diag_values, hess.edge_values)
     except np.linalg.LinAlgError as exc:
         raise ValueError(f"the Newton matrix at the solution is not SPD: {exc}") from None
     J = problem.J_dense().reshape(nk, 3, nv)

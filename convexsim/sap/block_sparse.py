@@ -6,8 +6,9 @@ constraint couples at most two cliques, so the block pattern of H is the clique 
     P H P^T = L L^T,      L block lower triangular,
 
 where P permutes *blocks* (never scalars inside a block) into a minimum-degree elimination order of the
-clique graph (Drake: ``BlockSparseCholeskySolver``; design notes: docs/block-sparse.md,
-/work/shared/design/sap-math.md §4.3).
+clique graph (Drake: ``BlockSparseCholeskySolver``; docs/block-sparse.md). The SAP solver uses the
+supernodal factor of ``convexsim.sap.supernodal`` by default; this one-block-at-a-time factor is its test
+oracle and the ``linear_solver="block"`` option.
 
 Input format (shared with the SAP solver; nothing else is assumed):
 

@@ -1,9 +1,11 @@
 """Newton-direction linear algebra: H dv = −∇ℓ with H = A + Jᵀ G J, block-sparse or dense.
 
 * Sparse path: H's nonzero blocks (one per clique, one per coupled clique pair) are assembled by
-  ``blocks.assemble_hessian_blocks`` and factored by ``convexsim.sap.block_sparse`` (fill-reducing ordering
-  and symbolic analysis once per clique graph — per solve, or cached across steps by a ``SymbolicCache`` —
-  and a numeric block Cholesky every Newton iteration).
+  ``blocks.assemble_hessian_blocks`` and factored by the supernodal Cholesky ``convexsim.sap.supernodal``
+  (ordering and symbolic analysis once per clique graph — per solve, or cached across solves by a
+  ``SymbolicCache``, which a step context owns — and a numeric factorization every Newton iteration).
+  ``factorization="block"`` uses the one-block-at-a-time ``convexsim.sap.block_sparse`` instead (the
+  earlier factor, kept as a test oracle and for comparison).
 * Dense path: H = A + Jᵀ G J formed with dense numpy products from dense A and J, Cholesky by a
   single-threaded numba kernel. Kept for small problems and as the test oracle of the sparse path.
 
@@ -12,9 +14,50 @@ Both ``factor_and_solve`` methods return (dv, ok); ok is False when H is not num
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
-from convexsim.sap import block_sparse, blocks
+from convexsim.sap import block_sparse, blocks, supernodal
+
+FACTORIZATIONS = {"supernodal": supernodal, "block": block_sparse}
+"""The sparse factorizations by name (the same analyze / factor / solve functions)."""
+
+
+@dataclass
+class FactorStats:
+    """Counters of the sparse factorizations in this process (read by ``convexsim bench``; reset with
+    :func:`reset_factor_stats`). Instrumentation only: nothing reads them to compute a result. Times are
+    wall-clock seconds."""
+
+    analyses: int = 0
+    reused: int = 0
+    analyze_s: float = 0.0
+    factorizations: int = 0
+    factor_s: float = 0.0
+    l_blocks: int = 0
+    """Sum over factorizations of the nonzero blocks of L (lower triangle incl. diagonal)."""
+    h_blocks: int = 0
+    """Sum over factorizations of the nonzero blocks of H's lower triangle."""
+
+
+FACTOR_STATS = FactorStats()
+
+
+def reset_factor_stats() -> FactorStats:
+    """Zero :data:`FACTOR_STATS` and return it."""
+    FACTOR_STATS.__init__()
+    return FACTOR_STATS
+
+
+def analyze(factorization: str, sizes: np.ndarray, edges: np.ndarray):
+    """A fresh symbolic analysis of the block graph (sizes (nb,), edges (ne, 2)) for ``factorization``."""
+    t0 = time.perf_counter()
+    sym = FACTORIZATIONS[factorization].analyze(sizes, edges)
+    FACTOR_STATS.analyze_s += time.perf_counter() - t0
+    FACTOR_STATS.analyses += 1
+    return sym
 
 
 class SymbolicCache:
@@ -23,25 +66,27 @@ class SymbolicCache:
     The pattern of H = A + Jᵀ G J depends only on the clique sizes and the coupled clique pairs, which
     rarely change between Newton iterations and between time steps. A step context (convexsim.stepping)
     owns one cache per run, so a step's result never depends on another run's history: for a given
-    graph the cached analysis is exactly what ``block_sparse.analyze`` would return. Keeps the
-    ``capacity`` most recently used graphs.
+    graph the cached analysis is exactly what a fresh ``analyze`` returns. Keeps the ``capacity`` most
+    recently used graphs.
     """
 
     def __init__(self, capacity: int = 4):
         self.capacity = int(capacity)
-        self._entries: dict[tuple[bytes, bytes], object] = {}
+        self._entries: dict[tuple[str, bytes, bytes], object] = {}
         self.hits = 0
         self.misses = 0
 
-    def analysis(self, sizes: np.ndarray, edges: np.ndarray):
-        """The BlockSymbolic of the graph (sizes (nb,), edges (ne, 2) sorted unique), computed once."""
-        key = (np.ascontiguousarray(sizes, np.int64).tobytes(), np.ascontiguousarray(edges, np.int64).tobytes())
+    def analysis(self, sizes: np.ndarray, edges: np.ndarray, factorization: str = "supernodal"):
+        """The analysis of the graph (sizes (nb,), edges (ne, 2) sorted unique), computed once."""
+        key = (factorization, np.ascontiguousarray(sizes, np.int64).tobytes(),
+               np.ascontiguousarray(edges, np.int64).tobytes())
         sym = self._entries.pop(key, None)
         if sym is None:
             self.misses += 1
-            sym = block_sparse.analyze(sizes, edges)
+            sym = analyze(factorization, sizes, edges)
         else:
             self.hits += 1
+            FACTOR_STATS.reused += 1
         self._entries[key] = sym  # most recently used last
         while len(self._entries) > self.capacity:
             self._entries.pop(next(iter(self._entries)))
@@ -61,16 +106,25 @@ def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class SparseHessian:
-    """Block-sparse H = A + Jᵀ G J for one problem (analysis done once, at construction)."""
+    """Block-sparse H = A + Jᵀ G J for one problem (analysis at construction, or from a SymbolicCache).
 
-    def __init__(self, problem, symbolic_cache: SymbolicCache | None = None):
+    ``factorization``: "supernodal" (default) or "block" (``block_sparse``, one 6x6 block at a time)."""
+
+    def __init__(self, problem, symbolic_cache: SymbolicCache | None = None, factorization: str = "supernodal"):
+        if factorization not in FACTORIZATIONS:
+            raise ValueError(f"factorization must be 'supernodal' or 'block', got {factorization!r}")
         self.problem = problem
+        self.module = FACTORIZATIONS[factorization]
         self.edges, self.constraint_edge = clique_graph(problem.constraint_cliques)
         sizes = problem.clique_sizes
         if symbolic_cache is None:
-            self.sym = block_sparse.analyze(sizes, self.edges)
+            self.sym = analyze(factorization, sizes, self.edges)
         else:
-            self.sym = symbolic_cache.analysis(sizes, self.edges)
+            self.sym = symbolic_cache.analysis(sizes, self.edges, factorization)
+        if factorization == "supernodal":
+            self._blocks = (self.sym.l_blocks, self.sym.h_blocks)
+        else:
+            self._blocks = (sizes.size + int(self.sym.l_colptr[-1]), sizes.size + self.edges.shape[0])
         self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
         self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
         e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
@@ -98,11 +152,17 @@ class SparseHessian:
     def factor_and_solve(self, G: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, bool]:
         """Solve H x = rhs; returns (x, ok)."""
         self.assemble(G)
+        t0 = time.perf_counter()
         try:
-            fac = block_sparse.factor(self.sym, self.diag_values, self.edge_values)
+            fac = self.module.factor(self.sym, self.diag_values, self.edge_values)
         except np.linalg.LinAlgError:
             return np.full_like(rhs, np.nan), False
-        x = np.asarray(block_sparse.solve(self.sym, fac, rhs), dtype=float)
+        finally:
+            FACTOR_STATS.factor_s += time.perf_counter() - t0
+            FACTOR_STATS.factorizations += 1
+            FACTOR_STATS.l_blocks += self._blocks[0]
+            FACTOR_STATS.h_blocks += self._blocks[1]
+        x = np.asarray(self.module.solve(self.sym, fac, rhs), dtype=float)
         return x, bool(np.all(np.isfinite(x)))
 
 

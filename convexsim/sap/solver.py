@@ -1,11 +1,11 @@
-"""The SAP solver: Newton's method with exact line search on the strictly convex cost (sap-math.md §4).
+"""The SAP solver: Newton's method with exact line search on the strictly convex cost (docs/sap.md).
 
     min_v ℓ(v) = ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v)
     ∇ℓ = A (v − v*) − Jᵀ γ(v)        (the momentum residual),      H = A + Jᵀ G J,   G = blkdiag(G_i)
 
 Each iteration: evaluate γ_i, G_i (numba, O(nk)); stop if ‖D ∇ℓ‖ ≤ ε_a + ε_r max(‖D A v‖, ‖D Jᵀγ‖) with
 D = diag(A)^(−1/2) (checked before any factorization, so an optimal guess costs 0 iterations) or if the cost
-stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (block-sparse Cholesky), line-search α
+stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (supernodal block-sparse Cholesky), line-search α
 along dv in O(nk) per evaluation, v ← v + α dv. Castro, Permenter & Han, IEEE T-RO 2023, arXiv:2110.10107.
 
 The loop is Python orchestrating numba kernels (one call per stage, each looping over constraints or
@@ -117,7 +117,8 @@ def solve_dense(
 def _make_hessian(problem: ContactProblem, params: SapParameters, symbolic_cache: SymbolicCache | None):
     if params.linear_solver == "dense":
         return DenseHessian(problem)
-    return SparseHessian(problem, symbolic_cache)
+    factorization = "block" if params.linear_solver == "block" else "supernodal"
+    return SparseHessian(problem, symbolic_cache, factorization=factorization)
 
 
 def _initial_guess(problem: ContactProblem, v_guess) -> np.ndarray:

@@ -51,8 +51,9 @@ class SapParameters:
         armijo: Armijo parameter c of the backtracking search.
         rho: step reduction factor of the backtracking search; its first trial is α = 1/ρ.
         relative_slop: monotonicity slop (≈ 1000 machine ε).
-        linear_solver: "sparse" (block-sparse Cholesky), "dense" (dense H, the test oracle), or "auto"
-            (the same as "sparse").
+        linear_solver: "sparse" (supernodal block-sparse Cholesky, ``convexsim.sap.supernodal``), "block"
+            (the one-block-at-a-time factor of ``convexsim.sap.block_sparse``, kept for comparison), "dense"
+            (dense H, the test oracle), or "auto" (the same as "sparse").
         on_failure: "warn" (SapConvergenceWarning), "raise" (SapSolverError) or "ignore"; the status is always
             in the result.
     """
@@ -81,8 +82,9 @@ class SapParameters:
             raise ValueError(f"max_iterations must be an integer >= 0, got {self.max_iterations!r}")
         if self.line_search not in ("exact", "backtracking"):
             raise ValueError(f"line_search must be 'exact' or 'backtracking', got {self.line_search!r}")
-        if self.linear_solver not in ("auto", "sparse", "dense"):
-            raise ValueError(f"linear_solver must be 'auto', 'sparse' or 'dense', got {self.linear_solver!r}")
+        if self.linear_solver not in ("auto", "sparse", "block", "dense"):
+            raise ValueError(
+                f"linear_solver must be 'auto', 'sparse', 'block' or 'dense', got {self.linear_solver!r}")
         if self.on_failure not in ("warn", "raise", "ignore"):
             raise ValueError(f"on_failure must be 'warn', 'raise' or 'ignore', got {self.on_failure!r}")
         if not (self.exact_alpha_max > 0 and 0 < self.rho < 1 and 0 < self.armijo < 1):
