@@ -20,8 +20,9 @@ Two ratio tests (``LemkeOptions.ratio_test``):
   sides (rounding noise of a feasible basis) count as 0; entering-column entries at their own noise
   level ``(|B⁻¹||a|)_i`` are not pivots; pass 1 bounds the step by ``θ = min_i (r_i⁺ + δ_i)/c_i`` with a
   feasibility tolerance δ_i scaled to row i's data; pass 2 takes, among the rows with ``r_i⁺/c_i ≤ θ``,
-  ``z0`` if it is there, else the largest pivot (a noise-sized pivot never wins on a noise-sized
-  ratio); the lexicographic rule breaks the remaining ties between equal largest pivots. After every
+  ``z0`` if it is there; otherwise pivots far below the largest eligible one are dropped (a tiny
+  pivot never wins on a noise-sized ratio) and the lexicographic rule decides among the rest (it
+  keeps degenerate vertices from cycling). After every
   pivot, when ``z0`` is small enough to be dropped, the basic point without ``z0`` is put through the
   final check and the path stops if it passes (degenerate contact data pass through solutions long
   before ``z0`` leaves).
@@ -98,8 +99,11 @@ class LemkeOptions(NamedTuple):
             pivot counts match the literature; no early exit).
         harris_tol: Harris feasibility tolerance factor: row i's basic variable may go negative by
             ``δ_i = harris_tol·n·e_i`` (e_i = (|B⁻¹||q|)_i, its rounding-noise scale) in pass 1.
-        harris_pivot_ratio: in pass 2, eligible rows with ``c_i ≥ harris_pivot_ratio·c_max`` tie with
-            the largest pivot; the lexicographic rule decides among them (default: equal to 1e-9).
+        harris_pivot_ratio: pass 2 keeps the eligible rows whose pivot is ``c_i ≥ harris_pivot_ratio·c_max``
+            (c_max the largest eligible pivot) and the lexicographic rule decides among them. Near 1 this
+            is "the largest pivot"; that cycled on Siconos' 40×40 ``lcp_tobenna`` (a degenerate vertex
+            with exact zero rhs, where only the lexicographic rule prevents cycling), so the default
+            1e-6 only excludes pivots a million times smaller than the best eligible one.
     """
 
     pivot_tol: float = 10.0 * _EPS
@@ -111,7 +115,7 @@ class LemkeOptions(NamedTuple):
     refactor_every: int = -1
     ratio_test: str = "harris"
     harris_tol: float = 100.0 * _EPS
-    harris_pivot_ratio: float = 1.0 - 1e-9
+    harris_pivot_ratio: float = 1e-6
 
 
 @dataclass
@@ -394,8 +398,8 @@ def _harris_tied(T, entering, q, n, piv_tol, tol, pivot_ratio, z0_row, tied, col
     variable: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞ for a z, ‖q‖∞/‖d‖∞ for z0 (negative rhs are noise of a feasible
     basis: clamped to 0).
     Pass 2: the eligible rows max(r_i, 0)/c_i ≤ θ. Fills ``tied`` with the eligible rows whose pivot is
-    ≥ pivot_ratio·c_max (the largest pivots: a row with a noise-sized pivot never wins on a noise-sized
-    ratio). Returns (number tied, z0 eligible). z0's row, when eligible, is to leave.
+    ≥ pivot_ratio·c_max (a row with a tiny pivot never wins on a noise-sized ratio when a larger pivot is
+    eligible). Returns (number tied, z0 eligible). z0's row, when eligible, is to leave.
     """
     rhs = 2 * n + 1
     theta = np.inf
