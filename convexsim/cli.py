@@ -179,7 +179,7 @@ def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
     d = stats.as_dict()
     bodies = int((~model.body_fixed).sum())
     solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if model.solver.kind == "sap" else "")
-    it_name = "Newton iterations" if model.solver.kind == "sap" else "Lemke pivots"
+    it_name = "Newton iterations" if model.solver.kind == "sap" else "LCP pivots+solves"
     lines = [
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
