@@ -16,16 +16,19 @@ Two ratio tests (``LemkeOptions.ratio_test``):
   it is tied, otherwise the lexicographic minimum of the rows ``(q̄_i, B⁻¹_{i,·}) / c_i`` (the
   ε-perturbation ``q + (ε, ε², …)``, which cannot cycle). Its pivot counts are the published ones.
 * ``"harris"`` (default): built for degenerate, noisy data (contact LCPs: resting contacts, coplanar
-  manifold points), where the textbook test lets the last bits of M and q decide. Negative right-hand
-  sides (rounding noise of a feasible basis) count as 0; entering-column entries at their own noise
-  level ``(|B⁻¹||a|)_i`` are not pivots; pass 1 bounds the step by ``θ = min_i (r_i⁺ + δ_i)/c_i`` with a
-  feasibility tolerance δ_i scaled to row i's data; pass 2 takes, among the rows with ``r_i⁺/c_i ≤ θ``,
-  ``z0`` if it is there; otherwise pivots far below the largest eligible one are dropped (a tiny
-  pivot never wins on a noise-sized ratio) and the lexicographic rule decides among the rest (it
-  keeps degenerate vertices from cycling). After every
-  pivot, when ``z0`` is small enough to be dropped, the basic point without ``z0`` is put through the
-  final check and the path stops if it passes (degenerate contact data pass through solutions long
-  before ``z0`` leaves).
+  manifold points), where the textbook test lets the last bits of M and q decide.
+
+  - Pass 1 bounds the step by ``θ = min_i (r_i + δ_i)⁺/c_i``, δ_i a feasibility tolerance scaled to
+    row i's data, so no basic value goes below −δ_i.
+  - Pass 2 takes the eligible rows ``r_i⁺/c_i ≤ θ`` (negative rhs, rounding noise of a feasible basis,
+    count as 0; entries at their own noise level ``(|B⁻¹||a|)_i`` are not pivots): ``z0`` if it is
+    there; otherwise pivots far below the largest eligible one are dropped (a tiny pivot never wins on
+    a noise-sized ratio) and the lexicographic rule decides among the rest (no cycling at degenerate
+    vertices). A negative rhs in the pivot row is set to 0 first (bound shift: the step is never
+    backwards).
+  - After every pivot, when ``z0`` is small enough to be dropped, the basic point without ``z0`` goes
+    through the final check and the path stops if it passes (degenerate contact data pass through
+    solutions long before ``z0`` leaves).
 
 After a solve the final basis is re-solved from the original data (``M_αα z_α = −q_α``, α the
 basic ``z``s), the better of the two candidates is kept, and ``z ≥ 0``, ``w ≥ 0``, ``z∘w ≈ 0`` are
@@ -97,8 +100,10 @@ class LemkeOptions(NamedTuple):
         ratio_test: ``"harris"`` (default; robust on noisy degenerate data, module docstring) or
             ``"textbook"`` (minimum ratio, z0 first, lexicographic ties: the classic path, whose
             pivot counts match the literature; no early exit).
-        harris_tol: Harris feasibility tolerance factor: row i's basic variable may go negative by
-            ``δ_i = harris_tol·n·e_i`` (e_i = (|B⁻¹||q|)_i, its rounding-noise scale) in pass 1.
+        harris_tol: Harris feasibility tolerance factor: a basic variable may go down to
+            ``−δ_i = −harris_tol·n·max(e_i, f_i)`` (e_i = (|B⁻¹||q|)_i its rounding-noise scale, f_i its
+            data scale: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞ for a z). Default 1000ε: 10× below the final check's
+            tolerance; 100ε let tiny pivots (1e-8 against 52 in the same column) win on box_stack step 1842.
         harris_pivot_ratio: pass 2 keeps the eligible rows whose pivot is ``c_i ≥ harris_pivot_ratio·c_max``
             (c_max the largest eligible pivot) and the lexicographic rule decides among them. Near 1 this
             is "the largest pivot"; that cycled on Siconos' 40×40 ``lcp_tobenna`` (a degenerate vertex
@@ -114,7 +119,7 @@ class LemkeOptions(NamedTuple):
     check_tol: float = 1e4 * _EPS
     refactor_every: int = -1
     ratio_test: str = "harris"
-    harris_tol: float = 100.0 * _EPS
+    harris_tol: float = 1000.0 * _EPS
     harris_pivot_ratio: float = 1e-6
 
 
@@ -388,39 +393,50 @@ def _col_noise(T, i, col0, n):
 
 
 @jit
-def _harris_tied(T, entering, q, n, piv_tol, tol, pivot_ratio, z0_row, tied, col0, cand, floors):
+def _harris_tied(T, entering, q, n, piv_tol, noise_tol, tol, pivot_ratio, z0_row, tied, col0, cand, floors):
     """Harris two-pass ratio test on the entering column c = T[:, entering]; rhs r = T[:, 2n+1].
 
-    Candidates: c_i > piv_tol and c_i > tol·(|B⁻¹||a|)_i, a = the entering variable's original column
-    (``col0``): an entry at its own rounding-noise level may have either sign and is not a pivot.
-    Pass 1: θ = min_i (max(r_i, 0) + δ_i)/c_i over the candidates, with δ_i = tol·max(e_i, f_i),
-    e_i = (|B⁻¹||q|)_i the rounding-noise scale of row i and f_i (``floors``) the data scale of its basic
-    variable: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞ for a z, ‖q‖∞/‖d‖∞ for z0 (negative rhs are noise of a feasible
-    basis: clamped to 0).
-    Pass 2: the eligible rows max(r_i, 0)/c_i ≤ θ. Fills ``tied`` with the eligible rows whose pivot is
-    ≥ pivot_ratio·c_max (a row with a tiny pivot never wins on a noise-sized ratio when a larger pivot is
-    eligible). Returns (number tied, z0 eligible). z0's row, when eligible, is to leave.
+    Rows with c_i > piv_tol take part. Pass 1: θ = min_i max(r_i + δ_i, 0)/c_i, the longest step that leaves
+    no basic variable below −δ_i, with δ_i = tol·max(e_i, f_i), e_i = (|B⁻¹||q|)_i the rounding-noise
+    scale of row i and f_i (``floors``) the data scale of its basic variable: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞
+    for a z, ‖q‖∞/‖d‖∞ for z0. Pass 2: the eligible rows, max(r_i, 0)/c_i ≤ θ (negative rhs are noise of
+    a feasible basis and count as 0), among the pivot candidates: c_i > noise_tol·(|B⁻¹||a|)_i, with a
+    the entering variable's original column (``col0``), since an entry at its own rounding-noise level
+    may have either sign (if no candidate is eligible, the noise-level rows are taken). Fills ``tied``
+    with the eligible rows whose pivot is ≥ pivot_ratio·c_max (a row with a tiny pivot never wins on a
+    noise-sized ratio when a larger pivot is eligible). Returns (number tied, z0 eligible); z0's row,
+    when eligible, is to leave.
     """
     rhs = 2 * n + 1
     theta = np.inf
     for i in range(n):
         c = T[i, entering]
-        ok = c > piv_tol and c > tol * _col_noise(T, i, col0, n)
-        cand[i] = ok
-        if ok:
-            theta = min(theta, (max(T[i, rhs], 0.0) + tol * max(_rhs_noise(T, i, q, n), floors[i])) / c)
+        if c > piv_tol:
+            cand[i] = 1.0 if c > noise_tol * _col_noise(T, i, col0, n) else 0.0
+            delta = tol * max(_rhs_noise(T, i, q, n), floors[i])
+            theta = min(theta, max(T[i, rhs] + delta, 0.0) / c)
+        else:
+            cand[i] = -1.0
+    n_elig = 0
+    for i in range(n):
+        if cand[i] > 0.0 and max(T[i, rhs], 0.0) / T[i, entering] <= theta:
+            n_elig += 1
+    if n_elig == 0:
+        for i in range(n):
+            if cand[i] == 0.0:
+                cand[i] = 1.0
     cmax = 0.0
     z0_ok = False
     for i in range(n):
         c = T[i, entering]
-        if cand[i] and max(T[i, rhs], 0.0) / c <= theta:
+        if cand[i] > 0.0 and max(T[i, rhs], 0.0) / c <= theta:
             cmax = max(cmax, c)
             if i == z0_row:
                 z0_ok = True
     ntied = 0
     for i in range(n):
         c = T[i, entering]
-        if cand[i] and c >= pivot_ratio * cmax and max(T[i, rhs], 0.0) / c <= theta:
+        if cand[i] > 0.0 and c >= pivot_ratio * cmax and max(T[i, rhs], 0.0) / c <= theta:
             tied[ntied] = i
             ntied += 1
     return ntied, z0_ok
@@ -542,7 +558,8 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
             for i in range(n):
                 b = basis[i]
                 floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
-            ntied, z0_tied = _harris_tied(T, entering, q, n, piv_tol, harris_tol * n, harris_ratio, z0_row, tied,
+            ntied, z0_tied = _harris_tied(T, entering, q, n, piv_tol, pivot_tol * n, harris_tol * n, harris_ratio,
+                                          z0_row, tied,
                                           col, cand, floors)
             if ntied > 0:
                 rho_min = 0.0
@@ -603,6 +620,11 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 i = tied[k]
                 if _lex_less(T, i, T[i, entering], row, T[row, entering], n, lex_rel_tol, lex_abs_tol):
                     row = i
+        if harris and T[row, rhs] < 0.0:
+            # bound shift: the leaving row's negative rhs (noise, clamped in the ratio test) is set to 0, so
+            # the entering variable steps forward by 0, not backward by r/c; a backward step, multiplied by
+            # large entries of the column, pushed other rows' values negative beyond the final check
+            T[row, rhs] = 0.0
         _pivot(T, row, entering)
         pivots += 1
         since_refactor += 1

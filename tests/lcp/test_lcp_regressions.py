@@ -93,18 +93,26 @@ def test_captured_lcp_unperturbed_is_the_resting_stack(name):
 
 
 def test_early_exit_stops_at_a_solution_before_z0_leaves():
-    # box_stack step 52 (resting contacts): the path reaches a point that passes the final check while z0
-    # is still basic at round-off level; the Harris variant stops there, the textbook one walks on until
-    # z0 leaves. Both answers are solutions; both give the same contact velocities W z (the impulses
-    # themselves are not unique on coplanar manifolds).
-    d = np.load(DATA / "box_stack_step52_lcp.npz")
-    M, q = d["M"], d["q"]
+    # box_stack step 1842 (resting stack, n = 220): the path reaches a point that passes the final check
+    # while z0 is still basic at the level the check tolerates (t·‖q‖∞, t = 1e4·ε·n); the Harris variant
+    # stops there, the textbook one walks on until z0 leaves. Both answers are solutions and both carry
+    # the stack's 15 box weights (impulses are not unique on coplanar manifolds, their sum is).
+    d = np.load(DATA / "box_stack_step1842_lcp.npz")
+    M, q, m = d["M"], d["q"], int(d["m"])
     h = lemke(M, q)
     t = lemke(M, q, options=LemkeOptions(ratio_test="textbook"))
     assert h.solved and t.solved
-    # z0 at the level the final check tolerates (t·‖q‖∞, t = 1e4·ε·n) when Harris stops; ~0 for textbook
     tol = 1e4 * np.finfo(float).eps * q.shape[0] * np.abs(q).max()
-    assert 0.0 < h.z0 <= tol and t.z0 <= tol
+    assert 0.0 < h.z0 <= tol and t.z0 == 0.0
     assert h.pivots < t.pivots
     for r in (h, t):
-        assert independent_check(M, q, r.z)
+        assert independent_check(M, q, r.z) and passes_final_check(M, q, r.z)
+        assert r.z[:m].sum() == pytest.approx(15 * 9.81e-3, rel=1e-8)
+
+
+def test_both_rules_solve_box_stack_step52():
+    d = np.load(DATA / "box_stack_step52_lcp.npz")
+    M, q = d["M"], d["q"]
+    for rule in ("harris", "textbook"):
+        r = lemke(M, q, options=LemkeOptions(ratio_test=rule))
+        assert r.solved and independent_check(M, q, r.z)
