@@ -473,7 +473,8 @@ def _early_exit(M, q, d, T, basis, z, w, check_tol, t_check, mnorm, qmax, dmax):
 
 @jit
 def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
-                  check_tol, refactor_every, harris, harris_tol, harris_ratio, T, LU, perm, perm2, basis, vecs):
+                  check_tol, refactor_every, harris, harris_tol, harris_ratio, T, LU, perm, perm2, basis,
+                  vecs):
     """Run Lemke. Fills vecs[0] = z, vecs[1] = w, vecs[4] = ray. Returns (status, pivots, z0, residual).
 
     harris = 1: Harris two-pass ratio test with early exit (``_harris_tied``, ``_early_exit``); 0: textbook.
@@ -558,9 +559,8 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
             for i in range(n):
                 b = basis[i]
                 floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
-            ntied, z0_tied = _harris_tied(T, entering, q, n, piv_tol, pivot_tol * n, harris_tol * n, harris_ratio,
-                                          z0_row, tied,
-                                          col, cand, floors)
+            ntied, z0_tied = _harris_tied(T, entering, q, n, piv_tol, pivot_tol * n, harris_tol * n,
+                                          harris_ratio, z0_row, tied, col, cand, floors)
             if ntied > 0:
                 rho_min = 0.0
         else:
@@ -592,7 +592,7 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                     ray[b - n] = -T[i, entering]
             break
         if not harris:
-            # the tied set (ratios equal up to the rounding noise of their rhs); z0 preferred, then lexicographic
+            # the tied set (ratios equal up to the rounding noise of their rhs); z0 first, then lexicographic
             noise_min = _rhs_noise(T, imin, q, n) / cmin
             for i in range(n):
                 c = T[i, entering]
@@ -783,7 +783,8 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     if int(max_pivots) < 1:
         raise ValueError(f"max_pivots must be ≥ 1; got {max_pivots}")
     if opts.ratio_test not in _RATIO_TESTS:
-        raise ValueError(f"LemkeOptions.ratio_test must be one of {sorted(_RATIO_TESTS)}; got {opts.ratio_test!r}")
+        raise ValueError(f"LemkeOptions.ratio_test must be one of {sorted(_RATIO_TESTS)}; "
+                         f"got {opts.ratio_test!r}")
     harris = _RATIO_TESTS[opts.ratio_test]
     if n == 0:
         e = np.zeros(0)

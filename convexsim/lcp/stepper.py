@@ -366,7 +366,7 @@ class _ChainResult:
 
 
 def _accept_on_original(M, q, z) -> np.ndarray | None:
-    """z if it passes Lemke's final check on (M, q); else the re-solve on z's support if that passes; else None.
+    """z if it passes Lemke's final check on (M, q), else the re-solve on z's support if that passes, else None.
 
     An answer of a modified problem (perturbed q, εI) is only as good as its check on the original data;
     a z beyond ``FALLBACK_MAX_GAIN`` is refused first.
@@ -407,8 +407,8 @@ def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace) -> _C
     first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
     if first.status == LemkeStatus.SOLVED:
         return _ChainResult(first.z, "lemke", first.pivots, 1)
-    first = LemkeResult(first.z.copy(), first.w.copy(), first.status, first.pivots, first.z0, first.basis.copy(),
-                        first.ray.copy(), first.residual)
+    first = LemkeResult(first.z.copy(), first.w.copy(), first.status, first.pivots, first.z0,
+                        first.basis.copy(), first.ray.copy(), first.residual)
     pivots, attempts = first.pivots, 1
     for rung, Mk, qk, d in _fallback_attempts(M, q, state.step):
         r = lemke(Mk, qk, d=d, max_pivots=max_piv, workspace=workspace)
@@ -437,8 +437,9 @@ def _raise_step_error(r: LemkeResult, layout, model: Model, state: State, kin, m
             LemkeStatus.PIVOT_LIMIT: f"hit the pivot limit ({max_piv})",
             LemkeStatus.NUMERICAL_FAILURE: "failed its numerical check"}[r.status]
     raise LcpStepError(f"LCP contact solve {what} after {r.pivots} pivots; {m} contacts, size {layout.size}; "
-                       f"{attempts - 1} fallback attempts (perturbed q, other covering vectors, M + εI) found "
-                       f"no answer passing the check on the original data; contacts involved: {desc}{more}",
+                       f"{attempts - 1} fallback attempts (perturbed q, other covering vectors, M + εI) "
+                       f"found no answer passing the check on the original data; contacts involved: "
+                       f"{desc}{more}",
                        step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
 
 

@@ -40,7 +40,8 @@ def independent_check(M, q, z, tol=1e-9):
     """z ≥ 0, w ≥ 0, z∘w = 0 relative to s = ‖M‖∞‖z‖∞ + ‖q‖∞ (not the solver's own code)."""
     w = M @ z + q
     s = np.abs(M).sum(1).max() * np.abs(z).max() + np.abs(q).max()
-    return z.min() >= -tol * np.abs(z).max() and w.min() >= -tol * s and np.abs(z * w).max() <= tol * s * z.max()
+    zmax = np.abs(z).max()
+    return z.min() >= -tol * zmax and w.min() >= -tol * s and np.abs(z * w).max() <= tol * s * zmax
 
 
 def perturbed(M, q, nw, kind, rng):

@@ -344,7 +344,8 @@ def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
     calls = _failing_first_lemke(monkeypatch, bad_answer=True)
     with pytest.raises(LcpStepError) as exc:
         stepper.lcp_step(model, state, warm_start=False)
-    n_rungs = stepper.FALLBACK_Q_TRIES + stepper.FALLBACK_COVERING_TRIES + len(stepper.FALLBACK_REGULARIZATION)
+    n_rungs = (stepper.FALLBACK_Q_TRIES + stepper.FALLBACK_COVERING_TRIES
+               + len(stepper.FALLBACK_REGULARIZATION))
     assert len(calls) == 1 + n_rungs
     assert sum(calls) == stepper.FALLBACK_COVERING_TRIES  # the covering rungs pass their own d
     err = exc.value
