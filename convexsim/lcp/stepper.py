@@ -239,8 +239,9 @@ class LcpStepInfo(StepInfo):
         warm_solves: principal subsystems factorized by the warm start (0 when not attempted).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
         rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
-            "" for a step without contacts.
-        lemke_runs: Lemke runs (1 + fallback attempts; 0 for a warm or contact-free step).
+            "" for a step without contacts. With several contact islands, the furthest rung any needed.
+        lemke_runs: Lemke runs (1 + fallback attempts per island not solved warm).
+        islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
     """
 
     warm_attempted: bool = False
@@ -249,6 +250,7 @@ class LcpStepInfo(StepInfo):
     pivots: int = 0
     rung: str = ""
     lemke_runs: int = 0
+    islands: int = 0
 
 
 def contact_keys(contacts: Contacts) -> np.ndarray:
@@ -398,10 +400,11 @@ def _fallback_attempts(M, q, step: int):
         yield "regularized", M + eps * mscale * np.eye(n), q, None
 
 
-def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace) -> _ChainResult:
+def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace,
+                 contact_index: np.ndarray | None = None) -> _ChainResult:
     """Lemke on (M, q); if it fails, the fallback rungs (``_fallback_attempts``), each answer accepted only
     if it passes the final check on the original (M, q); if none does, ``LcpStepError`` from the first
-    Lemke result (it names the contacts)."""
+    Lemke result (it names the contacts; ``contact_index`` maps the LCP's contacts to the step's)."""
     s = model.solver
     max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
     first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
@@ -418,15 +421,19 @@ def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace) -> _C
             z = _accept_on_original(M, q, r.z)
             if z is not None:
                 return _ChainResult(z, rung, pivots, attempts)
-    _raise_step_error(first, layout, model, state, kin, max_piv, attempts)
+    _raise_step_error(first, layout, model, state, kin, max_piv, attempts, contact_index)
 
 
-def _raise_step_error(r: LemkeResult, layout, model: Model, state: State, kin, max_piv: int, attempts: int):
-    """LcpStepError for a step no rung solved: what Lemke did on the original data, the contacts involved."""
+def _raise_step_error(r: LemkeResult, layout, model: Model, state: State, kin, max_piv: int, attempts: int,
+                      contact_index: np.ndarray | None = None):
+    """LcpStepError for a step no rung solved: what Lemke did on the original data, the contacts involved
+    (indices into the step's contact list)."""
     m = layout.num_contacts
     involved = ray_contacts(r, layout) if r.status == LemkeStatus.SECONDARY_RAY else []
     if not involved:
         involved = list(range(m))
+    if contact_index is not None:
+        involved = sorted(int(contact_index[i]) for i in involved)
     c = kin.contacts
     desc = "; ".join(
         f"#{i} {model.body_names[c.body_a[i]]}–{model.body_names[c.body_b[i]]} φ = {c.phi[i]:.3g} m"
@@ -441,6 +448,119 @@ def _raise_step_error(r: LemkeResult, layout, model: Model, state: State, kin, m
                        f"found no answer passing the check on the original data; contacts involved: "
                        f"{desc}{more}",
                        step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
+
+
+SPLIT_ISLANDS = True
+"""Solve each contact island's LCP on its own (exact: the LCP is block diagonal over islands)."""
+
+
+def contact_islands(clique_a: np.ndarray, clique_b: np.ndarray) -> list[np.ndarray]:
+    """Contact index sets of the contact islands, in order of their first contact.
+
+    Moving bodies (clique index ≥ 0) connected through contacts form an island; fixed bodies (−1) do not
+    connect. Contacts of different islands share no velocity, so the contact LCP is block diagonal over
+    islands. A contact between two fixed bodies forms an island of its own.
+    """
+    ca = np.asarray(clique_a, np.int64)
+    cb = np.asarray(clique_b, np.int64)
+    nb = int(max(ca.max(initial=-1), cb.max(initial=-1))) + 1
+    parent = np.arange(nb)
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in zip(ca.tolist(), cb.tolist()):
+        if a >= 0 and b >= 0:
+            ra, rb = root(a), root(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    label = {}
+    groups: list[list[int]] = []
+    for i, (a, b) in enumerate(zip(ca.tolist(), cb.tolist())):
+        key = root(a) if a >= 0 else (root(b) if b >= 0 else ("fixed", i))
+        if key not in label:
+            label[key] = len(groups)
+            groups.append([])
+        groups[label[key]].append(i)
+    return [np.array(g, np.int64) for g in groups]
+
+
+def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> np.ndarray:
+    """Positions in the step's z = (p_n, β, λ) (m contacts, d_global directions) of an island's variables
+    (its contacts idx, d_island directions: d_global, or 0 when the island is frictionless)."""
+    if not d_island:
+        return idx.copy()
+    d = d_global
+    beta = (m + idx[:, None] * d + np.arange(d)[None, :]).reshape(-1)
+    return np.concatenate([idx, beta, m + m * d + idx])
+
+
+@dataclass
+class _StepSolution:
+    v_next: np.ndarray
+    gamma: np.ndarray
+    pivots: int = 0
+    warm_solves: int = 0
+    warm_attempted: bool = False
+    warm_accepted: bool = True
+    rung: str = ""
+    lemke_runs: int = 0
+    islands: int = 0
+
+
+def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, warm: bool,
+                   workspace) -> _StepSolution:
+    """Solve the step's contact LCP island by island (all at once with SPLIT_ISLANDS off): warm start per
+    island (from the previous step's solution), else the solve chain. Returns v⁺ and the impulses."""
+    s = model.solver
+    m = kin.contacts.count
+    mu = np.asarray(kin.params.mu, float)
+    d_global = int(s.friction_directions) if np.any(mu > 0) else 0
+    glob = ContactLcpLayout(m, d_global, np.zeros((d_global, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
+    guess = None
+    if warm:
+        cache = _warm_cache()
+        keys = contact_keys(kin.contacts)
+        guess = cache.guess(model, state.step, keys, glob)
+    if SPLIT_ISLANDS:
+        islands = contact_islands(kin.clique_a, kin.clique_b)
+    else:
+        islands = [np.arange(m)]
+    sol = _StepSolution(v_next=v_star.copy(), gamma=np.zeros((m, 3)), islands=len(islands))
+    z_all = np.zeros(glob.size)
+    worst = -1
+    for idx in islands:
+        cl = np.unique(np.concatenate([kin.clique_a[idx], kin.clique_b[idx]]))
+        cl = cl[cl >= 0]
+        dofs = (6 * cl[:, None] + np.arange(6)[None, :]).reshape(-1)
+        vs = v_star[dofs]
+        M, q, layout = build_contact_lcp(block_inverse(A_blocks[cl]), vs, J[idx][:, :, dofs], bias[idx],
+                                         mu[idx], s.friction_directions)
+        var = _island_variables(idx, m, d_global, layout.num_directions)
+        z = None
+        if guess is not None:
+            sol.warm_attempted = True
+            res = solve_from_basis(M, q, guess[var], max_solves=WARM_MAX_SOLVES)
+            sol.warm_solves += res.solves
+            if res.solved:
+                z, rung = res.z, "warm"
+        if z is None:
+            chain = _solve_chain(M, q, layout, model, state, kin, workspace, contact_index=idx)
+            z, rung = chain.z, chain.rung
+            sol.pivots += chain.pivots
+            sol.lemke_runs += chain.attempts
+        worst = max(worst, RUNGS.index(rung))
+        z_all[var] = z
+        sol.v_next[dofs] = layout.velocity(vs, z)
+        sol.gamma[idx] = layout.impulses(z)
+    sol.warm_accepted = worst == 0
+    sol.rung = RUNGS[worst] if worst >= 0 else ""
+    if warm:
+        cache.store(model, state.step + 1, keys, glob, z_all)
+    return sol
 
 
 def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = None,
@@ -494,36 +614,15 @@ def lcp_step(model: Model, state: State, *, workspace: LemkeWorkspace | None = N
         bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
     else:
         bias = gap_bias(phi, dt, s.lcp_stabilization)
-    M, q, layout = build_contact_lcp(block_inverse(A_blocks), v_star, J, bias, kin.params.mu,
-                                     s.friction_directions)
     warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
-    attempted = accepted = False
-    solves = 0
-    z = None
-    if warm:
-        cache = _warm_cache()
-        keys = contact_keys(kin.contacts)
-        basic = cache.guess(model, state.step, keys, layout)
-        if basic is not None:
-            attempted = True
-            ws_res = solve_from_basis(M, q, basic, max_solves=WARM_MAX_SOLVES)
-            solves = ws_res.solves
-            if ws_res.solved:
-                accepted = True
-                z = ws_res.z
-    rung, pivots, attempts = "warm", 0, 0
-    if z is None:
-        chain = _solve_chain(M, q, layout, model, state, kin, ws)
-        z, rung, pivots, attempts = chain.z, chain.rung, chain.pivots, chain.attempts
-    if warm:
-        cache.store(model, state.step + 1, keys, layout, z)
-    v_next = layout.velocity(v_star, z)
-    gamma = layout.impulses(z)
+    sol = _solve_islands(model, state, kin, A_blocks, v_star, J, bias, warm, ws)
+    v_next, gamma = sol.v_next, sol.gamma
     info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,
                        force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,
-                       iterations=pivots + solves, converged=True, status="solved",
-                       warm_attempted=attempted, warm_accepted=accepted, warm_solves=solves,
-                       pivots=pivots, rung=rung, lemke_runs=attempts)
+                       iterations=sol.pivots + sol.warm_solves, converged=True, status="solved",
+                       warm_attempted=sol.warm_attempted, warm_accepted=sol.warm_accepted,
+                       warm_solves=sol.warm_solves, pivots=sol.pivots, rung=sol.rung,
+                       lemke_runs=sol.lemke_runs, islands=sol.islands)
     if restitution:
         new = dynamics.integrate(half, mid, v_next)
         return State(state.t + dt, new.q, new.v, state.step + 1), info
