@@ -44,8 +44,12 @@ demo: $(VENV)/.core-installed
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
 	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"
 
+# The LCP tests run again under other BLAS settings: Lemke's answers must not depend on the kernel
+# (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits of the contact LCP.
 test: $(VENV)/.test-installed browser
 	$(PY) -m pytest -q
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
+	OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
 
 test-fast: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m "not slow"

@@ -10,12 +10,25 @@ covering vector ``d > 0`` makes ``(w = q + d z0, z = 0)`` feasible; complementar
 walks the almost-complementary path until ``z0`` leaves the basis (solved), the entering column
 has no positive entry (secondary ray), or the pivot limit is hit.
 
-Tie-breaking in the ratio test, in this order:
+Two ratio tests (``LemkeOptions.ratio_test``):
 
-1. if ``z0`` is among the tied minimum ratios it leaves (the basis is then complementary);
-2. otherwise the lexicographic minimum of the rows ``(q̄_i, B⁻¹_{i,·}) / c_i`` (the ε-perturbation
-   ``q + (ε, ε², …)``), which cannot cycle;
-3. all comparisons use tolerances scaled to the data (``LemkeOptions``).
+* ``"textbook"``: the minimum ratio; among ratios tied up to their rounding noise, ``z0`` leaves if
+  it is tied, otherwise the lexicographic minimum of the rows ``(q̄_i, B⁻¹_{i,·}) / c_i`` (the
+  ε-perturbation ``q + (ε, ε², …)``, which cannot cycle). Its pivot counts are the published ones.
+* ``"harris"`` (default): built for degenerate, noisy data (contact LCPs: resting contacts, coplanar
+  manifold points), where the textbook test lets the last bits of M and q decide.
+
+  - Pass 1 bounds the step by ``θ = min_i (r_i + δ_i)⁺/c_i``, δ_i a feasibility tolerance scaled to
+    row i's data, so no basic value goes below −δ_i.
+  - Pass 2 takes the eligible rows ``r_i⁺/c_i ≤ θ`` (negative rhs, rounding noise of a feasible basis,
+    count as 0; entries at their own noise level ``(|B⁻¹||a|)_i`` are not pivots): ``z0`` if it is
+    there; otherwise pivots far below the largest eligible one are dropped (a tiny pivot never wins on
+    a noise-sized ratio) and the lexicographic rule decides among the rest (no cycling at degenerate
+    vertices). A negative rhs in the pivot row is set to 0 first (bound shift: the step is never
+    backwards).
+  - After every pivot, when ``z0`` is small enough to be dropped, the basic point without ``z0`` goes
+    through the final check and the path stops if it passes (degenerate contact data pass through
+    solutions long before ``z0`` leaves).
 
 After a solve the final basis is re-solved from the original data (``M_αα z_α = −q_α``, α the
 basic ``z``s), the better of the two candidates is kept, and ``z ≥ 0``, ``w ≥ 0``, ``z∘w ≈ 0`` are
@@ -28,8 +41,10 @@ noise otherwise decides near-ties (Fathi's SPD family lost 4 of its 2⁸ pivots 
 about 1.2·n pivots (a pivot updates the n × (2n + 2) tableau: ≈ 4 n² flops), so this at most about
 doubles the work. ``refactor_every = 0`` turns off both kinds of rebuild.
 
-Reference: K. G. Murty, *Linear Complementarity, Linear and Nonlinear Programming* (1988), ch. 2;
-R. W. Cottle, J.-S. Pang, R. E. Stone, *The Linear Complementarity Problem* (1992), §4.4.
+References: K. G. Murty, *Linear Complementarity, Linear and Nonlinear Programming* (1988), ch. 2;
+R. W. Cottle, J.-S. Pang, R. E. Stone, *The Linear Complementarity Problem* (1992), §4.4;
+P. M. J. Harris, "Pivot selection methods of the Devex LP code", Math. Programming 5 (1973) (two-pass
+ratio test).
 """
 
 from __future__ import annotations
@@ -88,6 +103,18 @@ class LemkeOptions(NamedTuple):
         refactor_every: rebuild the tableau from (M, q, d) every this many pivots (0 = never, −1 = automatic:
             max(50, 2n); a rebuild costs about as much as 1.2·n pivots). 0 also turns off the rebuild
             before lexicographic tie decisions.
+        ratio_test: ``"harris"`` (default; robust on noisy degenerate data, module docstring) or
+            ``"textbook"`` (minimum ratio, z0 first, lexicographic ties: the classic path, whose
+            pivot counts match the literature; no early exit).
+        harris_tol: Harris feasibility tolerance factor: a basic variable may go down to
+            ``−δ_i = −harris_tol·n·max(e_i, f_i)`` (e_i = (|B⁻¹||q|)_i its rounding-noise scale, f_i its
+            data scale: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞ for a z). Default 1000ε: 10× below the final check's
+            tolerance; 100ε let tiny pivots (1e-8 against 52 in the same column) win on box_stack step 1842.
+        harris_pivot_ratio: pass 2 keeps the eligible rows whose pivot is ``c_i ≥ harris_pivot_ratio·c_max``
+            (c_max the largest eligible pivot) and the lexicographic rule decides among them. Near 1 this
+            is "the largest pivot"; that cycled on Siconos' 40×40 ``lcp_tobenna`` (a degenerate vertex
+            with exact zero rhs, where only the lexicographic rule prevents cycling), so the default
+            1e-6 only excludes pivots a million times smaller than the best eligible one.
     """
 
     pivot_tol: float = 10.0 * _EPS
@@ -97,6 +124,9 @@ class LemkeOptions(NamedTuple):
     lex_abs_tol: float = 10.0 * _EPS
     check_tol: float = 1e4 * _EPS
     refactor_every: int = -1
+    ratio_test: str = "harris"
+    harris_tol: float = 1000.0 * _EPS
+    harris_pivot_ratio: float = 1e-6
 
 
 @dataclass
@@ -360,11 +390,103 @@ def _check(M, q, z, w, check_tol):
 
 
 @jit
+def _col_noise(T, i, col0, n):
+    """Rounding-noise scale of the entering column's entry in row i: (|B⁻¹||a|)_i, a its original column."""
+    s = 1e-300
+    for j in range(n):
+        s += abs(T[i, j]) * abs(col0[j])
+    return s
+
+
+@jit
+def _harris_tied(T, entering, q, n, piv_tol, noise_tol, tol, pivot_ratio, z0_row, tied, col0, cand, floors):
+    """Harris two-pass ratio test on the entering column c = T[:, entering]; rhs r = T[:, 2n+1].
+
+    Rows with c_i > piv_tol take part. Pass 1: θ = min_i max(r_i + δ_i, 0)/c_i, the longest step that leaves
+    no basic variable below −δ_i, with δ_i = tol·max(e_i, f_i), e_i = (|B⁻¹||q|)_i the rounding-noise
+    scale of row i and f_i (``floors``) the data scale of its basic variable: ‖q‖∞ for a w, ‖q‖∞/‖M‖∞
+    for a z, ‖q‖∞/‖d‖∞ for z0. Pass 2: the eligible rows, max(r_i, 0)/c_i ≤ θ (negative rhs are noise of
+    a feasible basis and count as 0), among the pivot candidates: c_i > noise_tol·(|B⁻¹||a|)_i, with a
+    the entering variable's original column (``col0``), since an entry at its own rounding-noise level
+    may have either sign (if no candidate is eligible, the noise-level rows are taken). Fills ``tied``
+    with the eligible rows whose pivot is ≥ pivot_ratio·c_max (a row with a tiny pivot never wins on a
+    noise-sized ratio when a larger pivot is eligible). Returns (number tied, z0 eligible); z0's row,
+    when eligible, is to leave.
+    """
+    rhs = 2 * n + 1
+    theta = np.inf
+    for i in range(n):
+        c = T[i, entering]
+        if c > piv_tol:
+            cand[i] = 1.0 if c > noise_tol * _col_noise(T, i, col0, n) else 0.0
+            delta = tol * max(_rhs_noise(T, i, q, n), floors[i])
+            theta = min(theta, max(T[i, rhs] + delta, 0.0) / c)
+        else:
+            cand[i] = -1.0
+    n_elig = 0
+    for i in range(n):
+        if cand[i] > 0.0 and max(T[i, rhs], 0.0) / T[i, entering] <= theta:
+            n_elig += 1
+    if n_elig == 0:
+        for i in range(n):
+            if cand[i] == 0.0:
+                cand[i] = 1.0
+    cmax = 0.0
+    z0_ok = False
+    for i in range(n):
+        c = T[i, entering]
+        if cand[i] > 0.0 and max(T[i, rhs], 0.0) / c <= theta:
+            cmax = max(cmax, c)
+            if i == z0_row:
+                z0_ok = True
+    ntied = 0
+    for i in range(n):
+        c = T[i, entering]
+        if cand[i] > 0.0 and c >= pivot_ratio * cmax and max(T[i, rhs], 0.0) / c <= theta:
+            tied[ntied] = i
+            ntied += 1
+    return ntied, z0_ok
+
+
+@jit
+def _early_exit(M, q, d, T, basis, z, w, check_tol, t_check, mnorm, qmax, dmax):
+    """True if the current basic point with z0 dropped passes the final check (``_check``).
+
+    Tried only when z0 is small enough to be dropped: d·z0 ≤ t·s_w (the check's w tolerance), which costs
+    O(n); the check itself is one product Mz, O(n²), about a quarter of a pivot. On degenerate contact
+    data the path passes through solutions long before z0 leaves; this stops there.
+    """
+    n = M.shape[0]
+    rhs = 2 * n + 1
+    z0 = 0.0
+    znorm = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b == 2 * n:
+            z0 = T[i, rhs]
+        elif b >= n:
+            znorm = max(znorm, abs(T[i, rhs]))
+    if not (z0 * dmax <= t_check * (mnorm * znorm + qmax)):
+        return False
+    for i in range(n):
+        z[i] = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b >= n and b < 2 * n:
+            z[b - n] = T[i, rhs]
+    return _check(M, q, z, w, check_tol) <= 1.0
+
+
+@jit
 def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
-                  check_tol, refactor_every, T, LU, perm, perm2, basis, vecs):
+                  check_tol, refactor_every, harris, harris_tol, harris_ratio, T, LU, perm, perm2, basis,
+                  vecs):
     """Run Lemke. Fills vecs[0] = z, vecs[1] = w, vecs[4] = ray. Returns (status, pivots, z0, residual).
 
-    vecs rows: 0 z, 1 w, 2 scratch (column), 3 scratch (solution), 4 ray, 5 alternate z.
+    harris = 1: Harris two-pass ratio test with early exit (``_harris_tied``, ``_early_exit``); 0: textbook.
+
+    vecs rows: 0 z, 1 w, 2 scratch (column), 3 scratch (solution), 4 ray, 5 alternate z (Harris flags
+    during the path).
     """
     n = M.shape[0]
     tied = perm2
@@ -374,6 +496,8 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     x = vecs[3]
     ray = vecs[4]
     zalt = vecs[5]
+    cand = vecs[5]  # Harris candidate flags during the path (zalt is only used after it)
+    floors = vecs[3]  # Harris data floors during the path (x is only used by rebuilds, which refill it)
     for i in range(n):
         z[i] = 0.0
         ray[i] = 0.0
@@ -428,19 +552,32 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     rhs = 2 * n + 1
     since_refactor = 0
     tie_refactor = max(8, n)  # a rebuild costs about 1.2·n pivots: at most about doubles the work
+    t_check = check_tol * n
     while pivots < max_pivots:
         # ratio test over positive entries of the entering column
         rho_min = np.inf
         cmin = 0.0
         imin = -1
-        for i in range(n):
-            c = T[i, entering]
-            if c > piv_tol:
-                rho = T[i, rhs] / c
-                if rho < rho_min:
-                    rho_min = rho
-                    cmin = c
-                    imin = i
+        ntied = 0
+        z0_tied = False
+        if harris:
+            _original_column(M, q, d, entering, col)
+            for i in range(n):
+                b = basis[i]
+                floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+            ntied, z0_tied = _harris_tied(T, entering, q, n, piv_tol, pivot_tol * n, harris_tol * n,
+                                          harris_ratio, z0_row, tied, col, cand, floors)
+            if ntied > 0:
+                rho_min = 0.0
+        else:
+            for i in range(n):
+                c = T[i, entering]
+                if c > piv_tol:
+                    rho = T[i, rhs] / c
+                    if rho < rho_min:
+                        rho_min = rho
+                        cmin = c
+                        imin = i
         if rho_min == np.inf:
             # no candidate row: a genuine ray only if the tableau is finite (a NaN entry in the
             # entering column or any rhs fails every comparison and would fake a ray)
@@ -460,19 +597,19 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 if b >= n and b < 2 * n:
                     ray[b - n] = -T[i, entering]
             break
-        # the tied set (ratios equal up to the rounding noise of their rhs); z0 preferred, then lexicographic
-        noise_min = _rhs_noise(T, imin, q, n) / cmin
-        ntied = 0
-        z0_tied = False
-        for i in range(n):
-            c = T[i, entering]
-            if c > piv_tol:
-                rho = T[i, rhs] / c
-                if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (_rhs_noise(T, i, q, n) / c + noise_min):
-                    tied[ntied] = i
-                    ntied += 1
-                    if i == z0_row:
-                        z0_tied = True
+        if not harris:
+            # the tied set (ratios equal up to the rounding noise of their rhs); z0 first, then lexicographic
+            noise_min = _rhs_noise(T, imin, q, n) / cmin
+            for i in range(n):
+                c = T[i, entering]
+                if c > piv_tol:
+                    rho = T[i, rhs] / c
+                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (_rhs_noise(T, i, q, n) / c
+                                                                                  + noise_min):
+                        tied[ntied] = i
+                        ntied += 1
+                        if i == z0_row:
+                            z0_tied = True
         if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
             # a lexicographic decision reads B⁻¹: take it from a fresh factorization, not from a
             # tableau carrying the rounding noise of many pivots (Fathi's SPD family needs this)
@@ -489,6 +626,11 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 i = tied[k]
                 if _lex_less(T, i, T[i, entering], row, T[row, entering], n, lex_rel_tol, lex_abs_tol):
                     row = i
+        if harris and T[row, rhs] < 0.0:
+            # bound shift: the leaving row's negative rhs (noise, clamped in the ratio test) is set to 0, so
+            # the entering variable steps forward by 0, not backward by r/c; a backward step, multiplied by
+            # large entries of the column, pushed other rows' values negative beyond the final check
+            T[row, rhs] = 0.0
         _pivot(T, row, entering)
         pivots += 1
         since_refactor += 1
@@ -502,9 +644,14 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 status = 3
                 break
             since_refactor = 0
+        if harris and _early_exit(M, q, d, T, basis, z, w, check_tol, t_check, mnorm, qmax, dmax):
+            status = 0
+            break
         entering = leaving + n if leaving < n else leaving - n
     # read the basic point
     z0 = 0.0
+    for i in range(n):
+        z[i] = 0.0
     for i in range(n):
         b = basis[i]
         if b >= n and b < 2 * n:
@@ -572,6 +719,9 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
 # --------------------------------------------------------------------------------------------
 
 
+_RATIO_TESTS = {"textbook": 0, "harris": 1}
+
+
 def default_max_pivots(n: int) -> int:
     """max(1000, 50 n): O(n) pivots are expected on solvable problems; the cap guards degenerate ones."""
     return max(1000, 50 * int(n))
@@ -604,7 +754,7 @@ def _validate(M, q, d):
 
 def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorkspace | None = None,
           options: LemkeOptions | None = None) -> LemkeResult:
-    """Solve LCP(M, q): z ≥ 0, w = Mz + q ≥ 0, zᵀw = 0 by Lemke's method (lexicographic, z0 first).
+    """Solve LCP(M, q): z ≥ 0, w = Mz + q ≥ 0, zᵀw = 0 by Lemke's method (Harris ratio test by default).
 
     Args:
         M: matrix, shape (n, n).
@@ -613,7 +763,7 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
             hence pivot counts and, outside the P / copositive-plus classes, possibly the outcome.
         max_pivots: pivot limit (default ``max(1000, 50 n)``); the first z0 pivot counts.
         workspace: reusable ``LemkeWorkspace`` (results are then views into it).
-        options: ``LemkeOptions`` tolerances.
+        options: ``LemkeOptions`` (tolerances; ``ratio_test="textbook"`` for the classic path).
 
     Returns:
         LemkeResult with status SOLVED, SECONDARY_RAY, PIVOT_LIMIT or NUMERICAL_FAILURE. A result is
@@ -638,6 +788,10 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
         refactor = max(50, 2 * n)
     if int(max_pivots) < 1:
         raise ValueError(f"max_pivots must be ≥ 1; got {max_pivots}")
+    if opts.ratio_test not in _RATIO_TESTS:
+        raise ValueError(f"LemkeOptions.ratio_test must be one of {sorted(_RATIO_TESTS)}; "
+                         f"got {opts.ratio_test!r}")
+    harris = _RATIO_TESTS[opts.ratio_test]
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
@@ -646,7 +800,8 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     T, LU, perm, perm2, basis, vecs = ws.views(n)
     status, pivots, z0, res = _lemke_kernel(
         M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
-        opts.lex_abs_tol, opts.check_tol, refactor, T, LU, perm, perm2, basis, vecs)
+        opts.lex_abs_tol, opts.check_tol, refactor, harris, opts.harris_tol, opts.harris_pivot_ratio,
+        T, LU, perm, perm2, basis, vecs)
     z, w, ray = vecs[0], vecs[1], vecs[4]
     if own:
         z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()

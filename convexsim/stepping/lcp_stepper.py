@@ -1,6 +1,6 @@
 """The rigid LCP reference stepper: velocity-level contact with a polyhedral friction cone.
 
-Anitescu–Potra / Stewart–Trinkle time stepping (docs/lcp.md). With the momentum
+Anitescu–Potra / Stewart–Trinkle time stepping (docs/lcp.md §2). With the momentum
 matrix A (per-body spatial mass in W), the free-motion velocity v* and, per contact i, the contact-
 frame Jacobian rows J_t,i (2 × n_v, tangents t1, t2) and J_n,i (1 × n_v, normal from A into B):
 
@@ -18,7 +18,13 @@ Gap term (penetration stabilization, ``lcp_stabilization`` = s ∈ [0, 1]):
 ``b_i = max(φ_i, 0)/dt + s·min(φ_i, 0)/dt``: a gap may close exactly within the step (position-level
 non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction s per step (Baumgarte-like).
 
-Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (seed 001, Glocker–Studer):
+Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
+(previous step's basis, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
+seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d, and on M + ε‖M‖∞I; an answer
+of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
+If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
+
+Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (Glocker–Studer 2005):
 q_M = q + (dt/2)v, contacts detected at q_M; active ones (φ_M ≤ 0) get the law 0 ≤ p_n ⊥ v_n⁺ + e·v_n⁻;
 inactive ones keep the gap condition b = φ_M/(dt/2); then q⁺ = q_M + (dt/2)v⁺. No stabilization is applied
 in this mode (it would change the rebound velocity).
@@ -31,8 +37,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from convexsim import dynamics
-from convexsim.lcp.lemke import (LemkeResult, LemkeStatus, default_max_pivots, lemke,
-                                 solve_from_basis)
+from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check,
+                                 default_max_pivots, lemke, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
@@ -225,17 +231,27 @@ def ray_contacts(result: LemkeResult, layout: ContactLcpLayout) -> list[int]:
 
 @dataclass
 class LcpStepInfo(StepInfo):
-    """StepInfo of the LCP stepper, with the warm-start statistics.
+    """StepInfo of the LCP stepper, with the solve path and the work done.
 
-    Attributes (besides StepInfo's; ``iterations`` stays the Lemke pivot count, 0 for a warm step):
+    Attributes (besides StepInfo's; ``iterations`` = ``pivots`` + ``warm_solves``, all the step's solver
+    work: a warm step reports its factorizations, a failed warm attempt adds to Lemke's pivots):
         warm_attempted: a previous solution was available and tried (warm start on, contacts present).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
         warm_solves: principal subsystems factorized by the warm start (0 when not attempted).
+        pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
+        rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
+            "" for a step without contacts. With several contact islands, the furthest rung any needed.
+        lemke_runs: Lemke runs (1 + fallback attempts per island not solved warm).
+        islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
     """
 
     warm_attempted: bool = False
     warm_accepted: bool = False
     warm_solves: int = 0
+    pivots: int = 0
+    rung: str = ""
+    lemke_runs: int = 0
+    islands: int = 0
 
 
 def contact_keys(contacts: Contacts) -> np.ndarray:
@@ -269,28 +285,227 @@ def _validate_settings(model: Model) -> None:
         raise ValueError(f"solver.friction_directions must be ≥ 3; got {s.friction_directions}")
 
 
-def _solve_or_raise(M, q, layout, model: Model, state: State, kin, workspace) -> LemkeResult:
+FALLBACK_Q_TRIES = 3
+"""Seeded perturbations q + 1e-12·‖q‖∞·r (r ~ N(0, 1)) tried when Lemke fails on (M, q)."""
+
+FALLBACK_COVERING_TRIES = 2
+"""Seeded covering vectors d ~ U(0.5, 1.5)ⁿ tried next (d changes Lemke's path, not the LCP)."""
+
+FALLBACK_REGULARIZATION = (1e-13, 1e-12)
+"""ε of the last rung, M + ε·‖M‖∞·I. Larger ε made failures more frequent on box_stack, not fewer."""
+
+FALLBACK_MAX_GAIN = 1e8
+"""A fallback answer must have ‖M‖∞‖z‖∞ ≤ FALLBACK_MAX_GAIN·‖q‖∞. The final check is relative to
+s_w = ‖M‖∞‖z‖∞ + ‖q‖∞, so a huge z can pass it on an LCP without solution: M + εI gives jammed
+penetrating contacts (internal forces, no solution) z ~ 1/ε, gain ~1e13. Real contact answers: ~1e3
+(box_stack)."""
+
+RUNGS = ("warm", "lemke", "perturbed_q", "covering", "regularized")
+"""What solved a step's LCP, in the order tried (``LcpStepInfo.rung``; "" for a step without contacts)."""
+
+
+@dataclass
+class _ChainResult:
+    z: np.ndarray
+    rung: str
+    pivots: int
+    attempts: int
+
+
+def _accept_on_original(M, q, z) -> np.ndarray | None:
+    """z if it passes Lemke's final check on (M, q), else the re-solve on z's support if that passes, else None.
+
+    An answer of a modified problem (perturbed q, εI) is only as good as its check on the original data;
+    a z beyond ``FALLBACK_MAX_GAIN`` is refused first.
+    """
+    opts = LemkeOptions()
+    w = np.empty(q.shape[0])
+    z = np.ascontiguousarray(z, dtype=float)
+    bound = FALLBACK_MAX_GAIN * float(np.abs(q).max()) / max(float(np.abs(M).sum(axis=1).max()), 1e-300)
+    if not np.abs(z).max() <= bound:
+        return None
+    if _check(M, q, z, w, opts.check_tol) <= 1.0:
+        return z.copy()
+    r = solve_from_basis(M, q, z > 0.0, max_solves=1)
+    return r.z.copy() if r.solved and np.abs(r.z).max() <= bound else None
+
+
+def _fallback_attempts(M, q, step: int):
+    """The fallback rungs as (rung, M', q', d) tuples, seeded by the step index (reproducible runs)."""
+    n = q.shape[0]
+    qscale = float(np.abs(q).max()) if n else 0.0
+    for k in range(FALLBACK_Q_TRIES):
+        rng = np.random.default_rng([step, 1, k])
+        yield "perturbed_q", M, q + 1e-12 * qscale * rng.standard_normal(n), None
+    for k in range(FALLBACK_COVERING_TRIES):
+        rng = np.random.default_rng([step, 2, k])
+        yield "covering", M, q, rng.uniform(0.5, 1.5, n)
+    mscale = float(np.abs(M).sum(axis=1).max()) if n else 0.0
+    for eps in FALLBACK_REGULARIZATION:
+        yield "regularized", M + eps * mscale * np.eye(n), q, None
+
+
+def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace,
+                 contact_index: np.ndarray | None = None) -> _ChainResult:
+    """Lemke on (M, q); if it fails, the fallback rungs (``_fallback_attempts``), each answer accepted only
+    if it passes the final check on the original (M, q); if none does, ``LcpStepError`` from the first
+    Lemke result (it names the contacts; ``contact_index`` maps the LCP's contacts to the step's)."""
     s = model.solver
     max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
-    r = lemke(M, q, max_pivots=max_piv, workspace=workspace)
-    if r.status == LemkeStatus.SOLVED:
-        return r
+    first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
+    if first.status == LemkeStatus.SOLVED:
+        return _ChainResult(first.z, "lemke", first.pivots, 1)
+    first = LemkeResult(first.z.copy(), first.w.copy(), first.status, first.pivots, first.z0,
+                        first.basis.copy(), first.ray.copy(), first.residual)
+    pivots, attempts = first.pivots, 1
+    for rung, Mk, qk, d in _fallback_attempts(M, q, state.step):
+        r = lemke(Mk, qk, d=d, max_pivots=max_piv, workspace=workspace)
+        pivots += r.pivots
+        attempts += 1
+        if r.status == LemkeStatus.SOLVED:
+            z = _accept_on_original(M, q, r.z)
+            if z is not None:
+                return _ChainResult(z, rung, pivots, attempts)
+    _raise_step_error(first, layout, model, state, kin, max_piv, attempts, contact_index)
+
+
+def _raise_step_error(r: LemkeResult, layout, model: Model, state: State, kin, max_piv: int, attempts: int,
+                      contact_index: np.ndarray | None = None):
+    """LcpStepError for a step no rung solved: what Lemke did on the original data, the contacts involved
+    (indices into the step's contact list)."""
     m = layout.num_contacts
     involved = ray_contacts(r, layout) if r.status == LemkeStatus.SECONDARY_RAY else []
     if not involved:
         involved = list(range(m))
+    if contact_index is not None:
+        involved = sorted(int(contact_index[i]) for i in involved)
     c = kin.contacts
     desc = "; ".join(
         f"#{i} {model.body_names[c.body_a[i]]}–{model.body_names[c.body_b[i]]} φ = {c.phi[i]:.3g} m"
         for i in involved[:8])
     more = f" (+{len(involved) - 8} more)" if len(involved) > 8 else ""
     what = {LemkeStatus.SECONDARY_RAY: "ended on a secondary ray (no solution found; with penetration "
-                                       "this signals jammed contacts, docs/lcp.md)",
+                                       "this signals jammed contacts, docs/lcp.md §2)",
             LemkeStatus.PIVOT_LIMIT: f"hit the pivot limit ({max_piv})",
             LemkeStatus.NUMERICAL_FAILURE: "failed its numerical check"}[r.status]
-    raise LcpStepError(f"LCP contact solve {what} after {r.pivots} pivots; {m} contacts, size {q.shape[0]}; "
-                       f"contacts involved: {desc}{more}",
+    raise LcpStepError(f"LCP contact solve {what} after {r.pivots} pivots; {m} contacts, size {layout.size}; "
+                       f"{attempts - 1} fallback attempts (perturbed q, other covering vectors, M + εI) "
+                       f"found no answer passing the check on the original data; contacts involved: "
+                       f"{desc}{more}",
                        step=state.step, time=state.t, contacts=involved, status=r.status, pivots=r.pivots)
+
+
+SPLIT_ISLANDS = True
+"""Solve each contact island's LCP on its own (exact: the LCP is block diagonal over islands)."""
+
+
+def contact_islands(clique_a: np.ndarray, clique_b: np.ndarray) -> list[np.ndarray]:
+    """Contact index sets of the contact islands, in order of their first contact.
+
+    Moving bodies (clique index ≥ 0) connected through contacts form an island; fixed bodies (−1) do not
+    connect. Contacts of different islands share no velocity, so the contact LCP is block diagonal over
+    islands. A contact between two fixed bodies forms an island of its own.
+    """
+    ca = np.asarray(clique_a, np.int64)
+    cb = np.asarray(clique_b, np.int64)
+    nb = int(max(ca.max(initial=-1), cb.max(initial=-1))) + 1
+    parent = np.arange(nb)
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in zip(ca.tolist(), cb.tolist()):
+        if a >= 0 and b >= 0:
+            ra, rb = root(a), root(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    label = {}
+    groups: list[list[int]] = []
+    for i, (a, b) in enumerate(zip(ca.tolist(), cb.tolist())):
+        key = root(a) if a >= 0 else (root(b) if b >= 0 else ("fixed", i))
+        if key not in label:
+            label[key] = len(groups)
+            groups.append([])
+        groups[label[key]].append(i)
+    return [np.array(g, np.int64) for g in groups]
+
+
+def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> np.ndarray:
+    """Positions in the step's z = (p_n, β, λ) (m contacts, d_global directions) of an island's variables
+    (its contacts idx, d_island directions: d_global, or 0 when the island is frictionless)."""
+    if not d_island:
+        return idx.copy()
+    d = d_global
+    beta = (m + idx[:, None] * d + np.arange(d)[None, :]).reshape(-1)
+    return np.concatenate([idx, beta, m + m * d + idx])
+
+
+@dataclass
+class _StepSolution:
+    v_next: np.ndarray
+    gamma: np.ndarray
+    pivots: int = 0
+    warm_solves: int = 0
+    warm_attempted: bool = False
+    warm_accepted: bool = True
+    rung: str = ""
+    lemke_runs: int = 0
+    islands: int = 0
+
+
+def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, warm: bool,
+                   ctx: StepContext) -> _StepSolution:
+    """Solve the step's contact LCP island by island (all at once with SPLIT_ISLANDS off): warm start per
+    island (from the previous step's solution), else the solve chain. Returns v⁺ and the impulses."""
+    s = model.solver
+    m = kin.contacts.count
+    mu = np.asarray(kin.params.mu, float)
+    d_global = int(s.friction_directions) if np.any(mu > 0) else 0
+    glob = ContactLcpLayout(m, d_global, np.zeros((d_global, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
+    guess = None
+    if warm:
+        cache = ctx.lcp_warm
+        keys = contact_keys(kin.contacts)
+        guess = cache.guess(model, state.step, keys, glob)
+    if SPLIT_ISLANDS:
+        islands = contact_islands(kin.clique_a, kin.clique_b)
+    else:
+        islands = [np.arange(m)]
+    sol = _StepSolution(v_next=v_star.copy(), gamma=np.zeros((m, 3)), islands=len(islands))
+    z_all = np.zeros(glob.size)
+    worst = -1
+    for idx in islands:
+        cl = np.unique(np.concatenate([kin.clique_a[idx], kin.clique_b[idx]]))
+        cl = cl[cl >= 0]
+        dofs = (6 * cl[:, None] + np.arange(6)[None, :]).reshape(-1)
+        vs = v_star[dofs]
+        M, q, layout = build_contact_lcp(block_inverse(A_blocks[cl]), vs, J[idx][:, :, dofs], bias[idx],
+                                         mu[idx], s.friction_directions)
+        var = _island_variables(idx, m, d_global, layout.num_directions)
+        z = None
+        if guess is not None:
+            sol.warm_attempted = True
+            res = solve_from_basis(M, q, guess[var], max_solves=WARM_MAX_SOLVES)
+            sol.warm_solves += res.solves
+            if res.solved:
+                z, rung = res.z, "warm"
+        if z is None:
+            chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
+            z, rung = chain.z, chain.rung
+            sol.pivots += chain.pivots
+            sol.lemke_runs += chain.attempts
+        worst = max(worst, RUNGS.index(rung))
+        z_all[var] = z
+        sol.v_next[dofs] = layout.velocity(vs, z)
+        sol.gamma[idx] = layout.impulses(z)
+    sol.warm_accepted = worst == 0
+    sol.rung = RUNGS[worst] if worst >= 0 else ""
+    if warm:
+        cache.store(model, state.step + 1, keys, glob, z_all)
+    return sol
 
 
 def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
@@ -299,8 +514,8 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
 
     Args:
         model, state: the model and the state at the start of the step.
-        ctx: the run's ``convexsim.stepping.StepContext`` (Lemke workspace, collision buffers and the
-            previous step's solution); None uses a fresh one (a cold step).
+        ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
+            solution); None uses a fresh one (a cold step).
         warm_start: try the previous step's solution first (default ``WARM_START_DEFAULT``). The
             previous solution is kept in ``ctx.lcp_warm`` and used only if it belongs to the same model
             object and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's
@@ -308,16 +523,16 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
-        (force on body B), iterations = Lemke pivots (0 for a step solved by the warm start),
-        warm_attempted / warm_accepted / warm_solves.
+        (force on body B), iterations = Lemke pivots + warm-start factorizations, pivots, rung (what
+        solved the LCP), lemke_runs, warm_attempted / warm_accepted / warm_solves.
 
     Raises:
-        LcpStepError: Lemke ended on a ray, the pivot limit or a numerical failure (step, time, contacts).
+        LcpStepError: neither Lemke nor any fallback rung (perturbed q, other covering vectors, M + εI)
+            gave an answer passing the check on the step's LCP (step, time, contacts, Lemke's status).
         ValueError: invalid LCP settings in model.solver.
     """
     ctx = StepContext() if ctx is None else ctx
     _validate_settings(model)
-    ws = ctx.lemke
     s = model.solver
     dt = model.time_step
     A_blocks, v_star = dynamics.free_motion(model, state)
@@ -345,34 +560,15 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
     else:
         bias = gap_bias(phi, dt, s.lcp_stabilization)
-    M, q, layout = build_contact_lcp(block_inverse(A_blocks), v_star, J, bias, kin.params.mu,
-                                     s.friction_directions)
     warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
-    attempted = accepted = False
-    solves = 0
-    z = None
-    if warm:
-        cache = ctx.lcp_warm
-        keys = contact_keys(kin.contacts)
-        basic = cache.guess(model, state.step, keys, layout)
-        if basic is not None:
-            attempted = True
-            ws_res = solve_from_basis(M, q, basic, max_solves=WARM_MAX_SOLVES)
-            solves = ws_res.solves
-            if ws_res.solved:
-                accepted = True
-                z, pivots = ws_res.z, 0
-    if z is None:
-        r = _solve_or_raise(M, q, layout, model, state, kin, ws)
-        z, pivots = r.z, r.pivots
-    if warm:
-        cache.store(model, state.step + 1, keys, layout, z)
-    v_next = layout.velocity(v_star, z)
-    gamma = layout.impulses(z)
+    sol = _solve_islands(model, state, kin, A_blocks, v_star, J, bias, warm, ctx)
+    v_next, gamma = sol.v_next, sol.gamma
     info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,
                        force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,
-                       iterations=pivots, converged=True, status="solved",
-                       warm_attempted=attempted, warm_accepted=accepted, warm_solves=solves)
+                       iterations=sol.pivots + sol.warm_solves, converged=True, status="solved",
+                       warm_attempted=sol.warm_attempted, warm_accepted=sol.warm_accepted,
+                       warm_solves=sol.warm_solves, pivots=sol.pivots, rung=sol.rung,
+                       lemke_runs=sol.lemke_runs, islands=sol.islands)
     if restitution:
         new = dynamics.integrate(half, mid, v_next)
         return State(state.t + dt, new.q, new.v, state.step + 1), info

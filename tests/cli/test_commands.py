@@ -140,14 +140,14 @@ def test_result_line_never_contradicts_itself():
     assert "0 " not in stopped and "completed" not in stopped
 
 
-def test_lcp_summary_counts_pivots_over_the_steps_lemke_solved():
+def test_lcp_summary_counts_all_the_work_and_the_warm_steps():
     from convexsim.cli import _effort_line
 
-    d = {"steps": 100, "mean_iterations": 0.2, "max_iterations": 12, "warm_started_steps": 98}
+    d = {"steps": 100, "mean_iterations": 2.5, "max_iterations": 12, "warm_started_steps": 98}
     line = _effort_line(d, sap=False)
-    # 20 pivots in all over the 2 cold steps: mean 10, not the 0.20 of all 100 steps
-    assert "mean 10.00, max 12 over the 2 steps Lemke solved" in line and "98 of 100 steps" in line
-    assert "mean 0.20" in _effort_line({**d, "warm_started_steps": 0}, sap=False)
+    assert "mean 2.50, max 12 per step (Lemke pivots + warm-start factorizations)" in line
+    assert "98 of 100 steps solved by the warm start" in line
+    assert "warm start" not in _effort_line({**d, "warm_started_steps": 0}, sap=False).split(";")[-1][-30:]
 
 
 def test_run_summary_reports_warm_up_apart(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Lemke's algorithm on textbook LCPs (lcp-math.md §3), peer test data, random families, bad input.
+"""Lemke's algorithm on textbook LCPs (docs/lcp.md §1), peer test data, random families, bad input.
 
 Correctness is judged by the LCP conditions themselves (z ≥ 0, w = Mz + q ≥ 0, z∘w = 0), checked
 here independently of the solver's own check, and against known unique solutions where they exist.
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convexsim.lcp.lemke import LemkeStatus, LemkeWorkspace, lcp_residual, lemke
+from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, LemkeWorkspace, lcp_residual, lemke
 
-SICONOS = Path(__file__).resolve().parents[3] / "shared" / "peer-data" / "siconos-lcp"
+SICONOS = Path(__file__).parent / "data" / "siconos"  # third-party test data, see its README
 
 # Complementarity tolerance, relative to the size of the terms that form w: s = ‖M‖∞‖z‖∞ + ‖q‖∞.
 # The solution comes from one dense solve on the final basis, so its error is ~cond·n·ε·s; 1e-9
@@ -67,17 +67,23 @@ TEXTBOOK = [
 ]
 
 
+TEXTBOOK_RULE = LemkeOptions(ratio_test="textbook")
+
+
+@pytest.mark.parametrize("rule", ["textbook", "harris"])
 @pytest.mark.parametrize("name,M,q,z_exp,w_exp,piv", TEXTBOOK, ids=[t[0] for t in TEXTBOOK])
-def test_textbook_instances(name, M, q, z_exp, w_exp, piv):
-    r = lemke(M, q)
+def test_textbook_instances(name, M, q, z_exp, w_exp, piv, rule):
+    r = lemke(M, q, options=LemkeOptions(ratio_test=rule))
     assert r.status == LemkeStatus.SOLVED
     assert_lcp_solution(M, q, r.z)
     if z_exp is not None:
         # unique solutions given as exact rationals; one dense solve is accurate to ~1e-13 here
         np.testing.assert_allclose(r.z, z_exp, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(r.w, w_exp, rtol=1e-12, atol=1e-12)
-    # pivot counts of lcp-math.md §3 (same rule: z0 preferred, lexicographic, first z0 pivot counted)
-    assert r.pivots == piv
+    if rule == "textbook":
+        # published pivot counts (z0 preferred, lexicographic ties, the first z0 pivot counted); the
+        # Harris rule may take another path, only its answer is asserted
+        assert r.pivots == piv
 
 
 def test_non_unique_families_are_members():
@@ -88,11 +94,13 @@ def test_non_unique_families_are_members():
     assert z[0] == pytest.approx(1.0, abs=1e-14) and z[2] - z[1] == pytest.approx(1e-4, abs=1e-15)
 
 
+@pytest.mark.parametrize("rule", ["textbook", "harris"])
 @pytest.mark.parametrize("n", range(1, 11))
-def test_murty_exponential_pivot_count(n):
-    # T13: nondegenerate, so the count 2^n (first z0 pivot included) does not depend on tie rules
+def test_murty_exponential_pivot_count(n, rule):
+    # T13: nondegenerate, so the count 2^n (first z0 pivot included) does not depend on tie rules; z0
+    # stays O(2^n) until its last pivot, so the Harris rule's early exit cannot shorten the path either
     M, q = murty(n)
-    r = lemke(M, q, max_pivots=2**n + 5)
+    r = lemke(M, q, max_pivots=2**n + 5, options=LemkeOptions(ratio_test=rule))
     assert r.status == LemkeStatus.SOLVED
     assert r.pivots == 2**n
     expected = np.zeros(n)
@@ -103,19 +111,23 @@ def test_murty_exponential_pivot_count(n):
 
 def test_murty_hits_pivot_limit_and_says_so():
     M, q = murty(8)
-    r = lemke(M, q, max_pivots=100)
+    r = lemke(M, q, max_pivots=100, options=TEXTBOOK_RULE)
     assert r.status == LemkeStatus.PIVOT_LIMIT and r.pivots == 100
 
 
 @pytest.mark.parametrize("n", [3, 6, 8, 10])
 def test_fathi_spd_lexicographic_pivots(n):
-    # T15: SPD, unique z = e1; under the lexicographic rule 2^n pivots (lcp-math.md §3). The count
-    # is sensitive to rounding noise in B⁻¹ at the tie decisions (n = 8 gave 252 before lemke
+    # T15: SPD, unique z = e1; under the textbook rule (lexicographic ties everywhere) 2^n pivots. The
+    # count is sensitive to rounding noise in B⁻¹ at the tie decisions (n = 8 gave 252 before lemke
     # rebuilt the tableau ahead of lexicographic decisions), so it checks that mechanism.
     L = np.tril(np.full((n, n), 2.0), -1) + np.eye(n)
-    r = lemke(L @ L.T, -np.ones(n), max_pivots=2**n + 1)  # the default cap (1000) is below 2^10
+    r = lemke(L @ L.T, -np.ones(n), max_pivots=2**n + 1, options=TEXTBOOK_RULE)  # default cap < 2^10
     assert r.status == LemkeStatus.SOLVED and r.pivots == 2**n
     np.testing.assert_allclose(r.z, np.eye(n)[0], atol=1e-12)
+    # the Harris rule (default) finds the same unique solution
+    h = lemke(L @ L.T, -np.ones(n), max_pivots=2**n + 1)
+    assert h.solved
+    np.testing.assert_allclose(h.z, np.eye(n)[0], atol=1e-12)
 
 
 RAYS = [
@@ -158,7 +170,7 @@ def test_kostreva_first_index_cycler_solves_with_user_d():
 
 
 # --------------------------------------------------------------------------------------------
-# Siconos test data (peer data, lcp-math.md §3)
+# Siconos test data (third-party, vendored in data/siconos with its license)
 # --------------------------------------------------------------------------------------------
 
 
@@ -181,11 +193,11 @@ SICONOS_SOLVED = ["lcp_deudeu", "lcp_trivial", "lcp_ortiz", "lcp_CPS_1", "lcp_CP
 SICONOS_RAY = ["lcp_CPS_3", "lcp_Pang_isolated_sol_perturbed"]
 
 
-@pytest.mark.skipif(not SICONOS.is_dir(), reason="peer data not present")
+@pytest.mark.parametrize("rule", ["textbook", "harris"])
 @pytest.mark.parametrize("name", SICONOS_SOLVED + SICONOS_RAY)
-def test_siconos_files(name):
+def test_siconos_files(name, rule):
     M, q = read_siconos(SICONOS / f"{name}.dat")
-    r = lemke(M, q)
+    r = lemke(M, q, options=LemkeOptions(ratio_test=rule))
     if name in SICONOS_RAY:
         assert r.status == LemkeStatus.SECONDARY_RAY
     else:
@@ -397,8 +409,6 @@ def test_workspace_reuse_gives_identical_results():
 
 def test_refactorization_does_not_change_answers():
     rng = np.random.default_rng(11)
-    from convexsim.lcp.lemke import LemkeOptions
-
     for _ in range(10):
         M = random_pd(rng, 10)
         q = rng.normal(size=10)
@@ -421,29 +431,30 @@ def test_never_returns_wrong_answer_as_solved():
             assert lcp_residual(M, q, r.z) <= 1e-8 * (np.abs(M).sum(1).max() * r.z.max() + np.abs(q).max())
 
 
-def _raw_kernel(M, q):
+def _raw_kernel(M, q, harris):
     """Run the numba kernel directly, bypassing lemke()'s input validation (which rejects NaN)."""
-    from convexsim.lcp.lemke import LemkeOptions, _lemke_kernel
+    from convexsim.lcp.lemke import _lemke_kernel
 
     M, q = np.asarray(M, float), np.asarray(q, float)
     n = q.size
     T, LU, perm, perm2, basis, vecs = LemkeWorkspace(n).views(n)
     o = LemkeOptions()
     status, pivots, _, _ = _lemke_kernel(M, q, np.ones(n), 100, o.pivot_tol, o.ratio_rel_tol, o.rhs_tol,
-                                         o.lex_rel_tol, o.lex_abs_tol, o.check_tol, 50, T, LU, perm, perm2,
-                                         basis, vecs)
+                                         o.lex_rel_tol, o.lex_abs_tol, o.check_tol, 50, harris, o.harris_tol,
+                                         o.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs)
     return LemkeStatus(int(status)), int(pivots)
 
 
+@pytest.mark.parametrize("harris", [0, 1])
 @pytest.mark.parametrize("row", [0, 1, 2])
 @pytest.mark.parametrize("M", [np.eye(3), [[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])
-def test_non_finite_tableau_is_numerical_failure_not_a_ray(row, M):
+def test_non_finite_tableau_is_numerical_failure_not_a_ray(row, M, harris):
     # A NaN right-hand side fails every ratio comparison, so its row is never a candidate and the
     # entering column looks ray-like. The ray branch must check every row (it used to check only
     # row 0: NaN in rows 1 and 2 came back as SECONDARY_RAY, a false claim about the LCP).
     q = -np.ones(3)
     q[row] = np.nan
-    status, _ = _raw_kernel(M, q)
+    status, _ = _raw_kernel(M, q, harris)
     assert status == LemkeStatus.NUMERICAL_FAILURE
 
 
@@ -475,6 +486,11 @@ def test_trivial_q_nonnegative_zero_pivots():
 def test_bad_input_raises_clear_errors(M, q, d, match):
     with pytest.raises(ValueError, match=match):
         lemke(M, q, d=d)
+
+
+def test_bad_ratio_test_name():
+    with pytest.raises(ValueError, match="ratio_test"):
+        lemke(np.eye(2), [-1.0, -1.0], options=LemkeOptions(ratio_test="harris2"))
 
 
 def test_bad_max_pivots():

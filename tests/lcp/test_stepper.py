@@ -287,3 +287,149 @@ def test_restitution_moreau_midpoint_rebound_ratio():
     k = int(np.argmax(vz > 0))  # first frame after the impact step
     # Newton's law on the active contact: v⁺ = −e·v⁻ exactly (frictionless normal, one contact)
     assert vz[k] == pytest.approx(-e * vz[k - 1], rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# the fallback chain (faults injected into Lemke; the answers are judged on the step's own LCP)
+# --------------------------------------------------------------------------------------------
+
+
+def _failing_first_lemke(monkeypatch, bad_answer=False):
+    """Make the stepper's first Lemke run per step report PIVOT_LIMIT; later runs (the fallback rungs)
+    are real, or, with bad_answer, claim SOLVED with a wrong z (z = 0 while q has negative entries)."""
+    from convexsim.stepping import lcp_stepper as stepper
+
+    real = stepper.lemke
+    calls = []
+
+    def fake(M, q, **kw):
+        calls.append(kw.get("d") is not None)
+        r = real(M, q, **kw)
+        if len(calls) == 1:
+            return LemkeResult(r.z, r.w, LemkeStatus.PIVOT_LIMIT, 7, 1.0, r.basis, np.zeros_like(r.z), np.inf)
+        if bad_answer:
+            z = np.zeros_like(r.z)
+            return LemkeResult(z, np.asarray(q, float).copy(), LemkeStatus.SOLVED, 3, 0.0, r.basis, z, 0.0)
+        return r
+
+    monkeypatch.setattr(stepper, "lemke", fake)
+    return calls
+
+
+def test_fallback_rung_solves_and_is_recorded(monkeypatch):
+    # sphere_drop resting on the ground: the first Lemke run "fails", the first perturbed-q run solves.
+    # The answer must be the resting one (normal impulse m·g·dt, v⁺ = 0), judged on the original data.
+    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.simulate import prepare
+
+    model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp")
+    radius = 0.1
+    state.q[1, :3] = [0.0, 0.0, radius]  # ball (body 1) resting on the ground, at rest
+    state.v[1] = 0.0
+    calls = _failing_first_lemke(monkeypatch)
+    new, info = stepper.lcp_step(model, state, warm_start=False)
+    assert info.rung == "perturbed_q" and info.lemke_runs == 2 and len(calls) == 2
+    assert info.pivots >= 7 and info.iterations == info.pivots
+    assert info.gamma[:, 2].sum() == pytest.approx(model.body_mass[1] * G * model.time_step, rel=1e-9)
+    assert np.abs(new.v[1]).max() <= 1e-12
+
+
+def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
+    # every rung "solves" with a wrong z: none may be accepted; the step fails naming its contact
+    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.simulate import prepare
+
+    model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp")
+    state.q[1, :3] = [0.0, 0.0, 0.1]
+    state.v[1] = 0.0
+    calls = _failing_first_lemke(monkeypatch, bad_answer=True)
+    with pytest.raises(LcpStepError) as exc:
+        stepper.lcp_step(model, state, warm_start=False)
+    n_rungs = (stepper.FALLBACK_Q_TRIES + stepper.FALLBACK_COVERING_TRIES
+               + len(stepper.FALLBACK_REGULARIZATION))
+    assert len(calls) == 1 + n_rungs
+    assert sum(calls) == stepper.FALLBACK_COVERING_TRIES  # the covering rungs pass their own d
+    err = exc.value
+    assert err.status == LemkeStatus.PIVOT_LIMIT and err.contacts == [0]
+    assert f"{n_rungs} fallback attempts" in str(err) and "ground–ball" in str(err)
+
+
+def test_step_info_reports_rung_and_work():
+    # cold: rung "lemke", iterations = pivots; warm: rung "warm", iterations = the warm factorizations
+    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.simulate import prepare
+
+    from convexsim.stepping import StepContext
+
+    model, state, _ = prepare("scenes/box_stack.yaml", solver="lcp")
+    ctx = StepContext()
+    s1, i1 = stepper.lcp_step(model, state, ctx, warm_start=True)
+    assert i1.rung == "lemke" and i1.iterations == i1.pivots > 0 and i1.lemke_runs == 1
+    _, i2 = stepper.lcp_step(model, s1, ctx, warm_start=True)
+    assert i2.warm_attempted
+    if i2.warm_accepted:
+        assert i2.rung == "warm" and i2.pivots == 0 and i2.iterations == i2.warm_solves >= 1
+    else:
+        assert i2.rung == "lemke" and i2.iterations == i2.pivots + i2.warm_solves
+
+
+# --------------------------------------------------------------------------------------------
+# contact islands
+# --------------------------------------------------------------------------------------------
+
+
+def test_contact_islands_connect_moving_bodies_only():
+    from convexsim.stepping.lcp_stepper import contact_islands
+
+    # cliques: 0–1 touch, 1–2 touch (one island {0, 1, 2}); 3 and 4 only touch the ground (−1): two
+    # islands; a ground–ground contact (−1, −1) is its own island
+    ca = np.array([0, -1, 1, 3, -1, 4, -1])
+    cb = np.array([1, 0, 2, -1, 4, -1, -1])
+    islands = contact_islands(ca, cb)
+    assert [i.tolist() for i in islands] == [[0, 1, 2], [3], [4, 5], [6]]
+    assert contact_islands(np.zeros(0, np.int64), np.zeros(0, np.int64)) == []
+
+
+TWO_BOXES = {
+    "name": "two_boxes", "time_step": 1e-3, "duration": 0.01, "solver": {"kind": "lcp"},
+    "materials": {"default": {"friction": 0.5}},
+    "bodies": [
+        {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+        {"name": "resting", "mass": 1.0, "position": [0, 0, 0.1],
+         "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+        {"name": "sliding", "mass": 2.0, "position": [1.0, 0, 0.1], "linear_velocity": [2.0, 0, 0],
+         "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+        {"name": "stacked", "mass": 0.5, "position": [0, 0, 0.3],
+         "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+    ],
+}
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_islands_give_the_same_step_as_one_lcp(warm, monkeypatch):
+    # Contacts of different islands share no velocity, so the LCP is block diagonal and solving the
+    # blocks separately is exact: the split step must equal the unsplit one. The answers are checked on
+    # physics both ways: the resting pair stays at rest (normal impulses carry 1.5 kg·g·dt), the sliding
+    # box decelerates by μ·g·dt along a cone direction (x is a friction direction on a flat floor).
+    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.simulate import prepare
+
+    out = {}
+    for split in (False, True):
+        monkeypatch.setattr(stepper, "SPLIT_ISLANDS", split)
+        model, state, _ = prepare(TWO_BOXES)
+        ctx = stepper.StepContext()
+        for _ in range(3):
+            state, info = stepper.lcp_step(model, state, ctx, warm_start=warm)
+        out[split] = (state, info)
+    (s0, i0), (s1, i1) = out[False], out[True]
+    assert i0.islands == 1 and i1.islands == 2
+    # one dense solve per island vs one for all: round-off differences only
+    np.testing.assert_allclose(s1.v, s0.v, atol=1e-12)
+    np.testing.assert_allclose(s1.q, s0.q, atol=1e-14)
+    dt = 1e-3
+    assert np.abs(s1.v[[1, 3]]).max() <= 1e-12
+    assert s1.v[2, 3] == pytest.approx(2.0 - 3 * 0.5 * G * dt, rel=1e-9)  # v = (ω, v_lin)
+    c = i1.contacts
+    rest = np.isin(c.body_b, [1]) & (c.body_a == 0) | np.isin(c.body_a, [1]) & (c.body_b == 0)
+    assert i1.gamma[rest, 2].sum() == pytest.approx(1.5 * G * dt, rel=1e-9)

@@ -129,7 +129,12 @@ def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch
     assert n_acc == len(accepted)
     assert n_acc >= min_accepted * len(with_contacts)
     for i in infos:
-        assert not i.warm_accepted or (i.warm_attempted and i.iterations == 0 and i.warm_solves >= 1)
+        # the work is reported: a warm step's factorizations, a failed attempt's plus Lemke's pivots
+        assert i.iterations == i.pivots + i.warm_solves
+        if i.warm_accepted:
+            assert i.warm_attempted and i.rung == "warm" and i.pivots == 0 and i.warm_solves >= 1
+        elif i.contacts.count:
+            assert i.rung in ("lemke", "perturbed_q", "covering", "regularized") and i.lemke_runs >= 1
     # every accepted warm solution passes Lemke's final check and has a small natural-map residual
     for M, q, z in accepted:
         assert _passes_check(M, q, z)
