@@ -341,6 +341,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--scenes", nargs="*", help="scene names (default: a standard set)")
     p.add_argument("--duration", type=float, help="simulated time per scene [s]")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
+    p.add_argument("--no-lcp-bench", action="store_true",
+                   help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
+                        "only run without --scenes)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -358,6 +361,11 @@ def cmd_bench(args) -> int:
         d = stats.as_dict()
         print(f"{name:<16}{int((~model.body_fixed).sum()):>7}{d['steps']:>7}{d['ms_per_step']:>10.3f}"
               f"{d['mean_iterations']:>11.2f}{d['mean_contacts']:>15.1f}{d['max_contacts']:>14}", flush=True)
+    if not args.no_lcp_bench and not args.scenes:
+        from convexsim.lcp import bench as lcp_bench
+
+        print()
+        lcp_bench.main()
     if not args.no_solver_bench:
         try:
             from convexsim.sap import bench as sap_bench
