@@ -430,6 +430,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
+    p.add_argument("--no-lcp-bench", action="store_true",
+                   help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
+                        "only run without --scenes)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -451,6 +454,11 @@ def cmd_bench(args) -> int:
     for name, dur in scenes:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver)
         print(sap_bench.scene_row(row), flush=True)
+    if not args.no_lcp_bench and not args.scenes:
+        from convexsim import bench_lcp
+
+        print()
+        bench_lcp.main()
     if not args.no_solver_bench:
         print()
         sap_bench.main([])
