@@ -31,7 +31,8 @@ def _ok_rows_and_sap_by_stiffness(res):
 def _sphere_delassus(m: float, r: float) -> float:
     """w = ||W||_F/3 with W = diag(1 + r²/I, 1 + r²/I, 1)/m for a contact below a solid sphere's centre.
 
-    This is sap-math.md §1.3 with diag(A)⁻¹ (I = 2/5·m·r²): the independent closed form of the estimate.
+    This is the Delassus estimate of docs/sap.md with diag(A)⁻¹ (I = 2/5·m·r²): the independent closed
+    form of the estimate.
     """
     I = 0.4 * m * r * r
     a = (1.0 + m * r * r / I) / m
@@ -66,7 +67,7 @@ def test_rest_penetration_follows_mg_over_k_then_plateaus(shipped_reduced):
     assert abs(slope + 1.0) < 0.05, slope
     # Each soft value against m·g/k: 1% covers the residual settling after 0.3 s (decay ≥ e^-6).
     np.testing.assert_allclose(pen[soft], 1.0 * G / k[soft], rtol=0.01)
-    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (sap-math.md §2.2). 3% covers w's dependence on the
+    # Near-rigid floor β²/(4π²)·w·m·g·dt·(dt+τ_d) (docs/sap.md). 3% covers w's dependence on the
     # contact point (r_eff = r − φ/2) and the sphere's slight rocking; k = 1e7 and 1e8 must agree.
     w = _sphere_delassus(1.0, 0.1)
     dt, tau = 2e-3, 0.05
