@@ -34,7 +34,7 @@ class GeomType(enum.IntEnum):
 
 
 class ContactModel(enum.IntEnum):
-    """Compliant contact models solved by SAP (sap-math.md §5.4)."""
+    """Compliant contact models solved by SAP (docs/sap-model.md §2–4)."""
 
     SAP = 0
     LAGGED = 1
