@@ -106,8 +106,11 @@ def test_live_page_from_the_served_url(open_page, empty_screenshot):
         probe = open_page(viewer.web_url)
         probe.wait_for_body("live", "box_4")
         assert probe.bodies() == {"live": BOXES}
-        # The page holds the last streamed pose (sent as float64 matrices).
-        z = probe.page.evaluate("() => viewer.scene_tree.find(['meshcat','live','bodies','box_4']).object.position.z")
+        # The page comes to hold the last streamed pose (sent as float64 matrices). The sender thread
+        # delivers the newest frame asynchronously (update() never blocks), so wait for it.
+        box = "viewer.scene_tree.find(['meshcat','live','bodies','box_4']).object.position.z"
+        probe.page.wait_for_function(f"() => Math.abs({box} - {float(state.q[5, 2])!r}) <= 1e-12")
+        z = probe.page.evaluate(f"() => {box}")
         assert z == pytest.approx(state.q[5, 2], abs=1e-12)
         probe.page.wait_for_function("() => document.getElementById('convexsim-overlay').innerText.includes('step 5')")
         assert_rendered_and_differs(probe.screenshot(), empty_screenshot)
