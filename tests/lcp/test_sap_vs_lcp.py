@@ -6,9 +6,9 @@ here, whatever the scene file says, because the τ_d override below only acts in
 * every material's stiffness 1e8 N/m, so the pair stiffness (in series) is k = 5e7 N/m;
 * every material's dissipation time 5e-4 s, so the pair's is τ_d = 1e-3 s = dt;
 * σ = 1e-5 (stiction creep ∝ σ) and β = 1e-3. β matters: with the default β = 1 the near-rigid
-  clamp of sap-math.md §2.2 (R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the contact to
+  clamp of docs/sap.md (R_n ≥ β²w/(4π²)) is active for k = 5e7 and softens the contact to
   k_eff = 4π²/(β² w dt (dt + τ_d)) ≈ 1.2e7 N/m for the ball, so the rest sink would be 8.4e-7 m
-  instead of m·g/k = 1.96e-7 m (measured; sap-math.md §9.1 shows the same effect at Drake's
+  instead of m·g/k = 1.96e-7 m (measured; docs/sap.md shows the same effect at Drake's
   defaults). β = 1e-3 takes the clamp out and leaves SAP's plain compliant law.
 
 Two consequences of this law that set the tolerances below (derived, then checked by measurement):
@@ -152,7 +152,7 @@ def test_incline_stick_sap_creeps_within_sigma_bound():
       steps, while the normal force builds, the box moves roughly along gravity (measured
       tangential part ≈ tan θ·δ_n), so this settling displacement is at most the vertical sink
       δ_n/cos θ = m·g/(4k) = 4.905e-8 m;
-    * then creeps at |v_t| ≤ σ·w·μ·γ_n per corner (sap-math.md §2.2). For a cube corner the
+    * then creeps at |v_t| ≤ σ·w·μ·γ_n per corner (docs/sap.md). For a cube corner the
       Delassus estimate is w ≤ 4/m (at most 1/m translation + 3/m rotation; the solver gives
       ≈ 2.63/kg) and a corner carries a quarter of the load, so |v_t| ≤ σ·μ·g·dt = 4.9e-8 m/s
       (measured 2.98e-8 m/s); over T the creep is ≤ σ·μ·g·dt·T.
@@ -183,7 +183,7 @@ def test_box_slide_stops_within_analytic_bound(solver):
     of the LCP's octagon (full μN, no anisotropy). SAP's stiction creep after the stop is
     σ·μ·g·dt·0.2 s ≈ 1e-8 m, negligible. Measured: SAP 0.406743 m, LCP 0.406748 m. Both at rest at
     the end (|v| ≤ 1e-6 m/s). LCP: never below the ground (1e-12 m). (SAP's box hops by ~3 cm early
-    in the slide, the gliding artifact of sap-math.md §2.2 / §9.2, also with the default material
+    in the slide, the gliding artifact of SAP (docs/sap.md), also with the default material
     parameters; the integrated normal impulse, hence the stop distance, is unaffected.)
     """
     v0, mu = 2.0, 0.5

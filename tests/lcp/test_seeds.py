@@ -1,4 +1,4 @@
-"""The seeds' examples against closed forms derived by hand (lcp-math.md §2.3–2.5)."""
+"""The worked examples of docs/lcp.md §3 against closed forms derived by hand."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_traditional_matrix_is_psd_not_p():
 @pytest.mark.parametrize("a", [0.0, 0.003, -0.005])
 @pytest.mark.parametrize("eps", [1e-2, 1e-3])
 def test_traditional_creep_eps_half(a, eps):
-    # seed 000 §3.2.1: exact stick becomes creep v = γ = ε/2 with saturated friction
+    # Pfrommer's LCP notes §3.2.1: exact stick becomes creep v = γ = ε/2 with saturated friction
     s = seeds.traditional_creep(a, eps)
     assert s.values["gamma"] == pytest.approx(eps / 2, rel=1e-10)
     assert s.values["lambda_sum"] == pytest.approx(0.3 * G, rel=1e-12)
@@ -135,7 +135,7 @@ def test_berard_trinkle_trajectory_matches_hand_derivation():
     for l in range(101):
         # 1e-10 absolute (the acceptance tolerance); positions reach 39 m, accumulated round-off ~1e-13
         np.testing.assert_allclose(states[l], berard_trinkle_closed_form(l), rtol=0, atol=1e-10)
-    # the table of lcp-math.md §2.3 (printed digits)
+    # the table of docs/lcp.md §3 (printed digits)
     expect = {15: (1.5, 0.057, 3.75, -7.3575), 16: (1.63292, 0.0, 2.6584, -1.14),
               17: (1.76204, 0.0, 2.5823, 0.0), 50: (10.28363, 0.0, 7.595, 0.0),
               100: (38.95475, 0.0, 15.19, 0.0)}
@@ -151,7 +151,7 @@ def test_berard_trinkle_trajectory_matches_hand_derivation():
 def test_bouncing_particle_restitution_ratio_and_stick():
     hist = seeds.bouncing_particle(steps=600)
     first = next(r for r in hist if "Lambda_N" in r)
-    assert first["step"] - 1 == 452  # zero-based index of the first active step (lcp-math.md §2.4)
+    assert first["step"] - 1 == 452  # zero-based index of the first active step (docs/lcp.md §3)
     np.testing.assert_allclose(first["uA"], (1.0, -4.43412), atol=1e-12)
     # Newton restitution exact on a closed contact: −u^E_y/u^A_y = ε_N = 0.5
     assert -first["u"][1] / first["uA"][1] == pytest.approx(0.5, rel=1e-13)

@@ -36,7 +36,7 @@ def test_resting_particle_normal_impulse_is_weight():
 @pytest.mark.parametrize("d", [4, 8, 16])
 def test_polyhedral_anisotropy_mu_n_cos_pi_over_d(d):
     # sliding exactly between two cone directions (angle π/d) and pushed along the motion with 10 N:
-    # friction is μN cos(π/d) (lcp-math.md §2.2: d = 4 → a = 6.5316 vs 5.0950 isotropic)
+    # friction is μN cos(π/d) (docs/lcp.md §2: d = 4 → a = 6.5316 vs 5.0950 isotropic)
     ang = np.pi / d
     e = np.array([np.cos(ang), np.sin(ang), 0.0])
     dt = 1e-3
@@ -96,7 +96,7 @@ def test_lcp_matrix_structure_is_copositive_not_psd():
     J = np.eye(3)[None]
     M, q, layout = build_contact_lcp(Ainv, np.zeros(3), J, np.zeros(1), [0.5], 4)
     assert M.shape == (6, 6) and layout.size == 6
-    # zᵀMz ≥ 0 on random nonnegative z (copositive), symmetric part indefinite (lcp-math.md §2.2)
+    # zᵀMz ≥ 0 on random nonnegative z (copositive), symmetric part indefinite (docs/lcp.md §2)
     rng = np.random.default_rng(0)
     Z = rng.random((2000, 6))
     assert np.einsum("ki,ij,kj->k", Z, M, Z).min() >= -1e-12
@@ -121,7 +121,7 @@ def test_jammed_penetrating_particle_ends_on_a_ray():
 def test_box_stack_degenerate_step_regression():
     # A 240-variable contact LCP from box_stack (step 52, resting contacts, z0 reaches round-off) on
     # which looser tie tolerances used to end on a false ray / numerical failure. Φ ≥ 0 up to
-    # round-off, so a solution exists (lcp-math.md §2.2); Lemke must find it.
+    # round-off, so a solution exists (docs/lcp.md §2); Lemke must find it.
     data = np.load(DATA / "box_stack_step52_lcp.npz")
     M, q = data["M"], data["q"]
     r = lemke(M, q)
