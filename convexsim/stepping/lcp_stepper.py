@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from convexsim import dynamics
-from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check,
+from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
                                  default_max_pivots, lemke, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
@@ -345,27 +345,43 @@ def _fallback_attempts(M, q, step: int):
         yield "regularized", M + eps * mscale * np.eye(n), q, None
 
 
-def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace,
-                 contact_index: np.ndarray | None = None) -> _ChainResult:
-    """Lemke on (M, q); if it fails, the fallback rungs (``_fallback_attempts``), each answer accepted only
-    if it passes the final check on the original (M, q); if none does, ``LcpStepError`` from the first
-    Lemke result (it names the contacts; ``contact_index`` maps the LCP's contacts to the step's)."""
-    s = model.solver
-    max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
+def solve_contact_lcp(M, q, *, step: int = 0, max_pivots: int | None = None,
+                      workspace: LemkeWorkspace | None = None) -> tuple[_ChainResult | None, LemkeResult]:
+    """The stepper's solve chain on one LCP: Lemke on (M, q), then the fallback rungs
+    (``_fallback_attempts``, seeded by ``step``), each answer accepted only if it passes the final check on
+    the original (M, q) (``_accept_on_original``).
+
+    Returns:
+        (result or None if no rung solved it, the first Lemke run's result (a copy when it failed)).
+    """
+    max_piv = max_pivots if max_pivots else default_max_pivots(q.shape[0])
     first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
     if first.status == LemkeStatus.SOLVED:
-        return _ChainResult(first.z, "lemke", first.pivots, 1)
+        return _ChainResult(first.z, "lemke", first.pivots, 1), first
     first = LemkeResult(first.z.copy(), first.w.copy(), first.status, first.pivots, first.z0,
                         first.basis.copy(), first.ray.copy(), first.residual)
     pivots, attempts = first.pivots, 1
-    for rung, Mk, qk, d in _fallback_attempts(M, q, state.step):
+    for rung, Mk, qk, d in _fallback_attempts(M, q, step):
         r = lemke(Mk, qk, d=d, max_pivots=max_piv, workspace=workspace)
         pivots += r.pivots
         attempts += 1
         if r.status == LemkeStatus.SOLVED:
             z = _accept_on_original(M, q, r.z)
             if z is not None:
-                return _ChainResult(z, rung, pivots, attempts)
+                return _ChainResult(z, rung, pivots, attempts), first
+    return None, first
+
+
+def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace,
+                 contact_index: np.ndarray | None = None) -> _ChainResult:
+    """``solve_contact_lcp`` for a step; if no rung solves it, ``LcpStepError`` from the first Lemke result
+    (it names the contacts; ``contact_index`` maps the LCP's contacts to the step's)."""
+    s = model.solver
+    max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
+    res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=max_piv, workspace=workspace)
+    if res is not None:
+        return res
+    attempts = 1 + FALLBACK_Q_TRIES + FALLBACK_COVERING_TRIES + len(FALLBACK_REGULARIZATION)
     _raise_step_error(first, layout, model, state, kin, max_piv, attempts, contact_index)
 
 
@@ -575,5 +591,5 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     return dynamics.integrate(model, state, v_next), info
 
 
-__all__ = ["lcp_step", "LcpStepInfo", "contact_keys", "WARM_START_DEFAULT", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
+__all__ = ["lcp_step", "solve_contact_lcp", "contact_islands", "LcpStepInfo", "contact_keys", "WARM_START_DEFAULT", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
            "gap_bias", "dense_jacobian", "block_inverse", "ray_contacts"]

@@ -99,7 +99,7 @@ def test_traditional_matrix_is_psd_not_p():
 @pytest.mark.parametrize("a", [0.0, 0.003, -0.005])
 @pytest.mark.parametrize("eps", [1e-2, 1e-3])
 def test_traditional_creep_eps_half(a, eps):
-    # seed 000 §3.2.1: exact stick becomes creep v = γ = ε/2 with saturated friction
+    # Pfrommer's LCP notes §3.2.1: exact stick becomes creep v = γ = ε/2 with saturated friction
     s = seeds.traditional_creep(a, eps)
     assert s.values["gamma"] == pytest.approx(eps / 2, rel=1e-10)
     assert s.values["lambda_sum"] == pytest.approx(0.3 * G, rel=1e-12)
