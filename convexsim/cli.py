@@ -381,7 +381,7 @@ def cmd_view(args) -> int:
 
 # -------------------------------------------------------------------------------------- compare
 def _add_compare(sub) -> None:
-    from convexsim.io.compare import QUANTITIES
+    from convexsim.io import QUANTITIES
 
     p = sub.add_parser("compare", help="differences between two trajectories of the same scene",
                        description="Per-body differences A − B of two runs of the same scene (position, "
@@ -592,12 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    from convexsim.io import TrajectoryFormatError
-    from convexsim.scene import SceneError, UnitWarning
-
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         if getattr(args, "no_unit_warnings", False):
+            from convexsim.scene import UnitWarning
+
             warnings.simplefilter("ignore", UnitWarning)
         try:
             return args.func(args)
@@ -608,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
-        except (SceneError, TrajectoryFormatError, FileNotFoundError, ValueError, OSError) as exc:
+        except (FileNotFoundError, ValueError, OSError) as exc:   # SceneError, TrajectoryFormatError too
             print(f"convexsim {args.command}: error: {_error_text(exc)}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt as exc:
