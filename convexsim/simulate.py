@@ -298,6 +298,16 @@ class RunInterrupted(KeyboardInterrupt):
 _Interrupted = RunInterrupted  # the former private name
 
 
+def interrupted_trajectory(model: Model, exc: RunInterrupted,
+                           metadata: Mapping[str, Any] | None = None) -> Trajectory:
+    """The frames an interrupted run recorded, as a Trajectory: ``failure`` is the interruption message
+    (who, step, time) and ``metadata["interrupted"]`` is ``"SIGTERM"`` or ``"SIGINT"``."""
+    signal_name = exc.terminated.signal_name if exc.terminated is not None else "SIGINT"
+    meta = {**_software_versions(), **exc.stats.as_dict(), **dict(metadata or {}), "interrupted": signal_name}
+    return exc.recorder.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
+                                      contact_model=_contact_model_name(model), failure=str(exc), metadata=meta)
+
+
 def step_count(duration: float, time_step: float) -> int:
     """Number of steps a run of ``duration`` takes: round(duration / dt) (0 when duration < dt/2)."""
     return int(round(duration / time_step))
@@ -394,4 +404,4 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
-           "TerminationRequest", "RunInterrupted"]
+           "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]
