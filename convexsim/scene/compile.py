@@ -22,7 +22,7 @@ import numpy as np
 
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
 from convexsim.spatial import quat_multiply, quat_to_matrix
-from convexsim.scene.load import SceneError, dump_scene
+from convexsim.scene.load import SceneError, dump_scene_compact
 from convexsim.scene.schema import (
     BodySpec,
     BodyTemplate,
@@ -258,7 +258,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         material_stiffness=np.array([m.stiffness for m in mats], dtype=float),
         material_dissipation_time=np.array([m.dissipation_time for m in mats], dtype=float),
         material_hc_dissipation=np.array([m.hunt_crossley_dissipation for m in mats], dtype=float),
-        scene_yaml=dump_scene(spec),
+        scene_yaml=dump_scene_compact(spec),
     )
     state = State(t=0.0, q=q, v=v, step=0)
     return model, state
