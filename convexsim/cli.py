@@ -445,6 +445,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
+    p.add_argument("--startup", action="store_true",
+                   help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run in "
+                        "fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -452,6 +455,10 @@ def _add_bench(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    if args.startup:
+        from convexsim import bench_startup
+
+        return bench_startup.main()
     from convexsim import bench as sap_bench
 
     if args.vs:
