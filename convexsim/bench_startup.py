@@ -122,4 +122,4 @@ def main() -> int:
     return 0
 
 
-__all__ = ["explicit_scene_yaml", "time_command", "time_scene_load", "report", "main", "COMMANDS"]
+__all__ = ["COMMANDS", "explicit_scene_yaml", "main", "report", "time_command", "time_scene_load"]

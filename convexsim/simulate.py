@@ -8,7 +8,6 @@ with ``failure`` set to the error message (step, time, what).
 from __future__ import annotations
 
 import math
-import os
 import platform
 import sys
 import time as _time

@@ -11,8 +11,17 @@ import pytest
 import yaml
 
 from convexsim.bench_startup import explicit_scene_yaml
-from convexsim.scene import (SceneError, compile_scene, dump_scene, dump_scene_compact, is_scene_text,
-                             list_scenes, load_scene, read_scene_data, scene_from_yaml)
+from convexsim.scene import (
+    SceneError,
+    compile_scene,
+    dump_scene,
+    dump_scene_compact,
+    is_scene_text,
+    list_scenes,
+    load_scene,
+    read_scene_data,
+    scene_from_yaml,
+)
 from convexsim.scene import load as scene_load
 from convexsim.simulate import prepare, simulate
 
@@ -107,7 +116,7 @@ def test_invalid_yaml_messages_do_not_depend_on_the_loader(text, line):
     with pytest.raises(SceneError) as err:
         scene_from_yaml(text, source="s.yaml")
     try:
-        yaml.load(text, Loader=scene_load._Loader)  # noqa: S506 (a SafeLoader subclass)
+        yaml.load(text, Loader=scene_load._Loader)
     except yaml.YAMLError as exc:
         expected = exc.problem
     assert err.value.problems[0].startswith(f"s.yaml:{line}: line {line}, column ")
