@@ -204,13 +204,13 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     q = np.zeros((nbody, 7))
     v = np.zeros((nbody, 6))
     geoms: list[tuple[int, GeometrySpec, tuple[float, float, float, float]]] = []
-    inertia_cache: dict[tuple, np.ndarray] = {}  # grid bodies share (mass, inertia, geometries)
+    inertia_cache: dict[tuple, np.ndarray] = {}  # by (mass, inertia, geometries): equal specs, equal inertia
     n_moving = 0
     for b, body in enumerate(bodies):
         where = f"bodies '{body.name}'"
         body_fixed[b] = body.fixed
         body_mass[b] = body.mass if body.mass is not None else 0.0
-        key = (body.mass, body.inertia, id(body.geometries))
+        key = (body.mass, body.inertia, tuple(body.geometries))   # frozen specs hash by value
         if key not in inertia_cache:
             inertia_cache[key] = _body_inertia(body, where)
         body_inertia[b] = inertia_cache[key]

@@ -275,7 +275,20 @@ class _Loader(yaml.SafeLoader):
 
 class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """``_Loader`` on libyaml's parser (PyYAML's C loader, ~10× faster) when PyYAML was built with it;
-    the same resolvers and constructors, so the same data and node marks (line numbers)."""
+    the same resolvers and constructors, so the same data and node marks (line numbers). The tag of a
+    plain scalar depends only on its text here (no path resolvers), so it is looked up once per text."""
+
+    _scalar_tags: dict[str, str] = {}
+
+    def resolve(self, kind, value, implicit):
+        if kind is yaml.ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            tag = self._scalar_tags.get(value)
+            if tag is None:
+                tag = self._scalar_tags[value] = super().resolve(kind, value, implicit)
+                if len(self._scalar_tags) > 100_000:
+                    self._scalar_tags.clear()
+            return tag
+        return super().resolve(kind, value, implicit)
 
 
 for _cls in (_Loader, _FastLoader):
