@@ -604,8 +604,21 @@ def _error_text(exc: BaseException) -> str:
     return str(exc)
 
 
+def _skip_final_collection() -> None:
+    """At interpreter exit, freeze the objects alive (``gc.freeze``) so that the final garbage collection
+    does not traverse the hundreds of thousands numba creates: ~0.2 s CPU less at the end of a `run`. Exit
+    handlers and weakref finalizers still run; only cycles still alive at exit are left to the OS."""
+    import atexit
+    import gc
+
+    if not getattr(_skip_final_collection, "done", False):
+        atexit.register(gc.freeze)
+        _skip_final_collection.done = True   # type: ignore[attr-defined]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status (see the module docstring)."""
+    _skip_final_collection()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
