@@ -327,7 +327,9 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
 
     Args:
         scene: a YAML scene file (relative paths against the working directory, then the shipped
-            scenes folder), a shipped scene name ("box_stack"), YAML text, a dict, or a SceneSpec.
+            scenes folder), a shipped scene name ("box_stack"), YAML text, a dict, or a SceneSpec. A
+            string is YAML text when it has a newline or starts with a mapping (``{``, ``---``, or
+            ``key:`` and a space), otherwise a path or name (``convexsim.scene.is_scene_text``).
         duration: simulated time [s] (default: the scene's).
         time_step: dt [s] (default: the scene's).
         contact_model: "sap" | "lagged" | "similar" (SAP stepper).
