@@ -7,6 +7,7 @@ with ``failure`` set to the error message (step, time, what).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import platform
 import sys
@@ -293,8 +294,23 @@ def interrupted_trajectory(model: Model, exc: RunInterrupted,
     (who, step, time) and ``metadata["interrupted"]`` is ``"SIGTERM"`` or ``"SIGINT"``."""
     signal_name = exc.terminated.signal_name if exc.terminated is not None else "SIGINT"
     meta = {**_software_versions(), **exc.stats.as_dict(), **dict(metadata or {}), "interrupted": signal_name}
-    return exc.recorder.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
-                                      contact_model=_contact_model_name(model), failure=str(exc), metadata=meta)
+    return _whole_frames(exc.recorder).to_trajectory(
+        scene_yaml=model.scene_yaml, solver_kind=model.solver.kind, contact_model=_contact_model_name(model),
+        failure=str(exc), metadata=meta)
+
+
+def _whole_frames(rec: Recorder) -> Recorder:
+    """``rec`` without a frame the interruption cut short: a signal can land inside ``Recorder.record``,
+    between two of its appends, so keep the frames every per-frame list holds and whose contacts are all
+    there (a copy; ``rec`` is not changed)."""
+    per_frame = ("frames_t", "frames_q", "frames_v", "iterations", "converged", "residual", "ls_evals",
+                 "contact_counts")
+    n = min(len(getattr(rec, name)) for name in per_frame)
+    while n > 0 and sum(1 for c in rec.contact_counts[:n] if c) > len(rec.contact_rows):
+        n -= 1
+    rows = sum(1 for c in rec.contact_counts[:n] if c)
+    return dataclasses.replace(rec, **{name: list(getattr(rec, name)[:n]) for name in per_frame},
+                               contact_rows=list(rec.contact_rows[:rows]))
 
 
 def step_count(duration: float, time_step: float) -> int:

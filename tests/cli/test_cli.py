@@ -144,6 +144,34 @@ def test_interrupted_run_keeps_its_frames(tmp_path, sig, capsys):
     assert f"interrupted {traj.failure}" in info, info
 
 
+def test_interrupted_trajectory_drops_a_frame_cut_short():
+    """Check the frames an interrupted run writes are whole: a signal landing inside Recorder.record (between
+    two of its appends, here after the time and positions of a 5th frame, or after its contact count but
+    before its contact rows) drops that frame instead of making the file inconsistent."""
+    from convexsim.simulate import Recorder, RunInterrupted, RunStats, interrupted_trajectory, prepare
+    from convexsim.stepping import StepContext, step
+
+    model, state, _ = prepare("box_stack", duration=0.01)
+    rec, ctx = Recorder(model), StepContext()
+    rec.record(state, None)
+    for _ in range(4):
+        state, info = step(model, state, ctx)
+        rec.record(state, info)
+    assert rec.contact_counts[-1] > 0                    # the boxes touch: frames carry contact rows
+    whole = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 4"))
+    rec.frames_t.append(state.t + model.time_step)
+    rec.frames_q.append(state.q.copy())
+    cut = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 5"))
+    for name in ("frames_v", "iterations", "converged", "residual", "ls_evals", "contact_counts"):
+        getattr(rec, name).append(getattr(rec, name)[-1])    # every per-frame list, but no contact rows
+    cut2 = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 5"))
+    for traj in (whole, cut, cut2):
+        traj.validate()
+        assert traj.num_frames == 5 and traj.metadata["interrupted"] == "SIGINT"
+        np.testing.assert_array_equal(traj.position, whole.position)
+        np.testing.assert_array_equal(traj.contact_force, whole.contact_force)
+
+
 def test_time_flags_are_checked_and_named(tmp_path, capsys):
     """Check bad --duration/--time-step values are blamed on the flag (not the scene file), a duration
     shorter than one step is an error naming --duration, and nothing is written in either case."""
