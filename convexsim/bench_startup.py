@@ -57,12 +57,14 @@ def _children_cpu() -> float:
 
 
 def time_command(args: list[str], repeat: int = 5) -> list[tuple[float, float]]:
-    """(wall, CPU) times [s] of ``python -m convexsim.cli *args`` in fresh interpreters, run in an empty temporary
-    folder with this ``convexsim`` first on PYTHONPATH (output discarded; RuntimeError if it fails)."""
+    """(wall, CPU) times [s] of ``python -m convexsim.cli *args`` in fresh interpreters, run in an empty
+    temporary folder with this ``convexsim`` first on PYTHONPATH (output discarded; RuntimeError if it
+    fails)."""
     import convexsim
 
     root = str(Path(convexsim.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    paths = [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeat):
@@ -71,7 +73,8 @@ def time_command(args: list[str], repeat: int = 5) -> list[tuple[float, float]]:
                                   stderr=subprocess.PIPE, text=True, check=False, cwd=tmp, env=env)
             out.append((time.perf_counter() - t0, _children_cpu() - cpu0))
             if proc.returncode != 0:
-                raise RuntimeError(f"convexsim {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+                raise RuntimeError(f"convexsim {' '.join(args)} exited {proc.returncode}: "
+                                   f"{proc.stderr.strip()}")
     return out
 
 
@@ -112,7 +115,8 @@ def report(repeat: int = 5, n_bodies: int = 1000) -> str:
         rows.append(f"{label:<44} {min(wall):12.3f} {statistics.median(wall):7.3f} {min(cpu):12.3f}")
     load = time_scene_load(n_bodies)
     rows.append(f"scene file, {n_bodies} bodies listed: parse {load['parse']:.3f} s + validate "
-                f"{load['validate']:.3f} s + compile {load['compile']:.3f} s; prepare() {load['prepare']:.3f} s")
+                f"{load['validate']:.3f} s + compile {load['compile']:.3f} s; "
+                f"prepare() {load['prepare']:.3f} s")
     return "\n".join(rows)
 
 

@@ -194,8 +194,8 @@ def _save_interrupted(model, exc, target: Path, metadata: dict) -> int:
     what = "terminated" if exc.terminated is not None else "interrupted"
     traj = interrupted_trajectory(model, exc, metadata)
     save_trajectory(target, traj)
-    _print(f"{what}: {exc}; the {traj.num_frames} frames recorded so far are in {target} (marked interrupted)",
-           file=sys.stderr)
+    _print(f"{what}: {exc}; the {traj.num_frames} frames recorded so far are in {target} "
+           "(marked interrupted)", file=sys.stderr)
     return EXIT_TERMINATED if exc.terminated is not None else EXIT_INTERRUPTED
 
 
@@ -446,8 +446,8 @@ def _add_bench(sub) -> None:
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
     p.add_argument("--startup", action="store_true",
-                   help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run in "
-                        "fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
+                   help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run "
+                        "in fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")

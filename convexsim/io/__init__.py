@@ -12,7 +12,8 @@ _SUBMODULES = ("atomic", "compare", "trajectory")
 
 QUANTITIES = ("position", "orientation", "velocity", "angular_velocity", "contact_force")
 """What ``convexsim compare`` measures per body (convexsim.io.compare); here so that parsers need no numpy."""
-UNITS = {"position": "m", "orientation": "rad", "velocity": "m/s", "angular_velocity": "rad/s", "contact_force": "N"}
+UNITS = {"position": "m", "orientation": "rad", "velocity": "m/s", "angular_velocity": "rad/s",
+         "contact_force": "N"}
 
 
 def __getattr__(name):

@@ -741,7 +741,8 @@ _JSON_SUSPECT = re.compile(r"\d[eE]|Infinity|NaN")
 
 
 def _yaml_number(m: re.Match) -> str:
-    """A JSON token as YAML 1.1 reads it: strings as they are, ``1e-05`` -> ``1.0e-05``, ``Infinity`` -> ``.inf``."""
+    """A JSON token as YAML 1.1 reads it: strings as they are, ``1e-05`` -> ``1.0e-05``,
+    ``Infinity`` -> ``.inf``."""
     if m.group(2):
         return m.group(1) + (".inf" if m.group(2) == "Infinity" else ".nan")
     if m.group(3):

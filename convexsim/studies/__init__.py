@@ -10,10 +10,10 @@ and draws plots and a Markdown report. The core package never imports this one.
 import importlib
 
 _LAZY = {"cli_main": "cli", "METRICS": "metrics", "PAIR_METRICS": "metrics", "MetricContext": "metrics",
-         "compute_metrics": "metrics", "make_context": "metrics", "StudyResult": "runner", "execute_run": "runner",
-         "run_study": "runner", "RunTask": "spec", "StudyError": "spec", "StudySpec": "spec",
-         "expand_runs": "spec", "load_study": "spec", "reduce_spec": "spec", "study_from_dict": "spec",
-         "ResultStore": "store", "read_csv": "store"}
+         "compute_metrics": "metrics", "make_context": "metrics", "StudyResult": "runner",
+         "execute_run": "runner", "run_study": "runner", "RunTask": "spec", "StudyError": "spec",
+         "StudySpec": "spec", "expand_runs": "spec", "load_study": "spec", "reduce_spec": "spec",
+         "study_from_dict": "spec", "ResultStore": "store", "read_csv": "store"}
 _SUBMODULES = ("cli", "metrics", "report", "result", "runner", "spec", "store")
 
 

@@ -158,7 +158,8 @@ def test_interrupted_trajectory_drops_a_frame_cut_short():
         state, info = step(model, state, ctx)
         rec.record(state, info)
     assert rec.contact_counts[-1] > 0                    # the boxes touch: frames carry contact rows
-    whole = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 4"))
+    message = "interrupted by the user at step 4"
+    whole = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), message))
     rec.frames_t.append(state.t + model.time_step)
     rec.frames_q.append(state.q.copy())
     cut = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 5"))

@@ -44,7 +44,8 @@ def test_long_yaml_text_is_simulated_as_text(tmp_path):
     block style and single-line flow style, and gives the same model as the same text read from a file."""
     block = explicit_scene_yaml(40)                      # ~ 6 kB, many lines
     flow = "bodies: [" + ", ".join(
-        f"{{name: b{i}, mass: 1, position: [{0.3 * i}, 0, 0.5], geometries: [{{shape: sphere, radius: 0.1}}]}}"
+        f"{{name: b{i}, mass: 1, position: [{0.3 * i}, 0, 0.5], "
+        "geometries: [{shape: sphere, radius: 0.1}]}"
         for i in range(20)) + "]"                        # ~ 2 kB on one line
     assert len(flow) > 1000 and "\n" not in flow
     for text in (block, flow):
