@@ -7,8 +7,8 @@ with ``failure`` set to the error message (step, time, what).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import os
 import platform
 import sys
 import time as _time
@@ -132,28 +132,53 @@ def prepare(scene: Any, *, duration: float | None = None, time_step: float | Non
             contact_model: str | None = None, solver: str | None = None,
             overrides: Mapping[str, Any] | Iterable[str] | None = None) -> tuple[Model, State, float]:
     """Load (path | shipped scene name | YAML text | dict | SceneSpec; see ``simulate``), apply overrides,
-    compile: (model, state, duration)."""
+    compile: (model, state, duration).
+
+    The scene is parsed once and validated once (twice with ``overrides``: first the scene as written,
+    so that its own problems are reported with line numbers, then with the overrides applied)."""
     from convexsim import scene as scene_pkg
 
     check_times({"duration argument": duration, "time_step argument": time_step})
-    data = _scene_as_dict(scene)
-    extra: dict[str, Any] = {}
-    if time_step is not None:
-        extra["time_step"] = time_step
-    if duration is not None:
-        extra["duration"] = duration
-    if contact_model is not None:
-        extra["contact_model"] = contact_model
-    if solver is not None:
-        extra["solver.kind"] = solver
-    if overrides:
-        data = scene_pkg.apply_overrides(data, overrides)
-    if extra:
-        data = scene_pkg.apply_overrides(data, extra)
-    source = _scene_source(scene)
-    spec = scene_pkg.scene_from_dict(data, source=source)
+    if isinstance(scene, scene_pkg.SceneSpec) and not overrides and all(
+            x is None for x in (duration, time_step, contact_model, solver)):
+        spec = scene                           # already validated: nothing to change
+    else:
+        spec = _scene_spec(scene, overrides, {"time_step": time_step, "duration": duration,
+                                              "contact_model": contact_model, "solver.kind": solver})
     model, state = scene_pkg.compile_scene(spec)
     return model, state, float(model.duration)
+
+
+def _scene_spec(scene: Any, overrides: Any, arguments: Mapping[str, Any]) -> Any:
+    """The validated SceneSpec of ``scene`` with the user's ``overrides`` and the (already checked)
+    keyword ``arguments`` (dotted path -> value, None = not given) applied."""
+    from convexsim import scene as scene_pkg
+
+    data, node, source = scene_pkg.read_scene_data(scene, text_source="<string>")
+    if overrides:
+        if node is not None:                   # the file's own problems first, with line numbers
+            with warnings.catch_warnings():    # unit warnings come once, from the final scene
+                warnings.simplefilter("ignore", scene_pkg.UnitWarning)
+                scene_pkg.scene_from_dict(data, source, _node=node)
+        data, node = scene_pkg.apply_overrides(data, overrides), None
+    if isinstance(data, dict):   # checked values (times > 0, names from a fixed set): line numbers stay
+        data = _with_arguments(data, arguments)
+    return scene_pkg.scene_from_dict(data, source, _node=node)
+
+
+def _with_arguments(data: dict, arguments: Mapping[str, Any]) -> dict:
+    """A shallow copy of raw scene ``data`` with top-level keys or ``solver.<key>`` set from ``arguments``
+    (None = not given); no deep copy, ``data`` itself is not changed."""
+    out = dict(data)
+    for path, value in arguments.items():
+        if value is None:
+            continue
+        head, _, key = path.partition(".")
+        if not key:
+            out[head] = value
+        elif out.get(head) is None or isinstance(out[head], dict):
+            out[head] = {**(out.get(head) or {}), key: value}
+    return out
 
 
 def check_times(values: Mapping[str, Any]) -> None:
@@ -188,41 +213,6 @@ def _positive_finite(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return math.isfinite(x) and x > 0 and not isinstance(value, (bool, str))
-
-
-def _is_scene_text(scene: Any) -> bool:
-    """True for YAML text (a string with a newline or a ``key: value``), False for a path or scene name."""
-    return isinstance(scene, str) and ("\n" in scene or ": " in scene or scene.lstrip().startswith("{"))
-
-
-def _scene_source(scene: Any) -> str:
-    """The name errors give for ``scene``: the resolved file of a path or shipped name, else '<scene>'."""
-    from convexsim.scene import resolve_scene_path
-
-    if isinstance(scene, (str, os.PathLike)) and not _is_scene_text(scene):
-        try:
-            return str(resolve_scene_path(scene))
-        except FileNotFoundError:
-            pass
-    return "<scene>"
-
-
-def _scene_as_dict(scene: Any) -> dict:
-    from convexsim import scene as scene_pkg
-    import yaml
-
-    if isinstance(scene, Mapping):
-        return dict(scene)
-    if isinstance(scene, (str, os.PathLike)):
-        with warnings.catch_warnings():      # unit warnings come once, from the final scene (prepare)
-            warnings.simplefilter("ignore", scene_pkg.UnitWarning)
-            if _is_scene_text(scene):
-                spec = scene_pkg.scene_from_yaml(str(scene))
-            else:
-                spec = scene_pkg.load_scene(scene)
-        return yaml.safe_load(scene_pkg.dump_scene(spec))
-    # A SceneSpec (pydantic model).
-    return yaml.safe_load(scene_pkg.dump_scene(scene))
 
 
 def run_model(model: Model, state: State, *, duration: float, record_every: int = 1,
@@ -298,6 +288,31 @@ class RunInterrupted(KeyboardInterrupt):
 _Interrupted = RunInterrupted  # the former private name
 
 
+def interrupted_trajectory(model: Model, exc: RunInterrupted,
+                           metadata: Mapping[str, Any] | None = None) -> Trajectory:
+    """The frames an interrupted run recorded, as a Trajectory: ``failure`` is the interruption message
+    (who, step, time) and ``metadata["interrupted"]`` is ``"SIGTERM"`` or ``"SIGINT"``."""
+    signal_name = exc.terminated.signal_name if exc.terminated is not None else "SIGINT"
+    meta = {**_software_versions(), **exc.stats.as_dict(), **dict(metadata or {}), "interrupted": signal_name}
+    return _whole_frames(exc.recorder).to_trajectory(
+        scene_yaml=model.scene_yaml, solver_kind=model.solver.kind, contact_model=_contact_model_name(model),
+        failure=str(exc), metadata=meta)
+
+
+def _whole_frames(rec: Recorder) -> Recorder:
+    """``rec`` without a frame the interruption cut short: a signal can land inside ``Recorder.record``,
+    between two of its appends, so keep the frames every per-frame list holds and whose contacts are all
+    there (a copy; ``rec`` is not changed)."""
+    per_frame = ("frames_t", "frames_q", "frames_v", "iterations", "converged", "residual", "ls_evals",
+                 "contact_counts")
+    n = min(len(getattr(rec, name)) for name in per_frame)
+    while n > 0 and sum(1 for c in rec.contact_counts[:n] if c) > len(rec.contact_rows):
+        n -= 1
+    rows = sum(1 for c in rec.contact_counts[:n] if c)
+    return dataclasses.replace(rec, **{name: list(getattr(rec, name)[:n]) for name in per_frame},
+                               contact_rows=list(rec.contact_rows[:rows]))
+
+
 def step_count(duration: float, time_step: float) -> int:
     """Number of steps a run of ``duration`` takes: round(duration / dt) (0 when duration < dt/2)."""
     return int(round(duration / time_step))
@@ -328,7 +343,9 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
 
     Args:
         scene: a YAML scene file (relative paths against the working directory, then the shipped
-            scenes folder), a shipped scene name ("box_stack"), YAML text, a dict, or a SceneSpec.
+            scenes folder), a shipped scene name ("box_stack"), YAML text, a dict, or a SceneSpec. A
+            string is YAML text when it has a newline or starts with a mapping (``{``, ``---``, or
+            ``key:`` and a space), otherwise a path or name (``convexsim.scene.is_scene_text``).
         duration: simulated time [s] (default: the scene's).
         time_step: dt [s] (default: the scene's).
         contact_model: "sap" | "lagged" | "similar" (SAP stepper).
@@ -394,4 +411,4 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
-           "TerminationRequest", "RunInterrupted"]
+           "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]

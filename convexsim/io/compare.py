@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convexsim.io import Trajectory
-
-QUANTITIES = ("position", "orientation", "velocity", "angular_velocity", "contact_force")
-UNITS = {"position": "m", "orientation": "rad", "velocity": "m/s", "angular_velocity": "rad/s", "contact_force": "N"}
+from convexsim.io import QUANTITIES, UNITS, Trajectory
 
 
 def net_contact_force(traj: Trajectory) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
 from convexsim.spatial import quat_multiply, quat_to_matrix
-from convexsim.scene.load import SceneError, dump_scene
+from convexsim.scene.load import SceneError, dump_scene_compact
 from convexsim.scene.schema import (
     BodySpec,
     BodyTemplate,
@@ -204,13 +204,13 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     q = np.zeros((nbody, 7))
     v = np.zeros((nbody, 6))
     geoms: list[tuple[int, GeometrySpec, tuple[float, float, float, float]]] = []
-    inertia_cache: dict[tuple, np.ndarray] = {}  # grid bodies share (mass, inertia, geometries)
+    inertia_cache: dict[tuple, np.ndarray] = {}  # by (mass, inertia, geometries): equal specs, equal inertia
     n_moving = 0
     for b, body in enumerate(bodies):
         where = f"bodies '{body.name}'"
         body_fixed[b] = body.fixed
         body_mass[b] = body.mass if body.mass is not None else 0.0
-        key = (body.mass, body.inertia, id(body.geometries))
+        key = (body.mass, body.inertia, tuple(body.geometries))   # frozen specs hash by value
         if key not in inertia_cache:
             inertia_cache[key] = _body_inertia(body, where)
         body_inertia[b] = inertia_cache[key]
@@ -258,7 +258,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         material_stiffness=np.array([m.stiffness for m in mats], dtype=float),
         material_dissipation_time=np.array([m.dissipation_time for m in mats], dtype=float),
         material_hc_dissipation=np.array([m.hunt_crossley_dissipation for m in mats], dtype=float),
-        scene_yaml=dump_scene(spec),
+        scene_yaml=dump_scene_compact(spec),
     )
     state = State(t=0.0, q=q, v=v, step=0)
     return model, state

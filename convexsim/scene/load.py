@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
+import os
 import re
 import types
 import typing
@@ -271,11 +273,30 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader that also reads YAML 1.2 floats without a dot, such as ``1e6`` or ``-2E-3``."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """``_Loader`` on libyaml's parser (PyYAML's C loader, ~10× faster) when PyYAML was built with it;
+    the same resolvers and constructors, so the same data and node marks (line numbers). The tag of a
+    plain scalar depends only on its text here (no path resolvers), so it is looked up once per text."""
+
+    _scalar_tags: dict[str, str] = {}
+
+    def resolve(self, kind, value, implicit):
+        if kind is yaml.ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            tag = self._scalar_tags.get(value)
+            if tag is None:
+                tag = self._scalar_tags[value] = super().resolve(kind, value, implicit)
+                if len(self._scalar_tags) > 100_000:
+                    self._scalar_tags.clear()
+            return tag
+        return super().resolve(kind, value, implicit)
+
+
+for _cls in (_Loader, _FastLoader):
+    _cls.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"),
+    )
 
 
 def _yaml_load(text: str) -> Any:
@@ -426,11 +447,26 @@ def _warn_unused_materials(before: dict, after: dict, paths: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
-    """Parse YAML text into (data, node tree); syntax errors become a SceneError with the line number."""
+def _compose_and_construct(text: str, loader_class: type) -> tuple[Any, Any]:
+    """(data, node tree) of YAML text from one parse: the node tree, then the data built from it."""
+    loader = loader_class(text)
     try:
-        data = _yaml_load(text)
-        node = yaml.compose(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), node
+    finally:
+        loader.dispose()
+
+
+def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
+    """Parse YAML text into (data, node tree); syntax errors become a SceneError with the line number.
+
+    One parse with the C loader when available; invalid YAML is parsed again by the pure-Python loader so
+    that the message (line, column, problem) does not depend on how PyYAML was built."""
+    try:
+        try:
+            data, node = _compose_and_construct(text, _FastLoader)
+        except yaml.YAMLError:
+            data, node = _compose_and_construct(text, _Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -524,15 +560,15 @@ def shipped_scene_path(name: str) -> Path:
         FileNotFoundError: no such scene, with the closest shipped name and the list of shipped ones.
     """
     candidate = Path(name)
-    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+    if candidate.suffix in (".yaml", ".yml") and _exists(candidate, file=True):
         return candidate
     stem = candidate.stem if candidate.suffix in (".yaml", ".yml") else str(name)
     for ext in (".yaml", ".yml"):
         p = shipped_scenes_dir() / f"{stem}{ext}"
-        if p.is_file():
+        if _exists(p, file=True):
             return p
     shipped = [n for n, _, _ in list_scenes()]
-    raise FileNotFoundError(f"no shipped scene named {str(name)!r}{did_you_mean(stem, shipped)}; "
+    raise FileNotFoundError(f"no shipped scene named {_clip(str(name))!r}{did_you_mean(stem, shipped)}; "
                             f"shipped scenes: {', '.join(shipped) or '(none found)'}")
 
 
@@ -549,21 +585,45 @@ def resolve_scene_path(scene: str | Path) -> Path:
         FileNotFoundError: none of these exists; the message names the closest shipped scene.
     """
     path = Path(scene)
-    if path.exists():
+    if _exists(path):
         return path
     if not path.is_absolute():
         root = shipped_scenes_dir()
         parts = path.parts
         tails = [path] + ([Path(*parts[1:])] if len(parts) > 1 and parts[0] == root.name else [])
         for tail in tails:
-            if (root / tail).exists():
+            if _exists(root / tail):
                 return root / tail
     if len(path.parts) == 1:
         stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
         for ext in (".yaml", ".yml"):
-            if (shipped_scenes_dir() / f"{stem}{ext}").is_file():
+            if _exists(shipped_scenes_dir() / f"{stem}{ext}", file=True):
                 return shipped_scenes_dir() / f"{stem}{ext}"
     raise FileNotFoundError(f"scene not found: {_not_found_hint(path)}")
+
+
+def _exists(path: Path, file: bool = False) -> bool:
+    """``path.exists()`` (``is_file()`` with ``file``), False for a name the OS refuses (too long, NUL
+    byte) instead of an OSError."""
+    try:
+        return path.is_file() if file else path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+_MAPPING_START = re.compile(r"\s*(?:\{|---|[^\s#{}\[\],][^\n]*?:(?:\s|$))")
+
+
+def is_scene_text(scene: Any) -> bool:
+    """True when the string ``scene`` is YAML text rather than a path or a shipped scene name: it has a
+    newline, or it starts with a mapping (``{``, ``---`` or ``key:`` followed by a space or the end).
+    ``C:\\scenes\\a.yaml`` and ``box_stack`` are names; ``"bodies: []"`` is text."""
+    return isinstance(scene, str) and ("\n" in scene or _MAPPING_START.match(scene) is not None)
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    """``text`` shortened to ``limit`` characters for messages (a very long "name" is usually not one)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _not_found_hint(path: Path) -> str:
@@ -572,11 +632,14 @@ def _not_found_hint(path: Path) -> str:
     shipped = [n for n, _, _ in list_scenes()]
     if len(path.parts) == 1:
         stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
-        return (f"{str(path)!r} is neither a file nor a shipped scene{did_you_mean(stem, shipped)}; "
+        return (f"{_clip(str(path))!r} is neither a file nor a shipped scene{did_you_mean(stem, shipped)}; "
                 f"shipped scenes: {', '.join(shipped) or '(none found)'}")
-    siblings = [p.name for p in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
+    try:
+        siblings = [p.name for p in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
+    except (OSError, ValueError):
+        siblings = []
     hint = did_you_mean(path.name, siblings) or did_you_mean(path.stem, shipped)
-    return f"no file {str(path)!r}{hint}; shipped scenes: `convexsim scenes`"
+    return f"no file {_clip(str(path))!r}{hint}; shipped scenes: `convexsim scenes`"
 
 
 def _read_scene_text(path: Path) -> str:
@@ -603,11 +666,19 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = 
     relative to the shipped scenes folder, else a shipped scene name (``"box_stack"``). A scene without
     a ``name`` is named after its file (``scenes/box_stack.yaml`` -> ``box_stack``).
     """
+    data, node, source = read_scene_file(path)
+    return scene_from_dict(data, source, overrides, _node=node)
+
+
+def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
+    """(raw data, YAML node tree, source name) of a scene file, found as :func:`resolve_scene_path`
+    does, not validated; a scene without a ``name`` gets its file's stem. SceneError when the file is
+    missing, unreadable, empty or not YAML."""
     try:
         path = resolve_scene_path(path)
     except FileNotFoundError:
         hint = _not_found_hint(Path(path))
-        raise SceneError([f"{path}: cannot read scene file: {hint}"], str(path)) from None
+        raise SceneError([f"{_clip(str(path))}: cannot read scene file: {hint}"], _clip(str(path))) from None
     source = str(path)
     text = _read_scene_text(path)
     data, node = _read_yaml(text, source)
@@ -617,7 +688,25 @@ def load_scene(path: str | Path, overrides: dict[str, Any] | list[str] | None = 
     if isinstance(data, dict) and "name" not in data:
         stem = re.sub(r"[.=\[\]\s]", "_", path.stem) or "scene"
         data = {"name": stem, **data}
-    return scene_from_dict(data, source, overrides, _node=node)
+    return data, node, source
+
+
+def read_scene_data(scene: Any, text_source: str = "<string>") -> tuple[Any, Any, str]:
+    """(raw data, YAML node tree or None, source name) of a scene given as a path or shipped scene name,
+    YAML text (:func:`is_scene_text`), a mapping or a SceneSpec; not validated (a SceneSpec's data is its
+    resolved form). Parsing happens once: validate the result with ``scene_from_dict(data, source,
+    _node=node)`` to get problems with line numbers."""
+    if isinstance(scene, SceneSpec):
+        return scene.model_dump(mode="json", exclude_none=True), None, f"<scene {scene.name!r}>"
+    if isinstance(scene, typing.Mapping):
+        return dict(scene), None, "<scene>"
+    if is_scene_text(scene):
+        data, node = _read_yaml(scene, text_source)
+        return data, node, text_source
+    if isinstance(scene, (str, os.PathLike)):
+        return read_scene_file(scene)
+    raise TypeError(f"a scene is a path, a shipped scene name, YAML text, a mapping or a SceneSpec, "
+                    f"not {type(scene).__name__}")
 
 
 def with_overrides(spec: SceneSpec, overrides: dict[str, Any] | list[str] | None, source: str | None = None) -> SceneSpec:
@@ -646,8 +735,51 @@ def dump_scene(spec: SceneSpec) -> str:
     return yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=10_000, allow_unicode=True)
 
 
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(-?)(Infinity|NaN)\b|(?<![\d.])(-?\d+)([eE][-+]?\d+)')
+
+_JSON_SUSPECT = re.compile(r"\d[eE]|Infinity|NaN")
+
+
+def _yaml_number(m: re.Match) -> str:
+    """A JSON token as YAML 1.1 reads it: strings as they are, ``1e-05`` -> ``1.0e-05``,
+    ``Infinity`` -> ``.inf``."""
+    if m.group(2):
+        return m.group(1) + (".inf" if m.group(2) == "Infinity" else ".nan")
+    if m.group(3):
+        return f"{m.group(3)}.0{m.group(4)}"
+    return m.group(0)
+
+
+def _flow(value: Any) -> str:
+    """``value`` (JSON types) as a one-line YAML flow node: JSON with floats every YAML 1.1 reader parses
+    as floats (``yaml.safe_load`` needs a dot in ``1.0e-05``)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _JSON_TOKEN.sub(_yaml_number, text) if _JSON_SUSPECT.search(text) else text
+
+
+def dump_scene_compact(spec: SceneSpec) -> str:
+    """The fully resolved scene as compact YAML: one line per top-level key, body and grid, each value a
+    JSON flow node. What trajectory files store (``scene_yaml``): ~100× faster to write than
+    :func:`dump_scene` for a thousand bodies, and ``scene_from_yaml(dump_scene_compact(spec)) == spec``
+    (floats written by ``repr``, which round-trips)."""
+    d = spec.model_dump(mode="json", exclude_none=True)
+    d["bodies"] = [_ordered(b, ("name",)) for b in d["bodies"]]
+    lines = []
+    for key, value in d.items():
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            lines.append(f"{key}:")
+            lines.extend(f"- {_flow(item)}" for item in value)
+        else:
+            lines.append(f"{key}: {_flow(value)}")
+    return "\n".join(lines) + "\n"
+
+
 __all__ = [
     "SceneError",
+    "dump_scene_compact",
+    "is_scene_text",
+    "read_scene_data",
+    "read_scene_file",
     "load_scene",
     "scene_from_dict",
     "scene_from_yaml",

@@ -7,12 +7,23 @@ Dask cluster, writes ``results.jsonl`` and ``results.csv`` as runs finish, resum
 and draws plots and a Markdown report. The core package never imports this one.
 """
 
-from convexsim.studies.cli import cli_main
-from convexsim.studies.metrics import METRICS, PAIR_METRICS, MetricContext, compute_metrics, make_context
-from convexsim.studies.runner import StudyResult, execute_run, run_study
-from convexsim.studies.spec import (RunTask, StudyError, StudySpec, expand_runs, load_study, reduce_spec,
-                                    study_from_dict)
-from convexsim.studies.store import ResultStore, read_csv
+import importlib
+
+_LAZY = {"cli_main": "cli", "METRICS": "metrics", "PAIR_METRICS": "metrics", "MetricContext": "metrics",
+         "compute_metrics": "metrics", "make_context": "metrics", "StudyResult": "runner",
+         "execute_run": "runner", "run_study": "runner", "RunTask": "spec", "StudyError": "spec",
+         "StudySpec": "spec", "expand_runs": "spec", "load_study": "spec", "reduce_spec": "spec",
+         "study_from_dict": "spec", "ResultStore": "store", "read_csv": "store"}
+_SUBMODULES = ("cli", "metrics", "report", "result", "runner", "spec", "store")
+
+
+def __getattr__(name):  # lazy: `convexsim --help` builds the study parser without numpy, pydantic or dask
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"convexsim.studies.{_LAZY[name]}"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"convexsim.studies.{name}")
+    raise AttributeError(f"module 'convexsim.studies' has no attribute {name!r}")
+
 
 __all__ = ["run_study", "load_study", "study_from_dict", "cli_main", "StudySpec", "StudyResult", "StudyError",
            "RunTask", "expand_runs", "reduce_spec", "execute_run", "METRICS", "PAIR_METRICS", "MetricContext",

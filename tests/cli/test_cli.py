@@ -106,9 +106,10 @@ def _read_until_progress(proc, *, timeout):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
-    """Check a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves no output file and no temporary file
-    behind; SIGTERM is handled like Ctrl-C (a message with the step and time reached), exit 143."""
+def test_interrupted_run_keeps_its_frames(tmp_path, sig, capsys):
+    """Check a run of a real `convexsim run` process stopped by Ctrl-C or SIGTERM writes the frames it
+    recorded, atomically, marked interrupted (``failure``, metadata, `info`), and exits 130 / 143; SIGKILL
+    (which cannot be handled) leaves no file and no temporary file behind."""
     out = tmp_path / "big.npz"
     proc = subprocess.Popen(_console() + ["run", "sphere_pile", "--duration", "30", "--out", str(out)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -119,15 +120,57 @@ def test_interrupted_run_leaves_no_partial_output(tmp_path, sig):
     proc.send_signal(sig)
     _, rest = proc.communicate(timeout=60)
     err = first + rest
-    assert proc.returncode != 0
-    assert not out.exists()
-    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
-    if sig == signal.SIGINT:
-        assert "interrupted" in err
-        assert proc.returncode == 130
-    if sig == signal.SIGTERM:
-        assert proc.returncode == 143, err
-        assert "terminated: interrupted by SIGTERM at step" in err and "no output written" in err, err
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+        return
+    name = "SIGTERM" if sig == signal.SIGTERM else "SIGINT"
+    assert proc.returncode == (143 if sig == signal.SIGTERM else 130), err
+    assert list(tmp_path.iterdir()) == [out], list(tmp_path.iterdir())     # no temporary file left
+    who = "by SIGTERM" if sig == signal.SIGTERM else "by the user"
+    assert f"interrupted {who} at step" in err and "frames recorded so far are in" in err, err
+    traj = load_trajectory(out)
+    assert traj.num_frames >= 2                   # frame 0 and at least one step: progress had been shown
+    assert traj.failure.startswith(f"interrupted {who} at step")
+    assert traj.metadata["interrupted"] == name
+    # record_every 1: one frame per step taken, except that the signal may land between a step and its
+    # recording, so the last step taken may be one past the last frame.
+    step = int(traj.failure.split("at step ")[1].split()[0])
+    assert traj.num_frames - 1 <= step <= traj.num_frames
+    assert traj.num_frames - 1 <= traj.metadata["steps"] <= traj.num_frames
+    np.testing.assert_allclose(np.diff(traj.time), traj.time_step, rtol=1e-9)
+    assert main(["info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert f"interrupted {traj.failure}" in info, info
+
+
+def test_interrupted_trajectory_drops_a_frame_cut_short():
+    """Check the frames an interrupted run writes are whole: a signal landing inside Recorder.record (between
+    two of its appends, here after the time and positions of a 5th frame, or after its contact count but
+    before its contact rows) drops that frame instead of making the file inconsistent."""
+    from convexsim.simulate import Recorder, RunInterrupted, RunStats, interrupted_trajectory, prepare
+    from convexsim.stepping import StepContext, step
+
+    model, state, _ = prepare("box_stack", duration=0.01)
+    rec, ctx = Recorder(model), StepContext()
+    rec.record(state, None)
+    for _ in range(4):
+        state, info = step(model, state, ctx)
+        rec.record(state, info)
+    assert rec.contact_counts[-1] > 0                    # the boxes touch: frames carry contact rows
+    message = "interrupted by the user at step 4"
+    whole = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), message))
+    rec.frames_t.append(state.t + model.time_step)
+    rec.frames_q.append(state.q.copy())
+    cut = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 5"))
+    for name in ("frames_v", "iterations", "converged", "residual", "ls_evals", "contact_counts"):
+        getattr(rec, name).append(getattr(rec, name)[-1])    # every per-frame list, but no contact rows
+    cut2 = interrupted_trajectory(model, RunInterrupted(rec, RunStats(), "interrupted by the user at step 5"))
+    for traj in (whole, cut, cut2):
+        traj.validate()
+        assert traj.num_frames == 5 and traj.metadata["interrupted"] == "SIGINT"
+        np.testing.assert_array_equal(traj.position, whole.position)
+        np.testing.assert_array_equal(traj.contact_force, whole.contact_force)
 
 
 def test_time_flags_are_checked_and_named(tmp_path, capsys):

@@ -18,6 +18,7 @@ from convexsim.scene import (
     apply_overrides,
     compile_scene,
     dump_scene,
+    dump_scene_compact,
     expand_bodies,
     list_scenes,
     load_scene,
@@ -554,6 +555,9 @@ def test_dump_load_round_trip_property(mass, pos, vel, quat, radius, stiffness):
         }
     )
     assert scene_from_yaml(dump_scene(spec)) == spec
+    compact = dump_scene_compact(spec)            # the trajectory header: exact, and plain YAML 1.1 floats
+    assert scene_from_yaml(compact) == spec
+    assert yaml.safe_load(compact) == spec.model_dump(mode="json", exclude_none=True)
 
 
 def test_docs_scene_format_lists_every_field():
