@@ -365,7 +365,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     sensitive to other processes on a shared machine), iterations (Newton per step), contacts, penetrating (contacts
     with φ < 0 per step), factor_ms and analyze_ms (per step), factorizations, analyses (orderings +
     symbolic factorizations actually run; the rest were reused), fill (Σ nonzero blocks of L / Σ nonzero
-    blocks of H's lower triangle over all factorizations; None without any), unconverged (steps).
+    blocks of H's lower triangle over all factorizations; None without any), kept (edges of the factored
+    pattern / edges of the clique graph: below 1 when the blocks with G = 0 are pruned), unconverged (steps).
     ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run."""
     from convexsim import stepping
     from convexsim.sap import linalg
@@ -393,6 +394,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
+        "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,
         "unconverged": bad,
     }
 
@@ -400,17 +402,18 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
 def scene_table_header() -> str:
     """Column titles of :func:`scene_row`."""
     return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'contacts/step':>14}"
-            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'unconv':>7}")
+            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}")
 
 
 def scene_row(r: dict) -> str:
     """One line of the scene table (per-step averages; cpu ms = process CPU time; fill = nonzero blocks of L
-    / of H)."""
+    / of H in the factored pattern; kept = edges of that pattern / edges of the clique graph)."""
     fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
+    kept = "—" if r.get("kept") is None else f"{r['kept']:.2f}"
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
             f"{r['iterations']:>10.1f}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
-            f"{fill:>9}{r['unconverged']:>7}")
+            f"{fill:>9}{kept:>6}{r['unconverged']:>7}")
 
 
 # ----------------------------------------------------------------------------------------------------
