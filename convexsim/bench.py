@@ -365,7 +365,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     sensitive to other processes on a shared machine), iterations (Newton per step), contacts, penetrating (contacts
     with φ < 0 per step), factor_ms and analyze_ms (per step), factorizations, analyses (orderings +
     symbolic factorizations actually run; the rest were reused), fill (Σ nonzero blocks of L / Σ nonzero
-    blocks of H's lower triangle over all factorizations; None without any), unconverged (steps).
+    blocks of H's lower triangle over all factorizations; None without any), kept (edges of the factored
+    pattern / edges of the clique graph: below 1 when the blocks with G = 0 are pruned), unconverged (steps).
     ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run."""
     from convexsim import stepping
     from convexsim.sap import linalg
@@ -393,6 +394,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
+        "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,
         "unconverged": bad,
     }
 
@@ -400,17 +402,18 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
 def scene_table_header() -> str:
     """Column titles of :func:`scene_row`."""
     return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'contacts/step':>14}"
-            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'unconv':>7}")
+            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}")
 
 
 def scene_row(r: dict) -> str:
     """One line of the scene table (per-step averages; cpu ms = process CPU time; fill = nonzero blocks of L
-    / of H)."""
+    / of H in the factored pattern; kept = edges of that pattern / edges of the clique graph)."""
     fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
+    kept = "—" if r.get("kept") is None else f"{r['kept']:.2f}"
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
             f"{r['iterations']:>10.1f}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
-            f"{fill:>9}{r['unconverged']:>7}")
+            f"{fill:>9}{kept:>6}{r['unconverged']:>7}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -418,17 +421,20 @@ def scene_row(r: dict) -> str:
 # ----------------------------------------------------------------------------------------------------
 
 
-def scene_hessians(scene, steps) -> list[tuple[int, tuple]]:
+def scene_hessians(scene, steps, with_positions: bool = False) -> list[tuple]:
     """(step, (block_sizes, edges, diag_values, edge_values)) of the last Newton matrix factored in each of
-    the given steps (1-based) of a scene run from its initial state with the default solver settings."""
-    from convexsim import stepping
-    from convexsim.sap import linalg
+    the given steps (1-based) of a scene run from its initial state with the default solver settings;
+    ``with_positions``: a third item, the world positions (nb, 3) of the cliques' bodies at that step."""
+    from convexsim import dynamics, stepping
+    from convexsim.sap import linalg, solver
     from convexsim.simulate import prepare
 
     model, state, _ = prepare(scene)
     wanted = {int(k) for k in steps}
     last: list = []
     original = linalg.SparseHessian.factor_and_solve
+    original_participating = solver._participating_problem
+    used_dofs: list = [None]
 
     def record(self, G, rhs):
         self.assemble(G)
@@ -436,17 +442,78 @@ def scene_hessians(scene, steps) -> list[tuple[int, tuple]]:
                     self.edge_values.copy())]
         return original(self, G, rhs)
 
+    def participating(problem):
+        reduced, dofs = original_participating(problem)
+        used_dofs[0] = dofs
+        return reduced, dofs
+
     out = []
     linalg.SparseHessian.factor_and_solve = record
+    solver._participating_problem = participating
     try:
         for k in range(1, max(wanted) + 1):
             last.clear()
+            q0 = state.q
             state, _ = stepping.step(model, state)
             if k in wanted and last:
-                out.append((k, last[0]))
+                if not with_positions:
+                    out.append((k, last[0]))
+                    continue
+                centers = q0[dynamics.moving_bodies(model), :3]
+                if used_dofs[0] is not None:
+                    centers = centers[used_dofs[0].reshape(-1, 6)[:, 0]]
+                out.append((k, last[0], centers))
     finally:
         linalg.SparseHessian.factor_and_solve = original
+        solver._participating_problem = original_participating
     return out
+
+
+def geometric_nd_order(sizes: np.ndarray, edges: np.ndarray, positions: np.ndarray,
+                       leaf: int = 48) -> np.ndarray:
+    """Nested dissection by coordinate bisection (an elimination order for ``supernodal.analyze(perm=)``):
+    split the blocks at the median of the coordinate of largest spread (positions (nb, 3) [m]), take as
+    separator the blocks of the smaller side that touch the other side, order side 1, side 2, separator;
+    parts of <= ``leaf`` blocks by minimum degree. Needs the bodies' positions, which the analysis does not
+    have, so it is a benchmark comparison, not an ``analyze`` ordering."""
+    nb = sizes.size
+    xadj, adjncy = bs._adjacency(nb, np.asarray(edges, dtype=np.int64).reshape(-1, 2))
+    order: list[np.ndarray] = []
+    work: list[tuple[str, np.ndarray]] = [("nodes", np.arange(nb))]
+    inside = np.zeros(nb, dtype=bool)
+    while work:
+        kind, nodes = work.pop()
+        if kind == "emit" or nodes.size <= leaf:
+            if kind == "emit" or nodes.size == 0:
+                order.append(nodes)
+                continue
+            local_index = -np.ones(nb, dtype=np.int64)
+            local_index[nodes] = np.arange(nodes.size)
+            sub = [(local_index[i], local_index[j]) for i in nodes for j in adjncy[xadj[i]:xadj[i + 1]]
+                   if local_index[j] > local_index[i]]
+            local = sn._md_order(sizes[nodes], np.array(sub, dtype=np.int64).reshape(-1, 2))
+            order.append(nodes[local])
+            continue
+        p = positions[nodes]
+        axis = int(np.argmax(p.max(axis=0) - p.min(axis=0)))
+        left = p[:, axis] <= np.median(p[:, axis])
+        if left.all() or not left.any():
+            left = np.arange(nodes.size) < nodes.size // 2
+        a, b = nodes[left], nodes[~left]
+        inside[:] = False
+        inside[b] = True
+        touch_a = np.array([inside[adjncy[xadj[i]:xadj[i + 1]]].any() for i in a], dtype=bool)
+        inside[:] = False
+        inside[a] = True
+        touch_b = np.array([inside[adjncy[xadj[i]:xadj[i + 1]]].any() for i in b], dtype=bool)
+        if touch_a.sum() <= touch_b.sum():
+            sep, a = a[touch_a], a[~touch_a]
+        else:
+            sep, b = b[touch_b], b[~touch_b]
+        work.append(("emit", sep))
+        work.append(("nodes", b))
+        work.append(("nodes", a))
+    return np.concatenate(order).astype(np.int64)
 
 
 def _cpu_ms(fn, repeats: int) -> float:
@@ -464,22 +531,24 @@ def ordering_comparison(scene, steps=(20, 40, 60), repeats: int = 5) -> list[dic
     numeric factorization for the supernodal factor with each ordering, and the one-block-at-a-time factor
     (its own minimum-degree ordering); plus the analysis CPU ms."""
     rows = []
-    for k, (sizes, edges, d, ev) in scene_hessians(scene, steps):
+    for k, (sizes, edges, d, ev), centers in scene_hessians(scene, steps, with_positions=True):
         row = {"step": k, "blocks": int(sizes.size), "edges": int(edges.shape[0])}
         old = bs.analyze(sizes, edges)
         bs.factor(old, d, ev)
         row["block_ms"] = _cpu_ms(functools.partial(bs.factor, old, d, ev), repeats)
         row["block_fill"] = (sizes.size + old.l_colptr[-1]) / (sizes.size + edges.shape[0])
         row["block_analyze_ms"] = _cpu_ms(functools.partial(bs.analyze, sizes, edges), repeats)
-        for ordering in sn.ORDERINGS:
-            sym = sn.analyze(sizes, edges, ordering)
+        for ordering in sn.ORDERINGS + ("geo",):
+            perm = geometric_nd_order(sizes, edges, centers) if ordering == "geo" else None
+            analyse = functools.partial(sn.analyze, sizes, edges, "md" if perm is not None else ordering,
+                                        perm=perm)
+            sym = analyse()
             sn.factor(sym, d, ev)
             row[f"{ordering}_ms"] = _cpu_ms(functools.partial(sn.factor, sym, d, ev), repeats)
             row[f"{ordering}_fill"] = sym.l_blocks / sym.h_blocks
             row[f"{ordering}_mflop"] = 2e-6 * sym.flops
             row[f"{ordering}_supernodes"] = sym.supernodes
-            row[f"{ordering}_analyze_ms"] = _cpu_ms(functools.partial(sn.analyze, sizes, edges, ordering),
-                                                    repeats)
+            row[f"{ordering}_analyze_ms"] = _cpu_ms(analyse, repeats)  # geo: without the bisection itself
         rows.append(row)
     return rows
 
@@ -488,14 +557,15 @@ def format_ordering_table(rows: list[dict]) -> str:
     """Plain-text table of :func:`ordering_comparison` rows."""
     title = ("Newton matrices of the scene: factor CPU ms (fill = blocks of L / of H, Mflop of the supernodal "
              "factor), analysis CPU ms")
-    columns = " | ".join(f"{o + ' ms':>8}{'fill':>6}{'Mflop':>7}{'snodes':>7}{'an.':>6}" for o in sn.ORDERINGS)
+    columns = " | ".join(f"{o + ' ms':>8}{'fill':>6}{'Mflop':>7}{'snodes':>7}{'an.':>6}"
+                         for o in sn.ORDERINGS + ("geo",))
     lines = [title, f"{'step':>5}{'blocks':>7}{'edges':>7} | {'block ms':>9}{'fill':>6}{'an.':>6} | {columns}"]
     for r in rows:
         lines.append(
             f"{r['step']:>5}{r['blocks']:>7}{r['edges']:>7} | {r['block_ms']:>9.2f}{r['block_fill']:>6.2f}"
             f"{r['block_analyze_ms']:>6.1f} | "
             + " | ".join(f"{r[o + '_ms']:>8.2f}{r[o + '_fill']:>6.2f}{r[o + '_mflop']:>7.1f}"
-                         f"{r[o + '_supernodes']:>7}{r[o + '_analyze_ms']:>6.1f}" for o in sn.ORDERINGS))
+                         f"{r[o + '_supernodes']:>7}{r[o + '_analyze_ms']:>6.1f}" for o in sn.ORDERINGS + ("geo",)))
     return "\n".join(lines)
 
 

@@ -442,6 +442,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--duration", type=float, help="simulated time per scene [s] (default: each scene's window)")
     p.add_argument("--linear-solver", choices=["sparse", "block", "dense"],
                    help="force the SAP linear solver (sparse = supernodal, block = one block at a time)")
+    p.add_argument("--prune", action=argparse.BooleanOptionalAction, default=None,
+                   help="factor the Newton matrix only in its nonzero blocks (--prune) or in the whole "
+                        "clique graph (--no-prune); default: convexsim.sap.linalg.PRUNE_PATTERN")
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
@@ -472,6 +475,10 @@ def cmd_bench(args) -> int:
         scenes = [(s, args.duration if args.duration is not None else d) for s, d in sap_bench.DEFAULT_SCENES]
         if args.all:
             scenes += [(s, args.duration) for s in sap_bench.PILE_SCENES if s != "pile_100"]
+    if args.prune is not None:
+        from convexsim.sap import linalg
+
+        linalg.PRUNE_PATTERN = args.prune
     print(sap_bench.scene_table_header())
     for name, dur in scenes:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver)

@@ -120,6 +120,16 @@ def _add_jt_g_j(J_values, pb, nb, G, pa, na, out, po, GJa):
 
 
 @jit
+def _is_zero3(g):
+    """True when every entry of the 3x3 block g is exactly zero (NaN is not zero)."""
+    for r in range(3):
+        for q in range(3):
+            if g[r, q] != 0.0:
+                return False
+    return True
+
+
+@jit
 def assemble_hessian_blocks(
     clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G, constraint_edge, diag_ptr, edge_ptr,
     diag_out, edge_out,
@@ -134,6 +144,8 @@ def assemble_hessian_blocks(
             diag_out[diag_ptr[c] + k] = A_values[A_ptr[c] + k]
     GJa = np.empty((3, n_max))
     for i in range(cliques.shape[0]):
+        if _is_zero3(G[i]):  # adds exactly nothing (open speculative contacts, flat regions of the cost)
+            continue
         for side in range(2):
             c = cliques[i, side]
             if c < 0:

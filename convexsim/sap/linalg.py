@@ -24,6 +24,16 @@ from convexsim.sap import block_sparse, blocks, supernodal
 FACTORIZATIONS = {"supernodal": supernodal, "block": block_sparse}
 """The sparse factorizations by name (the same analyze / factor / solve functions)."""
 
+GROWTH_KEEPS_ORDER = (4, 0.02)
+"""A pattern that grows by at most max(4, 2 % of its edges) keeps its elimination order (no new minimum
+degree ordering); a larger growth is ordered afresh (a stale order then costs more fill than it saves)."""
+
+PRUNE_PATTERN = False
+"""True: the SAP solver factors H in the pattern of its nonzero blocks (``SparseHessian(prune=True)``);
+False (default): in the whole clique graph. Same factor either way; on the sphere piles pruning costs more
+in re-analyses than it saves in the factorization (docs/block-sparse.md), so it is off
+(``convexsim bench --prune`` compares)."""
+
 
 @dataclass
 class FactorStats:
@@ -39,7 +49,11 @@ class FactorStats:
     l_blocks: int = 0
     """Sum over factorizations of the nonzero blocks of L (lower triangle incl. diagonal)."""
     h_blocks: int = 0
-    """Sum over factorizations of the nonzero blocks of H's lower triangle."""
+    """Sum over factorizations of the nonzero blocks of H's lower triangle (in the factored pattern)."""
+    graph_edges: int = 0
+    """Sum over factorizations of the clique graph's edges (coupled clique pairs)."""
+    kept_edges: int = 0
+    """Sum over factorizations of the edges in the factored pattern (fewer when pruned: G_i = 0)."""
 
 
 FACTOR_STATS = FactorStats()
@@ -51,10 +65,11 @@ def reset_factor_stats() -> FactorStats:
     return FACTOR_STATS
 
 
-def analyze(factorization: str, sizes: np.ndarray, edges: np.ndarray):
-    """A fresh symbolic analysis of the block graph (sizes (nb,), edges (ne, 2)) for ``factorization``."""
+def analyze(factorization: str, sizes: np.ndarray, edges: np.ndarray, **options):
+    """A fresh symbolic analysis of the block graph (sizes (nb,), edges (ne, 2)) for ``factorization``
+    (``options``: keywords of that module's ``analyze``)."""
     t0 = time.perf_counter()
-    sym = FACTORIZATIONS[factorization].analyze(sizes, edges)
+    sym = FACTORIZATIONS[factorization].analyze(sizes, edges, **options)
     FACTOR_STATS.analyze_s += time.perf_counter() - t0
     FACTOR_STATS.analyses += 1
     return sym
@@ -106,33 +121,87 @@ def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class SparseHessian:
-    """Block-sparse H = A + Jᵀ G J for one problem (analysis at construction, or from a SymbolicCache).
+    """Block-sparse H = A + Jᵀ G J for one problem, factored in the pattern of its nonzero blocks.
 
-    ``factorization``: "supernodal" (default) or "block" (``block_sparse``, one 6x6 block at a time)."""
+    ``factorization``: "supernodal" (default) or "block" (``block_sparse``, one 6x6 block at a time).
 
-    def __init__(self, problem, symbolic_cache: SymbolicCache | None = None, factorization: str = "supernodal"):
+    ``prune=False``: the pattern is the whole clique graph (every constraint couples its two cliques),
+    analysed at construction. ``prune=True`` (the solver's choice): the pattern holds only the clique
+    pairs coupled by a constraint whose Hessian block G_i is not exactly zero (open speculative contacts
+    and the other flat regions of the cost have G_i = 0), so it changes with G and is re-derived by
+    ``assemble``; its analysis is reused while the set of coupled pairs is unchanged (within a solve, and
+    across solves through a SymbolicCache). This is exact: the dropped blocks of H are exactly zero, and
+    the Cholesky factor of H in any pattern that contains its nonzero blocks is the same factor.
+    ``edges``, ``sym``, ``diag_ptr``, ``edge_ptr``, ``edge_values`` describe the current pattern.
+    """
+
+    def __init__(self, problem, symbolic_cache: SymbolicCache | None = None,
+                 factorization: str = "supernodal", prune: bool = False):
         if factorization not in FACTORIZATIONS:
             raise ValueError(f"factorization must be 'supernodal' or 'block', got {factorization!r}")
         self.problem = problem
+        self.factorization = factorization
         self.module = FACTORIZATIONS[factorization]
-        self.edges, self.constraint_edge = clique_graph(problem.constraint_cliques)
+        self.symbolic_cache = symbolic_cache
+        self.prune = bool(prune)
+        self.all_edges, self.all_constraint_edge = clique_graph(problem.constraint_cliques)
         sizes = problem.clique_sizes
-        if symbolic_cache is None:
-            self.sym = analyze(factorization, sizes, self.edges)
+        self.diag_ptr = np.zeros(sizes.size + 1, dtype=np.int64)
+        self.diag_ptr[1:] = np.cumsum(sizes * sizes)
+        self.diag_values = np.zeros(int(self.diag_ptr[-1]))
+        self.diag_ptr = self.diag_ptr[:-1]
+        self._edge_kept = None
+        if not self.prune:
+            self._use_pattern(np.ones(self.all_edges.shape[0], dtype=bool))
+
+    def _use_pattern(self, kept: np.ndarray, grown: bool = False) -> None:
+        """Switch to the pattern of the kept edges (bool (ne,)): analysis (cached), value layout.
+
+        ``grown``: the pattern grows the current one; its analysis keeps the current elimination order
+        (no new ordering: cheaper, and exact all the same)."""
+        self._edge_kept = kept
+        sizes = self.problem.clique_sizes
+        self.edges = np.ascontiguousarray(self.all_edges[kept])
+        new_index = np.cumsum(kept) - 1
+        ce = self.all_constraint_edge
+        on = ce >= 0
+        on[on] = kept[ce[on]]
+        self.constraint_edge = -np.ones(ce.shape[0], dtype=np.int64)
+        self.constraint_edge[on] = new_index[ce[on]]
+        if grown and self.factorization == "supernodal":  # a few more edges: keep the elimination order
+            self.sym = analyze(self.factorization, sizes, self.edges, perm=self.sym.perm)
+        elif self.symbolic_cache is None:
+            self.sym = analyze(self.factorization, sizes, self.edges)
         else:
-            self.sym = symbolic_cache.analysis(sizes, self.edges, factorization)
-        if factorization == "supernodal":
+            self.sym = self.symbolic_cache.analysis(sizes, self.edges, self.factorization)
+        if self.factorization == "supernodal":
             self._blocks = (self.sym.l_blocks, self.sym.h_blocks)
         else:
             self._blocks = (sizes.size + int(self.sym.l_colptr[-1]), sizes.size + self.edges.shape[0])
-        self.diag_ptr = np.asarray(self.sym.diag_ptr, dtype=np.int64)
-        self.edge_ptr = np.asarray(self.sym.edge_ptr, dtype=np.int64)
         e_sizes = sizes[self.edges[:, 0]] * sizes[self.edges[:, 1]]
-        self.diag_values = np.zeros(int(np.sum(sizes * sizes)))
+        self.edge_ptr = np.zeros(self.edges.shape[0], dtype=np.int64)
+        if e_sizes.size:
+            self.edge_ptr[1:] = np.cumsum(e_sizes)[:-1]
         self.edge_values = np.zeros(int(np.sum(e_sizes)))
 
+    def _update_pattern(self, G: np.ndarray) -> None:
+        """Keep the edges with a constraint whose G_i is not exactly zero (NaN counts as nonzero)."""
+        ce = self.all_constraint_edge
+        nonzero = np.any(G.reshape(G.shape[0], 9) != 0.0, axis=1) & (ce >= 0)
+        kept = np.zeros(self.all_edges.shape[0], dtype=bool)
+        kept[ce[nonzero]] = True
+        if self._edge_kept is None:
+            self._use_pattern(kept)
+        else:
+            new = int(np.count_nonzero(kept & ~self._edge_kept))
+            if new:  # small growth: keep the elimination order (a large one would cost fill)
+                small = new <= max(GROWTH_KEEPS_ORDER[0], GROWTH_KEEPS_ORDER[1] * self.edges.shape[0])
+                self._use_pattern(kept | self._edge_kept, grown=small)
+
     def assemble(self, G: np.ndarray) -> None:
-        """Fill the nonzero blocks of H for the Hessian blocks G (nk, 3, 3)."""
+        """Fill the nonzero blocks of H for the Hessian blocks G (nk, 3, 3) (first the pattern, if pruned)."""
+        if self.prune:
+            self._update_pattern(G)
         p = self.problem
         blocks.assemble_hessian_blocks(
             p.clique_sizes, p.A_ptr, p.A_values, p.constraint_cliques, p.J_ptr, p.J_values, G,
@@ -162,6 +231,8 @@ class SparseHessian:
             FACTOR_STATS.factorizations += 1
             FACTOR_STATS.l_blocks += self._blocks[0]
             FACTOR_STATS.h_blocks += self._blocks[1]
+            FACTOR_STATS.graph_edges += self.all_edges.shape[0]
+            FACTOR_STATS.kept_edges += self.edges.shape[0]
         x = np.asarray(self.module.solve(self.sym, fac, rhs), dtype=float)
         return x, bool(np.all(np.isfinite(x)))
 

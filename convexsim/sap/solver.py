@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from convexsim.sap import blocks
+from convexsim.sap import blocks, linalg
 from convexsim.sap._validate import check_finite, check_positive
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
 from convexsim.sap.linalg import DenseHessian, SparseHessian, SymbolicCache
@@ -118,7 +118,7 @@ def _make_hessian(problem: ContactProblem, params: SapParameters, symbolic_cache
     if params.linear_solver == "dense":
         return DenseHessian(problem)
     factorization = "block" if params.linear_solver == "block" else "supernodal"
-    return SparseHessian(problem, symbolic_cache, factorization=factorization)
+    return SparseHessian(problem, symbolic_cache, factorization=factorization, prune=linalg.PRUNE_PATTERN)
 
 
 def _initial_guess(problem: ContactProblem, v_guess) -> np.ndarray:

@@ -508,10 +508,13 @@ def _scatter_maps(sizes, edges, iperm, scal_start, sn_of_block, sn_col, sn_rowpt
     return diag_dst, diag_stride, edge_dst, edge_stride, edge_transposed, True
 
 
-def analyze(block_sizes, edges, ordering: str = "md") -> SupernodalSymbolic:
+def analyze(block_sizes, edges, ordering: str = "md", perm=None) -> SupernodalSymbolic:
     """Ordering, postorder, supernodes and scatter maps for the block pattern (see module docstring).
 
-    Raises ``ValueError`` for malformed input or an unknown ordering."""
+    ``perm``: an elimination order of the blocks to use instead of computing ``ordering`` (e.g. the order of
+    an earlier analysis of a slightly smaller pattern: any order gives the exact factor, a stale one only
+    costs fill); it is still postordered. Raises ``ValueError`` for malformed input, an unknown ordering or
+    a ``perm`` that is not a permutation of the blocks."""
     if ordering not in ORDERINGS:
         raise ValueError(f"ordering must be one of {ORDERINGS}, got {ordering!r}")
     sizes, e = bs._validate(block_sizes, edges)
@@ -520,7 +523,12 @@ def analyze(block_sizes, edges, ordering: str = "md") -> SupernodalSymbolic:
     nb = sizes.size
     block_offset, diag_ptr, edge_ptr, diag_len, edge_len = bs.block_pointers(sizes, e)
     xadj, adjncy = bs._adjacency(nb, e)
-    perm0 = _md_order(sizes, e) if ordering == "md" else _nd_order(sizes, e)
+    if perm is not None:
+        perm0 = np.asarray(perm, dtype=np.int64)
+        if perm0.shape != (nb,) or not np.array_equal(np.sort(perm0), np.arange(nb)):
+            raise ValueError(f"perm must be a permutation of the {nb} blocks")
+    else:
+        perm0 = _md_order(sizes, e) if ordering == "md" else _nd_order(sizes, e)
     _, parent0, _, _ = _block_pattern(sizes, xadj, adjncy, perm0)
     perm = perm0[_postorder(parent0)]
     iperm, parent, colptr, rows = _block_pattern(sizes, xadj, adjncy, perm)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from convexsim.model import Model, State
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                          combined_parameters, contact_kinematics, contact_margin,
-                                         contact_velocities)
+                                         contact_velocities, pair_reach)
 from convexsim.stepping.context import LcpWarmStart, StepContext
 from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
 from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
@@ -49,4 +49,4 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
 __all__ = ["step", "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
            "SimulationError", "ConvergenceWarning", "LcpStepError", "contact_kinematics",
            "ContactKinematics", "ContactParameters", "combined_parameters", "contact_margin",
-           "contact_velocities", "check_finite_state", "build_sap_problem"]
+           "contact_velocities", "check_finite_state", "build_sap_problem", "pair_reach"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from convexsim import dynamics
 from convexsim.geometry.collide import CollisionWorkspace, collide
-from convexsim.model import Contacts, Model, State
+from convexsim.model import Contacts, GeomType, Model, State
 from convexsim.stepping.types import SimulationError
 
 
@@ -25,15 +25,30 @@ MARGIN_FLOOR = 1e-3
 """Smallest speculative margin of a pair [m] (added once per pair, half to each body's share)."""
 
 
+def _geom_sweep_radius(model: Model) -> np.ndarray:
+    """ρ_g [m] per geometry: no point of geometry g's surface set moves further than |v_b| + |ω_b|·ρ_g per
+    second under a rigid motion of its body b (body-origin velocity v_b, angular velocity ω_b).
+
+    ρ_g = |p_g| + r_g (p_g: geometry origin in the body frame, r_g: bounding radius about it), except for a
+    sphere, whose surface set is invariant under rotations about its centre: ρ_g = |p_g| (a centred
+    sphere's rotation does not move its surface, so a rolling ball gets no margin for its spin).
+    Halfspaces (r_g = inf) give inf and belong to fixed bodies only."""
+    rho = np.linalg.norm(model.geom_pos, axis=1) + model.geom_rbound
+    sphere = np.asarray(model.geom_type) == int(GeomType.SPHERE)
+    rho[sphere] = np.linalg.norm(model.geom_pos[sphere], axis=1)
+    return rho
+
+
 def contact_margin(model: Model, state: State) -> np.ndarray:
     """Per-body speculative-margin shares m_b [m], shape (nbody,); a pair's margin is m_A + m_B.
 
-    m_b = dt·(|v_b| + |ω_b|·r_b) + ½·floor for a moving body (r_b: bounding radius of its geometries
-    about the body origin): no point of b moves further than dt·(|v_b| + |ω_b|·r_b) in the step.
-    A fixed body has m_b = dt²·|g| + ½·floor: gravity moves every free body by at most dt²·|g| in a
-    step relative to the fixed world but not relative to another free body. So every pair that could
-    come into contact during the step (at the start-of-step velocities) is reported, while a resting
-    pile keeps about its touching set; the constraints act only on contacts the step closes (docs/sap.md).
+    m_b = dt·(|v_b| + |ω_b|·ρ_b) + ½·floor for a moving body (ρ_b: the largest sweep radius of its
+    geometries, :func:`_geom_sweep_radius`): no point of b's surface moves further than
+    dt·(|v_b| + |ω_b|·ρ_b) in the step. A fixed body has m_b = dt²·|g| + ½·floor: gravity moves every free
+    body by at most dt²·|g| in a step relative to the fixed world but not relative to another free body.
+    The broad phase reports the pairs within m_A + m_B; :func:`pair_reach` then keeps those that can close
+    (the relative motion of the two bodies), so that a resting pile keeps about its touching set; the
+    constraints act only on contacts the step closes (docs/sap.md).
     """
     dt = model.time_step
     share = np.full(model.nbody, 0.5 * MARGIN_FLOOR)
@@ -42,13 +57,46 @@ def contact_margin(model: Model, state: State) -> np.ndarray:
     if bodies.size == 0:
         return share
     rb = np.zeros(model.nbody)
-    finite = np.isfinite(model.geom_rbound)
-    np.maximum.at(rb, model.geom_body[finite],
-                  model.geom_rbound[finite] + np.linalg.norm(model.geom_pos[finite], axis=1))
+    rho = _geom_sweep_radius(model)
+    finite = np.isfinite(rho)
+    np.maximum.at(rb, model.geom_body[finite], rho[finite])
     speed = (np.linalg.norm(state.v[bodies, 3:], axis=1)
              + np.linalg.norm(state.v[bodies, :3], axis=1) * rb[bodies])
     share[bodies] += dt * speed
     return share
+
+
+def pair_reach(model: Model, state: State, contacts: Contacts) -> np.ndarray:
+    """How far each contact's gap can close in one step [m], shape (nc,):
+
+        reach = dt·(|v_A − v_B| + |ω_A|·ρ_a + |ω_B|·ρ_b) + dt²·|g| + floor      A or B fixed
+        reach = dt·(|v_A − v_B| + |ω_A|·ρ_a + |ω_B|·ρ_b) + max(dt²·|g|, floor) two free bodies
+
+    (v: body-origin velocities in W, ρ: the geometries' sweep radii). The relative displacement of a
+    point of A and a point of B over the step at the start-of-step velocities is at most
+    dt·(|v_A − v_B| + |ω_A| ρ_a + |ω_B| ρ_b), so their distance cannot fall by more. Gravity adds dt²|g|
+    against the fixed world, and as much between two free bodies when one of them is held by other
+    contacts (a ball resting on a supported ball); the floor covers velocity picked up from contacts in
+    the step (as in :func:`contact_margin`). Never larger than the pair margin m_A + m_B of
+    :func:`contact_margin`, which bounds the same motion body by body, except by the max(dt²|g|, floor)
+    term of two free bodies when dt²|g| exceeds the floor (dt > 10 ms at 1 g)."""
+    dt = model.time_step
+    v, w = state.v[:, 3:], state.v[:, :3]
+    a, b = contacts.body_a, contacts.body_b
+    rho = _geom_sweep_radius(model)
+    fixed = np.asarray(model.body_fixed, dtype=bool)
+    spin = [np.linalg.norm(w[body], axis=1) * np.where(fixed[body], 0.0, rho[geom])  # fixed: ρ may be inf
+            for body, geom in ((a, contacts.geom_a), (b, contacts.geom_b))]
+    fall = dt * dt * float(np.linalg.norm(model.gravity))
+    reach = dt * (np.linalg.norm(v[a] - v[b], axis=1) + spin[0] + spin[1])
+    return reach + np.where(fixed[a] | fixed[b], fall + MARGIN_FLOOR, max(fall, MARGIN_FLOOR))
+
+
+def _select(contacts: Contacts, keep: np.ndarray) -> Contacts:
+    """The contacts where keep (nc,) is True, in their order."""
+    return Contacts(geom_a=contacts.geom_a[keep], geom_b=contacts.geom_b[keep], body_a=contacts.body_a[keep],
+                    body_b=contacts.body_b[keep], phi=contacts.phi[keep], point=contacts.point[keep],
+                    normal=contacts.normal[keep])
 
 
 @dataclass(frozen=True)
@@ -115,13 +163,18 @@ def contact_kinematics(model: Model, state: State, *, margin: float | np.ndarray
 
     Args:
         margin: speculative distance [m], one for every pair or per-body shares (as in
-            ``geometry.collide``); default: the per-body shares of :func:`contact_margin`.
+            ``geometry.collide``); default: the per-body shares of :func:`contact_margin`, then only
+            the contacts whose gap is within :func:`pair_reach` (those that can close in the step).
         workspace: collision buffers to reuse (a step context's); default: fresh buffers.
     """
-    if margin is None:
-        margin = contact_margin(model, state)
     ws = CollisionWorkspace() if workspace is None else workspace
-    contacts = collide(model, state.q, margin=margin, workspace=ws)
+    if margin is None:
+        contacts = collide(model, state.q, margin=contact_margin(model, state), workspace=ws)
+        far = contacts.phi > pair_reach(model, state, contacts)
+        if far.any():
+            contacts = _select(contacts, ~far)
+    else:
+        contacts = collide(model, state.q, margin=margin, workspace=ws)
     R_WC = dynamics.contact_frames(contacts.normal)
     J_a, J_b = dynamics.contact_jacobian_blocks(model, state.q, contacts, R_WC)
     clique_of_body = np.where(model.body_dof >= 0, model.body_dof // 6, -1)
@@ -149,5 +202,6 @@ def check_finite_state(model: Model, state: State) -> None:
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
 
-__all__ = ["MARGIN_FLOOR", "contact_margin", "ContactParameters", "combined_parameters", "ContactKinematics",
+__all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach",
+           "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state"]

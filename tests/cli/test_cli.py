@@ -243,7 +243,7 @@ def test_bench_prints_its_figures(capsys):
     (row,) = [line for line in lines if line.startswith("sphere_drop")]
     fields = row.split()
     assert fields[1:3] == ["1", "5"]  # 1 moving body, 5 steps
-    for column in ("φ<0/step", "factor ms", "fill L/H"):
+    for column in ("φ<0/step", "factor ms", "fill L/H", "kept"):
         assert column in header, header
-    assert fields[-2] == "—"  # fill: the ball is still falling, nothing was factored
-    assert all(math.isfinite(float(x)) for x in fields[3:-2] + fields[-1:])
+    assert fields[-3:-1] == ["—", "—"]  # fill, kept: the ball is still falling, nothing was factored
+    assert all(math.isfinite(float(x)) for x in fields[3:-3] + fields[-1:])

@@ -164,3 +164,30 @@ def test_settled_pile_reports_about_the_touching_set():
             negative += int(np.count_nonzero(info.contacts.phi < 0))
     assert negative > 50 * 200  # the pile touches: about two contacts per sphere
     assert total <= 1.3 * negative, total / negative
+
+
+def test_spinning_sphere_gets_no_margin_for_its_spin_and_pairs_keep_what_can_close():
+    """Check the per-pair filter (stepping.pair_reach, docs/sap.md): a centred sphere's surface does not move
+    when it spins, so a sphere spinning at 50 rad/s on the spot gets only the floor; two spheres moving
+    together at 3 m/s with a 5 mm gap are not a contact (their relative speed is 0), while the same pair
+    closing at 1 m/s is (dt·1 m/s + 1 mm = 11 mm ≥ 5 mm). dt = 10 ms, no gravity."""
+    from convexsim.stepping import contact_kinematics, pair_reach
+
+    def pair(va, vb, spin=0.0):
+        a, b = sphere("a", [0, 0, 0], va), sphere("b", [0.105, 0, 0], vb)
+        a["angular_velocity"] = [0.0, 0.0, spin]
+        scene = {"name": "p", "time_step": 0.01, "gravity": [0, 0, 0], "materials": material(),
+                 "bodies": [a, b]}
+        return prepare(scene)[:2]
+
+    model, state = pair([0, 0, 0], [0, 0, 0], spin=50.0)
+    np.testing.assert_allclose(contact_margin(model, state), [5e-4, 5e-4], rtol=1e-12)
+    for va, vb, expected in (([3, 0, 0], [3, 0, 0], 0), ([0.5, 0, 0], [-0.5, 0, 0], 1)):
+        model, state = pair(va, vb)
+        wide = collide(model, state.q, margin=contact_margin(model, state))
+        kin = contact_kinematics(model, state)
+        assert kin.contacts.count == expected
+        if expected:
+            assert pair_reach(model, state, kin.contacts)[0] == pytest.approx(0.011, rel=1e-12)
+        else:  # found by the per-body margins (6 cm) and dropped by the pair's reach (1 mm)
+            assert wide.count == 1 and pair_reach(model, state, wide)[0] == pytest.approx(1e-3, rel=1e-12)
