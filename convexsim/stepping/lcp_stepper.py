@@ -38,7 +38,7 @@ import numpy as np
 
 from convexsim import dynamics
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
-                                 default_max_pivots, lemke, solve_from_basis)
+                                 default_max_pivots, lemke, lemke_from_basis, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
@@ -48,8 +48,13 @@ WARM_START_DEFAULT = True
 """Whether ``lcp_step`` warm-starts each step's LCP from the previous step's solution when its
 ``warm_start`` argument is None (docs/lcp.md §2, "Warm start")."""
 
-WARM_MAX_SOLVES = 8
-"""Principal subsystems ``solve_from_basis`` may factorize per step before falling back to Lemke."""
+WARM_MIN_SIZE = 100
+"""Islands with fewer LCP unknowns are solved cold even with the warm start on: below this size a cold
+Lemke run (a few pivots) costs less than setting up the warm tableau (docs/lcp.md §2, "Warm start")."""
+
+WARM_PIVOT_FRACTION = 0.5
+"""The warm Lemke run (``lemke_from_basis``) may take at most this fraction of the cold pivot limit's n
+(max(50, fraction·n) pivots) before the step falls back to cold Lemke."""
 
 
 class LcpStepError(SimulationError):
@@ -459,6 +464,14 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
     return np.concatenate([idx, beta, m + m * d + idx])
 
 
+def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int]:
+    """Lemke started from the guessed basis (``lemke_from_basis``), at most max(50, WARM_PIVOT_FRACTION·n)
+    pivots: (z or None, pivots). A solved result passed Lemke's final check on (M, q)."""
+    n = q.shape[0]
+    r = lemke_from_basis(M, q, basic, max_pivots=max(50, int(WARM_PIVOT_FRACTION * n)), workspace=workspace)
+    return (r.z.copy() if r.solved else None), r.pivots
+
+
 @dataclass
 class _StepSolution:
     v_next: np.ndarray
@@ -502,12 +515,12 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
                                          mu[idx], s.friction_directions)
         var = _island_variables(idx, m, d_global, layout.num_directions)
         z = None
-        if guess is not None:
+        if guess is not None and q.shape[0] >= WARM_MIN_SIZE:
             sol.warm_attempted = True
-            res = solve_from_basis(M, q, guess[var], max_solves=WARM_MAX_SOLVES)
-            sol.warm_solves += res.solves
-            if res.solved:
-                z, rung = res.z, "warm"
+            z, piv = _warm_solve(M, q, guess[var], ctx.lemke)
+            sol.warm_solves += 1
+            sol.pivots += piv
+            rung = "warm"
         if z is None:
             chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
             z, rung = chain.z, chain.rung
