@@ -48,7 +48,7 @@ WARM_START_DEFAULT = True
 """Whether ``lcp_step`` warm-starts each step's LCP from the previous step's solution when its
 ``warm_start`` argument is None (docs/lcp.md §2, "Warm start")."""
 
-WARM_MIN_SIZE = 100
+WARM_MIN_SIZE = 300
 """Islands with fewer LCP unknowns are solved cold even with the warm start on: below this size a cold
 Lemke run (a few pivots) costs less than setting up the warm tableau (docs/lcp.md §2, "Warm start")."""
 
@@ -173,23 +173,28 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     q[:nw] = W.T @ v_star
     q[:m] += bias
     if d:
-        E = np.kron(np.eye(m), np.ones((d, 1)))                # (m·d, m)
-        M[m:nw, nw:] = E
-        M[nw:, :m] = np.diag(mu)
-        M[nw:, m:nw] = -E.T
+        c = np.arange(m)
+        rows = m + np.arange(m * d)                             # β rows, contact-major
+        M[rows, nw + rows_contact(m, d)] = 1.0                 # E = blockdiag(1_d)
+        M[nw + c, c] = mu
+        M[nw + rows_contact(m, d), rows] = -1.0                # −Eᵀ
     return M, q, ContactLcpLayout(m, d, U, W, AinvW)
+
+
+def rows_contact(m: int, d: int) -> np.ndarray:
+    """Contact index of each β variable (contact-major, d per contact), shape (m·d,)."""
+    return np.repeat(np.arange(m), d)
 
 
 def dense_jacobian(kin, nv: int) -> np.ndarray:
     """Contact-frame Jacobians as dense rows (m, 3, n_v) from the per-body blocks of ``contact_kinematics``."""
     m = kin.contacts.count
-    J = np.zeros((m, 3, nv))
+    J = np.zeros((m, 3, nv // 6, 6))
     for blocks, clique in ((kin.J_a, kin.clique_a), (kin.J_b, kin.clique_b)):
-        for i in range(m):
-            c = clique[i]
-            if c >= 0:
-                J[i, :, 6 * c:6 * c + 6] += blocks[i]
-    return J
+        clique = np.asarray(clique)
+        i = np.flatnonzero(clique >= 0)
+        np.add.at(J, (i, slice(None), clique[i]), np.asarray(blocks)[i])
+    return J.reshape(m, 3, nv)
 
 
 def block_inverse(A_blocks: np.ndarray) -> np.ndarray:
@@ -498,7 +503,8 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
     if warm:
         cache = ctx.lcp_warm
         keys = contact_keys(kin.contacts)
-        guess = cache.guess(model, state.step, keys, glob)
+        if glob.size >= WARM_MIN_SIZE:      # otherwise no island is warm-started: skip building the guess
+            guess = cache.guess(model, state.step, keys, glob)
     if SPLIT_ISLANDS:
         islands = contact_islands(kin.clique_a, kin.clique_b)
     else:

@@ -142,10 +142,12 @@ def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch
         assert lcp_residual(M, q, z) <= 1e-9 * (np.abs(M).sum(1).max() * np.abs(z).max() + np.abs(q).max())
 
 
-def test_stale_previous_solution_is_not_used():
+def test_stale_previous_solution_is_not_used(monkeypatch):
     """One context shared on purpose: a stored solution is used only for the next step of its own model."""
     from convexsim.simulate import prepare
-    from convexsim.stepping import StepContext, lcp_step
+    from convexsim.stepping import StepContext, lcp_step, lcp_stepper
+
+    monkeypatch.setattr(lcp_stepper, "WARM_MIN_SIZE", 0)
 
     m1, s1, _ = prepare(scene_file("box_stack"), solver="lcp")
     m2, s2, _ = prepare(scene_file("box_stack"), solver="lcp")
