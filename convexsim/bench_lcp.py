@@ -79,8 +79,9 @@ def run_lcp_bench(cases=LCP_BENCH, whole: bool = True) -> list[dict]:
 
 def format_lcp_table(rows: list[dict]) -> str:
     """Text table of ``run_lcp_bench`` rows."""
-    lines = [f"{'LCP scene':<16}{'window [s]':>14}{'contacts':>10}{'islands':>9}{'ms split':>11}"
-             f"{'ms warm':>10}{'ms whole':>11}{'piv split':>11}{'piv warm':>10}{'piv whole':>11}"]
+    head = (f"{'LCP scene':<16}{'window [s]':>14}{'contacts':>10}{'islands':>9}{'ms split':>11}"
+            f"{'ms warm':>10}{'ms whole':>11}{'piv split':>11}{'piv warm':>10}{'piv whole':>11}")
+    lines = [head]
     for r in rows:
         s, wm, w = r["split"], r["warm"], r["whole"]
         window = f"{r['start']:.3f}+{r['steps']}" + ("*" if r.get("reached_with") == "sap" else "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convexsim.lcp.lemke import LemkeStatus, lemke, lemke_from_basis
+from convexsim.lcp.lemke import lemke, lemke_from_basis
 from test_lcp_regressions import CASES, independent_check, load_case, passes_final_check, perturbed
 
 
