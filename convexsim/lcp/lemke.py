@@ -1064,4 +1064,4 @@ def lcp_residual(M, q, z) -> float:
 
 
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
-           "default_max_pivots", "solve_from_basis", "BasisSolveResult"]
+           "default_max_pivots", "solve_from_basis", "BasisSolveResult", "lemke_from_basis", "independent_basis"]

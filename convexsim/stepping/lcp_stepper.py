@@ -19,7 +19,8 @@ Gap term (penetration stabilization, ``lcp_stabilization`` = s ∈ [0, 1]):
 non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction s per step (Baumgarte-like).
 
 Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
-(previous step's basis, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
+(Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
+unknowns, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
 seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d, and on M + ε‖M‖∞I; an answer
 of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
 If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
@@ -244,14 +245,15 @@ class LcpStepInfo(StepInfo):
     """StepInfo of the LCP stepper, with the solve path and the work done.
 
     Attributes (besides StepInfo's; ``iterations`` = ``pivots`` + ``warm_solves``, all the step's solver
-    work: a warm step reports its factorizations, a failed warm attempt adds to Lemke's pivots):
-        warm_attempted: a previous solution was available and tried (warm start on, contacts present).
+    work: the warm runs' pivots and factorizations, then the cold runs' pivots):
+        warm_attempted: a previous solution was available and tried on some island (warm start on, an
+            island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
-        warm_solves: principal subsystems factorized by the warm start (0 when not attempted).
+        warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
         rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
             "" for a step without contacts. With several contact islands, the furthest rung any needed.
-        lemke_runs: Lemke runs (1 + fallback attempts per island not solved warm).
+        lemke_runs: cold Lemke runs (1 + fallback attempts per island not solved warm).
         islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
     """
 
@@ -551,14 +553,15 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         model, state: the model and the state at the start of the step.
         ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
             solution); None uses a fresh one (a cold step).
-        warm_start: try the previous step's solution first (default ``WARM_START_DEFAULT``). The
-            previous solution is kept in ``ctx.lcp_warm`` and used only if it belongs to the same model
-            object and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's
-            final check, otherwise Lemke runs as without warm start (docs/lcp.md, "Warm start").
+        warm_start: start Lemke from the previous step's basis first (default ``WARM_START_DEFAULT``;
+            islands of ≥ WARM_MIN_SIZE unknowns). The previous solution is kept in ``ctx.lcp_warm`` and
+            used only if it belongs to the same model object and to step ``state.step − 1``; a warm
+            solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
+            (docs/lcp.md, "Warm start").
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
-        (force on body B), iterations = Lemke pivots + warm-start factorizations, pivots, rung (what
+        (force on body B), iterations = Lemke pivots (warm and cold) + warm-start factorizations, pivots, rung (what
         solved the LCP), lemke_runs, warm_attempted / warm_accepted / warm_solves.
 
     Raises:
