@@ -54,8 +54,8 @@ WARM_MIN_SIZE = 300
 Lemke run (a few pivots) costs less than setting up the warm tableau (docs/lcp.md §2, "Warm start")."""
 
 WARM_PIVOT_FRACTION = 0.5
-"""The warm Lemke run (``lemke_from_basis``) may take at most this fraction of the cold pivot limit's n
-(max(50, fraction·n) pivots) before the step falls back to cold Lemke."""
+"""The warm Lemke run (``lemke_from_basis``) may take at most max(50, WARM_PIVOT_FRACTION·n) pivots (n the
+island's unknowns; a cold run on the heap takes ≈ 0.8·n) before the island falls back to the cold chain."""
 
 
 class LcpStepError(SimulationError):
