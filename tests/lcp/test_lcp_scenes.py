@@ -19,13 +19,13 @@ SMALL_SCENES = ["box_stack", "sphere_drop", "box_slide", "incline_stick", "incli
 LONG = {"box_stack"}  # 2000 steps of 20–28 contacts
 DURATION = {"mixed_clutter": 0.32}
 """Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150
-contacts in the big island, n ≈ 1500 LCP variables) a step takes ≈ 0.5–3 s of CPU with the warm start
-(≈ 4–6 s cold: ≈ 1200 pivots on the dense tableau), so the full run takes about an hour
+contacts in the big island, n ≈ 1500 LCP variables) a step takes ≈ 0.5–4 s of CPU with the warm start
+(≈ 4–6 s cold: ≈ 1200 pivots on the dense tableau), so the full run takes ≈ 35–45 min warm, longer cold
 (docs/lcp.md §6; ``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and
 the first landings (up to ~100 contacts)."""
 
 FULL_CLUTTER_ENV = "CONVEXSIM_LCP_FULL_CLUTTER"
-"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (about an hour each)."""
+"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (≈ 40 min warm, longer cold)."""
 
 
 def _run(scene, warm, monkeypatch, duration=None):
@@ -69,7 +69,7 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get(FULL_CLUTTER_ENV) != "1",
-                    reason=f"about an hour per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
+                    reason=f"40 min or more per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
 @pytest.mark.timeout(6 * 3600)
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_mixed_clutter_full_duration(warm, monkeypatch):
