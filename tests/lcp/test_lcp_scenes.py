@@ -20,12 +20,12 @@ LONG = {"box_stack"}  # 2000 steps of 20–28 contacts
 DURATION = {"mixed_clutter": 0.32}
 """Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150
 contacts in the big island, n ≈ 1500 LCP variables) a step takes ≈ 0.5–4 s of CPU with the warm start
-(≈ 4–6 s cold: ≈ 1200 pivots on the dense tableau), so the full run takes ≈ 35–45 min warm, longer cold
+(≈ 4–6 s cold: ≈ 1200 pivots on the dense tableau), so the full run takes ≈ 50 min warm, longer cold
 (docs/lcp.md §6; ``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and
 the first landings (up to ~100 contacts)."""
 
 FULL_CLUTTER_ENV = "CONVEXSIM_LCP_FULL_CLUTTER"
-"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (≈ 40 min warm, longer cold)."""
+"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (≈ 50 min warm, longer cold)."""
 
 
 def _run(scene, warm, monkeypatch, duration=None):
