@@ -1,12 +1,14 @@
-"""LCP stepper benchmark on contact piles: ms/step with the contact LCP split by islands and as one LCP.
+"""LCP stepper benchmark on contact piles: ms/step split by islands (cold and warm) and as one LCP.
 
     convexsim bench            (this table follows the scene table)
 
-Each row runs a shipped scene with ``--solver lcp`` cold (no warm start) up to ``start`` [s] (outside the
-timing), then times ``steps`` steps twice from the same state: contact islands solved separately
-(the default) and the whole contact LCP at once (``stepper.SPLIT_ISLANDS = False``). The windows are
-where the bodies land and the LCP is large (dense tableau: O(n²) per pivot, O(n) pivots). Not a test:
-wall-clock figures depend on the machine and its load; compare the two columns of one run.
+Each row runs a shipped scene up to ``start`` [s] (outside the timing; with ``--solver lcp`` cold, or for
+the ``heap`` rows with SAP, which reaches a landed heap in seconds where the LCP stepper would take
+minutes), then times ``steps`` steps three times from the same state: contact islands solved separately
+and cold (the split column), the same with the warm start on (the previous step's solution carried in a
+StepContext; the first timed step has none), and the whole contact LCP at once, cold
+(``stepper.SPLIT_ISLANDS = False``; not for the heap rows, one island). The windows are where the LCP is large (dense tableau: O(n²) per
+pivot). Not a test: wall-clock figures depend on the machine and its load; compare the columns of one run.
 """
 
 from __future__ import annotations
@@ -15,20 +17,23 @@ import time
 
 import numpy as np
 
-LCP_BENCH = (("sphere_pile", 0.16, 3), ("mixed_clutter", 0.32, 10))
-"""(scene, start [s], timed steps)."""
+LCP_BENCH = (("sphere_pile", 0.16, 3, "lcp"), ("mixed_clutter", 0.32, 10, "lcp"),
+             ("mixed_clutter", 0.9, 4, "sap"))
+"""(scene, start [s], timed steps, solver that reaches the start)."""
 
 
-def _time_steps(model, state, steps: int, split: bool) -> dict:
+def _time_steps(model, state, steps: int, split: bool, warm: bool = False) -> dict:
+    from convexsim.stepping import StepContext
     from convexsim.stepping import lcp_stepper as stepper
 
     old = stepper.SPLIT_ISLANDS
     stepper.SPLIT_ISLANDS = split
+    ctx = StepContext()
     try:
         times, its, contacts, islands = [], [], [], []
         for _ in range(steps):
             t = time.perf_counter()
-            state, info = stepper.lcp_step(model, state, warm_start=False)
+            state, info = stepper.lcp_step(model, state, ctx, warm_start=warm)
             times.append(time.perf_counter() - t)
             its.append(info.iterations)
             contacts.append(info.contacts.count)
@@ -39,32 +44,54 @@ def _time_steps(model, state, steps: int, split: bool) -> dict:
             "contacts": float(np.mean(contacts)), "islands": float(np.mean(islands))}
 
 
-def run_lcp_bench(cases=LCP_BENCH) -> list[dict]:
-    """One row per (scene, start, steps): ms/step and pivots/step split by islands and as one LCP."""
-    from convexsim.stepping import lcp_stepper as stepper
+def _advance(name: str, start: float, solver: str):
     from convexsim.scene import shipped_scene_path
     from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext, sap_step
+    from convexsim.stepping import lcp_stepper as stepper
 
-    rows = []
-    for name, start, steps in cases:
-        model, state, _ = prepare(str(shipped_scene_path(name)), solver="lcp")
-        for _ in range(int(round(start / model.time_step))):
+    model, state, _ = prepare(str(shipped_scene_path(name)), solver="lcp")
+    ctx = StepContext()
+    for _ in range(int(round(start / model.time_step))):
+        if solver == "sap":
+            state, _ = sap_step(model, state, ctx)
+        else:
             state, _ = stepper.lcp_step(model, state, warm_start=False)
+    return model, state
+
+
+def run_lcp_bench(cases=LCP_BENCH, whole: bool = True) -> list[dict]:
+    """One row per (scene, start, steps[, solver]): ms/step and pivots/step split by islands (cold, warm) and as
+    one LCP (cold; skipped with ``whole=False``)."""
+    rows = []
+    for case in cases:
+        name, start, steps = case[:3]
+        solver = case[3] if len(case) > 3 else "lcp"
+        model, state = _advance(name, start, solver)
         split = _time_steps(model, state, steps, True)
-        whole = _time_steps(model, state, steps, False)
-        rows.append({"scene": name, "start": start, "steps": steps, "split": split, "whole": whole})
+        warm = _time_steps(model, state, steps, True, warm=True)
+        # the heap is one island: its whole-LCP column would repeat the split one
+        one = _time_steps(model, state, steps, False) if whole and solver != "sap" else None
+        rows.append({"scene": name, "start": start, "steps": steps, "reached_with": solver, "split": split,
+                     "warm": warm, "whole": one})
     return rows
 
 
 def format_lcp_table(rows: list[dict]) -> str:
     """Text table of ``run_lcp_bench`` rows."""
-    lines = [f"{'LCP scene':<16}{'window [s]':>12}{'contacts':>10}{'islands':>9}{'ms/step split':>15}"
-             f"{'ms/step whole':>15}{'pivots split':>14}{'pivots whole':>14}"]
+    head = (f"{'LCP scene':<16}{'window [s]':>14}{'contacts':>10}{'islands':>9}{'ms split':>11}"
+            f"{'ms warm':>10}{'ms whole':>11}{'piv split':>11}{'piv warm':>10}{'piv whole':>11}")
+    lines = [head]
     for r in rows:
-        s, w = r["split"], r["whole"]
-        window = f"{r['start']:.3f}+{r['steps']}"
-        lines.append(f"{r['scene']:<16}{window:>12}{s['contacts']:>10.0f}{s['islands']:>9.1f}"
-                     f"{s['ms_per_step']:>15.1f}{w['ms_per_step']:>15.1f}{s['pivots']:>14.0f}{w['pivots']:>14.0f}")
+        s, wm, w = r["split"], r["warm"], r["whole"]
+        window = f"{r['start']:.3f}+{r['steps']}" + ("*" if r.get("reached_with") == "sap" else "")
+        whole_ms = f"{w['ms_per_step']:>11.1f}" if w else f"{'-':>11}"
+        whole_piv = f"{w['pivots']:>11.0f}" if w else f"{'-':>11}"
+        lines.append(f"{r['scene']:<16}{window:>14}{s['contacts']:>10.0f}{s['islands']:>9.1f}"
+                     f"{s['ms_per_step']:>11.1f}{wm['ms_per_step']:>10.1f}{whole_ms}"
+                     f"{s['pivots']:>11.0f}{wm['pivots']:>10.0f}{whole_piv}")
+    if any(r.get("reached_with") == "sap" for r in rows):
+        lines.append("* start state reached with SAP (a landed heap); the timed steps use the LCP stepper")
     return "\n".join(lines)
 
 

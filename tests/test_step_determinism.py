@@ -58,8 +58,11 @@ def test_cached_symbolic_analysis_changes_nothing():
     assert ctx.symbolic.hits > 0  # the cache was actually used
 
 
-def test_lcp_warm_start_stays_in_its_context():
+def test_lcp_warm_start_stays_in_its_context(monkeypatch):
     """Two runs of one model with their own contexts do not see each other's warm start."""
+    from convexsim.stepping import lcp_stepper
+
+    monkeypatch.setattr(lcp_stepper, "WARM_MIN_SIZE", 0)  # box_stack's LCPs are below the warm-start size
     model, state, _ = prepare(SCENES / "box_stack.yaml", solver="lcp")
     a, b = StepContext(), StepContext()
     s_a = _advance(model, state, 20, a)

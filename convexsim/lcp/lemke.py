@@ -50,6 +50,7 @@ ratio test).
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -481,10 +482,13 @@ def _early_exit(M, q, d, T, basis, z, w, check_tol, t_check, mnorm, qmax, dmax):
 @jit
 def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
                   check_tol, refactor_every, harris, harris_tol, harris_ratio, T, LU, perm, perm2, basis,
-                  vecs):
+                  vecs, start=0):
     """Run Lemke. Fills vecs[0] = z, vecs[1] = w, vecs[4] = ray. Returns (status, pivots, z0, residual).
 
     harris = 1: Harris two-pass ratio test with early exit (``_harris_tied``, ``_early_exit``); 0: textbook.
+    start = 1: warm start (``lemke_from_basis``): T and basis already hold the tableau B⁻¹[I | −M | −d | q]
+    of a complementary basis B with d = B·1 (so z0's column is −1); z0 enters in the row of the smallest
+    rhs, and no path is walked if every rhs is ≥ 0 (the basis then goes straight to the final check).
 
     vecs rows: 0 z, 1 w, 2 scratch (column), 3 scratch (solution), 4 ray, 5 alternate z (Harris flags
     during the path).
@@ -502,7 +506,8 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     for i in range(n):
         z[i] = 0.0
         ray[i] = 0.0
-        basis[i] = i
+        if start == 0:
+            basis[i] = i
     # data scales
     mnorm = 0.0
     for i in range(n):
@@ -527,34 +532,71 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
     if qmin >= -e_rhs:
         res = _check(M, q, z, w, check_tol)
         return 0, 0, 0.0, res
-    # tableau [I | -M | -d | q]
-    for i in range(n):
-        for j in range(n):
-            T[i, j] = 0.0
-            T[i, n + j] = -M[i, j]
-        T[i, i] = 1.0
-        T[i, 2 * n] = -d[i]
-        T[i, 2 * n + 1] = q[i]
-    # z0 enters: row of min q_i/d_i, ties -> largest index (lexicographic on (q_i, e_i)/d_i)
-    best = np.inf
-    for i in range(n):
-        best = min(best, q[i] / d[i])
-    r = 0
-    for i in range(n):
-        if q[i] / d[i] - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d[i]:
-            r = i
-    _pivot(T, r, 2 * n)
-    leaving = basis[r]
-    basis[r] = 2 * n
-    z0_row = r
-    pivots = 1
-    entering = leaving + n
-    status = 1
     rhs = 2 * n + 1
+    walk = True
+    if start == 0:
+        # tableau [I | -M | -d | q]
+        for i in range(n):
+            for j in range(n):
+                T[i, j] = 0.0
+                T[i, n + j] = -M[i, j]
+            T[i, i] = 1.0
+            T[i, 2 * n] = -d[i]
+            T[i, 2 * n + 1] = q[i]
+        # z0 enters: row of min q_i/d_i, ties -> largest index (lexicographic on (q_i, e_i)/d_i)
+        best = np.inf
+        for i in range(n):
+            best = min(best, q[i] / d[i])
+        r = 0
+        for i in range(n):
+            if q[i] / d[i] - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d[i]:
+                r = i
+    else:
+        # warm: z0's column is -1 in every row; it enters in the row of the smallest rhs (ties: the
+        # largest index), or not at all when the guessed basis is already feasible
+        best = np.inf
+        for i in range(n):
+            best = min(best, T[i, rhs])
+        r = 0
+        for i in range(n):
+            if T[i, rhs] - best <= ratio_rel_tol * abs(best) + 2.0 * rhs_tol * _rhs_noise(T, i, q, n):
+                r = i
+        walk = best < 0.0
+        if walk:
+            # negative values at rounding level (tight sign test, 10ε·n, as ``solve_from_basis``; Lemke's
+            # looser check alone let a slightly infeasible basis persist step after step): the guessed
+            # basis may already pass the final check
+            znorm = 0.0
+            for i in range(n):
+                z[i] = 0.0
+            for i in range(n):
+                if basis[i] >= n and basis[i] < 2 * n:
+                    z[basis[i] - n] = T[i, rhs]
+                    znorm = max(znorm, abs(T[i, rhs]))
+            tt = pivot_tol * n
+            sw = mnorm * znorm + qmax
+            tight = True
+            for i in range(n):
+                lim = tt * znorm if basis[i] >= n else tt * sw
+                if T[i, rhs] < -lim:
+                    tight = False
+            walk = not (tight and _check(M, q, z, w, check_tol) <= 1.0)
+    pivots = 0
+    z0_row = -1
+    status = 0
+    entering = -1
+    if walk:
+        _pivot(T, r, 2 * n)
+        leaving = basis[r]
+        basis[r] = 2 * n
+        z0_row = r
+        pivots = 1
+        entering = leaving + n if leaving < n else leaving - n
+        status = 1
     since_refactor = 0
     tie_refactor = max(8, n)  # a rebuild costs about 1.2·n pivots: at most about doubles the work
     t_check = check_tol * n
-    while pivots < max_pivots:
+    while walk and pivots < max_pivots:
         # ratio test over positive entries of the entering column
         rho_min = np.inf
         cmin = 0.0
@@ -809,6 +851,121 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     return LemkeResult(z, w, LemkeStatus(int(status)), int(pivots), float(z0), basis, ray, float(res))
 
 
+def independent_basis(M, basic, rank_tol: float = 1e-10) -> np.ndarray:
+    """The guessed basic z's with dependent columns of M_αα removed (QR with column pivoting; a column
+    whose pivot is ≤ rank_tol times the first is dependent, e.g. a fourth coplanar corner). Shape (n,)."""
+    alpha = np.array(basic, dtype=bool).reshape(-1)
+    idx = np.flatnonzero(alpha)
+    if idx.size:
+        R, P = scipy.linalg.qr(M[np.ix_(idx, idx)], mode="r", pivoting=True, check_finite=False)
+        diag = np.abs(np.diag(R))
+        rank = int(np.count_nonzero(diag > rank_tol * max(diag[0], 1e-300)))
+        alpha[idx[P[rank:]]] = False
+    return alpha
+
+
+def _warm_tableau(M, q, alpha, T, basis, rank_tol: float = 1e-10) -> np.ndarray | None:
+    """Fill T = B⁻¹[I | −M | −d | q] and basis for the complementary basis B (z_i basic for i ∈ α, w_i
+    otherwise) with d = B·1. Rows are ordered (α, β): B = [[−M_αα, 0], [−M_βα, I]], so
+    B⁻¹ = [[−M_αα⁻¹, 0], [−M_βα M_αα⁻¹, I]] — one LU of M_αα and O(n²k) products (k = |α|), instead
+    of an LU of the n × n basis. Dependent columns of M_αα (a pivot ≤ rank_tol times the largest) are
+    first removed from α (``independent_basis``; α is updated in place). Returns d, or None if M_αα is
+    still singular or the values are not finite."""
+    n = q.shape[0]
+    rhs = 2 * n + 1
+    for attempt in range(2):
+        a = np.flatnonzero(alpha)
+        if not a.size:
+            break
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)   # singular: tested just below
+            lu = scipy.linalg.lu_factor(M[np.ix_(a, a)], check_finite=False)
+        piv = np.abs(np.diag(lu[0]))
+        if np.all(np.isfinite(lu[0])) and piv.min() > rank_tol * piv.max():
+            break
+        if attempt:
+            return None
+        alpha[:] = independent_basis(M, alpha, rank_tol)
+    a = np.flatnonzero(alpha)
+    b = np.flatnonzero(~alpha)
+    k = a.size
+    basis[:k] = n + a
+    basis[k:] = b
+    d = np.zeros(n)
+    d[b] = 1.0
+    Ta, Tb = T[:k], T[k:]
+    Ta[:, :n] = 0.0
+    Tb[:, :n] = 0.0
+    Tb[np.arange(n - k), b] = 1.0
+    if k:
+        Mba = M[np.ix_(b, a)]
+        with np.errstate(all="ignore"):
+            X = scipy.linalg.lu_solve(lu, np.concatenate([M[a], q[a, None], np.eye(k)], axis=1),
+                                      check_finite=False)          # M_αα⁻¹ [M_α· | q_α | I]
+        Xm, y, inv = X[:, :n], X[:, n], X[:, n + 1:]
+        Ta[:, a] = -inv
+        Tb[:, a] = -(Mba @ inv)
+        Ta[:, n:2 * n] = Xm
+        np.matmul(Mba, Xm, out=Tb[:, n:2 * n])
+        Tb[:, n:2 * n] -= M[b]
+        Ta[:, rhs] = -y
+        Tb[:, rhs] = q[b] - Mba @ y
+        d -= M[:, a].sum(axis=1)
+    else:
+        Tb[:, n:2 * n] = -M
+        Tb[:, rhs] = q
+    T[:, 2 * n] = -1.0
+    T[:, basis] = 0.0                         # basic columns are exact unit vectors
+    T[np.arange(n), basis] = 1.0
+    if not np.all(np.isfinite(T[:, rhs])):
+        return None
+    return d
+
+
+def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: LemkeWorkspace | None = None,
+                     options: LemkeOptions | None = None, rank_tol: float = 1e-10) -> LemkeResult:
+    """Lemke started from a guessed complementary basis (warm start; docs/lcp.md §2).
+
+    With α the guessed basic z's (dependent columns of M_αα dropped, ``independent_basis``) and B the
+    complementary basis they define, the covering vector is d = B·1: in the basis' coordinates (the
+    principal pivot transform of M on α) z0's column is then −1, the standard start. If the guessed
+    basis is feasible, no pivot is made; otherwise z0 enters at the most negative basic value and the
+    path (same kernel, same Harris test, same final check on the original (M, q)) repairs the guess:
+    roughly as many pivots as wrong indices. No termination guarantee (the transformed matrix need not
+    be copositive-plus): callers fall back to ``lemke`` when it fails. M and q are not validated (callers
+    pass ``lemke``-ready data). Returns a LemkeResult (status NUMERICAL_FAILURE, 0 pivots, if M_αα
+    is singular).
+    """
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    n = q.shape[0]
+    opts = options or LemkeOptions()
+    if max_pivots is None:
+        max_pivots = default_max_pivots(n)
+    refactor = int(opts.refactor_every)
+    if refactor < 0:
+        refactor = max(50, 2 * n)
+    if n == 0:
+        e = np.zeros(0)
+        return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
+    own = workspace is None
+    ws = workspace if workspace is not None else LemkeWorkspace(n)
+    T, LU, perm, perm2, basis, vecs = ws.views(n)
+    alpha = np.array(basic, dtype=bool).reshape(n)
+    d = _warm_tableau(M, q, alpha, T, basis, rank_tol)
+    if d is None:
+        e = np.zeros(n)
+        return LemkeResult(e, q.copy(), LemkeStatus.NUMERICAL_FAILURE, 0, 0.0, basis.copy(), e.copy(), np.inf)
+    status, pivots, z0, res = _lemke_kernel(
+        M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
+        opts.lex_abs_tol, opts.check_tol, refactor, _RATIO_TESTS[opts.ratio_test], opts.harris_tol,
+        opts.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs, 1)
+    z, w, ray = vecs[0], vecs[1], vecs[4]
+    if own:
+        z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()
+    return LemkeResult(z, w, LemkeStatus(int(status)), int(pivots), float(z0), basis, ray, float(res))
+
+
 class BasisSolveResult(NamedTuple):
     """Outcome of ``solve_from_basis``.
 
@@ -907,4 +1064,4 @@ def lcp_residual(M, q, z) -> float:
 
 
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
-           "default_max_pivots", "solve_from_basis", "BasisSolveResult"]
+           "default_max_pivots", "solve_from_basis", "BasisSolveResult", "lemke_from_basis", "independent_basis"]

@@ -19,7 +19,8 @@ Gap term (penetration stabilization, ``lcp_stabilization`` = s ∈ [0, 1]):
 non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction s per step (Baumgarte-like).
 
 Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
-(previous step's basis, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
+(Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
+unknowns, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
 seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d, and on M + ε‖M‖∞I; an answer
 of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
 If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
@@ -38,7 +39,7 @@ import numpy as np
 
 from convexsim import dynamics
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
-                                 default_max_pivots, lemke, solve_from_basis)
+                                 default_max_pivots, lemke, lemke_from_basis, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
@@ -48,8 +49,13 @@ WARM_START_DEFAULT = True
 """Whether ``lcp_step`` warm-starts each step's LCP from the previous step's solution when its
 ``warm_start`` argument is None (docs/lcp.md §2, "Warm start")."""
 
-WARM_MAX_SOLVES = 8
-"""Principal subsystems ``solve_from_basis`` may factorize per step before falling back to Lemke."""
+WARM_MIN_SIZE = 300
+"""Islands with fewer LCP unknowns are solved cold even with the warm start on: below this size a cold
+Lemke run (a few pivots) costs less than setting up the warm tableau (docs/lcp.md §2, "Warm start")."""
+
+WARM_PIVOT_FRACTION = 0.5
+"""The warm Lemke run (``lemke_from_basis``) may take at most max(50, WARM_PIVOT_FRACTION·n) pivots (n the
+island's unknowns; a cold run on the heap takes ≈ 0.8·n) before the island falls back to the cold chain."""
 
 
 class LcpStepError(SimulationError):
@@ -168,23 +174,28 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     q[:nw] = W.T @ v_star
     q[:m] += bias
     if d:
-        E = np.kron(np.eye(m), np.ones((d, 1)))                # (m·d, m)
-        M[m:nw, nw:] = E
-        M[nw:, :m] = np.diag(mu)
-        M[nw:, m:nw] = -E.T
+        c = np.arange(m)
+        rows = m + np.arange(m * d)                             # β rows, contact-major
+        M[rows, nw + rows_contact(m, d)] = 1.0                 # E = blockdiag(1_d)
+        M[nw + c, c] = mu
+        M[nw + rows_contact(m, d), rows] = -1.0                # −Eᵀ
     return M, q, ContactLcpLayout(m, d, U, W, AinvW)
+
+
+def rows_contact(m: int, d: int) -> np.ndarray:
+    """Contact index of each β variable (contact-major, d per contact), shape (m·d,)."""
+    return np.repeat(np.arange(m), d)
 
 
 def dense_jacobian(kin, nv: int) -> np.ndarray:
     """Contact-frame Jacobians as dense rows (m, 3, n_v) from the per-body blocks of ``contact_kinematics``."""
     m = kin.contacts.count
-    J = np.zeros((m, 3, nv))
+    J = np.zeros((m, 3, nv // 6, 6))
     for blocks, clique in ((kin.J_a, kin.clique_a), (kin.J_b, kin.clique_b)):
-        for i in range(m):
-            c = clique[i]
-            if c >= 0:
-                J[i, :, 6 * c:6 * c + 6] += blocks[i]
-    return J
+        clique = np.asarray(clique)
+        i = np.flatnonzero(clique >= 0)
+        np.add.at(J, (i, slice(None), clique[i]), np.asarray(blocks)[i])
+    return J.reshape(m, 3, nv)
 
 
 def block_inverse(A_blocks: np.ndarray) -> np.ndarray:
@@ -234,14 +245,15 @@ class LcpStepInfo(StepInfo):
     """StepInfo of the LCP stepper, with the solve path and the work done.
 
     Attributes (besides StepInfo's; ``iterations`` = ``pivots`` + ``warm_solves``, all the step's solver
-    work: a warm step reports its factorizations, a failed warm attempt adds to Lemke's pivots):
-        warm_attempted: a previous solution was available and tried (warm start on, contacts present).
+    work: the warm runs' pivots and factorizations, then the cold runs' pivots):
+        warm_attempted: a previous solution was available and tried on some island (warm start on, an
+            island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
-        warm_solves: principal subsystems factorized by the warm start (0 when not attempted).
+        warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
         rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
             "" for a step without contacts. With several contact islands, the furthest rung any needed.
-        lemke_runs: Lemke runs (1 + fallback attempts per island not solved warm).
+        lemke_runs: cold Lemke runs (1 + fallback attempts per island not solved warm).
         islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
     """
 
@@ -459,6 +471,14 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
     return np.concatenate([idx, beta, m + m * d + idx])
 
 
+def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int]:
+    """Lemke started from the guessed basis (``lemke_from_basis``), at most max(50, WARM_PIVOT_FRACTION·n)
+    pivots: (z or None, pivots). A solved result passed Lemke's final check on (M, q)."""
+    n = q.shape[0]
+    r = lemke_from_basis(M, q, basic, max_pivots=max(50, int(WARM_PIVOT_FRACTION * n)), workspace=workspace)
+    return (r.z.copy() if r.solved else None), r.pivots
+
+
 @dataclass
 class _StepSolution:
     v_next: np.ndarray
@@ -485,7 +505,8 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
     if warm:
         cache = ctx.lcp_warm
         keys = contact_keys(kin.contacts)
-        guess = cache.guess(model, state.step, keys, glob)
+        if glob.size >= WARM_MIN_SIZE:      # otherwise no island is warm-started: skip building the guess
+            guess = cache.guess(model, state.step, keys, glob)
     if SPLIT_ISLANDS:
         islands = contact_islands(kin.clique_a, kin.clique_b)
     else:
@@ -502,12 +523,12 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
                                          mu[idx], s.friction_directions)
         var = _island_variables(idx, m, d_global, layout.num_directions)
         z = None
-        if guess is not None:
+        if guess is not None and q.shape[0] >= WARM_MIN_SIZE:
             sol.warm_attempted = True
-            res = solve_from_basis(M, q, guess[var], max_solves=WARM_MAX_SOLVES)
-            sol.warm_solves += res.solves
-            if res.solved:
-                z, rung = res.z, "warm"
+            z, piv = _warm_solve(M, q, guess[var], ctx.lemke)
+            sol.warm_solves += 1
+            sol.pivots += piv
+            rung = "warm"
         if z is None:
             chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
             z, rung = chain.z, chain.rung
@@ -532,14 +553,15 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         model, state: the model and the state at the start of the step.
         ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
             solution); None uses a fresh one (a cold step).
-        warm_start: try the previous step's solution first (default ``WARM_START_DEFAULT``). The
-            previous solution is kept in ``ctx.lcp_warm`` and used only if it belongs to the same model
-            object and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's
-            final check, otherwise Lemke runs as without warm start (docs/lcp.md, "Warm start").
+        warm_start: start Lemke from the previous step's basis first (default ``WARM_START_DEFAULT``;
+            islands of ≥ WARM_MIN_SIZE unknowns). The previous solution is kept in ``ctx.lcp_warm`` and
+            used only if it belongs to the same model object and to step ``state.step − 1``; a warm
+            solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
+            (docs/lcp.md, "Warm start").
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
-        (force on body B), iterations = Lemke pivots + warm-start factorizations, pivots, rung (what
+        (force on body B), iterations = Lemke pivots (warm and cold) + warm-start factorizations, pivots, rung (what
         solved the LCP), lemke_runs, warm_attempted / warm_accepted / warm_solves.
 
     Raises:

@@ -119,3 +119,21 @@ def test_both_rules_solve_box_stack_step52():
     for rule in ("harris", "textbook"):
         r = lemke(M, q, options=LemkeOptions(ratio_test=rule))
         assert r.solved and independent_check(M, q, r.z)
+
+
+def test_noise_pivot_after_drift_is_caught_by_the_chain():
+    # box_stack step 1951 (OPENBLAS_CORETYPE=Prescott, n = 200) and one ×(1 + 1e-16·r) copy of it (Mp, qp), the
+    # one bare Lemke failure of 8000 perturbed solves along that run (data/README.md): 71 pivots without a
+    # rebuild, then a pivot on an entry that is zero up to the tableau's accumulated rounding (basis condition
+    # 1.5e5 -> 4e16), and 7 pivots later a spurious ray (q·ray = 0). The data are fine: the unperturbed LCP, a
+    # rebuild every 20 pivots, or the stepper's chain solve it; every answer passes both checks on (M, q).
+    from convexsim.stepping.lcp_stepper import solve_contact_lcp
+
+    d = np.load(DATA / "box_stack_prescott_step1951.npz")
+    M, q, Mp, qp = d["M"], d["q"], d["Mp"], d["qp"]
+    answers = [lemke(M, q), lemke(Mp, qp, options=LemkeOptions(refactor_every=20))]
+    res, _ = solve_contact_lcp(Mp, qp, step=1951)
+    assert res is not None
+    for z in [r.z for r in answers if r.solved] + [res.z]:
+        assert passes_final_check(M, q, z) and independent_check(M, q, z)
+    assert all(r.solved for r in answers)

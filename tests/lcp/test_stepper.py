@@ -354,8 +354,9 @@ def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
     assert f"{n_rungs} fallback attempts" in str(err) and "ground–ball" in str(err)
 
 
-def test_step_info_reports_rung_and_work():
-    # cold: rung "lemke", iterations = pivots; warm: rung "warm", iterations = the warm factorizations
+def test_step_info_reports_rung_and_work(monkeypatch):
+    # cold: rung "lemke", iterations = pivots; warm: rung "warm", iterations = the warm run's pivots plus its
+    # one factorization (warm_solves); islands below WARM_MIN_SIZE unknowns are never warm-started
     from convexsim.stepping import lcp_stepper as stepper
     from convexsim.simulate import prepare
 
@@ -365,12 +366,16 @@ def test_step_info_reports_rung_and_work():
     ctx = StepContext()
     s1, i1 = stepper.lcp_step(model, state, ctx, warm_start=True)
     assert i1.rung == "lemke" and i1.iterations == i1.pivots > 0 and i1.lemke_runs == 1
-    _, i2 = stepper.lcp_step(model, s1, ctx, warm_start=True)
-    assert i2.warm_attempted
-    if i2.warm_accepted:
-        assert i2.rung == "warm" and i2.pivots == 0 and i2.iterations == i2.warm_solves >= 1
+    assert 0 < 10 * i1.contacts.count < stepper.WARM_MIN_SIZE and not i1.warm_attempted
+    s2, i2 = stepper.lcp_step(model, s1, ctx, warm_start=True)
+    assert not i2.warm_attempted                    # n = 10·m < WARM_MIN_SIZE: solved cold
+    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)
+    _, i3 = stepper.lcp_step(model, s2, ctx, warm_start=True)
+    assert i3.warm_attempted and i3.warm_solves == 1 and i3.iterations == i3.pivots + i3.warm_solves
+    if i3.warm_accepted:
+        assert i3.rung == "warm" and i3.lemke_runs == 0
     else:
-        assert i2.rung == "lemke" and i2.iterations == i2.pivots + i2.warm_solves
+        assert i3.rung == "lemke" and i3.lemke_runs >= 1
 
 
 # --------------------------------------------------------------------------------------------
