@@ -245,3 +245,27 @@ def test_sap_partials_regions():
             assert dp[:, 0].tolist() == [0.0, 0.0, 0.0]          # μ does not act on a sticking contact
         else:
             assert dp[0, 0] != 0.0
+
+
+# ------------------------------------------------------------------------------- applied forces
+@pytest.mark.parametrize("model", ["sap", "lagged", "similar"])
+def test_applied_force_derivative_matches_finite_differences(model):
+    # v* = v0 + dt M⁻¹(f + u): dv/du = dt H⁻¹ (M = A). A central difference in u is a difference in v* by
+    # ±dt M⁻¹ h e_j; same tolerance argument as above (h = 1e-4 N on forces of order 1 N).
+    A, J, rng = _system(seed=3)
+    th = _theta()
+    v_star = rng.normal(size=NV) * 0.3
+    sens = step_sensitivity(_problem(model, A, J, th, v_star))
+    an = sens.dv_dapplied()
+    h, dt = 1e-4, th["dt"]
+    Minv = np.linalg.inv(A)
+    fd = np.column_stack([(solve(_problem(model, A, J, th, v_star + dt * Minv @ (h * e)), params=GRADIENT_PARAMETERS).v
+                           - solve(_problem(model, A, J, th, v_star - dt * Minv @ (h * e)),
+                                   params=GRADIENT_PARAMETERS).v) / (2 * h) for e in np.eye(NV)])
+    assert np.abs(fd).max() > 1e-4                     # the force moves v (not a vacuous comparison)
+    np.testing.assert_allclose(an, fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max())
+    np.testing.assert_allclose(sens.dv_dapplied(mass=A), an, rtol=1e-12, atol=1e-15)
+    # a mass matrix other than A (e.g. A = M + dt·D with joint damping): H dv/du = dt A M⁻¹
+    M = A + np.diag(np.arange(1.0, NV + 1))
+    np.testing.assert_allclose(sens.dv_dapplied(mass=M), dt * np.linalg.solve(sens.hessian(), A @ np.linalg.inv(M)),
+                               rtol=1e-9, atol=1e-12)
