@@ -1,5 +1,5 @@
-"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR`` and ``convexsim identify --study SPEC --out DIR``:
-parsing and running (docs/identify.md)."""
+"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR`` and
+``convexsim identify --study SPEC --out DIR``: parsing and running (docs/identify.md)."""
 
 from __future__ import annotations
 

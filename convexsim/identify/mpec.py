@@ -269,14 +269,15 @@ FEASIBLE_VIOLATION = 1e-3
 
 
 def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
-               continuation=CONTINUATION, max_nfev: int = 1000, stage_tol: float = 1e-8) -> MpecResult:
+               continuation=CONTINUATION, max_nfev: int = 1000, stage_tol: float = 1e-8,
+               final_tol: float = 1e-10) -> MpecResult:
     """Run the continuation from x0; θ bounded to [0, theta_max]. The LCP variables carry no bounds: the
     Fischer–Burmeister residual vanishes only for a, b ≥ 0 (bounds on them slowed the reflective steps).
 
-    Every stage runs to convergence (``stage_tol`` on the cost and step for the intermediate stages, 1e-12
+    Every stage runs to convergence (``stage_tol`` on cost and step in the intermediate stages, ``final_tol``
     for the last) within ``max_nfev`` evaluations (3× in the last stage). The budget matters at large
     noise: with 100 evaluations per stage, ε = 0.5 on the particle stopped every stage at the budget and
-    ended at a violation of 0.07 m/s; run to convergence it reaches ~4e-5 m/s and shooting's μ̂
+    ended at a violation of 0.07 m/s; run to convergence it reaches ~5e-5 m/s and shooting's μ̂
     (docs/identify.md). ``success`` is False when the violation exceeds :data:`FEASIBLE_VIOLATION`
     (no estimate is a feasible point then); ``message`` says so, or that the last stage used its whole
     budget (the point is feasible, the tight tolerance was not met).
@@ -293,7 +294,7 @@ def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
     sol = None
     for stage, (W, delta) in enumerate(continuation):
         final = stage == len(continuation) - 1
-        tol = 1e-12 if final else stage_tol
+        tol = final_tol if final else stage_tol
         sol = least_squares(lambda y, W=W, delta=delta: residuals(prob, y, W, delta, jac=False)[0], x,
                             jac=lambda y, W=W, delta=delta: residuals(prob, y, W, delta)[1], bounds=(lo, hi),
                             method="trf", x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev,
@@ -311,7 +312,7 @@ def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
                           f"{FEASIBLE_VIOLATION:g} m/s after the continuation")
     elif not stages[-1]["converged"]:
         msg = (f"feasible to {violation:.2g} m/s; the last continuation stage stopped at its budget of "
-               f"{sol.nfev} evaluations before its 1e-12 tolerance")
+               f"{sol.nfev} evaluations before its {final_tol:g} tolerance")
     return MpecResult(x[:prob.n_params].copy(), x, objective, violation, stages,
                       _theta_std(prob, x, continuation[-1], objective), ok, msg)
 

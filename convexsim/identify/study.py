@@ -69,14 +69,14 @@ class IdentifyStudy(_Strict):
     reduced: Reduced | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "IdentifyStudy":
+    def _check(self) -> IdentifyStudy:
         if any(e <= 0 for e in self.eps):
             raise ValueError("eps: noise levels must be > 0 (log–log axes)")
         if len(set(self.eps)) != len(self.eps) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("eps and seeds must not repeat a value")
         return self
 
-    def reduce(self) -> "IdentifyStudy":
+    def reduce(self) -> IdentifyStudy:
         """The study with its ``reduced`` block applied (name gains ``-reduced``)."""
         r = self.reduced or Reduced()
         return self.model_copy(update={"name": f"{self.name}-reduced", "eps": r.eps or self.eps,
@@ -170,8 +170,8 @@ def summarize(spec: IdentifyStudy, rows: list[dict]) -> tuple[list[dict], list[s
                 verdict.append(f"FAIL {method} ε = {eps:g}: an error is {s['worst_error_per_std']:.2f} σ "
                                f"(> {spec.trend.sigmas:g} σ)")
             if len(good) < len(sel):
-                verdict.append(f"note {method} ε = {eps:g}: {len(sel) - len(good)} of {len(sel)} fits did not "
-                               f"reach a feasible point (not counted)")
+                verdict.append(f"note {method} ε = {eps:g}: {len(sel) - len(good)} of {len(sel)} fits did "
+                               f"not reach a feasible point (not counted)")
         if len(xs) >= 2:
             any_trend = True
             slope = float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
@@ -237,10 +237,10 @@ COLUMNS = ("eps", "seed", "method", "mu_hat", "error", "std", "objective_per_eps
 def markdown(spec: IdentifyStudy, summary: list[dict], verdict: list[str], figure: str | None) -> str:
     """The report text: the expectation, the per-(method, ε) table, the verdict, the plot."""
     lines = [f"# Study: {spec.name}", "", spec.description, "", f"**Expected.** {spec.expected}", "",
-             f"Particle of Berard & Trinkle (μ = {spec.mu:g}, 101 frames), noise seeds "
-             f"{', '.join(map(str, spec.seeds))}; estimators: {', '.join(spec.methods)} (docs/identify.md).",
-             "", "| method | ε [m] | fits | converged | median \\|μ̂ − μ\\| | max \\|μ̂ − μ\\| | median σ | "
-             "max \\|μ̂ − μ\\|/σ |", "|---|---|---|---|---|---|---|---|"]
+             (f"Particle of Berard & Trinkle (μ = {spec.mu:g}, 101 frames), noise seeds "
+             f"{', '.join(map(str, spec.seeds))}; estimators: {', '.join(spec.methods)} (docs/identify.md)."),
+             "", ("| method | ε [m] | fits | converged | median \\|μ̂ − μ\\| | max \\|μ̂ − μ\\| | median σ | "
+             "max \\|μ̂ − μ\\|/σ |"), "|---|---|---|---|---|---|---|---|"]
     for s in summary:
         lines.append(f"| {s['method']} | {s['eps']:g} | {s['fits']} | {s['converged']} | "
                      f"{s['median_error']:.2g} | {s['max_error']:.2g} | {s['median_std']:.2g} | "
@@ -248,7 +248,8 @@ def markdown(spec: IdentifyStudy, summary: list[dict], verdict: list[str], figur
     lines += ["", "## Verdict", ""] + [f"- {v}" for v in verdict] + [""]
     if figure:
         lines += [f"![|μ̂ − μ| against ε]({figure})", ""]
-    lines.append("Rows: results.csv (one per fit: μ̂, error, σ, objective/ε², MPEC violation [m/s], evaluations).")
+    lines.append("Rows: results.csv (one per fit: μ̂, error, σ, objective/ε², MPEC violation [m/s], "
+                 "evaluations).")
     return "\n".join(lines) + "\n"
 
 

@@ -60,7 +60,7 @@ def _system(seed=1):
 
 
 def _problem(model, A, J, th, v_star):
-    kw = dict(dt=th["dt"], model=model, mu=th["mu"], k=th["k"], sigma=th["sigma"])
+    kw = {"dt": th["dt"], "model": model, "mu": th["mu"], "k": th["k"], "sigma": th["sigma"]}
     if model == "sap":
         kw.update(tau_d=th["tau_d"], phi0=th["phi0"], beta=0.0)
     else:
@@ -69,8 +69,9 @@ def _problem(model, A, J, th, v_star):
 
 
 def _theta():
-    return dict(dt=0.01, mu=np.array([0.5, 0.3]), k=np.array([1e4, 2e4]), tau_d=np.array([0.01, 0.02]),
-                d=np.array([1.0, 2.0]), sigma=1e-2, phi0=np.array([-1e-3, -2e-3]), vn0=np.array([-0.1, 0.05]))
+    return {"dt": 0.01, "mu": np.array([0.5, 0.3]), "k": np.array([1e4, 2e4]), "tau_d": np.array([0.01, 0.02]),
+            "d": np.array([1.0, 2.0]), "sigma": 1e-2, "phi0": np.array([-1e-3, -2e-3]),
+            "vn0": np.array([-0.1, 0.05])}
 
 
 def _fd_v(model, A, J, th, v_star, name, i, h):
@@ -259,13 +260,16 @@ def test_applied_force_derivative_matches_finite_differences(model):
     an = sens.dv_dapplied()
     h, dt = 1e-4, th["dt"]
     Minv = np.linalg.inv(A)
-    fd = np.column_stack([(solve(_problem(model, A, J, th, v_star + dt * Minv @ (h * e)), params=GRADIENT_PARAMETERS).v
-                           - solve(_problem(model, A, J, th, v_star - dt * Minv @ (h * e)),
-                                   params=GRADIENT_PARAMETERS).v) / (2 * h) for e in np.eye(NV)])
+
+    def v_of(dv):
+        return solve(_problem(model, A, J, th, v_star + dv), params=GRADIENT_PARAMETERS).v
+
+    fd = np.column_stack([(v_of(dt * Minv @ (h * e)) - v_of(-dt * Minv @ (h * e))) / (2 * h)
+                          for e in np.eye(NV)])
     assert np.abs(fd).max() > 1e-4                     # the force moves v (not a vacuous comparison)
     np.testing.assert_allclose(an, fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max())
     np.testing.assert_allclose(sens.dv_dapplied(mass=A), an, rtol=1e-12, atol=1e-15)
     # a mass matrix other than A (e.g. A = M + dt·D with joint damping): H dv/du = dt A M⁻¹
     M = A + np.diag(np.arange(1.0, NV + 1))
-    np.testing.assert_allclose(sens.dv_dapplied(mass=M), dt * np.linalg.solve(sens.hessian(), A @ np.linalg.inv(M)),
-                               rtol=1e-9, atol=1e-12)
+    expected = dt * np.linalg.solve(sens.hessian(), A @ np.linalg.inv(M))
+    np.testing.assert_allclose(sens.dv_dapplied(mass=M), expected, rtol=1e-9, atol=1e-12)

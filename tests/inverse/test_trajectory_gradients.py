@@ -100,7 +100,7 @@ def test_applied_force_gradient_through_a_rollout(cm):
     W = rng.normal(size=ro.positions().shape)
     dLdq = np.zeros((STEPS + 1, 6))
     dLdq[:, 3:] = W[:, 0, :]
-    grad, lam_q, lam_v, dLdu = adjoint(ro, dLdq, applied_gradient=True)
+    _grad, _lam_q, _lam_v, dLdu = adjoint(ro, dLdq, applied_gradient=True)
     assert dLdu.shape == (STEPS, 1, 6)
     landing = int(np.argmax(ro.positions()[:, 0, 2] < 0.1005))
     checked = 0
