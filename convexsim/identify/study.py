@@ -84,9 +84,29 @@ class IdentifyStudy(_Strict):
                                        "reduced": None})
 
 
+def resolve_identify_study(arg: str | Path) -> Path:
+    """The file ``arg`` names: a path as given, else the same path under the shipped scenes folder (a
+    leading ``scenes/`` dropped), else a shipped study name (``scenes/studies/identification/<arg>.yaml``).
+    IdentifyStudyError listing the shipped identification studies otherwise."""
+    from convexsim.scene import shipped_scenes_dir
+
+    path = Path(arg)
+    if path.exists():
+        return path
+    root = shipped_scenes_dir()
+    tails = [path] + ([Path(*path.parts[1:])] if len(path.parts) > 1 and path.parts[0] == root.name else [])
+    tails += [Path("studies") / "identification" / f"{path.name}.yaml"] if len(path.parts) == 1 else []
+    for tail in tails:
+        if not path.is_absolute() and (root / tail).is_file():
+            return root / tail
+    names = sorted(p.stem for p in (root / "studies" / "identification").glob("*.yaml"))
+    raise IdentifyStudyError(f"identification study not found: {arg}; shipped: {', '.join(names)}")
+
+
 def load_identify_study(path: str | Path) -> IdentifyStudy:
-    """Read and validate a study file; IdentifyStudyError names the file and the field."""
-    path = Path(path)
+    """Read and validate a study file (a path or a shipped name, :func:`resolve_identify_study`);
+    IdentifyStudyError names the file and the field."""
+    path = resolve_identify_study(path)
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -279,5 +299,5 @@ def run_identify_study(spec: IdentifyStudy | str | Path, out_dir: str | Path, *,
     return StudyOutcome(rows, summary, verdict, passed, files)
 
 
-__all__ = ["IdentifyStudy", "IdentifyStudyError", "StudyOutcome", "load_identify_study", "run_identify_study",
-           "summarize"]
+__all__ = ["IdentifyStudy", "IdentifyStudyError", "StudyOutcome", "load_identify_study", "resolve_identify_study",
+           "run_identify_study", "summarize"]
