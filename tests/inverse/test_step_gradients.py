@@ -234,6 +234,35 @@ def test_hunt_crossley_cutoff_returns_zero():
         assert dgdvc_in[2, 2] < 0.0 and g_in[2] > 0.0           # inside: n > 0 and n' < 0
 
 
+@pytest.mark.parametrize("model", ["lagged", "similar"])
+def test_stiction_tolerance_tie_returns_the_v_s_side(model):
+    # εs = max(v_s, μσw n0): at a tie the v_s branch is returned (∂εs/∂μ = ∂εs/∂σ = 0), i.e. the left
+    # derivative in σ. A sliding contact with ‖vt‖ ~ εs makes εs visible in v (t̂ = vt/√(‖vt‖² + εs²)).
+    from convexsim.sap.problem import delassus_diagonal
+
+    dt, k, d, fe0, vn0, v_s, mu = 0.01, 1e4, 1.0, 20.0, -0.05, 1e-2, 0.5
+    v_star = np.array([0.02, 0.0, -0.01])
+
+    def prob(sigma):
+        return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model=model, mu=mu, k=k, d=d,
+                                         fe0=fe0, vn0=vn0, sigma=sigma, v_s=v_s)
+
+    w = delassus_diagonal(prob(1.0))[0]
+    n0 = dt * fe0 * (1 - d * vn0)
+    sigma = v_s / (mu * w * n0)
+    while mu * sigma * w * n0 > v_s:                                       # round-off: make it a tie
+        sigma = np.nextafter(sigma, 0.0)
+    sens = step_sensitivity(prob(sigma))
+    an = sens.dv_dparameter("sigma")
+    h = 1e-6 * sigma
+    v0 = solve(prob(sigma), params=GRADIENT_PARAMETERS).v
+    left = (v0 - solve(prob(sigma - h), params=GRADIENT_PARAMETERS).v) / h
+    right = (solve(prob(sigma + h), params=GRADIENT_PARAMETERS).v - v0) / h
+    assert np.abs(right).max() > 1e-3 * np.abs(v0).max() / sigma           # the other side does move v
+    np.testing.assert_allclose(an, left, atol=1e-6 * np.abs(right).max())   # left = 0 up to round-off
+    assert np.abs(an - right).max() > 0.5 * np.abs(right).max()
+
+
 def test_sap_partials_regions():
     # the three regions of the cone produce the derivative of their own formula
     par = np.array([0.5, 0.1, 0.1, 0, 0, 0, 0, 0])
