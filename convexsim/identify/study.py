@@ -2,7 +2,7 @@
 
 A study file (YAML, validated, unknown keys refused) names the estimators, the noise levels ε and the noise
 seeds; every (ε, seed, method) is one fit of ``convexsim.identify.berard_trinkle``. The report states the
-expected trend up front and checks it: the median |μ̂ − μ| over the seeds against ε has log–log slope
+expected trend up front and checks it: the median |μ̂ − μ| over the noise seeds against ε has log–log slope
 ``trend.slope`` ± ``trend.tol`` within ``trend.range`` (least-squares estimators: error ∝ σ ∝ ε), and every
 error is within ``trend.sigmas`` of its own Gauss–Newton σ. An MPEC fit that ends at an infeasible point
 (violation > 1e-3 m/s) is a "not converged" row, kept out of the medians and drawn as a cross.
