@@ -299,5 +299,5 @@ def run_identify_study(spec: IdentifyStudy | str | Path, out_dir: str | Path, *,
     return StudyOutcome(rows, summary, verdict, passed, files)
 
 
-__all__ = ["IdentifyStudy", "IdentifyStudyError", "StudyOutcome", "load_identify_study", "resolve_identify_study",
-           "run_identify_study", "summarize"]
+__all__ = ["IdentifyStudy", "IdentifyStudyError", "StudyOutcome", "load_identify_study",
+           "resolve_identify_study", "run_identify_study", "summarize"]

@@ -69,9 +69,9 @@ def _problem(model, A, J, th, v_star):
 
 
 def _theta():
-    return {"dt": 0.01, "mu": np.array([0.5, 0.3]), "k": np.array([1e4, 2e4]), "tau_d": np.array([0.01, 0.02]),
-            "d": np.array([1.0, 2.0]), "sigma": 1e-2, "phi0": np.array([-1e-3, -2e-3]),
-            "vn0": np.array([-0.1, 0.05])}
+    return {"dt": 0.01, "mu": np.array([0.5, 0.3]), "k": np.array([1e4, 2e4]),
+            "tau_d": np.array([0.01, 0.02]), "d": np.array([1.0, 2.0]), "sigma": 1e-2,
+            "phi0": np.array([-1e-3, -2e-3]), "vn0": np.array([-0.1, 0.05])}
 
 
 def _fd_v(model, A, J, th, v_star, name, i, h):
