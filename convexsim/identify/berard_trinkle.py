@@ -65,6 +65,8 @@ class Fit:
     evaluations: int
     states: np.ndarray
     violation: float = 0.0
+    converged: bool = True
+    message: str = ""
 
 
 def initial_state(obs: np.ndarray, h: float = H, frames: int = 8) -> np.ndarray:
@@ -129,7 +131,8 @@ def fit_mpec(obs: np.ndarray, *, mu0: float = 0.5, h: float = H, x_app: float = 
     res = solve_mpec(prob, x0, theta_max=1.0)
     _, p, v, _ = prob.unpack(res.x)
     return Fit(float(res.theta[0]), float(res.theta_std[0]), res.objective,
-               int(sum(s["nfev"] for s in res.stages)), np.hstack([p, v]), res.violation)
+               int(sum(s["nfev"] for s in res.stages)), np.hstack([p, v]), res.violation, res.success,
+               res.message)
 
 
 def noise_sweep(eps_values=(5e-5, 5e-4, 5e-3, 5e-2, 5e-1), seeds_=range(3), methods=("mpec", "shooting"),
@@ -146,7 +149,7 @@ def noise_sweep(eps_values=(5e-5, 5e-4, 5e-3, 5e-2, 5e-1), seeds_=range(3), meth
                 rows.append({"eps": eps, "seed": seed, "method": method, "mu": fit.mu,
                              "error": abs(fit.mu - mu), "std": fit.mu_std, "objective": fit.objective,
                              "objective_per_eps2": fit.objective / eps ** 2, "evaluations": fit.evaluations,
-                             "violation": fit.violation})
+                             "violation": fit.violation, "converged": fit.converged})
     return rows
 
 

@@ -1,4 +1,5 @@
-"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR``: parsing and running (docs/identify.md)."""
+"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR`` and
+``convexsim identify --study SPEC --out DIR``: parsing and running (docs/identify.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "identify", help="estimate friction (and stiffness, dissipation) per material pair from a trajectory",
         description="Estimate material-pair parameters from the COM positions recorded in TRAJ (an .npz "
                     "trajectory, every step recorded) and write a report (Markdown, PNG, CSV) to DIR.")
-    p.add_argument("trajectory", metavar="TRAJ")
+    p.add_argument("trajectory", metavar="TRAJ", nargs="?",
+                   help="trajectory file (.npz); omit with --study")
+    p.add_argument("--study", metavar="SPEC", default=None,
+                   help="run an identification study file instead (noise sweep, e.g. "
+                        "scenes/studies/identification/mu_vs_noise.yaml)")
+    p.add_argument("--reduced", action="store_true", help="with --study: its reduced sweep (tests, demos)")
     p.add_argument("--params", default="mu", help="comma-separated: mu, k, tau_d (sap model) or d "
                                                   "(lagged/similar); default mu")
     p.add_argument("--out", required=True, metavar="DIR", help="report folder (created)")
@@ -40,6 +46,11 @@ def run(args) -> int:
     from convexsim.identify.fit import IdentificationError, identify
     from convexsim.identify.report import write_report
 
+    if args.study is not None:
+        return run_study(args)
+    if args.trajectory is None:
+        print("convexsim identify: error: give a trajectory file TRAJ or --study SPEC", file=sys.stderr)
+        return 1
     params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
     methods = ("mpec", "sap") if args.method == "both" else (args.method,)
     try:
@@ -56,4 +67,27 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["add_parser", "run"]
+def run_study(args) -> int:
+    """``--study SPEC``: 0 when the study ran, 1 for a bad file or a TRAJ given as well."""
+    from convexsim.identify.study import IdentifyStudyError, run_identify_study
+
+    if args.trajectory is not None:
+        print("convexsim identify: error: give either TRAJ or --study, not both", file=sys.stderr)
+        return 1
+
+    def progress(r):
+        print(f"ε = {r['eps']:<8g} seed {r['seed']:<3d} {r['method']:8s} μ̂ = {r['mu_hat']:.6f} "
+              f"|μ̂ − μ| = {r['error']:.2e} σ = {r['std']:.2e} ({r['seconds']:.1f} s)", flush=True)
+
+    try:
+        out = run_identify_study(args.study, args.out, reduced=args.reduced, progress=progress)
+    except IdentifyStudyError as exc:
+        print(f"convexsim identify: error: {exc}", file=sys.stderr)
+        return 1
+    for line in out.verdict:
+        print(line)
+    print(f"report: {out.files[-1]}")
+    return 0
+
+
+__all__ = ["add_parser", "run", "run_study"]

@@ -64,6 +64,8 @@ class MethodResult:
     positions: np.ndarray
     violation: float = 0.0
     notes: list[str] = field(default_factory=list)
+    converged: bool = True
+    message: str = ""
 
 
 @dataclass
@@ -290,11 +292,11 @@ def fit_mpec(model: Model, frames: list[State], observed: np.ndarray, pairs, mu0
     notes = ["continuation stages (W, δ, evaluations, μ, violation): " + "; ".join(
         f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
         f"{s['violation']:.2g})" for s in res.stages)]
-    if res.violation > 1e-3:
-        notes.append(f"constraint violation {res.violation:.2g} m/s after the continuation: the estimate is "
-                     f"not a feasible point of the MPEC")
+    if not res.success:
+        notes.append(res.message)
     return MethodResult("mpec", ests, res.objective, int(sum(s["nfev"] for s in res.stages)),
-                        p.reshape(observed.shape), res.violation, notes)
+                        p.reshape(observed.shape), res.violation, notes, converged=res.success,
+                        message=res.message)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -332,6 +334,8 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
             res = fit_sap(model, frames, observed, plist, init)
         else:
             raise IdentificationError(f"unknown method {method!r} (mpec, sap)")
+        if check and not res.converged:
+            raise IdentificationError(f"{method}: no estimate: {res.message}")
         if check:
             _check_identifiable(method, res.estimates)
         results.append(res)

@@ -280,6 +280,17 @@ class StepSensitivity:
         cols = self.contact_columns(name)
         return self.solve(cols if per_contact else cols.sum(axis=1))
 
+    def dv_dapplied(self, mass=None) -> np.ndarray:
+        """dv/du for an applied generalized impulse rate u [N, N·m] (per dof, the B·u term) entering the free
+        motion as v* = v0 + dt M⁻¹(f + u): H dv/du = A ∂v*/∂u = dt A M⁻¹, shape (nv, nv).
+
+        ``mass`` is M (nv, nv); by default M = A (rigid bodies: A is the mass matrix), so dv/du = dt H⁻¹.
+        """
+        dt = self.problem.dt
+        if mass is None:
+            return dt * self.solve(np.eye(self.A.shape[0]))
+        return dt * self.solve(self.A @ np.linalg.inv(np.asarray(mass, float)))
+
     def dv_ddt(self, dvstar_ddt) -> np.ndarray:
         """dv/d dt with v* changing as ``dvstar_ddt`` (= (v* − v0)/dt for v* = v0 + dt·a)."""
         return self.solve(self.A @ np.asarray(dvstar_ddt, float) + self.contact_columns("dt").sum(axis=1))

@@ -280,7 +280,7 @@ def _step_record(model: Model, state: State, kin, A_blocks, v_star, v0, result, 
 
 
 def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Parameter, float] | None = None,
-            parameters=(), linearize: bool = False,
+            parameters=(), linearize: bool = False, applied: np.ndarray | None = None,
             solver_params: sap.SapParameters = GRADIENT_PARAMETERS) -> Rollout:
     """Simulate ``steps`` SAP steps from ``state0`` with overridden pair/global parameters.
 
@@ -288,6 +288,9 @@ def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Paramete
         overrides: Parameter -> value (pair parameters replace the combined value of that pair).
         parameters: the Parameters to differentiate with respect to (order of the Mθ columns).
         linearize: keep each step's linearization (needed by :func:`tangents` and :func:`adjoint`).
+        applied: generalized forces u_l held over step l, shape (steps, nmov, 6) per moving body
+            (torque [N·m] about the world axes, then force [N], the v layout [ω; v]); they enter the free
+            motion as v* = v_l + dt M⁻¹(f + u_l) (the B·u term). Default none.
         solver_params: SAP settings (default: tight, see gradients.GRADIENT_PARAMETERS).
 
     Raises:
@@ -301,13 +304,16 @@ def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Paramete
         model = replace(model, solver=replace(model.solver, kind="sap"))
     ctx = StepContext()
     bodies = dynamics.moving_bodies(model)
+    u = _applied_array(applied, int(steps), bodies.size)
     qs, vs, records = [state0.q.copy()], [state0.v.copy()], []
     state = state0.copy()
-    for _ in range(int(steps)):
+    for l in range(int(steps)):
         margin = contact_margin(model, state)
         kin = with_overrides(model, contact_kinematics(model, state, margin=margin, workspace=ctx.collision),
                              overrides)
         A_blocks, v_star = dynamics.free_motion(model, state)
+        if u is not None:
+            v_star = v_star + model.time_step * np.linalg.solve(A_blocks, u[l][..., None])[..., 0].reshape(-1)
         v0 = state.v[bodies].reshape(-1)
         problem = result = None
         if kin.contacts.count:
@@ -329,6 +335,19 @@ def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Paramete
         qs.append(state.q.copy())
         vs.append(state.v.copy())
     return Rollout(model, parameters, np.array(qs), np.array(vs), records)
+
+
+def _applied_array(applied, steps: int, nmov: int) -> np.ndarray | None:
+    """``applied`` as an array (steps, nmov, 6), or None; ValueError naming the expected shape."""
+    if applied is None:
+        return None
+    u = np.asarray(applied, dtype=float)
+    if u.shape != (steps, nmov, 6):
+        raise ValueError(f"applied forces: expected shape (steps, moving bodies, 6) = ({steps}, {nmov}, 6), "
+                         f"got {u.shape}")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("applied forces: non-finite values")
+    return u
 
 
 def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -362,18 +381,21 @@ def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndar
     return np.array(out_q), np.array(out_v)
 
 
-def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray,
-                                                                                           np.ndarray]:
+def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None, *,
+            applied_gradient: bool = False) -> tuple[np.ndarray, ...]:
     """Reverse accumulation of a loss L = Σ_l ℓ_l(q_l, v_l) through the rollout.
 
     Args:
         dL_dq: ∂ℓ_l/∂q_l in tangent coordinates, shape (T, nv). dL_dv: ∂ℓ_l/∂v_l, shape (T, nv) (default 0).
+        applied_gradient: also return dL/du_l for the applied generalized forces of every step.
 
     Returns:
-        (dL/dθ (nθ,), dL/dq0 (nv,), dL/dv0 (nv,)): one H solve per step.
+        (dL/dθ (nθ,), dL/dq0 (nv,), dL/dv0 (nv,)), and with ``applied_gradient`` dL/du (T−1, nmov, 6)
+        [per N, N·m]: one H solve per step.
 
     Recurrence (a = λv_{l+1} + dt λq_{l+1}, u = H⁻¹a): λq_l = ∂ℓ_l/∂q_l + λq_{l+1} + Mqᵀu,
-    λv_l = ∂ℓ_l/∂v_l + Mvᵀu, dL/dθ += Mθᵀu (+ λq_{l+1}·v_{l+1} for θ = dt).
+    λv_l = ∂ℓ_l/∂v_l + Mvᵀu, dL/dθ += Mθᵀu (+ λq_{l+1}·v_{l+1} for θ = dt). The applied force enters
+    g = A(v − v*) − Jᵀγ as −dt·u_l (A ∂v*/∂u = dt A M⁻¹ = dt I for rigid bodies), so dL/du_l = dt·u.
     """
     if len(ro.records) != ro.q.shape[0] - 1:
         raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
@@ -385,15 +407,19 @@ def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None) -> 
     lam_q, lam_v = dL_dq[-1].copy(), dL_dv[-1].copy()
     grad = np.zeros(len(ro.parameters))
     dt_col = [j for j, p in enumerate(ro.parameters) if p.name == "dt"]
+    d_applied = np.zeros((T - 1, nv))
     for l in range(T - 2, -1, -1):
         rec = ro.records[l]
         a = lam_v + dt * lam_q
         u = rec.solve(a)
         grad += rec.Mtheta.T @ u
+        d_applied[l] = dt * u
         for j in dt_col:
             grad[j] += lam_q @ rec.v_next
         lam_q = dL_dq[l] + lam_q + rec.Mq.T @ u
         lam_v = dL_dv[l] + rec.Mv.T @ u
+    if applied_gradient:
+        return grad, lam_q, lam_v, d_applied.reshape(T - 1, -1, 6)
     return grad, lam_q, lam_v
 
 

@@ -60,7 +60,7 @@ def _system(seed=1):
 
 
 def _problem(model, A, J, th, v_star):
-    kw = dict(dt=th["dt"], model=model, mu=th["mu"], k=th["k"], sigma=th["sigma"])
+    kw = {"dt": th["dt"], "model": model, "mu": th["mu"], "k": th["k"], "sigma": th["sigma"]}
     if model == "sap":
         kw.update(tau_d=th["tau_d"], phi0=th["phi0"], beta=0.0)
     else:
@@ -69,8 +69,9 @@ def _problem(model, A, J, th, v_star):
 
 
 def _theta():
-    return dict(dt=0.01, mu=np.array([0.5, 0.3]), k=np.array([1e4, 2e4]), tau_d=np.array([0.01, 0.02]),
-                d=np.array([1.0, 2.0]), sigma=1e-2, phi0=np.array([-1e-3, -2e-3]), vn0=np.array([-0.1, 0.05]))
+    return {"dt": 0.01, "mu": np.array([0.5, 0.3]), "k": np.array([1e4, 2e4]),
+            "tau_d": np.array([0.01, 0.02]), "d": np.array([1.0, 2.0]), "sigma": 1e-2,
+            "phi0": np.array([-1e-3, -2e-3]), "vn0": np.array([-0.1, 0.05])}
 
 
 def _fd_v(model, A, J, th, v_star, name, i, h):
@@ -233,6 +234,35 @@ def test_hunt_crossley_cutoff_returns_zero():
         assert dgdvc_in[2, 2] < 0.0 and g_in[2] > 0.0           # inside: n > 0 and n' < 0
 
 
+@pytest.mark.parametrize("model", ["lagged", "similar"])
+def test_stiction_tolerance_tie_returns_the_v_s_side(model):
+    # εs = max(v_s, μσw n0): at a tie the v_s branch is returned (∂εs/∂μ = ∂εs/∂σ = 0), i.e. the left
+    # derivative in σ. A sliding contact with ‖vt‖ ~ εs makes εs visible in v (t̂ = vt/√(‖vt‖² + εs²)).
+    from convexsim.sap.problem import delassus_diagonal
+
+    dt, k, d, fe0, vn0, v_s, mu = 0.01, 1e4, 1.0, 20.0, -0.05, 1e-2, 0.5
+    v_star = np.array([0.02, 0.0, -0.01])
+
+    def prob(sigma):
+        return ContactProblem.from_dense(np.eye(3), v_star, np.eye(3), dt=dt, model=model, mu=mu, k=k, d=d,
+                                         fe0=fe0, vn0=vn0, sigma=sigma, v_s=v_s)
+
+    w = delassus_diagonal(prob(1.0))[0]
+    n0 = dt * fe0 * (1 - d * vn0)
+    sigma = v_s / (mu * w * n0)
+    while mu * sigma * w * n0 > v_s:                                       # round-off: make it a tie
+        sigma = np.nextafter(sigma, 0.0)
+    sens = step_sensitivity(prob(sigma))
+    an = sens.dv_dparameter("sigma")
+    h = 1e-6 * sigma
+    v0 = solve(prob(sigma), params=GRADIENT_PARAMETERS).v
+    left = (v0 - solve(prob(sigma - h), params=GRADIENT_PARAMETERS).v) / h
+    right = (solve(prob(sigma + h), params=GRADIENT_PARAMETERS).v - v0) / h
+    assert np.abs(right).max() > 1e-3 * np.abs(v0).max() / sigma           # the other side does move v
+    np.testing.assert_allclose(an, left, atol=1e-6 * np.abs(right).max())   # left = 0 up to round-off
+    assert np.abs(an - right).max() > 0.5 * np.abs(right).max()
+
+
 def test_sap_partials_regions():
     # the three regions of the cone produce the derivative of their own formula
     par = np.array([0.5, 0.1, 0.1, 0, 0, 0, 0, 0])
@@ -245,3 +275,30 @@ def test_sap_partials_regions():
             assert dp[:, 0].tolist() == [0.0, 0.0, 0.0]          # μ does not act on a sticking contact
         else:
             assert dp[0, 0] != 0.0
+
+
+# ------------------------------------------------------------------------------- applied forces
+@pytest.mark.parametrize("model", ["sap", "lagged", "similar"])
+def test_applied_force_derivative_matches_finite_differences(model):
+    # v* = v0 + dt M⁻¹(f + u): dv/du = dt H⁻¹ (M = A). A central difference in u is a difference in v* by
+    # ±dt M⁻¹ h e_j; same tolerance argument as above (h = 1e-4 N on forces of order 1 N).
+    A, J, rng = _system(seed=3)
+    th = _theta()
+    v_star = rng.normal(size=NV) * 0.3
+    sens = step_sensitivity(_problem(model, A, J, th, v_star))
+    an = sens.dv_dapplied()
+    h, dt = 1e-4, th["dt"]
+    Minv = np.linalg.inv(A)
+
+    def v_of(dv):
+        return solve(_problem(model, A, J, th, v_star + dv), params=GRADIENT_PARAMETERS).v
+
+    fd = np.column_stack([(v_of(dt * Minv @ (h * e)) - v_of(-dt * Minv @ (h * e))) / (2 * h)
+                          for e in np.eye(NV)])
+    assert np.abs(fd).max() > 1e-4                     # the force moves v (not a vacuous comparison)
+    np.testing.assert_allclose(an, fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max())
+    np.testing.assert_allclose(sens.dv_dapplied(mass=A), an, rtol=1e-12, atol=1e-15)
+    # a mass matrix other than A (e.g. A = M + dt·D with joint damping): H dv/du = dt A M⁻¹
+    M = A + np.diag(np.arange(1.0, NV + 1))
+    expected = dt * np.linalg.solve(sens.hessian(), A @ np.linalg.inv(M))
+    np.testing.assert_allclose(sens.dv_dapplied(mass=M), expected, rtol=1e-9, atol=1e-12)

@@ -85,3 +85,35 @@ def test_unknown_or_absent_parameters_are_refused():
         rollout(model, state, 2, parameters=[Parameter("tau_d", ("ball", "floor"))])
     with pytest.raises(ValueError, match="not in the scene"):
         rollout(model, state, 2, parameters=[Parameter("mu", ("ball", "ice"))])
+
+
+@pytest.mark.parametrize("cm", ["sap", "lagged"])
+def test_applied_force_gradient_through_a_rollout(cm):
+    # dL/du_l from the adjoint against central differences of whole rollouts, for a force and a torque at
+    # a step in flight, one at landing and one while rolling (1e-4 relative, as above; h = 1e-5 N).
+    model, state, _ = prepare(rolling_ball(cm))
+    rng = np.random.default_rng(11)
+    u = rng.normal(size=(STEPS, 1, 6)) * 0.5
+    ro = rollout(model, state, STEPS, linearize=True, applied=u)
+    free = rollout(model, state, STEPS)
+    assert np.abs(ro.positions() - free.positions()).max() > 1e-4      # the input acts
+    W = rng.normal(size=ro.positions().shape)
+    dLdq = np.zeros((STEPS + 1, 6))
+    dLdq[:, 3:] = W[:, 0, :]
+    _grad, _lam_q, _lam_v, dLdu = adjoint(ro, dLdq, applied_gradient=True)
+    assert dLdu.shape == (STEPS, 1, 6)
+    landing = int(np.argmax(ro.positions()[:, 0, 2] < 0.1005))
+    checked = 0
+    for l in (2, max(landing - 1, 0), STEPS - 3):
+        for k in (0, 3, 5):                           # torque about x, force along x, force along z
+            h = 1e-5
+            up, um = u.copy(), u.copy()
+            up[l, 0, k] += h
+            um[l, 0, k] -= h
+            fd = (_loss(rollout(model, state, STEPS, applied=up), W)
+                  - _loss(rollout(model, state, STEPS, applied=um), W)) / (2 * h)
+            assert dLdu[l, 0, k] == pytest.approx(fd, rel=1e-4, abs=1e-9), (l, k)
+            checked += abs(fd) > 1e-6
+    assert checked >= 6
+    with pytest.raises(ValueError, match="expected shape"):
+        rollout(model, state, 3, applied=np.zeros((2, 1, 6)))
