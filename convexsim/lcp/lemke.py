@@ -795,6 +795,17 @@ def _validate(M, q, d):
     return np.ascontiguousarray(M), np.ascontiguousarray(q), np.ascontiguousarray(d)
 
 
+def _pivot_limits(n: int, opts: "LemkeOptions", max_pivots: int | None) -> tuple[int, int]:
+    """(pivot cap, rebuild interval) for an n×n LCP: the caller's cap or ``default_max_pivots(n)``;
+    ``opts.refactor_every``, or max(50, 2n) when it is negative."""
+    if max_pivots is None:
+        max_pivots = default_max_pivots(n)
+    refactor = int(opts.refactor_every)
+    if refactor < 0:
+        refactor = max(50, 2 * n)
+    return max_pivots, refactor
+
+
 def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorkspace | None = None,
           options: LemkeOptions | None = None) -> LemkeResult:
     """Solve LCP(M, q): z ≥ 0, w = Mz + q ≥ 0, zᵀw = 0 by Lemke's method (Harris ratio test by default).
@@ -824,11 +835,7 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     M, q, d = _validate(M, q, d)
     n = M.shape[0]
     opts = options or LemkeOptions()
-    if max_pivots is None:
-        max_pivots = default_max_pivots(n)
-    refactor = int(opts.refactor_every)
-    if refactor < 0:
-        refactor = max(50, 2 * n)
+    max_pivots, refactor = _pivot_limits(n, opts, max_pivots)
     if int(max_pivots) < 1:
         raise ValueError(f"max_pivots must be ≥ 1; got {max_pivots}")
     if opts.ratio_test not in _RATIO_TESTS:
@@ -940,11 +947,7 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     q = np.ascontiguousarray(q, dtype=np.float64)
     n = q.shape[0]
     opts = options or LemkeOptions()
-    if max_pivots is None:
-        max_pivots = default_max_pivots(n)
-    refactor = int(opts.refactor_every)
-    if refactor < 0:
-        refactor = max(50, 2 * n)
+    max_pivots, refactor = _pivot_limits(n, opts, max_pivots)
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
