@@ -82,10 +82,13 @@ def test_contact_keys_number_points_within_a_pair():
 #
 # Both paths return points that pass the same scaled check (t = 1e4·ε·n ≤ 5.4e-10 for n ≤ 240,
 # relative to s_w = ‖M‖‖z‖ + ‖q‖ ≈ 0.1 m/s here); the warm path also demands sign feasibility at
-# 10·ε·n. A per-step velocity disagreement is then at most ~t·s_w ≈ 5e-11 m/s; accumulated over
-# 500 steps ≤ 2.5e-8 m/s and ≤ dt·Σ ≈ 1e-11 m in position. Degenerate force splits differ (the
-# manifold LCPs are not unique) but give the same velocities. Measured: |Δq| ≤ 2e-13, |Δv| ≤ 5e-11
-# on box_stack (0.5 s). Bounds asserted: 1e-9 (q) and 1e-7 m/s (v), 10-100× above the estimate.
+# 10·ε·n. Where the LCP's solution is unique in velocity, a per-step disagreement is then at most
+# ~t·s_w ≈ 5e-11 m/s. It is not always unique: the polyhedral-friction LCP has a non-symmetric M, so
+# two valid solutions of a degenerate manifold LCP can split friction differently and give
+# velocities that differ (only for symmetric PSD M does M(z1 − z2) = 0 follow). Measured on box_stack
+# (0.5 s): |Δq| ≤ 2e-13, |Δv| ≤ 5e-11 on one machine; |Δq| = 2.3e-10, |Δv| = 1.0e-7 m/s on another.
+# Bounds asserted: 1e-8 m (q) and 1e-6 m/s (v), 10x above the worst measured, far below any
+# physical scale of the scene (mm, cm/s), and the step-by-step acceptance counts below are exact.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -124,7 +127,7 @@ def _lockstep(scene, duration, monkeypatch):
                          [pytest.param("box_stack", 0.5, 0.9, marks=pytest.mark.slow), ("sphere_drop", 0.6, 0.5)])
 def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch):
     dq, dv, infos, accepted = _lockstep(scene_file(scene), duration, monkeypatch)
-    assert dq <= 1e-9 and dv <= 1e-7
+    assert dq <= 1e-8 and dv <= 1e-6
     with_contacts = [i for i in infos if i.contacts.count]
     n_acc = sum(i.warm_accepted for i in with_contacts)
     assert n_acc == len(accepted)
