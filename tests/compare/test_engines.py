@@ -32,12 +32,19 @@ def test_mujoco_solref_matches_the_oscillator_when_stable():
     assert 2 / tc == pytest.approx(k * tau / m, rel=1e-12)
 
 
-def test_mujoco_solref_keeps_stiffness_at_the_stability_limit():
-    """Near-rigid damping (ζω > 1/(2dt)): timeconst = 2·dt, stiffness still k/m."""
-    k, tau, m, dt = 5e5, 0.2, 1.0, 1e-3
+@pytest.mark.parametrize("k, tau, m", [(5e5, 0.2, 1.0), (1e5, 0.01, 0.1), (2e5, 0.005, 0.1),
+                                        (1e5, 0.0, 1.0), (1e3, 2e-3, 1.0), (1e7, 1e-4, 0.01)])
+@pytest.mark.parametrize("dt", [1e-3, 1e-2])
+def test_mujoco_solref_stays_inside_mujocos_stability_range(k, tau, m, dt):
+    """Both rates of MuJoCo's start-of-step reference, 1/timeconst and ω = 1/(timeconst·dampratio), are
+    at most 1/(2·dt); a contact that cannot be matched gets (2·dt, 1). The pile's 0.1 kg balls on
+    1e5 N/m (ω·dt = 10 at dt = 10 ms) flew apart at 200 m/s with the stiffness kept."""
     tc, zeta = engines.mujoco_solref(k, tau, m, dt)
-    assert tc == 2 * dt
-    assert 1 / (tc * zeta) ** 2 == pytest.approx(k / m, rel=1e-12)
+    assert tc >= 2 * dt * (1 - 1e-12)
+    assert tc * zeta >= 2 * dt * (1 - 1e-12)
+    omega = np.sqrt(k / m)
+    if 1 / omega < 2 * dt or 1 / (max(0.5 * tau * omega, 0.01) * omega) < 2 * dt:
+        assert (tc, zeta) == (2 * dt, 1.0)
 
 
 @pytest.mark.parametrize("scene", ["sphere_drop", "box_stack", "mixed_clutter", "capsule_roll"])
@@ -83,3 +90,19 @@ def test_engines_agree_on_a_resting_sphere(engine, module):
     ours = _rest_height("convexsim")
     theirs = _rest_height(engine)
     assert abs(theirs - ours) < 2e-3
+
+
+def test_mujoco_pile_stays_a_pile():
+    """Regression: a 100-ball pile translated to MuJoCo settles instead of exploding (it once reached
+    bodies 159 m away). After 0.5 s every ball is within 0.3 m of where it started horizontally and above
+    the ground by at least r minus 1 cm, and the mean height is convexsim's within 1 cm (MuJoCo's contact
+    is softer at this step, docs/performance.md)."""
+    pytest.importorskip("mujoco")
+    model, state, _ = prepare(SCENES / "pile_100.yaml")
+    runs = engines.run_side_by_side(model, state, 0.5, ("convexsim", "mujoco"))
+    moving = np.flatnonzero(~model.body_fixed)
+    ours, theirs = (r.position[moving] for r in runs)
+    r = model.geom_size[np.flatnonzero(~model.body_fixed[model.geom_body])[0], 0]
+    assert np.all(np.linalg.norm(theirs[:, :2] - state.q[moving, :2], axis=1) < 0.3)
+    assert np.all(theirs[:, 2] > r - 0.01)
+    assert abs(theirs[:, 2].mean() - ours[:, 2].mean()) < 0.01
