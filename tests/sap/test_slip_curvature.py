@@ -177,14 +177,14 @@ def test_parameters_validated():
         SapParameters(slip_curvature_residual=-1.0)
 
 
-def _scene_step_problems(scene, steps, every):
+def _scene_step_problems(scene, steps, every, contact_model=None):
     """(problem, v0) of some steps of a scene run with the default solver."""
     from convexsim import dynamics, stepping
     from convexsim.simulate import prepare
     from convexsim.stepping.contacts import contact_kinematics
     from convexsim.stepping.sap_stepper import build_sap_problem
 
-    model, state, _ = prepare(scene)
+    model, state, _ = prepare(scene, contact_model=contact_model)
     out = []
     for k in range(steps):
         if k % every == every - 1:
@@ -197,10 +197,14 @@ def _scene_step_problems(scene, steps, every):
     return out
 
 
-@pytest.mark.parametrize("scene, steps, every", [("box_stack", 40, 8), ("pile_100", 30, 6),
-                                                 ("pile_mixed", 12, 4), ("sphere_drop", 40, 8)])
-def test_same_optimum_as_the_exact_hessian_on_scene_steps(scene, steps, every):
-    for problem, v0 in _scene_step_problems(scene, steps, every):
+@pytest.mark.parametrize("scene, steps, every, contact_model", [
+    ("box_stack", 40, 8, None), ("pile_100", 30, 6, None), ("pile_mixed", 12, 4, None), ("sphere_drop", 40, 8, None),
+    ("box_slide", 40, 8, None), ("box_slide", 40, 8, "sap"), ("incline_stick", 30, 6, None),
+    ("incline_stick", 30, 6, "lagged"), ("incline_slip", 30, 6, None), ("capsule_roll", 30, 6, None),
+    ("sphere_pile", 30, 6, None), ("pile_100", 18, 6, "similar")])
+def test_same_optimum_as_the_exact_hessian_on_scene_steps(scene, steps, every, contact_model):
+    """Steps of the shipped scenes the verification tests run (and the piles), every contact model."""
+    for problem, v0 in _scene_step_problems(scene, steps, every, contact_model):
         exact = solve(problem, v0, params=SapParameters(slip_curvature=0.0, on_failure="raise"))
         mod = solve(problem, v0, params=SapParameters(slip_curvature=1.0, on_failure="raise"))
         assert mod.converged
