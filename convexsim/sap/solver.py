@@ -5,7 +5,8 @@
 
 Each iteration: evaluate γ_i, G_i (numba, O(nk)); stop if ‖D ∇ℓ‖ ≤ ε_a + ε_r max(‖D A v‖, ‖D Jᵀγ‖) with
 D = diag(A)^(−1/2) (checked before any factorization, so an optimal guess costs 0 iterations) or if the cost
-stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (supernodal block-sparse Cholesky), line-search α
+stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (supernodal block-sparse Cholesky; while
+r > ε_κ s the blocks G_i of sliding contacts carry the slip curvature κ, SapParameters.slip_curvature), line-search α
 along dv in O(nk) per evaluation, v ← v + α dv. Castro, Permenter & Han, IEEE T-RO 2023, arXiv:2110.10107.
 
 The loop is Python orchestrating numba kernels (one call per stage, each looping over constraints or
