@@ -357,7 +357,8 @@ def forced_linear_solver(choice: str | None):
         solver._make_hessian = original
 
 
-def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None) -> dict:
+def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None,
+                    slip_curvature: float | None = None) -> dict:
     """Step a scene from its initial state for ``duration`` (default: the scene's) and return per-step
     averages over that whole window. Numba compilation happens in an untimed warm-up before.
 
@@ -367,22 +368,26 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     symbolic factorizations actually run; the rest were reused), fill (Σ nonzero blocks of L / Σ nonzero
     blocks of H's lower triangle over all factorizations; None without any), kept (edges of the factored
     pattern / edges of the clique graph: below 1 when the blocks with G = 0 are pruned), unconverged (steps).
-    ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run."""
+    ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run;
+    ``slip_curvature``: sets the scene's solver.slip_curvature κ (None: the scene's). Also: ls_per_iteration
+    (line-search evaluations per Newton iteration)."""
     from convexsim import stepping
     from convexsim.sap import linalg
     from convexsim.simulate import plan_steps, prepare
 
-    model, state, dur = prepare(scene, duration=duration)
+    overrides = None if slip_curvature is None else [f"solver.slip_curvature={float(slip_curvature)!r}"]
+    model, state, dur = prepare(scene, duration=duration, overrides=overrides)
     nsteps, _ = plan_steps(dur, model.time_step)
     with forced_linear_solver(linear_solver):
         _warm_up(linear_solver or "sparse")
         stats = linalg.reset_factor_stats()
-        its, nc, neg, bad = 0, 0, 0, 0
+        its, nc, neg, bad, ls = 0, 0, 0, 0, 0
         t0 = time.perf_counter()
         c0 = time.process_time()
         for _ in range(nsteps):
             state, info = stepping.step(model, state)
             its += info.iterations
+            ls += info.line_search_evaluations
             nc += info.contacts.count
             neg += int(np.count_nonzero(info.contacts.phi < 0))
             bad += int(not info.converged)
@@ -390,7 +395,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         cpu = time.process_time() - c0
     return {
         "scene": Path(str(scene)).stem, "bodies": int((~model.body_fixed).sum()), "steps": nsteps,
-        "ms_per_step": 1e3 * wall / nsteps, "cpu_ms_per_step": 1e3 * cpu / nsteps, "iterations": its / nsteps, "contacts": nc / nsteps,
+        "ms_per_step": 1e3 * wall / nsteps, "cpu_ms_per_step": 1e3 * cpu / nsteps, "iterations": its / nsteps,
+        "ls_per_iteration": ls / its if its else None, "contacts": nc / nsteps,
         "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
@@ -401,17 +407,19 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
 
 def scene_table_header() -> str:
     """Column titles of :func:`scene_row`."""
-    return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'contacts/step':>14}"
+    return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'ls/iter':>8}"
+            f"{'contacts/step':>14}"
             f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}")
 
 
 def scene_row(r: dict) -> str:
     """One line of the scene table (per-step averages; cpu ms = process CPU time; fill = nonzero blocks of L
-    / of H in the factored pattern; kept = edges of that pattern / edges of the clique graph)."""
+    / of H in the factored pattern; kept = edges of that pattern / edges of the clique graph; ls/iter =
+    line-search evaluations per Newton iteration)."""
     fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
     kept = "—" if r.get("kept") is None else f"{r['kept']:.2f}"
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
-            f"{r['iterations']:>10.1f}"
+            f"{r['iterations']:>10.1f}{'—' if r.get('ls_per_iteration') is None else format(r['ls_per_iteration'], '.2f'):>8}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
             f"{fill:>9}{kept:>6}{r['unconverged']:>7}")
 

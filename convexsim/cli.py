@@ -77,8 +77,22 @@ def _add_run(sub) -> None:
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _add_slip_curvature_flag(p)
     _add_unit_flag(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_slip_curvature_flag(p) -> None:
+    p.add_argument("--slip-curvature", type=float, metavar="KAPPA",
+                   help="SAP slip curvature κ >= 0 of the Newton matrix (default: the scene's solver."
+                        "slip_curvature, 1); 0 = the exact Hessian. Same optimum; changes the iteration count")
+
+
+def _with_slip_curvature(overrides, kappa):
+    """The --set overrides plus solver.slip_curvature=KAPPA when --slip-curvature was given."""
+    if kappa is None:
+        return overrides
+    return list(overrides) + [f"solver.slip_curvature={kappa!r}"]
 
 
 def _add_unit_flag(p) -> None:
@@ -146,7 +160,7 @@ def _cmd_run(args, viewer=None) -> int:
     for kind in kinds:
         model, state, duration = prepare(scene_path, duration=args.duration, time_step=args.time_step,
                                          contact_model=args.contact_model, solver=kind,
-                                         overrides=args.overrides)
+                                         overrides=_with_slip_curvature(args.overrides, args.slip_curvature))
         _, rounding = _step_plan(args, scene_path, model, duration)
         if rounding:
             _print(f"note: {rounding}", file=sys.stderr)
@@ -445,6 +459,7 @@ def _add_bench(sub) -> None:
     p.add_argument("--prune", action=argparse.BooleanOptionalAction, default=None,
                    help="factor the Newton matrix only in its nonzero blocks (--prune) or in the whole "
                         "clique graph (--no-prune); default: convexsim.sap.linalg.PRUNE_PATTERN")
+    _add_slip_curvature_flag(p)
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
@@ -481,7 +496,8 @@ def cmd_bench(args) -> int:
         linalg.PRUNE_PATTERN = args.prune
     print(sap_bench.scene_table_header())
     for name, dur in scenes:
-        row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver)
+        row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver,
+                                        slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
     if not args.no_lcp_bench and not args.scenes:
         from convexsim import bench_lcp

@@ -54,6 +54,7 @@ class SolverSettings:
         beta: SAP near-rigid threshold β (dimensionless).
         line_search: "exact" or "backtracking".
         stiction_tolerance: v_s [m/s] of the Hunt–Crossley models (lagged / similar).
+        slip_curvature: SAP slip curvature κ (dimensionless) of the Newton matrix (SapParameters); 0: exact.
         friction_directions: LCP: number of directions of the polyhedral friction cone.
         lcp_stabilization: LCP: fraction of the penetration removed per step (Baumgarte-like, in [0, 1]).
         lcp_restitution: LCP: Newton restitution coefficient e_N (0 = plastic impact).
@@ -68,6 +69,7 @@ class SolverSettings:
     beta: float = 1.0
     line_search: str = "exact"
     stiction_tolerance: float = 1e-4
+    slip_curvature: float = 1.0
     friction_directions: int = 8
     lcp_stabilization: float = 0.2
     lcp_restitution: float = 0.0

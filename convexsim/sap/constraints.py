@@ -36,27 +36,29 @@ def impulse_and_cost(kind, p, vc0, vc1, vc2, gamma_out):
 
 
 @jit
-def hessian_block(kind, p, vc0, vc1, vc2, G_out):
-    """G = −∂γ/∂vc of one constraint into G_out (3, 3)."""
+def hessian_block(kind, p, vc0, vc1, vc2, G_out, kappa=0.0):
+    """G = −∂γ/∂vc of one constraint into G_out (3, 3); kappa > 0: the slip-curvature Newton matrix."""
     if kind == KIND_SAP:
-        cone_hessian(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, G_out)
+        cone_hessian(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, G_out, kappa)
     else:
-        hc_hessian(kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, G_out)
+        hc_hessian(kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, G_out,
+                   kappa)
 
 
 @jit
-def eval_constraints(kind, cpar, vc, gamma_out, G_out, with_hessian):
+def eval_constraints(kind, cpar, vc, gamma_out, G_out, with_hessian, kappa=0.0):
     """Impulses (and optionally Hessian blocks) of all constraints; returns Σ ℓ_i.
 
     Args:
         kind: (nk,) int64. cpar: (nk, 8). vc: (nk, 3) [m/s].
         gamma_out: (nk, 3) [N·s], written. G_out: (nk, 3, 3), written if ``with_hessian``.
+        kappa: slip curvature κ ≥ 0 of the blocks written to G_out (0: the exact −∂γ/∂vc; docs/sap.md).
     """
     total = 0.0
     for i in range(kind.shape[0]):
         total += impulse_and_cost(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], gamma_out[i])
         if with_hessian:
-            hessian_block(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], G_out[i])
+            hessian_block(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], G_out[i], kappa)
     return total
 
 
@@ -100,12 +102,13 @@ def cost_along_ray(kind, cpar, vc, dvc, alpha):
     return ell, d1
 
 
-def constraint_impulse(kind: int, par, vc) -> tuple[float, np.ndarray, np.ndarray]:
-    """Python convenience for tests: (ℓ, γ (3,), G (3,3)) of one constraint with kernel parameters ``par``."""
+def constraint_impulse(kind: int, par, vc, kappa: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:
+    """Python convenience for tests: (ℓ, γ (3,), G (3,3)) of one constraint with kernel parameters ``par``
+    (G with slip curvature ``kappa``; 0: exact)."""
     par = np.ascontiguousarray(par, dtype=float)
     kinds = np.array([kind], dtype=np.int64)
     gamma = np.empty((1, 3))
     G = np.empty((1, 3, 3))
     vc = np.ascontiguousarray(vc, dtype=float).reshape(1, 3)
-    ell = eval_constraints(kinds, par.reshape(1, NPAR), vc, gamma, G, True)
+    ell = eval_constraints(kinds, par.reshape(1, NPAR), vc, gamma, G, True, float(kappa))
     return ell, gamma[0], G[0]

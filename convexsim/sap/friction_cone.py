@@ -121,8 +121,26 @@ def cone_impulse_and_cost(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, gamma_out):
 
 
 @jit
-def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out):
-    """Write G = −∂γ/∂vc = (∂P/∂y) R⁻¹ (3x3, symmetric PSD) into G_out."""
+def slip_curvature_factor(kappa, r, s):
+    """θ = min(1, κ r/s): the weight of the slip-curvature term of a sliding contact (docs/sap.md).
+
+    r is the radius of the contact's stiction disc and s its slip, in the same units (r, s > 0);
+    kappa = κ ≥ 0 (0: θ = 0, the exact Hessian).
+    """
+    if kappa <= 0.0:
+        return 0.0
+    return min(1.0, kappa * r / s)
+
+
+@jit
+def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out, kappa=0.0):
+    """Write G = −∂γ/∂vc = (∂P/∂y) R⁻¹ (3x3, symmetric PSD) into G_out.
+
+    ``kappa`` = κ > 0 (the slip curvature, docs/sap.md): in the sliding region the coefficient of t̂t̂ᵀ
+    gains θ·(c⊥ − c∥)₊ with θ = :func:`slip_curvature_factor` (κ, μγn, ‖yt‖ₛ) — the matrix the Newton
+    step uses, still symmetric PSD, exact as the slip grows; kappa = 0 (the default) is the exact
+    −∂γ/∂vc (the line search and the optimality test always use the exact γ).
+    """
     y0, y1, y2, yr = unprojected_impulse(Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2)
     mu_hat = mu * Rt / Rn
     region = cone_region(mu, mu_hat, yr, y2)
@@ -141,6 +159,8 @@ def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out):
         that = (t0, t1)
         c_perp = mu * gn / yr  # coefficient of Pperp = I − t̂t̂ᵀ in ∂γt/∂yt
         c_par = mu * mu_hat * f  # coefficient of P = t̂t̂ᵀ
+        if kappa > 0.0:  # slip curvature: along t̂ add θ (c_perp − c_par)₊, θ = min(1, κ μγn/‖yt‖ₛ)
+            c_par += slip_curvature_factor(kappa, mu * gn, yr) * max(c_perp - c_par, 0.0)
         for i in range(2):
             for j in range(2):
                 delta = 1.0 if i == j else 0.0
@@ -206,5 +226,6 @@ __all__ = [
     "cone_region",
     "cone_impulse_and_cost",
     "cone_hessian",
+    "slip_curvature_factor",
     "contact_regularization",
 ]

@@ -21,6 +21,9 @@ G = −∂γ/∂vc (PSD):
     similar:  Gnn = −n'(z),  Gtn = μ n'(z) t̂s,  Gtt = −μ² n'(z) t̂s t̂sᵀ + μ n(z) (I − t̂s t̂sᵀ)/s
     lagged:   Gnn = −n'(vn), Gtn = 0,           Gtt = μ n0 (I − t̂s t̂sᵀ)/s
 
+With the slip curvature κ > 0 the Newton matrix adds θ (c⊥ − c∥)₊ t̂s t̂sᵀ to Gtt, θ = min(1, κ εs/s),
+c⊥ = μ n/s (μ n0/s lagged), c∥ = −μ² n' (0 lagged) (docs/sap.md, "Slip curvature").
+
 Speculative contacts (fe0 = −k φ0 < 0: a gap at the start of the step): v̂ = fe0/(dt k) = −φ0/dt, so
 "lagged" (n0 = 0: no friction) pushes exactly when the step closes the gap, φ0 + dt vn < 0, and
 "similar" when φ0 + dt (vn − μ‖vt‖ₛ) < 0: exactly that rule without slip, widened by its gliding band
@@ -34,6 +37,7 @@ from __future__ import annotations
 import math
 
 from convexsim._jit import jit
+from convexsim.sap.friction_cone import slip_curvature_factor
 
 
 @jit
@@ -102,8 +106,13 @@ def hc_impulse_and_cost(similar, mu, dt, k, d, fe0, n0, eps_s, v_hat, vc0, vc1, 
 
 
 @jit
-def hc_hessian(similar, mu, dt, k, d, fe0, n0, eps_s, v_hat, vc0, vc1, vc2, G_out):
-    """Write G = −∂γ/∂vc (3x3, symmetric PSD) into G_out."""
+def hc_hessian(similar, mu, dt, k, d, fe0, n0, eps_s, v_hat, vc0, vc1, vc2, G_out, kappa=0.0):
+    """Write G = −∂γ/∂vc (3x3, symmetric PSD) into G_out.
+
+    ``kappa`` = κ > 0 (the slip curvature, docs/sap.md): the coefficient of t̂s t̂sᵀ gains θ·(c⊥ − c∥)₊ with
+    θ = min(1, κ εs/s) — the matrix the Newton step uses, still symmetric PSD, exact as the slip grows;
+    kappa = 0 (the default) is the exact −∂γ/∂vc.
+    """
     s = math.sqrt(vc0 * vc0 + vc1 * vc1 + eps_s * eps_s)
     t = (vc0 / s, vc1 / s)
     if similar:
@@ -116,6 +125,8 @@ def hc_hessian(similar, mu, dt, k, d, fe0, n0, eps_s, v_hat, vc0, vc1, vc2, G_ou
         c_par = 0.0
         c_perp = mu * n0 / s
         tn = 0.0
+    if kappa > 0.0:  # slip curvature (as friction_cone.cone_hessian): radius εs, slip s
+        c_par += slip_curvature_factor(kappa, eps_s, s) * max(c_perp - c_par, 0.0)
     for i in range(2):
         for j in range(2):
             delta = 1.0 if i == j else 0.0

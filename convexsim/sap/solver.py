@@ -5,7 +5,8 @@
 
 Each iteration: evaluate γ_i, G_i (numba, O(nk)); stop if ‖D ∇ℓ‖ ≤ ε_a + ε_r max(‖D A v‖, ‖D Jᵀγ‖) with
 D = diag(A)^(−1/2) (checked before any factorization, so an optimal guess costs 0 iterations) or if the cost
-stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (supernodal block-sparse Cholesky), line-search α
+stalled in the previous step with α > 0.5; else solve H dv = −∇ℓ (supernodal block-sparse Cholesky; while
+r > ε_κ s the blocks G_i of sliding contacts carry the slip curvature κ, SapParameters.slip_curvature), line-search α
 along dv in O(nk) per evaluation, v ← v + α dv. Castro, Permenter & Han, IEEE T-RO 2023, arXiv:2110.10107.
 
 The loop is Python orchestrating numba kernels (one call per stage, each looping over constraints or
@@ -227,6 +228,7 @@ class _NewtonRun:
         self.optimality_reached = False
         self.cost_criterion_reached = False
         self.nonmonotonic = 0
+        self.kappa = float(params.slip_curvature)  # set to 0 (exact Hessian) once near the optimum
 
     def _A(self, x, out):
         p = self.p
@@ -242,7 +244,7 @@ class _NewtonRun:
         """γ, G, ∇ℓ and ℓ at v; returns (ell, ell_A, grad)."""
         p = self.p
         self._J(v, self.vc)
-        ell_r = eval_constraints(self.kind, self.cpar, self.vc, self.gamma, self.G, True)
+        ell_r = eval_constraints(self.kind, self.cpar, self.vc, self.gamma, self.G, True, self.kappa)
         self._A(v, self.Av)
         blocks.generalized_impulses(
             p.clique_start, p.clique_sizes, p.constraint_cliques, p.J_ptr, p.J_values, self.gamma, self.jc
@@ -278,6 +280,9 @@ class _NewtonRun:
                     self.nonmonotonic += 1  # round-off dominates; reported in the result (§4.2b)
             if self.optimality_reached or self.cost_criterion_reached:
                 return SapStatus.CONVERGED, ""
+            if self.kappa > 0.0 and r <= prm.slip_curvature_residual * s:
+                self.kappa = 0.0  # near the optimum: exact Hessian blocks from here on (one O(nk) pass)
+                eval_constraints(self.kind, self.cpar, self.vc, self.gamma, self.G, True, 0.0)
             if self.iterations >= prm.max_iterations:
                 return SapStatus.MAX_ITERATIONS, (
                     f"momentum residual {r:.3e} > {prm.abs_tolerance:.1e} + {prm.rel_tolerance:.1e} * {s:.3e}"

@@ -56,6 +56,14 @@ class SapParameters:
             (dense H, the test oracle), or "auto" (the same as "sparse").
         on_failure: "warn" (SapConvergenceWarning), "raise" (SapSolverError) or "ignore"; the status is always
             in the result.
+        slip_curvature: κ ≥ 0 (dimensionless). In the Newton matrix only, a sliding contact's Hessian block
+            gains θ·(c⊥ − c∥)₊ along the slip direction, θ = min(1, κ·r/s) (r: the radius of its stiction
+            disc, s: its slip; docs/sap.md, "Slip curvature"): still symmetric PSD, exact as the slip
+            grows. Cost, impulses, line search and stopping rule stay exact, so the optimum is the same;
+            only the Newton direction (and the iteration count) changes. 0 is the exact Hessian.
+        slip_curvature_residual: ε_κ (dimensionless): once r ≤ ε_κ·s (the momentum residual of the
+            stopping rule) the solve switches to the exact Hessian for its remaining iterations, so the
+            last iterations converge like Newton's method (quadratically) rather than linearly.
     """
 
     rel_tolerance: float = 1e-6
@@ -72,9 +80,12 @@ class SapParameters:
     relative_slop: float = 1000 * float(np.finfo(float).eps)
     linear_solver: str = "auto"
     on_failure: str = "warn"
+    slip_curvature: float = 1.0
+    slip_curvature_residual: float = 1e-2
 
     def __post_init__(self):
-        for name in ("rel_tolerance", "abs_tolerance", "cost_abs_tolerance", "cost_rel_tolerance"):
+        for name in ("rel_tolerance", "abs_tolerance", "cost_abs_tolerance", "cost_rel_tolerance",
+                     "slip_curvature_residual"):
             x = getattr(self, name)
             if not (np.isfinite(x) and x >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
@@ -87,6 +98,8 @@ class SapParameters:
                 f"linear_solver must be 'auto', 'sparse', 'block' or 'dense', got {self.linear_solver!r}")
         if self.on_failure not in ("warn", "raise", "ignore"):
             raise ValueError(f"on_failure must be 'warn', 'raise' or 'ignore', got {self.on_failure!r}")
+        if not (np.isfinite(self.slip_curvature) and self.slip_curvature >= 0):
+            raise ValueError(f"slip_curvature must be a finite number >= 0, got {self.slip_curvature!r}")
         if not (self.exact_alpha_max > 0 and 0 < self.rho < 1 and 0 < self.armijo < 1):
             raise ValueError("need exact_alpha_max > 0, 0 < rho < 1 and 0 < armijo < 1")
 

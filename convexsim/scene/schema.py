@@ -232,6 +232,9 @@ class SolverSpec(_Spec):
     stiction_tolerance: float = Field(
         1e-4, gt=0.0, description="Stiction tolerance v_s [m/s] (> 0) of the Hunt–Crossley models (lagged, similar)."
     )
+    slip_curvature: float = Field(
+        1.0, ge=0.0, description="SAP slip curvature κ (dimensionless, >= 0) of the Newton matrix; 0: exact Hessian."
+    )
     friction_directions: int = Field(8, ge=3, description="LCP: directions of the polyhedral friction cone (>= 3).")
     lcp_stabilization: float = Field(
         0.2, ge=0.0, le=1.0, description="LCP: fraction of the penetration removed per step, in [0, 1]."

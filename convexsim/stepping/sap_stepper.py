@@ -47,7 +47,8 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
     problem = build_sap_problem(model, state, kin, A_blocks, v_star, v0)
     s = model.solver
     params = sap.SapParameters(rel_tolerance=s.rel_tolerance, abs_tolerance=s.abs_tolerance,
-                               max_iterations=s.max_iterations, line_search=s.line_search)
+                               max_iterations=s.max_iterations, line_search=s.line_search,
+                               slip_curvature=s.slip_curvature)
     result = sap.solve(problem, v_guess=v0, params=params, symbolic_cache=ctx.symbolic)
     info = StepInfo(contacts=kin.contacts, gamma=np.asarray(result.gamma),
                     iterations=int(result.iterations), converged=bool(result.converged),

@@ -246,4 +246,5 @@ def test_bench_prints_its_figures(capsys):
     for column in ("φ<0/step", "factor ms", "fill L/H", "kept"):
         assert column in header, header
     assert fields[-3:-1] == ["—", "—"]  # fill, kept: the ball is still falling, nothing was factored
-    assert all(math.isfinite(float(x)) for x in fields[3:-3] + fields[-1:])
+    assert "ls/iter" in header and fields[6] == "—"  # line-search evaluations per iteration: no iteration
+    assert all(math.isfinite(float(x)) for x in fields[3:6] + fields[7:-3] + fields[-1:])
