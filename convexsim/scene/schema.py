@@ -505,11 +505,15 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
                                  f"(remove bodies.{c}.{f}; use the joint's initial_position/initial_velocity)", c))
                 break
     # parents that are links must eventually reach the world or a fixed body: no cycles
+    in_cycle: set = set()
     for i, j in enumerate(joints):
+        if child_of.get(j["child"]) != i or j["child"] in in_cycle:
+            continue                                    # already reported (two parents, same cycle)
         seen, p = {j["child"]}, j["parent"]
         while p != "world" and p in child_of:
             if p in seen:
                 problems.append((("joints", i, "parent"), f"joints form a cycle through body {p!r}", j["parent"]))
+                in_cycle |= seen
                 break
             seen.add(p)
             p = joints[child_of[p]]["parent"]
