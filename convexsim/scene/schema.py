@@ -400,7 +400,7 @@ class JointSpec(_Spec):
     type: Literal["revolute", "prismatic", "fixed"] = Field(description="'revolute', 'prismatic' or 'fixed'.")
     parent: Name = Field("world", description="Parent body name, or 'world' (a fixed body is also allowed).")
     child: Name = Field(description="The child body (a link: not fixed, with mass; its pose comes from the joint).")
-    axis: Vec3 = Field((0.0, 0.0, 1.0), description="Joint axis in J (unit after normalization; nonzero).")
+    axis: Vec3 = Field((0.0, 0.0, 1.0), description="Joint axis in J, dimensionless (normalized; must be nonzero).")
     position: Vec3 = Field((0.0, 0.0, 0.0), description="Origin of J in the parent's body frame [m].")
     quaternion: Quaternion = Field((1.0, 0.0, 0.0, 0.0), description="Orientation of J in the parent's frame (w, x, y, z).")
     child_offset: Vec3 = Field((0.0, 0.0, 0.0), description="Child's centre of mass in J at q = 0 [m].")
