@@ -71,6 +71,7 @@ class Tree:
     limits: tuple = ()
     actuators: tuple = ()
     couplers: tuple = ()
+    base_body: int = -1          # the fixed Model body the tree hangs from (−1: the world)
 
     @property
     def nq(self) -> int:
@@ -152,6 +153,10 @@ class Forest:
         if not self.trees:
             return np.zeros(0, np.int64)
         return np.concatenate([t.bodies for t in self.trees]).astype(np.int64)
+
+    def base_bodies(self) -> np.ndarray:
+        """(ntree,) the fixed Model body each tree hangs from, −1 for the world."""
+        return np.array([t.base_body for t in self.trees], dtype=np.int64)
 
     def tree_of_body(self, nbody: int) -> np.ndarray:
         """(nbody,) tree index of each Model body, −1 for bodies outside trees."""

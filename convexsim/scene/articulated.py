@@ -107,7 +107,8 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
             joint_index[nm] = (tree_k, n)
         trees.append(Tree(model=mb, bodies=np.array([body_index[joints[i].child] for i in order], dtype=np.int64),
                           joint_names=names, q_start=q_start, v_start=v_start, limits=tuple(limits),
-                          actuators=tuple(acts)))
+                          actuators=tuple(acts),
+                          base_body=-1 if joints[r].parent == "world" else body_index[joints[r].parent]))
         q_all.append(q0)
         v_all.append(v0)
         q_start += mb.nq

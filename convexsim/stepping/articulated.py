@@ -130,7 +130,8 @@ def _body_has_dofs(model: Model) -> np.ndarray:
 
 def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     """Contacts at q0 with speculative margins (as the free-body step; links get their own sweep
-    margins dt·(|v| + |ω| ρ)); pairs within one tree and pairs of two bodies without dofs are dropped."""
+    margins dt·(|v| + |ω| ρ)); pairs within one tree, pairs of a tree's link and the fixed body the tree
+    hangs from, and pairs of two bodies without dofs are dropped."""
     dt = model.time_step
     forest = model.forest
     share = contact_margin(model, state)
@@ -148,7 +149,10 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     tree_of = forest.tree_of_body(model.nbody)
     a, b = contacts.body_a, contacts.body_b
     moves = _body_has_dofs(model)
-    drop = ((tree_of[a] >= 0) & (tree_of[a] == tree_of[b])) | (~moves[a] & ~moves[b])
+    base = np.append(forest.base_bodies(), -2)          # index −1 (not a link) maps to −2: no base
+    ta, tb = tree_of[a], tree_of[b]
+    drop = ((ta >= 0) & (ta == tb)) | (~moves[a] & ~moves[b])
+    drop |= (base[tb] == a) | (base[ta] == b)            # a tree's links never touch the body it hangs from
     drop |= contacts.phi > pair_reach(model, state, contacts)
     return _select(contacts, ~drop) if drop.any() else contacts
 

@@ -27,7 +27,7 @@ from convexsim.model import Model, State
 from convexsim.multibody.forest import current_actuators
 from convexsim.sap.joint_constraints import limit_in_window
 from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
-from convexsim.stepping.contacts import check_finite_state, combined_parameters
+from convexsim.stepping.contacts import _select, check_finite_state, combined_parameters
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
                                             solve_contact_lcp)
@@ -109,6 +109,12 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     R_WC = dynamics.contact_frames(contacts.normal)
     Jc, _, _ = contact_jacobian(model, state, system, contacts, R_WC)
     nc, nv, dt = contacts.count, system.nv, model.time_step
+    idle = ~np.any(Jc.reshape(nc, 3, nv)[:, 2] != 0.0, axis=1)   # a normal row that moves nothing
+    if idle.any():
+        contacts = _select(contacts, ~idle)
+        R_WC = R_WC[~idle]
+        Jc = Jc.reshape(nc, 3, nv)[~idle].reshape(-1, nv)
+        nc = contacts.count
     nl = len(limits)
     J = np.zeros((nc + nl, 3, nv))
     J[:nc] = Jc.reshape(nc, 3, nv)
