@@ -22,7 +22,6 @@ import numpy as np
 
 from convexsim.model import ContactModel, GeomType, Model, SolverSettings, State
 from convexsim.spatial import quat_multiply, quat_to_matrix
-from convexsim.scene.articulated import attach_trees
 from convexsim.scene.load import SceneError, dump_scene_compact
 from convexsim.scene.schema import (
     BodySpec,
@@ -263,6 +262,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     )
     state = State(t=0.0, q=q, v=v, step=0)
     if spec.joints:                            # kinematic trees (convexsim.scene.articulated)
+        from convexsim.scene.articulated import attach_trees   # numba kernels only for scenes with joints
         model, state = attach_trees(spec, model, state, {b.name: i for i, b in enumerate(bodies)})
     return model, state
 
