@@ -324,8 +324,9 @@ def main(argv=None) -> int:
 
 PILE_SCENES = ("pile_100", "pile_500", "pile_1000", "pile_mixed")
 """Solver-stress scenes (scenes/pile_*.yaml); only pile_100 runs by default."""
-DEFAULT_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("pile_100", None))
-"""(scene, simulated seconds or None for the scene's duration) run by ``convexsim bench`` without options."""
+DEFAULT_SCENES = (("sphere_drop", 0.5), ("box_stack", 0.5), ("pile_100", None), ("iiwa_push", 2.0))
+"""(scene, simulated seconds or None for the scene's duration) run by ``convexsim bench`` without options
+(iiwa_push: the 7-dof arm holding its pose for 1 s, then pushing the box; articulated SAP step)."""
 
 
 def _warm_up(linear_solver: str) -> None:

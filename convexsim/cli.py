@@ -315,6 +315,38 @@ def cmd_validate(args) -> int:
     return status
 
 
+# ---------------------------------------------------------------------------------- import-urdf
+def _add_import_urdf(sub) -> None:
+    p = sub.add_parser("import-urdf", help="convert a URDF robot into a scene file",
+                       description="Convert URDF (links, joints, primitive collision geometry) into a scene "
+                                   "(docs/articulated.md, URDF import) and print it, or write it with --out. "
+                                   "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
+    p.add_argument("urdf", metavar="URDF", help="the .urdf file")
+    p.add_argument("--out", help="scene file to write (default: print to stdout)")
+    p.set_defaults(func=cmd_import_urdf)
+
+
+def cmd_import_urdf(args) -> int:
+    from convexsim.scene import SceneError, dump_scene, load_scene
+
+    path = Path(args.urdf)
+    if path.suffix.lower() != ".urdf":
+        print(f"{path}: expected a .urdf file", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        spec = load_scene(path)
+    except SceneError as exc:
+        print(_error_text(exc), file=sys.stderr)
+        return EXIT_USAGE
+    text = f"# {spec.name}: imported from {path.name} by `convexsim import-urdf`.\n" + dump_scene(spec)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------------------- scenes
 def _add_scenes(sub) -> None:
     p = sub.add_parser("scenes", help="list the shipped scenes",
@@ -601,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn, _add_identify):
+                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn, _add_identify, _add_import_urdf):
         add(sub)
     return parser
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,10 @@ class Model:
         material_dissipation_time: SAP dissipation time scale τ_d [s], shape (nmat,).
         material_hc_dissipation: Hunt–Crossley dissipation d [s/m], shape (nmat,).
         scene_yaml: the fully resolved scene as YAML text (stored in trajectory files).
+        forest: the kinematic trees of the scene (a ``convexsim.multibody.forest.Forest``), or None. A
+            tree's link bodies are ordinary bodies here (not fixed, ``body_dof = -1``): collision, the
+            viewer and trajectories see them as bodies; their poses come from the tree's joint
+            coordinates (``State.tree_q``/``State.tree_v``) by forward kinematics (docs/articulated.md).
     """
 
     name: str
@@ -136,6 +141,12 @@ class Model:
     material_dissipation_time: np.ndarray
     material_hc_dissipation: np.ndarray
     scene_yaml: str = ""
+    forest: Any = None
+
+    @property
+    def has_trees(self) -> bool:
+        """True when the scene has kinematic trees (joints); such models take the articulated step."""
+        return self.forest is not None and len(self.forest.trees) > 0
 
     @property
     def nbody(self) -> int:
@@ -149,8 +160,8 @@ class Model:
 
     @property
     def nv(self) -> int:
-        """Number of generalized velocities (6 per moving body)."""
-        return 6 * int(np.count_nonzero(~self.body_fixed))
+        """Number of generalized velocities (6 per free moving body, plus the trees' joint velocities)."""
+        return 6 * int(np.count_nonzero(self.body_dof >= 0)) + (self.forest.nv if self.has_trees else 0)
 
 
 @dataclass
@@ -162,16 +173,23 @@ class State:
         q: body poses (x, y, z, qw, qx, qy, qz): COM position in W [m] and R_WB, shape (nbody, 7).
         v: body velocities (ωx, ωy, ωz, vx, vy, vz) in W [rad/s, m/s], shape (nbody, 6).
         step: number of steps taken.
+        tree_q, tree_v: the joint coordinates and velocities of the model's kinematic trees, concatenated
+            tree by tree (``Model.forest``), shapes (nq,), (nv,); None without trees. The link bodies'
+            rows of ``q``/``v`` are their forward kinematics.
     """
 
     t: float
     q: np.ndarray
     v: np.ndarray
     step: int = 0
+    tree_q: np.ndarray | None = None
+    tree_v: np.ndarray | None = None
 
     def copy(self) -> "State":
         """Deep copy."""
-        return State(self.t, self.q.copy(), self.v.copy(), self.step)
+        return State(self.t, self.q.copy(), self.v.copy(), self.step,
+                     None if self.tree_q is None else self.tree_q.copy(),
+                     None if self.tree_v is None else self.tree_v.copy())
 
 
 @dataclass

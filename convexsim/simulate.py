@@ -22,6 +22,7 @@ import numpy as np
 from convexsim.io.trajectory import Trajectory
 from convexsim.kernels import KernelClock
 from convexsim.model import Model, State
+from convexsim.multibody.forest import Controls
 from convexsim.stepping import ConvergenceWarning, SimulationError, StepContext, StepInfo, step
 
 StepCallback = Callable[[Model, State, StepInfo], None]
@@ -218,14 +219,18 @@ def _positive_finite(value: Any) -> bool:
 def run_model(model: Model, state: State, *, duration: float, record_every: int = 1,
               progress: bool = False, step_callback: StepCallback | None = None,
               strict: bool = False, metadata: Mapping[str, Any] | None = None,
-              ctx: StepContext | None = None) -> tuple[Trajectory, RunStats]:
+              ctx: StepContext | None = None,
+              controller: Callable[[Model, State], Any] | None = None) -> tuple[Trajectory, RunStats]:
     """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
 
     Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
     what happened. Frames are recorded every ``record_every`` steps and at the last step. The run owns
-    one StepContext (buffers, caches, LCP warm start), fresh unless ``ctx`` is given.
+    one StepContext (buffers, caches, LCP warm start), fresh unless ``ctx`` is given. ``controller``:
+    see :func:`simulate`.
     """
     ctx = StepContext() if ctx is None else ctx
+    if controller is not None and not model.has_trees:
+        raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
     n_steps, _ = plan_steps(duration, model.time_step)
@@ -240,6 +245,8 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         with warnings.catch_warnings(), clock:
             warnings.simplefilter("ignore", ConvergenceWarning)
             for k in range(n_steps):
+                if controller is not None:
+                    ctx.controls = Controls.from_output(controller(model, state), model.forest)
                 state, info = step(model, state, ctx, strict=strict)
                 stats.add(info)
                 if (k + 1) % record_every == 0 or k + 1 == n_steps:
@@ -338,7 +345,7 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
              contact_model: str | None = None, solver: str | None = None,
              overrides: Mapping[str, Any] | Iterable[str] | None = None, record_every: int = 1,
              progress: bool = False, step_callback: StepCallback | None = None,
-             strict: bool = False) -> Trajectory:
+             strict: bool = False, controller: Callable[[Model, State], Any] | None = None) -> Trajectory:
     """Simulate a scene and return its trajectory.
 
     Args:
@@ -355,6 +362,10 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
         progress: show a progress bar (only for runs longer than about a second).
         step_callback: f(model, state, info) called after every step (viewers).
         strict: raise on a SAP step that does not converge instead of warning.
+        controller: for scenes with joints, ``fn(model, state)`` called before every step; it returns
+            None or a dict ``{"targets": {joint: q_d or (q_d, v_d)}, "torques": {joint: tau}}`` (SI units;
+            targets replace the scene's actuator targets for that step, torques are added to the joints;
+            state.tree_q/tree_v hold the joint coordinates, in ``model.forest`` order).
 
     Returns:
         The trajectory; ``traj.failure`` is non-empty if the run stopped early.
@@ -362,7 +373,7 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
     model, state, dur = prepare(scene, duration=duration, time_step=time_step,
                                 contact_model=contact_model, solver=solver, overrides=overrides)
     traj, _ = run_model(model, state, duration=dur, record_every=record_every, progress=progress,
-                        step_callback=step_callback, strict=strict)
+                        step_callback=step_callback, strict=strict, controller=controller)
     return traj
 
 

@@ -51,6 +51,7 @@ def neutral_fields(nbody: int, ngeom: int, nmat: int) -> dict:
         material_dissipation_time=np.full(nmat, 0.1),
         material_hc_dissipation=np.full(nmat, 50.0),
         scene_yaml="",
+        forest=None,                                 # no kinematic trees
     )
 
 

@@ -101,18 +101,13 @@ def free_motion(model: MultibodyModel, q, v, dt: float, tau=None) -> tuple[np.nd
     return A, v + dt * np.linalg.solve(A, force)
 
 
-def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuators=(), couplers=(),
-         v_guess=None) -> tuple[np.ndarray, np.ndarray, StepReport]:
-    """One time step (module docstring): returns (q_next, v_next, report).
+def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limits=(), actuators=(),
+                    couplers=()) -> tuple[np.ndarray, np.ndarray, StepReport, list]:
+    """The joint-constraint rows of one step: (J (nr, nv), par (nr, 4), report with kinds/owners, pd_rows).
 
-    Args:
-        tau: optional applied generalized forces (nv,) [N·m or N], constant over the step.
-        limits, actuators, couplers: sequences of JointLimit, PdActuator, Coupler.
+    ``pd_rows`` lists the row index of each actuator (in actuator order). Shared by :func:`step` and the
+    integrated steppers (convexsim.stepping.articulated), so both build exactly the same rows.
     """
-    q = np.asarray(q, dtype=float)
-    v = np.asarray(v, dtype=float)
-    A, v_star = free_motion(model, q, v, dt, tau)
-    A_diag = np.diag(A)
     rows_J, rows_par, report = [], [], StepReport()
 
     def add(kind, owner, J_row, par):
@@ -148,6 +143,21 @@ def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuato
         add(KIND_COUPLER, n, J_row, coupler_row(dt, q[qi], q[qj], cp.rho, cp.offset, w))
     J = np.array(rows_J).reshape(-1, model.nv)
     par = np.array(rows_par).reshape(-1, 4)
+    return J, par, report, pd_rows
+
+
+def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuators=(), couplers=(),
+         v_guess=None) -> tuple[np.ndarray, np.ndarray, StepReport]:
+    """One time step (module docstring): returns (q_next, v_next, report).
+
+    Args:
+        tau: optional applied generalized forces (nv,) [N·m or N], constant over the step.
+        limits, actuators, couplers: sequences of JointLimit, PdActuator, Coupler.
+    """
+    q = np.asarray(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    A, v_star = free_motion(model, q, v, dt, tau)
+    J, par, report, pd_rows = constraint_rows(model, q, v, v_star, np.diag(A), dt, limits, actuators, couplers)
     res = solve_clique(A, v_star, J, par, v if v_guess is None else v_guess)
     if not res.converged:
         raise RuntimeError(f"reference step at q = {q.tolist()}: the clique solve did not converge in "
@@ -172,4 +182,4 @@ def simulate(model: MultibodyModel, q0, v0, dt: float, duration: float, *, recor
     return q, v
 
 
-__all__ = ["Coupler", "JointLimit", "PdActuator", "StepReport", "free_motion", "simulate", "step"]
+__all__ = ["Coupler", "JointLimit", "PdActuator", "StepReport", "constraint_rows", "free_motion", "simulate", "step"]

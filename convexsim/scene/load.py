@@ -680,6 +680,12 @@ def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
         hint = _not_found_hint(Path(path))
         raise SceneError([f"{_clip(str(path))}: cannot read scene file: {hint}"], _clip(str(path))) from None
     source = str(path)
+    if path.suffix.lower() == ".urdf":          # a robot description: converted (convexsim.scene.urdf)
+        from convexsim.scene.urdf import UrdfError, urdf_to_scene
+        try:
+            return urdf_to_scene(path), None, source
+        except UrdfError as exc:
+            raise SceneError(exc.problems, source) from None
     text = _read_scene_text(path)
     data, node = _read_yaml(text, source)
     if data == {} and _yaml_load(text) is None:

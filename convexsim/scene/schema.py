@@ -387,6 +387,159 @@ class GridSpec(_Spec):
         return self
 
 
+# ---------------------------------------------------------------------------------------------
+# Joints and actuators (kinematic trees; docs/articulated.md, compiled by convexsim.scene.articulated)
+# ---------------------------------------------------------------------------------------------
+
+
+class JointSpec(_Spec):
+    """A joint connecting a child body (a link) to its parent body or the world.
+
+    The joint frame J is posed in the parent's body frame (the world frame for ``world``); at q = 0 the
+    child's body frame has J's axes and its centre of mass at ``child_offset`` in J. Coordinates:
+    revolute θ [rad] about ``axis``, prismatic s [m] along ``axis``, fixed none (a weld)."""
+
+    name: Name = Field(description="Unique joint name (controllers and actuators refer to it).")
+    type: Literal["revolute", "prismatic", "fixed"] = Field(description="'revolute', 'prismatic' or 'fixed'.")
+    parent: Name = Field("world", description="Parent body name, or 'world' (a fixed body is also allowed).")
+    child: Name = Field(description="The child body (a link: not fixed, with mass; its pose comes from the joint).")
+    axis: Vec3 = Field((0.0, 0.0, 1.0), description="Joint axis in J, dimensionless (normalized; must be nonzero).")
+    position: Vec3 = Field((0.0, 0.0, 0.0), description="Origin of J in the parent's body frame [m].")
+    quaternion: Quaternion = Field((1.0, 0.0, 0.0, 0.0), description="Orientation of J in the parent's frame (w, x, y, z).")
+    child_offset: Vec3 = Field((0.0, 0.0, 0.0), description="Child's centre of mass in J at q = 0 [m].")
+    lower: float | None = Field(None, description="Lower joint limit [rad or m] (none: unlimited).")
+    upper: float | None = Field(None, description="Upper joint limit [rad or m] (none: unlimited).")
+    damping: float = Field(0.0, ge=0.0, description="Joint damping [N·m·s/rad or N·s/m] (>= 0), implicit.")
+    armature: float = Field(0.0, ge=0.0, description="Rotor armature [kg·m² or kg] (>= 0), added to M's diagonal.")
+    initial_position: float = Field(0.0, description="q at t = 0 [rad or m].")
+    initial_velocity: float = Field(0.0, description="q̇ at t = 0 [rad/s or m/s].")
+
+    @model_validator(mode="after")
+    def _check_joint(self) -> "JointSpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.type != "fixed" and math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
+            problems.append((("axis",), "must be a nonzero 3-vector", list(self.axis)))
+        if self.lower is not None and self.upper is not None and self.lower > self.upper:
+            problems.append((("lower",), f"lower limit {self.lower} > upper limit {self.upper}", self.lower))
+        if self.type == "fixed":
+            for f in ("lower", "upper"):
+                if getattr(self, f) is not None:
+                    problems.append(((f,), "a fixed joint has no coordinate to limit; remove it", getattr(self, f)))
+        if self.parent == self.child:
+            problems.append((("child",), "a body cannot be its own parent", self.child))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+class ActuatorSpec(_Spec):
+    """An implicit PD actuator on a revolute or prismatic joint (SAP constraint; docs/articulated.md):
+
+    u = clamp(−kp (q − q_d(t)) − kd (q̇ − v_d(t)) + feedforward, −effort, effort)."""
+
+    joint: Name = Field(description="Name of the actuated joint (revolute or prismatic).")
+    kp: float = Field(ge=0.0, description="Position gain Kp [N·m/rad or N/m] (>= 0).")
+    kd: float = Field(0.0, ge=0.0, description="Velocity gain Kd [N·m·s/rad or N·s/m] (>= 0); kp + kd > 0.")
+    target: float | list[tuple[float, float]] = Field(
+        0.0, description="Position target q_d [rad or m]: a number, or [[t0, q0], [t1, q1], ...] piecewise "
+        "linear in t [s] (times strictly increasing; held constant outside).")
+    velocity_target: float | None = Field(
+        None, description="Velocity target v_d [rad/s or m/s] (default: the slope of the target, 0 for a constant).")
+    feedforward: float = Field(0.0, description="Feed-forward force u_ff [N·m or N].")
+    effort: float | None = Field(None, gt=0.0, description="Effort limit |u| <= effort [N·m or N] (> 0; none: unlimited).")
+
+    @model_validator(mode="after")
+    def _check_actuator(self) -> "ActuatorSpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.kp + self.kd <= 0:
+            problems.append((("kp",), "kp and kd cannot both be 0", self.kp))
+        if isinstance(self.target, list):
+            if not self.target:
+                problems.append((("target",), "a trajectory needs at least one [t, q] point", []))
+            ts = [p[0] for p in self.target]
+            for i in range(1, len(ts)):
+                if not ts[i] > ts[i - 1]:
+                    problems.append((("target", i, 0), f"times must be strictly increasing ({ts[i]} after {ts[i - 1]})", ts[i]))
+                    break
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
+    """Scene-wide checks of ``joints`` and ``actuators`` on a validated scene dump: unknown parent/child,
+    a body with two parents, cycles, links that are fixed or have their own pose, duplicate joint names,
+    actuators on unknown or non-1-dof joints, two actuators on one joint."""
+    problems: list[tuple[Loc, str, Any]] = []
+    joints = data.get("joints") or []
+    if not joints:
+        if data.get("actuators"):
+            problems.append((("actuators",), "actuators need joints (the scene has no 'joints')", None))
+        return problems
+    bodies = {b["name"]: b for b in data.get("bodies") or []}
+    names: dict[str, int] = {}
+    child_of: dict[str, int] = {}
+    for i, j in enumerate(joints):
+        if j["name"] in names:
+            problems.append((("joints", i, "name"), f"duplicate joint name {j['name']!r} (joints[{names[j['name']]}])", j["name"]))
+        names.setdefault(j["name"], i)
+        if j["parent"] != "world" and j["parent"] not in bodies:
+            close = difflib.get_close_matches(j["parent"], sorted(bodies), n=1)
+            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append((("joints", i, "parent"), f"unknown body {j['parent']!r}{mean}; use a body name or 'world'", j["parent"]))
+        c = j["child"]
+        if c not in bodies:
+            close = difflib.get_close_matches(c, sorted(bodies), n=1)
+            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append((("joints", i, "child"), f"unknown body {c!r}{mean}", c))
+            continue
+        if c in child_of:
+            problems.append((("joints", i, "child"), f"body {c!r} already has a parent joint (joints[{child_of[c]}]); "
+                             "a body has at most one parent", c))
+            continue
+        child_of[c] = i
+        b = bodies[c]
+        if b.get("fixed"):
+            problems.append((("joints", i, "child"), f"body {c!r} is fixed; a joint's child must be a moving body", c))
+        for f, default in (("position", (0.0, 0.0, 0.0)), ("quaternion", (1.0, 0.0, 0.0, 0.0)),
+                          ("linear_velocity", (0.0, 0.0, 0.0)), ("angular_velocity", (0.0, 0.0, 0.0))):
+            if tuple(b.get(f, default)) != default:
+                problems.append((("joints", i, "child"), f"body {c!r} is a link: its {f} comes from its joints "
+                                 f"(remove bodies.{c}.{f}; use the joint's initial_position/initial_velocity)", c))
+                break
+    # parents that are links must eventually reach the world or a fixed body: no cycles
+    in_cycle: set = set()
+    for i, j in enumerate(joints):
+        if child_of.get(j["child"]) != i or j["child"] in in_cycle:
+            continue                                    # already reported (two parents, same cycle)
+        seen, p = {j["child"]}, j["parent"]
+        while p != "world" and p in child_of:
+            if p in seen:
+                problems.append((("joints", i, "parent"), f"joints form a cycle through body {p!r}", j["parent"]))
+                in_cycle |= seen
+                break
+            seen.add(p)
+            p = joints[child_of[p]]["parent"]
+        else:
+            if p != "world" and p in bodies and not bodies[p].get("fixed"):
+                problems.append((("joints", i, "parent"), f"the tree's root body {p!r} is a free body; a tree must hang "
+                                 "from the world or a fixed body (floating bases are not supported in scene files)", j["parent"]))
+    seen_act: dict[str, int] = {}
+    for a, act in enumerate(data.get("actuators") or []):
+        jn = act["joint"]
+        if jn not in names:
+            close = difflib.get_close_matches(jn, sorted(names), n=1)
+            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append((("actuators", a, "joint"), f"unknown joint {jn!r}{mean}", jn))
+            continue
+        if joints[names[jn]]["type"] == "fixed":
+            problems.append((("actuators", a, "joint"), f"joint {jn!r} is fixed; actuators drive revolute or prismatic joints", jn))
+        if jn in seen_act:
+            problems.append((("actuators", a, "joint"), f"joint {jn!r} already has an actuator (actuators[{seen_act[jn]}])", jn))
+        seen_act.setdefault(jn, a)
+    return problems
+
+
 class SceneSpec(_Spec):
     """A scene: global settings, materials, bodies and grids of bodies."""
 
@@ -404,6 +557,8 @@ class SceneSpec(_Spec):
     )
     bodies: list[BodySpec] = Field(default_factory=list, description="Rigid bodies.")
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
+    joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
+    actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
     unit_warnings: bool | None = Field(
         None, description="false silences the warnings about values almost surely in the wrong units "
         "(UNIT_RANGES; default: warn)."
@@ -418,7 +573,8 @@ class SceneSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_references(self) -> "SceneSpec":
-        problems = cross_reference_problems(self.model_dump())
+        dump = self.model_dump()
+        problems = cross_reference_problems(dump) + joint_problems(dump)
         if problems:
             raise FieldProblems(problems)
         return self

@@ -19,6 +19,7 @@ from convexsim.model import Model, State
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                          combined_parameters, contact_kinematics, contact_margin,
                                          contact_velocities, pair_reach)
+from convexsim.stepping.articulated import articulated_sap_step
 from convexsim.stepping.context import LcpWarmStart, StepContext
 from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
 from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
@@ -40,6 +41,11 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         (the state at t + dt, StepInfo of the step).
     """
     ctx = StepContext() if ctx is None else ctx
+    if model.has_trees:                       # kinematic trees: the articulated steppers
+        if model.solver.kind == "lcp":
+            from convexsim.stepping.lcp_trees import lcp_trees_step
+            return lcp_trees_step(model, state, ctx)
+        return articulated_sap_step(model, state, ctx, strict=strict)
     if model.solver.kind == "lcp":
         check_finite_state(model, state)
         return lcp_step(model, state, ctx)
@@ -49,4 +55,4 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
 __all__ = ["step", "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
            "SimulationError", "ConvergenceWarning", "LcpStepError", "contact_kinematics",
            "ContactKinematics", "ContactParameters", "combined_parameters", "contact_margin",
-           "contact_velocities", "check_finite_state", "build_sap_problem", "pair_reach"]
+           "contact_velocities", "check_finite_state", "build_sap_problem", "pair_reach", "articulated_sap_step"]

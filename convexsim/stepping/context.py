@@ -8,7 +8,9 @@ A step is a function of (model, state, context). The context holds
 * ``lcp_warm``: the LCP stepper's previous solution per contact, used as a warm start only for
   the step that follows it, with the same model (a warm answer is accepted only if it passes
   Lemke's check on the new LCP),
-* ``lemke``: the Lemke tableau workspace.
+* ``lemke``: the Lemke tableau workspace,
+* ``controls``: what a controller commands for the next step (models with trees; set by
+  ``simulate(..., controller=fn)`` before every step, None otherwise).
 
 Nothing is kept anywhere else: two contexts never share state, and the same (model, state) with a
 fresh context always gives the same step, whatever ran before in the process. ``simulate`` owns one
@@ -18,6 +20,7 @@ context per run; scripted loops pass one to ``step`` to get the warm start and t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -79,6 +82,7 @@ class StepContext:
     symbolic: SymbolicCache = field(default_factory=SymbolicCache)
     lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
     lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
+    controls: Any = None
 
 
 __all__ = ["StepContext", "LcpWarmStart"]

@@ -36,6 +36,9 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
             last iterate, a ConvergenceWarning). A non-finite result always raises.
     """
     ctx = StepContext() if ctx is None else ctx
+    if model.has_trees:                       # kinematic trees: the articulated step (stepping.articulated)
+        from convexsim.stepping.articulated import articulated_sap_step
+        return articulated_sap_step(model, state, ctx, strict=strict)
     check_finite_state(model, state)
     kin = contact_kinematics(model, state, workspace=ctx.collision)
     A_blocks, v_star = dynamics.free_motion(model, state)

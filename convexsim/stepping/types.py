@@ -36,6 +36,8 @@ class StepInfo:
         status: solver status name.
         momentum_residual: SAP relative momentum residual r/s at the last iteration (0 for LCP).
         line_search_evaluations: SAP line-search evaluations (0 for LCP).
+        actuator_force: generalized force of every PD actuator of the model's trees over the step
+            [N·m or N], in the forest's actuator order (empty without trees).
     """
 
     contacts: Contacts = field(default_factory=Contacts)
@@ -46,6 +48,7 @@ class StepInfo:
     status: str = "converged"
     momentum_residual: float = 0.0
     line_search_evaluations: int = 0
+    actuator_force: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 __all__ = ["SimulationError", "ConvergenceWarning", "StepInfo"]

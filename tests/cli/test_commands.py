@@ -21,7 +21,22 @@ def _verbs() -> list[str]:
 
 def test_every_verb_is_a_subcommand():
     assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study",
-                             "examples", "warmup", "seeds", "learn", "identify"}
+                             "examples", "warmup", "seeds", "learn", "identify", "import-urdf"}
+
+
+def test_import_urdf_writes_a_scene_and_rejects_bad_files(tmp_path, capsys, repo):
+    """`convexsim import-urdf`: a valid scene from the shipped example; a mesh URDF is one error, exit 2."""
+    out = tmp_path / "arm.yaml"
+    assert main(["import-urdf", str(repo / "scenes" / "robots" / "two_link_arm.urdf"), "--out", str(out)]) == EXIT_OK
+    assert main(["validate", str(out)]) == EXIT_OK
+    bad = tmp_path / "mesh.urdf"
+    bad.write_text('<robot name="r"><link name="a"><collision><geometry><mesh filename="a.stl"/></geometry>'
+                   '</collision></link></robot>', encoding="utf-8")
+    capsys.readouterr()
+    assert main(["import-urdf", str(bad)]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mesh geometry (a.stl) is not supported" in err[0]
+    assert main(["import-urdf", str(out)]) == EXIT_USAGE      # not a .urdf
 
 
 @pytest.mark.parametrize("argv", [[v, "--help"] for v in _verbs()]

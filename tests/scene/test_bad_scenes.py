@@ -60,7 +60,20 @@ DOCUMENTED_CHECKS = [
     ("centroid is off the body origin", {"off_centre_geometry": r"bodies\[\d+\]\.geometries"}),
     ("shape keys that do not belong to the shape", {"box_with_radius": r".*\.radius"}),
     ("colors outside [0, 1]", {"bad_color": r".*\.color"}),
+    ("joints with an unknown parent, two parents, a cycle, lower > upper or a zero axis", {
+        "joint_unknown_parent": r"joints\[\d+\]\.parent", "joint_two_parents": r"joints\[\d+\]\.child",
+        "joint_cycle": r"joints\[\d+\]\.parent", "joint_lower_above_upper": r"joints\[\d+\]\.lower",
+        "joint_zero_axis": r"joints\[\d+\]\.axis"}),
+    ("actuators with NaN gains or an unknown joint", {"actuator_nan_gain": r"actuators\[\d+\]\.kp",
+                                                      "actuator_unknown_joint": r"actuators\[\d+\]\.joint"}),
 ]
+
+
+@pytest.mark.parametrize("path", [p for p in BAD_FILES if p.stem.startswith(("joint_", "actuator_"))],
+                         ids=lambda p: p.stem)
+def test_bad_joint_and_actuator_scenes_give_exactly_one_error(path: Path):
+    problems = validate_scene_file(path)
+    assert len(problems) == 1, problems
 
 
 @pytest.mark.parametrize("check, files", DOCUMENTED_CHECKS, ids=[c.split()[0] + "-" + next(iter(f))

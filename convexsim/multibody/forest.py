@@ -1,0 +1,255 @@
+"""The kinematic trees of a scene (a forest), living next to its free bodies.
+
+A scene's bodies stay what they are in ``convexsim.model.Model``: free bodies own 6 dofs each; the links
+of a tree are bodies too (for collision, trajectories and viewers) but their motion comes from the tree's
+joint coordinates. ``State.tree_q``/``State.tree_v`` hold the trees' coordinates, tree after tree (tree
+``k`` at ``q_start``/``v_start``), and the link bodies' rows of ``State.q``/``State.v`` are written by
+forward kinematics (:func:`write_link_rows`): the pose of the link's centre of mass and R_WB, the COM
+velocity and the angular velocity in W, exactly the free-body convention.
+
+Each tree carries its joint limits, PD actuators (targets constant or piecewise linear in time) and
+couplers; :func:`tree_step_data` gives one step's (A, v*, joint rows) of a tree with
+``reference_step``'s formulas (A = M(q0) + dt·D, v* = v0 + dt A⁻¹(τ − h − D v0)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convexsim.multibody.kinematics import Kinematics
+from convexsim.multibody.model import MultibodyModel
+from convexsim.multibody.reference_step import (Coupler, JointLimit, PdActuator, constraint_rows,
+                                                free_motion)
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """An implicit PD actuator on a 1-dof joint of a tree (``joint``: body index in the tree).
+
+    The position target is piecewise linear through (``times``, ``values``) (a constant: one point),
+    held constant outside; the velocity target is ``velocity`` if given, else the slope of the current
+    segment (0 outside). u = clamp(−Kp (q − q_d) − Kd (v − v_d) + u_ff, −effort, effort).
+    """
+
+    name: str
+    joint: int
+    kp: float
+    kd: float
+    times: tuple = (0.0,)
+    values: tuple = (0.0,)
+    velocity: float | None = None
+    u_ff: float = 0.0
+    effort: float = math.inf
+
+    def target(self, t: float) -> tuple[float, float]:
+        """(q_d, v_d) at time t [s]."""
+        ts, vs = self.times, self.values
+        q_d = float(np.interp(t, ts, vs))
+        if self.velocity is not None:
+            return q_d, float(self.velocity)
+        v_d = 0.0
+        for i in range(len(ts) - 1):
+            if ts[i] <= t < ts[i + 1]:
+                v_d = (vs[i + 1] - vs[i]) / (ts[i + 1] - ts[i])
+                break
+        return q_d, v_d
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One kinematic tree: its MultibodyModel, the Model body index of each of its bodies, joint names,
+    its slice of the forest's q and v, and its joint limits, actuators and couplers."""
+
+    model: MultibodyModel
+    bodies: np.ndarray
+    joint_names: tuple
+    q_start: int
+    v_start: int
+    limits: tuple = ()
+    actuators: tuple = ()
+    couplers: tuple = ()
+    base_body: int = -1          # the fixed Model body the tree hangs from (−1: the world)
+
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    def q_of(self, tree_q: np.ndarray) -> np.ndarray:
+        return tree_q[self.q_start:self.q_start + self.nq]
+
+    def v_of(self, tree_v: np.ndarray) -> np.ndarray:
+        return tree_v[self.v_start:self.v_start + self.nv]
+
+    def moving_bodies(self) -> np.ndarray:
+        """Per tree body: True if some joint on its path to the root has a dof."""
+        m = self.model
+        out = np.zeros(m.nbody, dtype=bool)
+        for b in range(m.nbody):
+            p = m.parent[b]
+            out[b] = m.joint_nv(b) > 0 or (p >= 0 and out[p])
+        return out
+
+
+@dataclass
+class Controls:
+    """What a controller commands for one step, by joint name: position targets (a number, or a pair
+    (q_d, v_d)) that replace the actuator's scene targets, and generalized forces τ [N·m or N] added to the
+    joint. Returned by ``simulate(..., controller=fn)``'s callback as a dict {"targets": ..., "torques": ...}."""
+
+    targets: dict = field(default_factory=dict)
+    torques: dict = field(default_factory=dict)
+
+    @staticmethod
+    def from_output(out, forest: "Forest") -> "Controls":
+        if out is None:
+            return Controls()
+        if isinstance(out, Controls):
+            c = out
+        elif isinstance(out, dict):
+            unknown = set(out) - {"targets", "torques"}
+            if unknown:
+                raise ValueError(f"controller: unknown keys {sorted(unknown)} (expected 'targets' and/or 'torques')")
+            c = Controls(dict(out.get("targets") or {}), dict(out.get("torques") or {}))
+        else:
+            raise ValueError(f"controller: must return a dict with 'targets' and/or 'torques', got {type(out).__name__}")
+        for what, d in (("targets", c.targets), ("torques", c.torques)):
+            for name, val in d.items():
+                if name not in forest.joint_index:
+                    raise ValueError(f"controller.{what}: unknown joint {name!r}; joints: {sorted(forest.joint_index)}")
+                vals = np.atleast_1d(np.asarray(val, dtype=float))
+                if not np.all(np.isfinite(vals)):
+                    raise ValueError(f"controller.{what}.{name}: must be finite, got {val!r}")
+        for name in c.targets:
+            k, j = forest.joint_index[name]
+            if not any(a.joint == j for a in forest.trees[k].actuators):
+                raise ValueError(f"controller.targets.{name}: joint {name!r} has no actuator")
+        return c
+
+
+@dataclass(frozen=True)
+class Forest:
+    """The trees of a model; ``nq``/``nv`` are the sizes of ``State.tree_q``/``State.tree_v``."""
+
+    trees: tuple = ()
+    joint_index: dict = field(default_factory=dict)   # joint name -> (tree, body index in the tree)
+
+    @property
+    def nq(self) -> int:
+        return sum(t.nq for t in self.trees)
+
+    @property
+    def nv(self) -> int:
+        return sum(t.nv for t in self.trees)
+
+    def link_bodies(self) -> np.ndarray:
+        """Model body indices of all links."""
+        if not self.trees:
+            return np.zeros(0, np.int64)
+        return np.concatenate([t.bodies for t in self.trees]).astype(np.int64)
+
+    def base_bodies(self) -> np.ndarray:
+        """(ntree,) the fixed Model body each tree hangs from, −1 for the world."""
+        return np.array([t.base_body for t in self.trees], dtype=np.int64)
+
+    def tree_of_body(self, nbody: int) -> np.ndarray:
+        """(nbody,) tree index of each Model body, −1 for bodies outside trees."""
+        out = np.full(nbody, -1, dtype=np.int64)
+        for k, t in enumerate(self.trees):
+            out[t.bodies] = k
+        return out
+
+
+def matrix_to_quat(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method, the largest pivot)."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    cands = [tr, R[0, 0], R[1, 1], R[2, 2]]
+    i = int(np.argmax(cands))
+    if i == 0:
+        s = 2.0 * math.sqrt(1.0 + tr)
+        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
+    elif i == 1:
+        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
+    elif i == 2:
+        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
+    else:
+        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
+    q = np.array(q)
+    q /= np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
+def link_rows(tree: Tree, q: np.ndarray, v: np.ndarray, kin: Kinematics | None = None):
+    """(poses (n, 7), velocities (n, 6)) of the tree's bodies in the free-body convention: COM position
+    and R_WB (body axes = the joint's moving frame B), (ω_W, v_COM,W)."""
+    m = tree.model
+    kin = Kinematics(m, q) if kin is None else kin
+    poses = np.zeros((m.nbody, 7))
+    vels = np.zeros((m.nbody, 6))
+    for b in range(m.nbody):
+        poses[b, :3] = kin.com_position(b)
+        poses[b, 3:] = matrix_to_quat(kin.R_WB[b])
+        if m.nv:
+            vels[b] = kin.spatial_jacobian(b, m.body_com[b]) @ v
+    return poses, vels
+
+
+def write_link_rows(forest: Forest, body_q: np.ndarray, body_v: np.ndarray, tree_q: np.ndarray,
+                    tree_v: np.ndarray) -> None:
+    """Write every link body's row of body_q (nbody, 7) and body_v (nbody, 6) from the trees' q, v."""
+    for t in forest.trees:
+        poses, vels = link_rows(t, t.q_of(tree_q), t.v_of(tree_v))
+        body_q[t.bodies] = poses
+        body_v[t.bodies] = vels
+
+
+def current_actuators(tree: Tree, t: float, controls: Controls | None = None) -> list[PdActuator]:
+    """The tree's actuators as PdActuator rows at time t (controller targets override the scene's)."""
+    out = []
+    for a in tree.actuators:
+        q_d, v_d = a.target(t)
+        if controls is not None and a.name in controls.targets:
+            val = np.atleast_1d(np.asarray(controls.targets[a.name], dtype=float))
+            q_d = float(val[0])
+            v_d = float(val[1]) if val.size > 1 else 0.0
+        out.append(PdActuator(a.joint, a.kp, a.kd, q_d, v_d, a.u_ff, a.effort))
+    return out
+
+
+def tree_torques(tree: Tree, controls: Controls | None) -> np.ndarray | None:
+    """Generalized forces (nv,) [N·m or N] a controller applies to the tree's joints, or None."""
+    if controls is None or not controls.torques:
+        return None
+    tau = np.zeros(tree.nv)
+    hit = False
+    for name, val in controls.torques.items():
+        if name not in tree.joint_names:
+            continue
+        j = tree.joint_names.index(name)
+        d, n = int(tree.model.joint_dofadr[j]), tree.model.joint_nv(j)
+        tau[d:d + n] += np.atleast_1d(np.asarray(val, dtype=float))[:n]
+        hit = hit or n > 0
+    return tau if hit else None
+
+
+def tree_step_data(tree: Tree, q: np.ndarray, v: np.ndarray, dt: float, t: float, tau=None,
+                   controls: Controls | None = None):
+    """(A, v*, J_rows (nr, nv), par (nr, 4), kinds, owners, pd_rows) of one step of one tree."""
+    A, v_star = free_motion(tree.model, q, v, dt, tau)
+    acts = current_actuators(tree, t, controls)
+    J, par, report, pd_rows = constraint_rows(tree.model, q, v, v_star, np.diag(A), dt, tree.limits, acts,
+                                              tree.couplers)
+    return A, v_star, J, par, report.kinds, report.owners, pd_rows
+
+
+__all__ = ["Actuator", "Controls", "Coupler", "Forest", "JointLimit", "Tree", "current_actuators",
+           "link_rows", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]

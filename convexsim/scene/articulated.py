@@ -1,0 +1,140 @@
+"""Scene ``joints:`` and ``actuators:`` → the model's kinematic trees (convexsim.multibody.forest).
+
+Every joint whose parent is ``world`` or a fixed body starts a tree; its descendants (joints whose parent
+is a link of the tree) join it, parents first. The scene's body frame of a link is at its centre of mass
+with the axes of the joint's moving frame B; the tree model's B frame is the joint frame itself, so
+
+    body_com = child_offset,     p_PJ = child_offset_of_parent + position      (parent a link)
+    p_PJ = p_WP + R_WP·position, R_PJ = R_WP·R(quaternion)                      (parent fixed or world)
+
+The schema (convexsim.scene.schema.JointSpec, ActuatorSpec, joint_problems) has already checked names,
+parents, cycles, limits and gains; :func:`build_forest` raises SceneError naming the joint for what only
+the tree builder sees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim.model import State
+from convexsim.multibody.forest import Actuator, Forest, Tree, write_link_rows
+from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
+from convexsim.multibody.reference_step import JointLimit
+from convexsim.scene.load import SceneError
+from convexsim.spatial import quat_to_matrix
+
+_TYPES = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "fixed": JointType.FIXED}
+
+
+def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np.ndarray,
+                 gravity) -> tuple[Forest, np.ndarray, np.ndarray]:
+    """(Forest, tree_q, tree_v) of a validated scene; ``body_index``: body name -> Model index."""
+    joints = list(spec.joints)
+    bodies = {b.name: b for b in spec.bodies}
+    by_child = {j.child: i for i, j in enumerate(joints)}
+    children: dict[str, list[int]] = {}
+    for i, j in enumerate(joints):
+        children.setdefault(j.parent, []).append(i)
+    roots = [i for i, j in enumerate(joints) if j.parent == "world" or j.parent not in by_child]
+    trees, joint_index = [], {}
+    q_all, v_all = [], []
+    q_start = v_start = 0
+    for r in roots:
+        order = [r]
+        k = 0
+        while k < len(order):
+            order.extend(children.get(joints[order[k]].child, []))
+            k += 1
+        local = {joints[i].child: n for n, i in enumerate(order)}
+        mb_joints = []
+        for n, i in enumerate(order):
+            j = joints[i]
+            R_J = quat_to_matrix(np.asarray(j.quaternion, dtype=float))
+            pos = np.asarray(j.position, dtype=float)
+            if j.parent in local:
+                parent = local[j.parent]
+                pos = np.asarray(joints[order[parent]].child_offset, dtype=float) + pos
+                rot = R_J
+            else:
+                parent = -1
+                if j.parent != "world":
+                    P = bodies[j.parent]
+                    R_P = quat_to_matrix(np.asarray(P.quaternion, dtype=float))
+                    pos = np.asarray(P.position, dtype=float) + R_P @ pos
+                    rot = R_P @ R_J
+                else:
+                    rot = R_J
+            b = body_index[j.child]
+            mb_joints.append(Joint(name=j.name, parent=parent, type=_TYPES[j.type], mass=float(body_mass[b]),
+                                   inertia=body_inertia[b], com=np.asarray(j.child_offset, dtype=float),
+                                   axis=np.asarray(j.axis, dtype=float), pos=pos, rot=rot,
+                                   armature=j.armature, damping=j.damping))
+        try:
+            mb = build_tree(mb_joints, gravity=gravity)
+        except MultibodyModelError as exc:
+            raise SceneError([f"joints (tree of {joints[r].name!r}): {exc}"]) from None
+        names = tuple(joints[i].name for i in order)
+        q0 = mb.neutral_q()
+        v0 = np.zeros(mb.nv)
+        limits = []
+        for n, i in enumerate(order):
+            j = joints[i]
+            if j.type == "fixed":
+                continue
+            q0[mb.joint_qadr[n]] = j.initial_position
+            v0[mb.joint_dofadr[n]] = j.initial_velocity
+            lo = -math.inf if j.lower is None else j.lower
+            hi = math.inf if j.upper is None else j.upper
+            if math.isfinite(lo) or math.isfinite(hi):
+                limits.append(JointLimit(n, lo, hi))
+        acts = []
+        for a in spec.actuators:
+            if a.joint not in names:
+                continue
+            n = names.index(a.joint)
+            if isinstance(a.target, list):
+                times = tuple(float(p[0]) for p in a.target)
+                values = tuple(float(p[1]) for p in a.target)
+            else:
+                times, values = (0.0,), (float(a.target),)
+            acts.append(Actuator(name=a.joint, joint=n, kp=a.kp, kd=a.kd, times=times, values=values,
+                                 velocity=a.velocity_target, u_ff=a.feedforward,
+                                 effort=math.inf if a.effort is None else a.effort))
+        tree_k = len(trees)
+        for n, nm in enumerate(names):
+            joint_index[nm] = (tree_k, n)
+        trees.append(Tree(model=mb, bodies=np.array([body_index[joints[i].child] for i in order], dtype=np.int64),
+                          joint_names=names, q_start=q_start, v_start=v_start, limits=tuple(limits),
+                          actuators=tuple(acts),
+                          base_body=-1 if joints[r].parent == "world" else body_index[joints[r].parent]))
+        q_all.append(q0)
+        v_all.append(v0)
+        q_start += mb.nq
+        v_start += mb.nv
+    forest = Forest(trees=tuple(trees), joint_index=joint_index)
+    tq = np.concatenate(q_all) if q_all else np.zeros(0)
+    tv = np.concatenate(v_all) if v_all else np.zeros(0)
+    return forest, tq, tv
+
+
+def attach_trees(spec, model, state, body_index: dict):
+    """(model, state) with the scene's trees: link bodies lose their free-body dofs (``body_dof = -1``),
+    the forest is attached and the link rows of q, v are set by forward kinematics."""
+    import dataclasses
+
+    if not spec.joints:
+        return model, state
+    forest, tq, tv = build_forest(spec, body_index, model.body_mass, model.body_inertia, model.gravity)
+    body_dof = np.array(model.body_dof, copy=True)
+    body_dof[forest.link_bodies()] = -1
+    moving = np.flatnonzero(body_dof >= 0)
+    body_dof[moving] = 6 * np.arange(moving.size)
+    model = dataclasses.replace(model, body_dof=body_dof, forest=forest)
+    q, v = state.q.copy(), state.v.copy()
+    write_link_rows(forest, q, v, tq, tv)
+    return model, State(t=state.t, q=q, v=v, step=state.step, tree_q=tq, tree_v=tv)
+
+
+__all__ = ["attach_trees", "build_forest"]

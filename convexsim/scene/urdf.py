@@ -1,0 +1,301 @@
+"""URDF import: a robot description → a convexsim scene (a dict validated as any scene file).
+
+Parsed with the standard library's XML parser (``xml.etree.ElementTree``) and fully validated here; every
+problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...``). The mapping:
+
+* the root link (the one that is no joint's child) becomes a **fixed** body: the robot's base is welded to
+  the world at the origin (floating bases are not imported);
+* every other link becomes a body with the ``<inertial>`` mass and inertia (the inertia is rotated from
+  the inertial frame into the link frame; ``<inertial>`` with mass > 0 is required); its body frame is at
+  the inertial origin (its centre of mass) with the link frame's axes;
+* joints: ``revolute`` (with ``<limit lower upper>``), ``continuous`` (a revolute joint without limits),
+  ``prismatic``, ``fixed``; ``floating`` and ``planar`` are refused. ``<origin xyz rpy>`` poses the joint
+  frame in the parent link frame (rpy: fixed-axis roll, pitch, yaw, R = Rz(y)·Ry(p)·Rx(r)); ``<axis>``
+  defaults to (1, 0, 0); ``<dynamics damping>`` becomes the joint damping; ``<limit effort velocity>`` is
+  read but not enforced (add an actuator in the scene for motors);
+* geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
+  ``sphere`` and ``cylinder``. A cylinder becomes a **capsule** of the same radius and the same overall
+  length (cap centres length − 2r apart, a sphere when length < 2r): it fits in the cylinder's bounding
+  extent and is rounded at the ends. ``mesh`` is refused with a message until convex meshes exist.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from convexsim.spatial import quat_to_matrix
+
+
+class UrdfError(ValueError):
+    """A URDF file cannot be imported; ``problems`` lists every problem (file and element named).
+    ``convexsim.scene.load`` reports it as a SceneError."""
+
+    def __init__(self, problems: list[str], source: str = "<urdf>"):
+        self.problems = list(problems)
+        self.source = source
+        super().__init__("\n".join(self.problems))
+
+
+SceneError = UrdfError   # the name used below
+
+
+def rpy_to_matrix(r: float, p: float, y: float) -> np.ndarray:
+    """R = Rz(y)·Ry(p)·Rx(r) (URDF's fixed-axis roll-pitch-yaw)."""
+    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
+
+
+def matrix_to_quaternion(R: np.ndarray) -> list[float]:
+    from convexsim.multibody.forest import matrix_to_quat
+    return [float(x) for x in matrix_to_quat(R)]
+
+
+class _Problems:
+    def __init__(self, source: str):
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, where: str, msg: str) -> None:
+        self.items.append(f"{self.source}: {where}: {msg}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise SceneError(self.items, self.source)
+
+
+def _floats(text: str | None, n: int, where: str, what: str, probs: _Problems, default=None):
+    if text is None:
+        return default
+    try:
+        vals = [float(x) for x in text.split()]
+    except ValueError:
+        probs.add(where, f"{what} must be {n} numbers, got {text!r}")
+        return default
+    if len(vals) != n or not all(math.isfinite(v) for v in vals):
+        probs.add(where, f"{what} must be {n} finite numbers, got {text!r}")
+        return default
+    return vals
+
+
+def _origin(el, where: str, probs: _Problems) -> tuple[np.ndarray, np.ndarray]:
+    o = el.find("origin") if el is not None else None
+    if o is None:
+        return np.zeros(3), np.eye(3)
+    xyz = _floats(o.get("xyz"), 3, where + " <origin>", "xyz", probs, [0.0, 0.0, 0.0])
+    rpy = _floats(o.get("rpy"), 3, where + " <origin>", "rpy", probs, [0.0, 0.0, 0.0])
+    return np.array(xyz, dtype=float), rpy_to_matrix(*rpy)
+
+
+def _attr_float(el, name: str, where: str, probs: _Problems, default=None, positive=False, nonneg=False):
+    s = el.get(name) if el is not None else None
+    if s is None:
+        return default
+    try:
+        v = float(s)
+    except ValueError:
+        probs.add(where, f"{name} must be a number, got {s!r}")
+        return default
+    if not math.isfinite(v) or (positive and v <= 0) or (nonneg and v < 0):
+        probs.add(where, f"{name} must be finite{' and > 0' if positive else ' and >= 0' if nonneg else ''}, got {s!r}")
+        return default
+    return v
+
+
+def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
+    where = f"link {link_name!r} <{el.tag}>[{k}] <geometry>"
+    g = el.find("geometry")
+    if g is None or len(g) != 1:
+        probs.add(where, "needs exactly one of <box>, <sphere>, <cylinder>")
+        return None
+    shape = g[0]
+    pos, R = _origin(el, f"link {link_name!r} <{el.tag}>[{k}]", probs)
+    spec = {"position": [float(x) for x in pos - com], "quaternion": matrix_to_quaternion(R)}
+    if shape.tag == "mesh":
+        probs.add(where, f"mesh geometry ({shape.get('filename', '?')}) is not supported: convexsim has no "
+                  "convex meshes yet; replace it with <box>, <sphere> or <cylinder> primitives")
+        return None
+    if shape.tag == "box":
+        size = _floats(shape.get("size"), 3, where + " <box>", "size", probs)
+        if size is None or min(size) <= 0:
+            if size is not None:
+                probs.add(where + " <box>", f"size must be > 0, got {shape.get('size')!r}")
+            return None
+        return {"shape": "box", "size": size, **spec}
+    if shape.tag == "sphere":
+        r = _attr_float(shape, "radius", where + " <sphere>", probs, positive=True)
+        if r is None:
+            if shape.get("radius") is None:
+                probs.add(where + " <sphere>", "radius is required")
+            return None
+        return {"shape": "sphere", "radius": r, **spec}
+    if shape.tag == "cylinder":
+        r = _attr_float(shape, "radius", where + " <cylinder>", probs, positive=True)
+        length = _attr_float(shape, "length", where + " <cylinder>", probs, positive=True)
+        if r is None or length is None:
+            if shape.get("radius") is None or shape.get("length") is None:
+                probs.add(where + " <cylinder>", "radius and length are required")
+            return None
+        if length <= 2 * r:
+            return {"shape": "sphere", "radius": r, **spec}
+        return {"shape": "capsule", "radius": r, "length": length - 2 * r, **spec}
+    probs.add(where, f"unknown geometry <{shape.tag}>; expected <box>, <sphere>, <cylinder> (or <mesh>, refused)")
+    return None
+
+
+def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
+    """The scene mapping of a URDF file (module docstring); SceneError listing every problem."""
+    path = Path(path)
+    source = str(path)
+    probs = _Problems(source)
+    try:
+        text = path.read_text(encoding="utf-8") if text is None else text
+    except (OSError, UnicodeDecodeError) as err:
+        raise SceneError([f"{source}: cannot read URDF file: {err}"], source) from None
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as err:
+        raise SceneError([f"{source}: invalid XML: {err}"], source) from None
+    if root.tag != "robot":
+        raise SceneError([f"{source}: the root element must be <robot>, got <{root.tag}>"], source)
+    links = root.findall("link")
+    joints = root.findall("joint")
+    if not links:
+        raise SceneError([f"{source}: <robot> has no <link>"], source)
+    names = []
+    for i, l in enumerate(links):
+        n = l.get("name")
+        if not n:
+            probs.add(f"<link>[{i}]", "name is required")
+        elif n in names:
+            probs.add(f"link {n!r}", "duplicate link name")
+        names.append(n)
+    probs.raise_if_any()
+    parent_of: dict[str, str] = {}
+    jnames = []
+    for i, j in enumerate(joints):
+        n = j.get("name")
+        where = f"joint {n!r}" if n else f"<joint>[{i}]"
+        if not n:
+            probs.add(where, "name is required")
+        elif n in jnames:
+            probs.add(where, "duplicate joint name")
+        jnames.append(n)
+        t = j.get("type")
+        if t not in ("revolute", "continuous", "prismatic", "fixed"):
+            probs.add(where, f"type {t!r} is not supported; use revolute, continuous, prismatic or fixed "
+                      "(floating and planar joints are not imported)")
+        for tag in ("parent", "child"):
+            el = j.find(tag)
+            ln = el.get("link") if el is not None else None
+            if ln is None:
+                probs.add(where, f"<{tag} link=...> is required")
+            elif ln not in names:
+                probs.add(f"{where} <{tag}>", f"unknown link {ln!r}")
+        ch = j.find("child")
+        pa = j.find("parent")
+        if ch is not None and pa is not None and ch.get("link") in names:
+            c = ch.get("link")
+            if c in parent_of:
+                probs.add(f"{where} <child>", f"link {c!r} already has a parent joint; a link has one parent")
+            parent_of[c] = pa.get("link")
+    probs.raise_if_any()
+    roots = [n for n in names if n not in parent_of]
+    if len(roots) != 1:
+        raise SceneError([f"{source}: the links must form one tree with one root link; roots: {roots or 'none (a cycle)'}"],
+                         source)
+    # cycles
+    for n in names:
+        seen, p = {n}, parent_of.get(n)
+        while p is not None:
+            if p in seen:
+                raise SceneError([f"{source}: link {n!r}: the joints form a cycle"], source)
+            seen.add(p)
+            p = parent_of.get(p)
+    root_link = roots[0]
+    com_of: dict[str, np.ndarray] = {}
+    bodies = []
+    for l in links:
+        n = l.get("name")
+        where = f"link {n!r}"
+        inertial = l.find("inertial")
+        com = np.zeros(3)
+        mass, inertia = None, None
+        if inertial is not None:
+            com, R_I = _origin(inertial, where + " <inertial>", probs)
+            m_el = inertial.find("mass")
+            mass = _attr_float(m_el, "value", where + " <inertial> <mass>", probs, positive=True)
+            i_el = inertial.find("inertia")
+            if i_el is not None:
+                vals = [_attr_float(i_el, k, where + " <inertial> <inertia>", probs, default=0.0)
+                        for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")]
+                I = np.array([[vals[0], vals[1], vals[2]], [vals[1], vals[3], vals[4]], [vals[2], vals[4], vals[5]]])
+                inertia = (R_I @ I @ R_I.T).tolist()
+        if n == root_link:
+            com = np.zeros(3)
+        com_of[n] = com
+        geoms = []
+        elems = l.findall("collision") or l.findall("visual")
+        for k, el in enumerate(elems):
+            g = _geometry(n, k, el, probs, com)
+            if g is not None:
+                geoms.append(g)
+        body: dict = {"name": n, "geometries": geoms}
+        if n == root_link:
+            body["fixed"] = True
+        else:
+            if mass is None:
+                probs.add(where + " <inertial>", "a moving link needs <inertial> with <mass value> > 0")
+                continue
+            body["mass"] = mass
+            if inertia is None:
+                probs.add(where + " <inertial>", "<inertia ixx ixy ixz iyy iyz izz> is required")
+                continue
+            body["inertia"] = inertia
+        bodies.append(body)
+    scene_joints = []
+    for j in joints:
+        n = j.get("name")
+        where = f"joint {n!r}"
+        t = j.get("type")
+        parent, child = j.find("parent").get("link"), j.find("child").get("link")
+        pos, R = _origin(j, where, probs)
+        spec = {"name": n, "type": "revolute" if t == "continuous" else t,
+                "parent": parent, "child": child,
+                "position": [float(x) for x in pos - com_of.get(parent, np.zeros(3))],
+                "quaternion": matrix_to_quaternion(R),
+                "child_offset": [float(x) for x in com_of.get(child, np.zeros(3))]}
+        if t != "fixed":
+            ax = j.find("axis")
+            axis = _floats(ax.get("xyz") if ax is not None else None, 3, where + " <axis>", "xyz", probs,
+                           [1.0, 0.0, 0.0])
+            if np.linalg.norm(axis) < 1e-9:
+                probs.add(where + " <axis>", f"xyz must be a nonzero vector, got {ax.get('xyz')!r}")
+            spec["axis"] = axis
+            lim = j.find("limit")
+            if t in ("revolute", "prismatic"):
+                lo = _attr_float(lim, "lower", where + " <limit>", probs)
+                hi = _attr_float(lim, "upper", where + " <limit>", probs)
+                if lo is not None and hi is not None and lo > hi:
+                    probs.add(where + " <limit>", f"lower {lo} > upper {hi}")
+                if lo is not None:
+                    spec["lower"] = lo
+                if hi is not None:
+                    spec["upper"] = hi
+            dyn = j.find("dynamics")
+            d = _attr_float(dyn, "damping", where + " <dynamics>", probs, default=0.0, nonneg=True)
+            if d:
+                spec["damping"] = d
+        scene_joints.append(spec)
+    probs.raise_if_any()
+    root_name = root.get("name") or path.stem
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in root_name) or "robot"
+    return {"name": name, "description": f"imported from {path.name}", "bodies": bodies, "joints": scene_joints}
+
+
+__all__ = ["UrdfError", "rpy_to_matrix", "urdf_to_scene"]

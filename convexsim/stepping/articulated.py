@@ -1,0 +1,278 @@
+"""The SAP step of a model with kinematic trees (``Model.has_trees``): free bodies and trees together.
+
+Generalized velocities, cliques and constraints of the step:
+
+* v = (free bodies' (ω, v) 6 by 6 | tree 0's joint velocities | tree 1's | ...); every free body is one
+  6-dof clique (A = its spatial mass, v* as in convexsim.dynamics.free_motion), every tree with dofs is
+  one clique with the dense block A = M(q0) + dt·D and v* = v0 + dt A⁻¹(τ − C v0 − g − D v0) (CRBA and
+  RNEA, convexsim.multibody; τ from a controller's torques).
+* contacts (3 rows each) found at q0 as in the free-body step, except that links of the same tree do not
+  collide with each other; a contact point P on link b of a tree has the Jacobian R_WCᵀ J_P with J_P the
+  point Jacobian of P in the tree's generalized velocities (Kinematics.spatial_jacobian), on a free body
+  the usual 3×6 block.
+* joint rows (1 row each): limits, implicit PD actuators, couplers of every tree, built exactly as
+  ``convexsim.multibody.reference_step`` builds them (same function).
+* v = argmin of the SAP cost with all of them (convexsim.sap.mixed); then free bodies are integrated as
+  today and the trees by ``integrate_q``; link bodies' rows of State.q/v come from forward kinematics.
+
+With one tree, no contact and no free body this is the reference step exactly (tested to 1e-10).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convexsim import dynamics
+from convexsim.geometry.collide import collide
+from convexsim.model import ContactModel, Contacts, Model, State
+from convexsim.multibody.forest import Controls, tree_step_data, tree_torques, write_link_rows
+from convexsim.multibody.kinematics import Kinematics, integrate_q
+from convexsim.sap.mixed import solve_mixed
+from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
+from convexsim.spatial import skew
+from convexsim.stepping.context import StepContext
+from convexsim.stepping.contacts import (_geom_sweep_radius, _select, check_finite_state, combined_parameters,
+                                         contact_margin, pair_reach)
+from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+
+
+@dataclass
+class ArticulatedSystem:
+    """One step's unconstrained dynamics and joint rows over the global v (module docstring).
+
+    Attributes:
+        free_bodies: Model indices of the free moving bodies (clique i = free body i).
+        clique_sizes, clique_start: per clique.
+        tree_clique: per tree, its clique index (−1 for a tree without dofs); tree_start: its offset in v.
+        A: dense A (nv, nv); A_blocks: per clique. v_star, v0: (nv,).
+        Jr (nr, nv), par (nr, 4), row_kinds: joint rows; pd_rows: (tree, actuator, row) of each actuator.
+        kins: per tree, its Kinematics at q0.
+    """
+
+    free_bodies: np.ndarray
+    clique_sizes: list
+    clique_start: list
+    tree_clique: list
+    tree_start: list
+    A: np.ndarray
+    A_blocks: list
+    v_star: np.ndarray
+    v0: np.ndarray
+    Jr: np.ndarray
+    par: np.ndarray
+    row_kinds: list
+    pd_rows: list
+    kins: list = field(default_factory=list)
+
+    @property
+    def nv(self) -> int:
+        return int(self.v_star.size)
+
+
+def assemble(model: Model, state: State, controls: Controls | None = None) -> ArticulatedSystem:
+    """A, v*, v0 and the joint rows of this step (module docstring)."""
+    dt = model.time_step
+    forest = model.forest
+    A_free, vs_free = dynamics.free_motion(model, state)
+    free = dynamics.moving_bodies(model)
+    blocks = [A_free[i] for i in range(free.size)]
+    v_star = [vs_free]
+    v0 = [state.v[free].reshape(-1)]
+    sizes, starts = [6] * free.size, [6 * i for i in range(free.size)]
+    off = 6 * free.size
+    tree_clique, tree_start, kins = [], [], []
+    rows_J, rows_par, kinds, pd_rows = [], [], [], []
+    for k, tree in enumerate(forest.trees):
+        q, v = tree.q_of(state.tree_q), tree.v_of(state.tree_v)
+        kins.append(Kinematics(tree.model, q))
+        tree_start.append(off)
+        if tree.nv == 0:
+            tree_clique.append(-1)
+            continue
+        A, vs, J, par, kd, _, pdr = tree_step_data(tree, q, v, dt, state.t, tree_torques(tree, controls), controls)
+        tree_clique.append(len(blocks))
+        blocks.append(A)
+        sizes.append(tree.nv)
+        starts.append(off)
+        v_star.append(vs)
+        v0.append(np.asarray(v, dtype=float))
+        base = sum(len(p) for p in rows_par)
+        for n, r in enumerate(pdr):
+            pd_rows.append((k, n, base + r))
+        rows_J.append((off, J))
+        rows_par.append(par)
+        kinds.extend(kd)
+        off += tree.nv
+    nv = off
+    A_dense = np.zeros((nv, nv))
+    for s, n, blk in zip(starts, sizes, blocks):
+        A_dense[s:s + n, s:s + n] = blk
+    nr = sum(p.shape[0] for p in rows_par)
+    Jr = np.zeros((nr, nv))
+    r0 = 0
+    for (o, J), p in zip(rows_J, rows_par):
+        Jr[r0:r0 + J.shape[0], o:o + J.shape[1]] = J
+        r0 += J.shape[0]
+    par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
+    return ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, A_dense, blocks,
+                             np.concatenate(v_star), np.concatenate(v0), Jr, par, kinds, pd_rows, kins)
+
+
+def _body_has_dofs(model: Model) -> np.ndarray:
+    out = np.asarray(model.body_dof) >= 0
+    for t in model.forest.trees:
+        out[t.bodies] = t.moving_bodies()
+    return out
+
+
+def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
+    """Contacts at q0 with speculative margins (as the free-body step; links get their own sweep
+    margins dt·(|v| + |ω| ρ)); pairs within one tree, pairs of a tree's link and the fixed body the tree
+    hangs from, and pairs of two bodies without dofs are dropped."""
+    dt = model.time_step
+    forest = model.forest
+    share = contact_margin(model, state)
+    links = forest.link_bodies()
+    if links.size:
+        rb = np.zeros(model.nbody)
+        rho = _geom_sweep_radius(model)
+        finite = np.isfinite(rho)
+        np.maximum.at(rb, model.geom_body[finite], rho[finite])
+        share[links] += dt * (np.linalg.norm(state.v[links, 3:], axis=1)
+                              + np.linalg.norm(state.v[links, :3], axis=1) * rb[links])
+    contacts = collide(model, state.q, margin=share, workspace=ctx.collision)
+    if contacts.count == 0:
+        return contacts
+    tree_of = forest.tree_of_body(model.nbody)
+    a, b = contacts.body_a, contacts.body_b
+    moves = _body_has_dofs(model)
+    base = np.append(forest.base_bodies(), -2)          # index −1 (not a link) maps to −2: no base
+    ta, tb = tree_of[a], tree_of[b]
+    drop = ((ta >= 0) & (ta == tb)) | (~moves[a] & ~moves[b])
+    drop |= (base[tb] == a) | (base[ta] == b)            # a tree's links never touch the body it hangs from
+    drop |= contacts.phi > pair_reach(model, state, contacts)
+    return _select(contacts, ~drop) if drop.any() else contacts
+
+
+def contact_jacobian(model: Model, state: State, system: ArticulatedSystem, contacts: Contacts,
+                     R_WC: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """(Jc dense (3 nc, nv), cliques (nc, 2), per-contact block tuples) with vc = Jc v in the contact
+    frames (normal last): side B with +, side A with −."""
+    nc = contacts.count
+    nv = system.nv
+    Jc = np.zeros((3 * nc, nv))
+    cliques = -np.ones((nc, 2), dtype=np.int64)
+    blocks = []
+    free_index = {int(b): i for i, b in enumerate(system.free_bodies)}
+    tree_of = model.forest.tree_of_body(model.nbody)
+    local = {}
+    for k, t in enumerate(model.forest.trees):
+        for i, b in enumerate(t.bodies):
+            local[int(b)] = (k, i)
+    for c in range(nc):
+        sides = []
+        for body, sign in ((int(contacts.body_b[c]), 1.0), (int(contacts.body_a[c]), -1.0)):
+            Rt = R_WC[c].T
+            p = contacts.point[c]
+            if body in free_index:
+                r = p - state.q[body, :3]
+                blk = sign * np.hstack([Rt @ -skew(r), Rt])
+                cl = free_index[body]
+            elif tree_of[body] >= 0:
+                k, i = local[body]
+                cl = system.tree_clique[k]
+                if cl < 0:
+                    continue
+                kin = system.kins[k]
+                p_B = kin.R_WB[i].T @ (p - kin.p_WB[i])
+                blk = sign * (Rt @ kin.spatial_jacobian(i, p_B)[3:])
+            else:
+                continue
+            sides.append((cl, blk))
+        sides.sort(key=lambda s: s[0])
+        for j, (cl, blk) in enumerate(sides):
+            cliques[c, j] = cl
+            s0 = system.clique_start[cl]
+            Jc[3 * c:3 * c + 3, s0:s0 + blk.shape[1]] += blk
+        blocks.append(tuple(blk for _, blk in sides))
+    return Jc, cliques, blocks
+
+
+def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc):
+    """(kind (nc,), cpar (nc, 8)) of the contacts: the SAP problem's regularization with the Delassus
+    estimate over the tree and body blocks (convexsim.sap.problem.constraint_kernel_data)."""
+    p = combined_parameters(model, contacts)
+    common = dict(mu=p.mu, k=p.stiffness, sigma=model.solver.sigma)
+    cm = ContactModel(model.contact_model)
+    if cm == ContactModel.SAP:
+        params = dict(model="sap", tau_d=p.dissipation_time, phi0=contacts.phi, beta=model.solver.beta)
+    else:
+        vn0 = (Jc @ system.v0)[2::3]
+        params = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * contacts.phi, vn0=vn0,
+                      v_s=model.solver.stiction_tolerance)
+    problem = ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
+                                             **common, **params)
+    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
+    return kind, cpar
+
+
+def finish_step(model: Model, state: State, system: ArticulatedSystem, v_next: np.ndarray) -> State:
+    """Integrate free bodies and trees with the step's velocities; link rows by forward kinematics."""
+    nfree = system.free_bodies.size
+    new = dynamics.integrate(model, state, v_next[:6 * nfree])
+    forest = model.forest
+    tq = np.array(state.tree_q, dtype=float)
+    tv = np.array(state.tree_v, dtype=float)
+    for k, t in enumerate(forest.trees):
+        if t.nv == 0:
+            continue
+        s = system.tree_start[k]
+        vt = v_next[s:s + t.nv]
+        tq[t.q_start:t.q_start + t.nq] = integrate_q(t.model, t.q_of(tq), vt, model.time_step)
+        tv[t.v_start:t.v_start + t.nv] = vt
+    write_link_rows(forest, new.q, new.v, tq, tv)
+    new.tree_q, new.tree_v = tq, tv
+    return new
+
+
+def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
+                         strict: bool = False) -> tuple[State, StepInfo]:
+    """One SAP step of a model with trees (module docstring)."""
+    ctx = StepContext() if ctx is None else ctx
+    check_finite_state(model, state)
+    controls = getattr(ctx, "controls", None)
+    system = assemble(model, state, controls)
+    contacts = detect_contacts(model, state, ctx)
+    R_WC = dynamics.contact_frames(contacts.normal)
+    Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
+    kind = cpar = None
+    if contacts.count:
+        kind, cpar = contact_kernel(model, system, contacts, cliques, blocks, Jc)
+    s = model.solver
+    if contacts.count == 0 and system.par.shape[0] == 0:
+        v_next = system.v_star
+        info = StepInfo(contacts=contacts)
+    else:
+        res = solve_mixed(system.A, system.v_star, kind=kind, cpar=cpar, Jc=Jc, Jr=system.Jr, par=system.par,
+                          v_guess=system.v0, abs_tol=s.abs_tolerance, rel_tol=s.rel_tolerance,
+                          max_iterations=s.max_iterations)
+        v_next = res.v
+        info = StepInfo(contacts=contacts, gamma=res.gamma_contact, iterations=res.iterations,
+                        converged=res.converged, status="converged" if res.converged else "max_iterations")
+        info.force_world = np.einsum("nij,nj->ni", R_WC, res.gamma_contact) / model.time_step
+        info.actuator_force = np.array([res.gamma_rows[r] for _, _, r in system.pd_rows]) / model.time_step
+        if not res.converged:
+            msg = f"SAP (articulated) did not converge after {res.iterations} iterations"
+            if strict or not np.all(np.isfinite(v_next)):
+                raise SimulationError(msg, step=state.step, time=state.t)
+            warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=2)
+    new_state = finish_step(model, state, system, v_next)
+    check_finite_state(model, new_state)
+    return new_state, info
+
+
+__all__ = ["ArticulatedSystem", "articulated_sap_step", "assemble", "contact_jacobian", "contact_kernel",
+           "detect_contacts", "finish_step"]

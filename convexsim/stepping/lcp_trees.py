@@ -1,0 +1,152 @@
+"""The rigid LCP reference step for models with kinematic trees (``Model.has_trees``, ``solver.kind: lcp``).
+
+The same Anitescu–Potra / Stewart–Trinkle LCP as ``lcp_stepper`` (docs/lcp.md §2), over the generalized
+velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree's joint velocities):
+
+* A = blkdiag(free-body spatial masses, M_k(q0) + dt·D_k per tree); v* = v0 + dt A⁻¹(τ − h − D v0);
+* contacts: the articulated step's contact set and Jacobians (point Jacobians of links in v), polyhedral
+  friction with ``friction_directions``, the gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt;
+* joint limits: unilateral frictionless rows on the joint velocity, J = ±e_i, gap g = q0 − lower or
+  upper − q0 with the same gap term (0 ≤ p ⊥ J v + b(g) ≥ 0), entering a step in the same window as SAP's;
+* PD actuators, stated form: **implicit, linear, folded into A and v*** —
+  u = −Kp (q0 + dt v − q_d) − Kd (v − v_d) + u_ff, i.e. A ← A + dt (dt Kp + Kd) e eᵀ and
+  A v* ← A v* + dt (−Kp (q0 − q_d) + Kd v_d + u_ff) e. The effort limit is applied explicitly: if the
+  implicit force of the free motion (no contact) exceeds ±effort, that actuator instead applies the constant
+  force ±effort over the step. Without saturation this is the same PD as SAP's row (which also clamps inside
+  the solve); the two differ only while an actuator saturates under changing contact forces. SAP's gain
+  limiting (near-rigid clamp) is not applied here.
+
+Couplers and Newton restitution are not supported with trees (the step raises, naming them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim.model import Model, State
+from convexsim.multibody.forest import current_actuators
+from convexsim.sap.joint_constraints import limit_in_window
+from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
+from convexsim.stepping.contacts import _select, check_finite_state, combined_parameters
+from convexsim.stepping.context import StepContext
+from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
+                                            solve_contact_lcp)
+from convexsim import dynamics
+
+
+def _pd_and_limits(model: Model, state: State, system, controls):
+    """(A', v*', pd list (global dof, kp, kd, q0, q_d, v_d, u_ff, effort, saturated force or None),
+    limit rows [(global dof, sign, gap)])."""
+    dt = model.time_step
+    A = system.A.copy()
+    v_star = system.v_star.copy()
+    pds, limits = [], []
+    for k, tree in enumerate(model.forest.trees):
+        if tree.nv == 0:
+            continue
+        if tree.couplers:
+            raise ValueError(f"LCP stepper: couplers (tree of joint {tree.joint_names[0]!r}) are not supported; "
+                             "use the SAP solver")
+        s, n = system.tree_start[k], tree.nv
+        q0 = tree.q_of(state.tree_q)
+        v0 = tree.v_of(state.tree_v)
+        acts = current_actuators(tree, state.t, controls)
+        blk = A[s:s + n, s:s + n]
+        rhs = blk @ v_star[s:s + n]
+        Ablk = blk.copy()
+        items = []
+        for act in acts:
+            d = int(tree.model.joint_dofadr[act.joint])
+            qa = int(tree.model.joint_qadr[act.joint])
+            c = dt * act.kp + act.kd
+            f0 = -act.kp * (q0[qa] - act.q_target) + act.kd * act.v_target + act.u_ff
+            items.append([d, c, f0, act, q0[qa], None])
+        for _ in range(2):                    # implicit; saturated actuators become explicit ±effort
+            Ablk = blk.copy()
+            r = rhs.copy()
+            for it in items:
+                d, c, f0, act, _, sat = it
+                if sat is None:
+                    Ablk[d, d] += dt * c
+                    r[d] += dt * f0
+                else:
+                    r[d] += dt * sat
+            vs = np.linalg.solve(Ablk, r)
+            changed = False
+            for it in items:
+                d, c, f0, act, _, sat = it
+                if sat is None:
+                    u = f0 - c * vs[d]
+                    if abs(u) > act.effort:
+                        it[5] = float(np.sign(u) * act.effort)
+                        changed = True
+            if not changed:
+                break
+        A[s:s + n, s:s + n] = Ablk
+        v_star[s:s + n] = vs
+        for d, c, f0, act, qa0, sat in items:
+            pds.append((s + d, c, f0, sat))
+        for lim in tree.limits:
+            d = int(tree.model.joint_dofadr[lim.joint])
+            qa = int(tree.model.joint_qadr[lim.joint])
+            for sign, bound in ((1.0, lim.lower), (-1.0, lim.upper)):
+                if limit_in_window(dt, q0[qa], bound, int(sign), v0[d], vs[d]):
+                    limits.append((s + d, sign, sign * (q0[qa] - bound)))
+    return A, v_star, pds, limits
+
+
+def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -> tuple[State, LcpStepInfo]:
+    """One LCP step of a model with trees (module docstring)."""
+    ctx = StepContext() if ctx is None else ctx
+    check_finite_state(model, state)
+    s = model.solver
+    if s.lcp_restitution > 0:
+        raise ValueError("LCP stepper: Newton restitution (solver.lcp_restitution > 0) is not supported with joints")
+    controls = getattr(ctx, "controls", None)
+    system = assemble(model, state, controls)
+    A, v_star, pds, limits = _pd_and_limits(model, state, system, controls)
+    contacts = detect_contacts(model, state, ctx)
+    R_WC = dynamics.contact_frames(contacts.normal)
+    Jc, _, _ = contact_jacobian(model, state, system, contacts, R_WC)
+    nc, nv, dt = contacts.count, system.nv, model.time_step
+    idle = ~np.any(Jc.reshape(nc, 3, nv)[:, 2] != 0.0, axis=1)   # a normal row that moves nothing
+    if idle.any():
+        contacts = _select(contacts, ~idle)
+        R_WC = R_WC[~idle]
+        Jc = Jc.reshape(nc, 3, nv)[~idle].reshape(-1, nv)
+        nc = contacts.count
+    nl = len(limits)
+    J = np.zeros((nc + nl, 3, nv))
+    J[:nc] = Jc.reshape(nc, 3, nv)
+    bias = np.zeros(nc + nl)
+    mu = np.zeros(nc + nl)
+    if nc:
+        bias[:nc] = gap_bias(contacts.phi, dt, s.lcp_stabilization)
+        mu[:nc] = combined_parameters(model, contacts).mu
+    for i, (d, sign, gap) in enumerate(limits):
+        J[nc + i, 2, d] = sign
+        bias[nc + i] = gap_bias(np.array([gap]), dt, s.lcp_stabilization)[0]
+    info = LcpStepInfo(contacts=contacts)
+    if nc + nl == 0:
+        v = v_star
+    else:
+        Ainv = np.linalg.inv(A)
+        M, q, layout = build_contact_lcp(Ainv, v_star, J, bias, mu, s.friction_directions)
+        res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=s.lcp_max_pivots or None,
+                                       workspace=ctx.lemke)
+        if res is None:
+            raise LcpStepError(f"LCP (articulated): Lemke failed ({first.status.name})", step=state.step,
+                               time=state.t, contacts=list(range(nc)), status=first.status, pivots=first.pivots)
+        v = v_star + layout.AinvW @ res.z[:layout.AinvW.shape[1]]
+        gamma = layout.impulses(res.z)
+        info.gamma = gamma[:nc]
+        info.force_world = np.einsum("nij,nj->ni", R_WC, info.gamma) / dt
+        info.iterations = info.pivots = int(res.pivots)
+        info.rung, info.lemke_runs = res.rung, int(res.attempts)
+    info.actuator_force = np.array([f0 - c * v[d] if sat is None else sat for d, c, f0, sat in pds])
+    new_state = finish_step(model, state, system, v)
+    check_finite_state(model, new_state)
+    return new_state, info
+
+
+__all__ = ["lcp_trees_step"]
