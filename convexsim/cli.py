@@ -451,6 +451,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--startup", action="store_true",
                    help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run "
                         "in fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
+    p.add_argument("--compiled", action="store_true",
+                   help="only the compiled-step table: CPU ms/step of the compiled run loop against the "
+                        "reference Python path on the small scenes (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -464,6 +467,11 @@ def cmd_bench(args) -> int:
         return bench_startup.main()
     from convexsim import bench as sap_bench
 
+    if args.compiled or not (args.vs or args.scenes):
+        print(sap_bench.format_compiled_table(sap_bench.compiled_comparison()), flush=True)
+        if args.compiled:
+            return EXIT_OK
+        print()
     if args.vs:
         from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
 

@@ -297,6 +297,11 @@ CHUNK_SECONDS = 0.05
 """Wall time [s] the compiled run loop aims to spend in one numba call: between calls it records frames,
 updates the progress bar and lets Ctrl-C / SIGTERM through."""
 
+MAX_REFERENCE_RUN = 32
+"""After the compiled kernel meets an island too large for its dense factor, the run loop takes that step
+by the reference path, then 2, 4, … up to this many steps before it tries the compiled kernel again
+(each try costs a collision pass): a pile stays large for many steps."""
+
 _SIGNALS = ("SIGINT", "SIGTERM")
 
 
@@ -341,6 +346,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     k_end = k + n_steps
     nb = model.nbody
     chunk = 16
+    backoff = 1           # reference steps after the compiled kernel met an oversized island
     bufs: dict[str, np.ndarray] = {}
 
     def frame_buffers(frames: int) -> None:
@@ -380,31 +386,36 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     # bookkeeping of the steps taken: times, frames, statistics
                     fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
                     f, row, base = 0, 0, k - step0
+                    # one copy per chunk; frames keep views into it
+                    fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
+                    cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
+                                            for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
                     for i in range(taken):
                         t += dt
                         stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3])
                         if f < nf and fr_step[f] == base + i + 1:
-                            n_c = int(bufs["fr_nc"][f])
+                            n_c = int(fnc[f])
                             rows = None
                             if n_c:
                                 sl = slice(row, row + n_c)
-                                rows = (bufs["c_body"][sl, 0].copy(), bufs["c_body"][sl, 1].copy(),
-                                        bufs["c_point"][sl].copy(), bufs["c_normal"][sl].copy(),
-                                        bufs["c_phi"][sl].copy(), bufs["c_force"][sl].copy())
+                                rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
                                 row += n_c
-                            rec.append_frame(t, bufs["fr_q"][f].copy(), bufs["fr_v"][f].copy(), fr_stat[f, 0],
-                                             bool(fr_stat[f, 1]), bufs["fr_resid"][f], fr_stat[f, 2], n_c, rows)
+                            rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
+                                             fr_stat[f, 2], n_c, rows)
                             f += 1
                     k += taken
                     state = State(t=t, q=q.copy(), v=v.copy(), step=k)
                     if code == K.RUN_NEED_CONTACT_SPACE:
                         contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                    elif code == K.STEP_TOO_LARGE:   # this step by the reference path
-                        state, info = sap_step(model, state, ctx, strict=strict)
-                        q[:], v[:], t, k = state.q, state.v, state.t, state.step
-                        stats.add(info)
-                        if (k - step0) % record_every == 0 or k == k_end:
-                            rec.record(state, info)
+                    elif code == K.STEP_TOO_LARGE:   # reference steps while the islands stay large
+                        for _ in range(min(backoff, k_end - k)):
+                            state, info = sap_step(model, state, ctx, strict=strict)
+                            t, k = state.t, state.step
+                            stats.add(info)
+                            if (k - step0) % record_every == 0 or k == k_end:
+                                rec.record(state, info)
+                        q[:], v[:] = state.q, state.v
+                        backoff = min(2 * backoff, MAX_REFERENCE_RUN)
                     elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
                         at = k + (code == K.STEP_NONFINITE_END)
                         raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
@@ -414,6 +425,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                                 "numerical_failure")[sap_status]
                         raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
                                               step=k, time=t)
+                    if taken:
+                        backoff = 1
                     if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
                         chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
                 finally:
