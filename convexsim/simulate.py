@@ -11,6 +11,7 @@ import dataclasses
 import math
 import platform
 import sys
+import threading
 import time as _time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -305,20 +306,36 @@ by the reference path, then 2, 4, … up to this many steps before it tries the 
 _SIGNALS = ("SIGINT", "SIGTERM")
 
 
-def _block_signals(block: bool) -> None:
-    """Hold (or release) SIGINT and SIGTERM in this thread, so that an interruption lands between two
-    chunks of the compiled loop, after the frames of the chunk are recorded (a pending signal is handled
-    when released). No-op where the platform has no pthread_sigmask."""
-    import signal
+class _DeferSignals:
+    """Within the block, a SIGINT or SIGTERM whose handler is a Python function (Ctrl-C's
+    KeyboardInterrupt, the CLI's TerminationRequest) is held and handed to that handler on exit, so that an
+    interruption lands between two chunks of the compiled loop, after the chunk's frames are recorded.
+    Outside the main thread (where handlers cannot be set) it does nothing."""
 
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:
-        return
-    sigs = {getattr(signal, n) for n in _SIGNALS if hasattr(signal, n)}
-    try:
-        mask(signal.SIG_BLOCK if block else signal.SIG_UNBLOCK, sigs)
-    except (OSError, ValueError):
-        pass
+    def __init__(self):
+        self.pending: list = []
+        self.saved: dict = {}
+
+    def __enter__(self) -> "_DeferSignals":
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in _SIGNALS:
+            sig = getattr(signal, name, None)
+            old = signal.getsignal(sig) if sig is not None else None
+            if callable(old):
+                self.saved[sig] = old
+                signal.signal(sig, lambda signum, frame: self.pending.append((signum, frame)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
+        for signum, frame in self.pending:
+            self.saved[signum](signum, frame)
 
 
 def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
@@ -374,8 +391,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                 st = bufs.get("st")
                 if st is None or st.shape[0] < chunk:
                     st = bufs["st"] = np.empty((chunk, 4), np.int64)
-                _block_signals(True)
-                try:
+                with _DeferSignals():
                     c0 = _time.perf_counter()
                     code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
                         *args, q, v, k - step0, n_steps, chunk, record_every,
@@ -429,8 +445,6 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                         backoff = 1
                     if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
                         chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
-                finally:
-                    _block_signals(False)
                 bar.update(k - step0, t, _time.perf_counter() - t0)
     except SimulationError as exc:
         failure = str(exc)

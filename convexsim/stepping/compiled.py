@@ -67,7 +67,7 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
         ok = np.isfinite(a) & ((a > 0) if positive else (a >= 0))
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            return False, f"material {model.material_names[i]!r}: {name} = {a[i]!r} is out of range"
+            return False, f"material {model.material_names[i]!r}: {name} = {float(a[i])!r} is out of range"
     return True, ""
 
 
