@@ -638,12 +638,12 @@ def compiled_comparison(scenes=COMPILED_SCENES) -> list[dict]:
 
     rows = []
     for name, duration in scenes:
-        model, state, _ = prepare(TEN_SPHERES if name == "ten_spheres" else name)
+        model, state, _ = prepare(TEN_SPHERES if str(name) == "ten_spheres" else name)
         n = int(round(duration / model.time_step))
         ref, traj_ref = _run_cpu_ms(model, state, duration, "reference", 1)
         comp, traj = _run_cpu_ms(model, state, duration, "compiled", 1)
         bare, _ = _run_cpu_ms(model, state, duration, "compiled", n)
-        rows.append({"scene": name, "bodies": int((~model.body_fixed).sum()), "steps": n,
+        rows.append({"scene": Path(str(name)).stem, "bodies": int((~model.body_fixed).sum()), "steps": n,
                      "reference_ms": ref, "compiled_ms": comp, "compiled_bare_ms": bare,
                      "max_dp": float(np.abs(traj.position - traj_ref.position).max())})
     return rows

@@ -453,7 +453,7 @@ def _add_bench(sub) -> None:
                         "in fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
     p.add_argument("--compiled", action="store_true",
                    help="only the compiled-step table: CPU ms/step of the compiled run loop against the "
-                        "reference Python path on the small scenes (docs/performance.md)")
+                        "reference Python path on the small scenes, or on --scenes (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -468,7 +468,13 @@ def cmd_bench(args) -> int:
     from convexsim import bench as sap_bench
 
     if args.compiled or not (args.vs or args.scenes):
-        print(sap_bench.format_compiled_table(sap_bench.compiled_comparison()), flush=True)
+        chosen = sap_bench.COMPILED_SCENES
+        if args.compiled and args.scenes:
+            chosen = [(s, args.duration or 0.5) for s in args.scenes]
+        elif args.duration is not None:
+            chosen = [(s, args.duration) for s, _ in chosen]
+        chosen = [(s if s == "ten_spheres" else _resolve_scene(s), d) for s, d in chosen]
+        print(sap_bench.format_compiled_table(sap_bench.compiled_comparison(chosen)), flush=True)
         if args.compiled:
             return EXIT_OK
         print()
