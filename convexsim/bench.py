@@ -657,6 +657,6 @@ def format_compiled_table(rows: list[dict]) -> str:
         lines.append(f"{r['scene']:<15}{r['bodies']:>7}{r['steps']:>6}{r['reference_ms']:>11.3f}"
                      f"{r['compiled_ms']:>10.4f}{r['compiled_bare_ms']:>10.4f}"
                      f"{r['reference_ms'] / r['compiled_ms']:>8.0f}×{r['max_dp']:>12.1e}")
-    lines.append("CPU ms/step of run_model after a warm-up run: reference = the Python SAP path, compiled = the "
-                 "compiled run loop recording every step, no record = recording only the last step.")
+    lines.append("CPU ms/step of run_model after a warm-up run: reference = the Python SAP path, compiled = "
+                 "the compiled run loop recording every step, no record = recording only the last step.")
     return "\n".join(lines)

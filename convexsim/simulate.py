@@ -24,7 +24,8 @@ from convexsim.io.trajectory import Trajectory
 from convexsim.kernels import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import (PATHS, ConvergenceWarning, SimulationError, StepContext, StepInfo,
-                                compiled_step_supported, step)
+                                step)
+from convexsim.stepping.compiled import supported_cached
 
 StepCallback = Callable[[Model, State, StepInfo], None]
 
@@ -251,7 +252,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     if path != "reference" and step_callback is None:
-        ok, reason = compiled_step_supported(model)
+        ok, reason = supported_cached(model)
         if ok:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
@@ -359,7 +360,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
     t, k = float(state.t), int(state.step)
-    step0 = k             # run_kernel counts the run's steps from 0: frames after steps j, (j + 1) % record_every == 0
+    step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
     k_end = k + n_steps
     nb = model.nbody
     chunk = 16

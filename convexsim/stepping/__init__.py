@@ -21,7 +21,7 @@ from convexsim.model import Model, State
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                          combined_parameters, contact_kinematics, contact_margin,
                                          contact_velocities, pair_reach)
-from convexsim.stepping.compiled import compiled_step, compiled_step_supported
+from convexsim.stepping.compiled import compiled_step, compiled_step_supported, supported_cached
 from convexsim.stepping.context import LcpWarmStart, StepContext
 from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
 from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
@@ -54,7 +54,7 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     ctx = StepContext() if ctx is None else ctx
     if path != "reference":
-        ok, reason = compiled_step_supported(model)
+        ok, reason = supported_cached(model)
         if ok:
             return compiled_step(model, state, ctx, strict=strict)
         if path == "compiled":
@@ -65,7 +65,8 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
     return sap_step(model, state, ctx, strict=strict)
 
 
-__all__ = ["step", "PATHS", "compiled_step", "compiled_step_supported", "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
+__all__ = ["step", "PATHS", "compiled_step", "compiled_step_supported", "supported_cached",
+           "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
            "SimulationError", "ConvergenceWarning", "LcpStepError", "contact_kinematics",
            "ContactKinematics", "ContactParameters", "combined_parameters", "contact_margin",
            "contact_velocities", "check_finite_state", "build_sap_problem", "pair_reach"]

@@ -131,6 +131,18 @@ class PackedModel:
 
 
 _PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
+_SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
+
+
+def supported_cached(model: Model) -> tuple[bool, str]:
+    """``compiled_step_supported(model)``, evaluated once per model object (Model is frozen)."""
+    key = id(model)
+    hit = _SUPPORTED.get(key)
+    if hit is not None and hit[0]() is model:
+        return hit[1]
+    answer = compiled_step_supported(model)
+    _SUPPORTED[key] = (weakref.ref(model, lambda _r, key=key: _SUPPORTED.pop(key, None)), answer)
+    return answer
 
 
 def packed(model: Model) -> PackedModel:
@@ -184,4 +196,5 @@ def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False)
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
 
 
-__all__ = ["compiled_step_supported", "compiled_step", "packed", "PackedModel", "ISLAND_MAX_DOFS"]
+__all__ = ["compiled_step_supported", "supported_cached", "compiled_step", "packed", "PackedModel",
+           "ISLAND_MAX_DOFS"]

@@ -727,7 +727,8 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
         tau_arr[c] = geom_tau[ga] + geom_tau[gb]
     if kind_code == KIND_SAP:
         for c in range(nc):
-            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA], phi[c])
+            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
+                                            phi[c])
             cpar[c, 0] = mu_arr[c]
             cpar[c, 1] = Rt
             cpar[c, 2] = Rn
@@ -780,7 +781,8 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
     integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
     bad = _first_nonfinite_body(q_out, v_out)
     if bad >= 0:
-        return STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force
+        return (STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
+                force)
     return STEP_OK, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force
 
 

@@ -111,8 +111,8 @@ def test_compiled_run_loop_equals_reference_run(record_every):
     ref, rs = run_model(model, state, duration=0.25, record_every=record_every, path="reference")
     com, cs = run_model(model, state, duration=0.25, record_every=record_every, path="compiled")
     np.testing.assert_array_equal(com.time, ref.time)
-    for name in ("contact_offsets", "contact_body_a", "contact_body_b", "solver_iterations", "solver_converged",
-                 "line_search_evaluations"):
+    for name in ("contact_offsets", "contact_body_a", "contact_body_b", "solver_iterations",
+                 "solver_converged", "line_search_evaluations"):
         np.testing.assert_array_equal(getattr(com, name), getattr(ref, name), err_msg=name)
     for name in ("position", "quaternion", "linear_velocity", "angular_velocity", "contact_point",
                  "contact_normal", "contact_phi"):
