@@ -424,7 +424,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     state = State(t=t, q=q.copy(), v=v.copy(), step=k)
                     if code == K.RUN_NEED_CONTACT_SPACE:
                         contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                    elif code == K.STEP_TOO_LARGE:   # reference steps while the islands stay large
+                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
                         for _ in range(min(backoff, k_end - k)):
                             state, info = sap_step(model, state, ctx, strict=strict)
                             t, k = state.t, state.step

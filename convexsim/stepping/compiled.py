@@ -171,7 +171,7 @@ def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False)
     v_out = np.empty_like(v)
     (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
      force) = K.step_kernel(*pm.args(strict), q, v, q_out, v_out)
-    if status == K.STEP_TOO_LARGE:
+    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # the reference step (it raises for the latter)
         from convexsim.stepping.sap_stepper import sap_step
 
         return sap_step(model, state, ctx, strict=strict)

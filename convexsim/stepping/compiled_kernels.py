@@ -18,6 +18,8 @@ in the same order and with the same kernels wherever the reference path has one:
 
 An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored here: the kernel returns
 STEP_TOO_LARGE before changing anything and the caller takes the reference step (supernodal factor).
+So does a step whose margin shares are not finite (STEP_BAD_MARGIN, e.g. |g| overflowing): the reference
+step then raises its ValueError.
 
 :func:`run_kernel` advances many steps per call and records frames into preallocated buffers.
 
@@ -73,6 +75,7 @@ STEP_NONFINITE_START = 1
 STEP_NONFINITE_END = 2
 STEP_TOO_LARGE = 3
 STEP_SOLVER_FAILED = 4     # not converged and strict, or not converged with a non-finite v
+STEP_BAD_MARGIN = 5        # a margin share is not finite (the reference path raises its ValueError)
 # ---- extra run_kernel codes
 RUN_DONE = 0
 RUN_NEED_CONTACT_SPACE = 10
@@ -256,6 +259,45 @@ def jacobian_block(R, point, q, body, sign, out, off):
 
 
 @jit
+def solve3(M, b):
+    """x = M⁻¹ b for a 3 x 3 M: LU with partial pivoting in LAPACK's unblocked order (dgetf2: pivot = first
+    largest |entry|, column scaled by the pivot's reciprocal, rank-1 update; dgetrs: unit-lower forward and
+    column-oriented upper back substitution). NaN and inf pass through (no exception)."""
+    A = M.copy()
+    x = b.copy()
+    for j in range(3):
+        p = j
+        best = abs(A[j, j])
+        for i in range(j + 1, 3):
+            if abs(A[i, j]) > best:
+                best = abs(A[i, j])
+                p = i
+        if p != j:
+            for k in range(3):
+                t = A[j, k]
+                A[j, k] = A[p, k]
+                A[p, k] = t
+            t = x[j]
+            x[j] = x[p]
+            x[p] = t
+        if j < 2:
+            r = 1.0 / A[j, j]
+            for i in range(j + 1, 3):
+                A[i, j] *= r
+            for k in range(j + 1, 3):
+                for i in range(j + 1, 3):
+                    A[i, k] -= A[i, j] * A[j, k]
+    for k in range(3):           # L y = x (unit diagonal), column by column
+        for i in range(k + 1, 3):
+            x[i] -= x[k] * A[i, k]
+    for k in range(2, -1, -1):   # U x = y, column by column
+        x[k] = x[k] / A[k, k]
+        for i in range(k):
+            x[i] -= x[k] * A[i, k]
+    return x
+
+
+@jit
 def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_values, v_star):
     """A blocks (6 x 6 per moving body, angular first) and v* (``dynamics.free_motion``)."""
     dt = fpar[F_DT]
@@ -307,7 +349,7 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
         tau[1] = -(v[b, 2] * Iw[0] - v[b, 0] * Iw[2])
         tau[2] = -(v[b, 0] * Iw[1] - v[b, 1] * Iw[0])
         if tau[0] != 0.0 or tau[1] != 0.0 or tau[2] != 0.0:
-            dw = np.linalg.solve(IW, tau)
+            dw = solve3(IW, tau)
             for i in range(3):
                 v_star[6 * m + i] = v[b, i] + dt * dw[i]
         else:
@@ -617,6 +659,11 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
     if bad >= 0:
         return STEP_NONFINITE_START, bad, 0, 0, 0, 0.0, empty_i, empty1, empty3, empty3, empty3, empty3
     dt = fpar[F_DT]
+    share = np.empty(fixed.shape[0])
+    margin_shares(fpar, fixed, body_dof, body_rb, v, share)
+    for b in range(share.shape[0]):
+        if not math.isfinite(share[b]):
+            return STEP_BAD_MARGIN, b, 0, 0, 0, 0.0, empty_i, empty1, empty3, empty3, empty3, empty3
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size,
                                                    geom_body, geom_pos, geom_quat, geom_rho, q, v)
     nc = phi.shape[0]

@@ -147,7 +147,7 @@ def test_eligibility_refusals():
 
 def test_nonfinite_state_named_within_one_step():
     """Check a non-finite state is reported with the step and the body: at the start (a NaN velocity)
-    by both paths alike, and in the step that produces it (a velocity that overflows the position)."""
+    by both paths alike, and in the step that produces it (a NaN inertia)."""
     model, state, _ = _model("box_stack")
     bad = state.copy()
     bad.v[3, 2] = np.nan
@@ -158,15 +158,35 @@ def test_nonfinite_state_named_within_one_step():
         messages.append(str(err.value))
         assert err.value.step == 0
     assert messages[0] == messages[1] == f"step 0 (t = 0 s): non-finite state of bodies {model.body_names[3]}"
+    # A NaN inertia makes the free motion of a spinning ball NaN: the compiled step stops in that step;
+    # the reference step (no contact: no check at its end) stops at the start of the next one. Both name
+    # step 1 and the ball.
     model, state, _ = _model("sphere_drop")
-    far = state.copy()
-    far.q[1, 0] = 1.797e308
-    far.v[1, 3] = 1e308
-    with pytest.raises(SimulationError, match=r"step 1 \(t = 0.001 s\): non-finite state of bodies ball"):
-        step(model, far, path="compiled")
-    traj, _ = run_model(model, far, duration=0.01, path="compiled")
-    assert traj.failure == "step 1 (t = 0.001 s): non-finite state of bodies ball"
-    assert traj.num_frames == 1
+    inertia = model.body_inertia.copy()
+    inertia[1] = np.nan
+    sick = dataclasses.replace(model, body_inertia=inertia)
+    state = state.copy()
+    state.v[1, 0] = 1.0
+    message = "step 1 (t = 0.001 s): non-finite state of bodies ball"
+    with pytest.raises(SimulationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        step(sick, state, path="compiled")
+    failures = [run_model(sick, state, duration=0.01, path=path)[0] for path in ("compiled", "reference")]
+    assert [t.failure for t in failures] == [message, message]
+    assert [t.num_frames for t in failures] == [1, 2]   # the reference recorded the NaN state of step 1
+
+
+def test_overflowing_margin_raises_the_reference_error():
+    """Check a step whose speculative margin overflows (|g| = inf in floating point) raises the reference
+    path's ValueError on both paths, also from the compiled run loop."""
+    model, state, _ = _model("sphere_drop", overrides=["gravity=[1e308, 0, 0]"])
+    messages = []
+    for path in ("reference", "compiled"):
+        with pytest.raises(ValueError, match="per-body margins must be finite") as err:
+            step(model, state, path=path)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    with pytest.raises(ValueError, match="per-body margins must be finite"):
+        run_model(model, state, duration=0.01, path="compiled")
 
 
 def test_compiled_run_loop_interrupted_keeps_its_frames():
