@@ -359,7 +359,7 @@ def forced_linear_solver(choice: str | None):
 
 
 def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None,
-                    slip_curvature: float | None = None) -> dict:
+                    slip_curvature: float | None = None, path: str = "reference") -> dict:
     """Step a scene from its initial state for ``duration`` (default: the scene's) and return per-step
     averages over that whole window. Numba compilation happens in an untimed warm-up before.
 
@@ -371,7 +371,10 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     pattern / edges of the clique graph: below 1 when the blocks with G = 0 are pruned), unconverged (steps).
     ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run;
     ``slip_curvature``: sets the scene's solver.slip_curvature κ (None: the scene's). Also: ls_per_iteration
-    (line-search evaluations per Newton iteration)."""
+    (line-search evaluations per Newton iteration).
+    ``path``: the step path (``convexsim.stepping.step``); "reference" (default) times the Python SAP
+    path, whose factorizations this table reports (the compiled path has its own table,
+    :func:`compiled_comparison`)."""
     from convexsim import stepping
     from convexsim.sap import linalg
     from convexsim.simulate import plan_steps, prepare
@@ -386,7 +389,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         t0 = time.perf_counter()
         c0 = time.process_time()
         for _ in range(nsteps):
-            state, info = stepping.step(model, state)
+            state, info = stepping.step(model, state, path=path)
             its += info.iterations
             ls += info.line_search_evaluations
             nc += info.contacts.count
@@ -463,7 +466,7 @@ def scene_hessians(scene, steps, with_positions: bool = False) -> list[tuple]:
         for k in range(1, max(wanted) + 1):
             last.clear()
             q0 = state.q
-            state, _ = stepping.step(model, state)
+            state, _ = stepping.step(model, state, path="reference")
             if k in wanted and last:
                 if not with_positions:
                     out.append((k, last[0]))
@@ -603,3 +606,65 @@ def dense_throughput(block_counts=(20, 50, 80), repeats: int = 5, seed: int = 0)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Compiled step against the reference Python step (``convexsim bench --compiled``)
+# ----------------------------------------------------------------------------------------------------
+
+TEN_SPHERES = {
+    "name": "ten_spheres",
+    "time_step": 1.0e-3,
+    "bodies": [{"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]}] + [
+        {"name": f"ball_{layer}_{i}", "mass": 0.5,
+         "position": [0.11 * i + 0.005 * layer, 0.003 * i, 0.06 + 0.15 * layer],
+         "geometries": [{"shape": "sphere", "radius": 0.05}]}
+        for layer in range(2) for i in range(5)],
+}
+"""10 spheres (r = 5 cm) in two layers of 5 falling onto the ground: the 10-sphere row of
+``convexsim bench --compiled``."""
+
+COMPILED_SCENES = (("sphere_drop", 0.5), ("box_slide", 0.5), ("box_stack", 0.5), ("ten_spheres", 0.5),
+                   ("incline_stick", 0.5), ("incline_slip", 0.5), ("capsule_roll", 0.5))
+"""(scene, simulated seconds) timed by :func:`compiled_comparison`."""
+
+
+def _run_cpu_ms(model, state, duration: float, path: str, record_every: int) -> tuple[float, object]:
+    from convexsim.simulate import run_model
+
+    run_model(model, state, duration=min(duration, 10 * model.time_step), path=path)   # load the kernels
+    c0 = time.process_time()
+    traj, stats = run_model(model, state, duration=duration, path=path, record_every=record_every)
+    return 1e3 * (time.process_time() - c0) / stats.steps, traj
+
+
+def compiled_comparison(scenes=COMPILED_SCENES) -> list[dict]:
+    """CPU ms/step of ``run_model`` on each scene by the reference Python path and by the compiled run
+    loop (recording every step, and recording only the last step), after an untimed warm-up run, and the
+    largest difference of the two trajectories' positions [m]."""
+    from convexsim.simulate import prepare
+
+    rows = []
+    for name, duration in scenes:
+        model, state, _ = prepare(TEN_SPHERES if str(name) == "ten_spheres" else name)
+        n = int(round(duration / model.time_step))
+        ref, traj_ref = _run_cpu_ms(model, state, duration, "reference", 1)
+        comp, traj = _run_cpu_ms(model, state, duration, "compiled", 1)
+        bare, _ = _run_cpu_ms(model, state, duration, "compiled", n)
+        rows.append({"scene": Path(str(name)).stem, "bodies": int((~model.body_fixed).sum()), "steps": n,
+                     "reference_ms": ref, "compiled_ms": comp, "compiled_bare_ms": bare,
+                     "max_dp": float(np.abs(traj.position - traj_ref.position).max())})
+    return rows
+
+
+def format_compiled_table(rows: list[dict]) -> str:
+    """The table of :func:`compiled_comparison`."""
+    lines = [f"{'scene':<15}{'bodies':>7}{'steps':>6}{'reference':>11}{'compiled':>10}{'no record':>10}"
+             f"{'speed-up':>9}{'max |Δp| m':>12}"]
+    for r in rows:
+        lines.append(f"{r['scene']:<15}{r['bodies']:>7}{r['steps']:>6}{r['reference_ms']:>11.3f}"
+                     f"{r['compiled_ms']:>10.4f}{r['compiled_bare_ms']:>10.4f}"
+                     f"{r['reference_ms'] / r['compiled_ms']:>8.0f}×{r['max_dp']:>12.1e}")
+    lines.append("CPU ms/step of run_model after a warm-up run: reference = the Python SAP path, compiled = "
+                 "the compiled run loop recording every step, no record = recording only the last step.")
+    return "\n".join(lines)

@@ -498,6 +498,9 @@ def _add_bench(sub) -> None:
     p.add_argument("--startup", action="store_true",
                    help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run "
                         "in fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
+    p.add_argument("--compiled", action="store_true",
+                   help="only the compiled-step table: CPU ms/step of the compiled run loop against the "
+                        "reference Python path on the small scenes, or on --scenes (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -511,6 +514,17 @@ def cmd_bench(args) -> int:
         return bench_startup.main()
     from convexsim import bench as sap_bench
 
+    if args.compiled or not (args.vs or args.scenes):
+        chosen = sap_bench.COMPILED_SCENES
+        if args.compiled and args.scenes:
+            chosen = [(s, args.duration or 0.5) for s in args.scenes]
+        elif args.duration is not None:
+            chosen = [(s, args.duration) for s, _ in chosen]
+        chosen = [(s if s == "ten_spheres" else _resolve_scene(s), d) for s, d in chosen]
+        print(sap_bench.format_compiled_table(sap_bench.compiled_comparison(chosen)), flush=True)
+        if args.compiled:
+            return EXIT_OK
+        print()
     if args.vs:
         from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
 

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import platform
 import sys
+import threading
 import time as _time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,9 @@ from convexsim.io.trajectory import Trajectory
 from convexsim.kernels import KernelClock
 from convexsim.model import Model, State
 from convexsim.multibody.forest import Controls
-from convexsim.stepping import ConvergenceWarning, SimulationError, StepContext, StepInfo, step
+from convexsim.stepping import (PATHS, ConvergenceWarning, SimulationError, StepContext, StepInfo,
+                                step)
+from convexsim.stepping.compiled import supported_cached
 
 StepCallback = Callable[[Model, State, StepInfo], None]
 
@@ -45,20 +48,30 @@ class Recorder:
 
     def record(self, state: State, info: StepInfo | None) -> None:
         """Append one frame; ``info`` is the step that produced ``state`` (None for the initial frame)."""
-        self.frames_t.append(state.t)
-        self.frames_q.append(state.q.copy())
-        self.frames_v.append(state.v.copy())
         if info is None:
             info = StepInfo()
-        self.iterations.append(info.iterations)
-        self.converged.append(info.converged)
-        self.residual.append(info.momentum_residual)
-        self.ls_evals.append(info.line_search_evaluations)
         c = info.contacts
-        self.contact_counts.append(c.count)
+        rows = None
         if c.count:
             force = info.force_world if info.force_world.shape[0] == c.count else np.zeros((c.count, 3))
-            self.contact_rows.append((c.body_a, c.body_b, c.point, c.normal, c.phi, force))
+            rows = (c.body_a, c.body_b, c.point, c.normal, c.phi, force)
+        self.append_frame(state.t, state.q.copy(), state.v.copy(), info.iterations, info.converged,
+                          info.momentum_residual, info.line_search_evaluations, c.count, rows)
+
+    def append_frame(self, t: float, q: np.ndarray, v: np.ndarray, iterations: int, converged: bool,
+                     residual: float, ls_evals: int, count: int, rows: tuple | None) -> None:
+        """Append one frame from its parts (q, v are kept, not copied); ``rows`` = (body_a, body_b, point,
+        normal, phi, force) of its ``count`` contacts, None when there are none."""
+        self.frames_t.append(t)
+        self.frames_q.append(q)
+        self.frames_v.append(v)
+        self.iterations.append(int(iterations))
+        self.converged.append(bool(converged))
+        self.residual.append(float(residual))
+        self.ls_evals.append(int(ls_evals))
+        self.contact_counts.append(int(count))
+        if count:
+            self.contact_rows.append(rows)
 
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
@@ -103,12 +116,16 @@ class RunStats:
 
     def add(self, info: StepInfo) -> None:
         """Account for one step."""
-        self.steps += 1
-        self.iterations.append(info.iterations)
-        self.contacts.append(info.contacts.count)
-        self.unconverged_steps += int(not info.converged)
-        self.line_search_evaluations += info.line_search_evaluations
+        self.add_counts(info.iterations, info.contacts.count, info.converged, info.line_search_evaluations)
         self.warm_started_steps += int(getattr(info, "warm_accepted", False))
+
+    def add_counts(self, iterations: int, contacts: int, converged: bool, ls_evals: int) -> None:
+        """Account for one step from its counts."""
+        self.steps += 1
+        self.iterations.append(int(iterations))
+        self.contacts.append(int(contacts))
+        self.unconverged_steps += int(not converged)
+        self.line_search_evaluations += int(ls_evals)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (ms/step, mean/max iterations and contacts)."""
@@ -220,19 +237,33 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
               progress: bool = False, step_callback: StepCallback | None = None,
               strict: bool = False, metadata: Mapping[str, Any] | None = None,
               ctx: StepContext | None = None,
-              controller: Callable[[Model, State], Any] | None = None) -> tuple[Trajectory, RunStats]:
+              controller: Callable[[Model, State], Any] | None = None,
+              path: str = "auto") -> tuple[Trajectory, RunStats]:
     """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
 
     Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
     what happened. Frames are recorded every ``record_every`` steps and at the last step. The run owns
     one StepContext (buffers, caches, LCP warm start), fresh unless ``ctx`` is given. ``controller``:
     see :func:`simulate`.
+
+    ``path`` as in ``convexsim.stepping.step``: with "auto" (default) an eligible model without a
+    ``step_callback`` runs in the compiled run loop (many steps per numba call, :func:`_run_compiled`);
+    "reference" steps with the Python SAP path.
     """
     ctx = StepContext() if ctx is None else ctx
     if controller is not None and not model.has_trees:
         raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if path != "reference" and step_callback is None:
+        ok, reason = supported_cached(model)
+        if ok:
+            return _run_compiled(model, state, duration=duration, record_every=record_every,
+                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+        if path == "compiled":
+            raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     n_steps, _ = plan_steps(duration, model.time_step)
     rec = Recorder(model)
     rec.record(state, None)
@@ -247,13 +278,183 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
             for k in range(n_steps):
                 if controller is not None:
                     ctx.controls = Controls.from_output(controller(model, state), model.forest)
-                state, info = step(model, state, ctx, strict=strict)
+                state, info = step(model, state, ctx, strict=strict, path=path)
                 stats.add(info)
                 if (k + 1) % record_every == 0 or k + 1 == n_steps:
                     rec.record(state, info)
                 if step_callback is not None:
                     step_callback(model, state, info)
                 bar.update(k + 1, state.t, _time.perf_counter() - t0)
+    except SimulationError as exc:
+        failure = str(exc)
+    except KeyboardInterrupt as exc:
+        who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
+        failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
+        bar.close()
+        stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
+        terminated = exc if isinstance(exc, TerminationRequest) else None
+        raise RunInterrupted(rec, stats, failure, terminated) from None
+    finally:
+        bar.close()
+    stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
+    meta = {**_software_versions(), **stats.as_dict(), **dict(metadata or {})}
+    traj = rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
+                             contact_model=_contact_model_name(model), failure=failure, metadata=meta)
+    return traj, stats
+
+
+CHUNK_SECONDS = 0.05
+"""Wall time [s] the compiled run loop aims to spend in one numba call: between calls it records frames,
+updates the progress bar and lets Ctrl-C / SIGTERM through."""
+
+MAX_REFERENCE_RUN = 32
+"""After the compiled kernel meets an island too large for its dense factor, the run loop takes that step
+by the reference path, then 2, 4, … up to this many steps before it tries the compiled kernel again
+(each try costs a collision pass): a pile stays large for many steps."""
+
+_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+class _DeferSignals:
+    """Within the block, a SIGINT or SIGTERM whose handler is a Python function (Ctrl-C's
+    KeyboardInterrupt, the CLI's TerminationRequest) is held and handed to that handler on exit, so that an
+    interruption lands between two chunks of the compiled loop, after the chunk's frames are recorded.
+    Outside the main thread (where handlers cannot be set) it does nothing."""
+
+    def __init__(self):
+        self.pending: list = []
+        self.saved: dict = {}
+
+    def __enter__(self) -> "_DeferSignals":
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in _SIGNALS:
+            sig = getattr(signal, name, None)
+            old = signal.getsignal(sig) if sig is not None else None
+            if callable(old):
+                self.saved[sig] = old
+                signal.signal(sig, lambda signum, frame: self.pending.append((signum, frame)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
+        for signum, frame in self.pending:
+            self.saved[signum](signum, frame)
+
+
+def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
+                  strict: bool, metadata: Mapping[str, Any] | None,
+                  ctx: StepContext) -> tuple[Trajectory, RunStats]:
+    """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
+    steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
+    large for the dense factor is taken by the reference step (``stepping.compiled``) in between.
+    Same trajectory, statistics, failures and interruption behaviour as the Python loop."""
+    from convexsim.stepping import compiled_kernels as K
+    from convexsim.stepping.compiled import packed
+    from convexsim.stepping.sap_stepper import sap_step
+
+    n_steps, _ = plan_steps(duration, model.time_step)
+    dt = model.time_step
+    rec = Recorder(model)
+    rec.record(state, None)
+    stats = RunStats()
+    failure = ""
+    args = packed(model).args(strict)
+    q = np.array(state.q, dtype=np.float64, order="C")
+    v = np.array(state.v, dtype=np.float64, order="C")
+    t, k = float(state.t), int(state.step)
+    step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
+    k_end = k + n_steps
+    nb = model.nbody
+    chunk = 16
+    backoff = 1           # reference steps after the compiled kernel met an oversized island
+    bufs: dict[str, np.ndarray] = {}
+
+    def frame_buffers(frames: int) -> None:
+        if bufs.get("fr_step") is not None and bufs["fr_step"].shape[0] >= frames:
+            return
+        bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
+                    fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
+                    fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
+
+    def contact_buffers(rows: int) -> None:
+        if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
+            return
+        bufs.update(c_body=np.empty((rows, 2), np.int64), c_point=np.empty((rows, 3)),
+                    c_normal=np.empty((rows, 3)), c_phi=np.empty(rows), c_force=np.empty((rows, 3)))
+
+    contact_buffers(256)
+    t0 = _time.perf_counter()
+    bar = _ProgressBar(n_steps, enabled=progress)
+    clock = KernelClock(notice=progress)
+    try:
+        with clock:
+            while k < k_end:
+                frames = chunk // record_every + 2
+                frame_buffers(frames)
+                st = bufs.get("st")
+                if st is None or st.shape[0] < chunk:
+                    st = bufs["st"] = np.empty((chunk, 4), np.int64)
+                with _DeferSignals():
+                    c0 = _time.perf_counter()
+                    code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
+                        *args, q, v, k - step0, n_steps, chunk, record_every,
+                        bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
+                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
+                        bufs["c_force"])
+                    elapsed = _time.perf_counter() - c0
+                    # bookkeeping of the steps taken: times, frames, statistics
+                    fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
+                    f, row, base = 0, 0, k - step0
+                    # one copy per chunk; frames keep views into it
+                    fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
+                    cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
+                                            for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
+                    for i in range(taken):
+                        t += dt
+                        stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3])
+                        if f < nf and fr_step[f] == base + i + 1:
+                            n_c = int(fnc[f])
+                            rows = None
+                            if n_c:
+                                sl = slice(row, row + n_c)
+                                rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
+                                row += n_c
+                            rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
+                                             fr_stat[f, 2], n_c, rows)
+                            f += 1
+                    k += taken
+                    state = State(t=t, q=q.copy(), v=v.copy(), step=k)
+                    if code == K.RUN_NEED_CONTACT_SPACE:
+                        contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
+                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
+                        for _ in range(min(backoff, k_end - k)):
+                            state, info = sap_step(model, state, ctx, strict=strict)
+                            t, k = state.t, state.step
+                            stats.add(info)
+                            if (k - step0) % record_every == 0 or k == k_end:
+                                rec.record(state, info)
+                        q[:], v[:] = state.q, state.v
+                        backoff = min(2 * backoff, MAX_REFERENCE_RUN)
+                    elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
+                        at = k + (code == K.STEP_NONFINITE_END)
+                        raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
+                                              time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
+                    elif code == K.STEP_SOLVER_FAILED:
+                        name = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+                                "numerical_failure")[sap_status]
+                        raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
+                                              step=k, time=t)
+                    if taken:
+                        backoff = 1
+                    if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
+                        chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
+                bar.update(k - step0, t, _time.perf_counter() - t0)
     except SimulationError as exc:
         failure = str(exc)
     except KeyboardInterrupt as exc:

@@ -42,13 +42,20 @@ steps reach the collision, SAP and LCP kernels of every shipped scene."""
 
 def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
-    :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar) and LCP. Returns the wall time
-    [s]; with ``progress`` the first-run notice is printed when there is anything to compile."""
+    :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
+    reference Python path, and the compiled single step of ``stepping.step``) and LCP. Returns the wall
+    time [s]; with ``progress`` the first-run notice is printed when there is anything to compile."""
+    from convexsim.stepping import step
+
     t0 = _time.perf_counter()
     with KernelClock(notice=progress):
         for solver, model_name in (("sap", "sap"), ("sap", "lagged"), ("sap", "similar"), ("lcp", "sap")):
             model, state, _ = prepare(WARMUP_SCENE, solver=solver, contact_model=model_name)
-            run_model(model, state, duration=steps * model.time_step)
+            paths = ("compiled", "reference") if solver == "sap" else ("auto",)
+            for path in paths:
+                run_model(model, state, duration=steps * model.time_step, path=path)
+            if solver == "sap":
+                step(model, state, path="compiled")
     return _time.perf_counter() - t0
 
 

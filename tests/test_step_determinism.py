@@ -47,12 +47,13 @@ def test_same_step_twice_is_bit_identical(solver):
 
 
 def test_cached_symbolic_analysis_changes_nothing():
-    """SAP with a context that has seen other graphs equals SAP with a fresh context, bit for bit."""
+    """SAP with a context that has seen other graphs equals SAP with a fresh context, bit for bit (the
+    reference path, which owns the symbolic cache)."""
     model, state, _ = prepare(SCENES / "box_stack.yaml")
     ctx = StepContext()
     for _ in range(60):
-        fresh = step(model, state, StepContext())
-        cached = step(model, state, ctx)
+        fresh = step(model, state, StepContext(), path="reference")
+        cached = step(model, state, ctx, path="reference")
         _same(fresh, cached)
         state = cached[0]
     assert ctx.symbolic.hits > 0  # the cache was actually used

@@ -6,6 +6,8 @@ The two steppers are siblings over the same Model/State and the same contact kin
   material parameters (shared by both steppers),
 * ``sap_stepper``: ``sap_step``, the SAP step (convex compliant contact, convexsim.sap),
 * ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
+* ``compiled``: the same SAP step as one numba call for free-body models (``compiled_step``,
+  ``compiled_step_supported``); ``sap_stepper`` is its reference,
 * ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
 * ``types``: ``StepInfo`` and the errors.
 
@@ -20,14 +22,20 @@ from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, c
                                          combined_parameters, contact_kinematics, contact_margin,
                                          contact_velocities, pair_reach)
 from convexsim.stepping.articulated import articulated_sap_step
+from convexsim.stepping.compiled import compiled_step, compiled_step_supported, supported_cached
 from convexsim.stepping.context import LcpWarmStart, StepContext
 from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
 from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 
+PATHS = ("auto", "compiled", "reference")
+"""The ways ``step`` can take a SAP step: "compiled" (one numba call, ``stepping.compiled``),
+"reference" (the Python path of ``sap_stepper``), "auto" (compiled when the model is eligible)."""
+
+
 def step(model: Model, state: State, ctx: StepContext | None = None, *,
-         strict: bool = False) -> tuple[State, StepInfo]:
+         strict: bool = False, path: str = "auto") -> tuple[State, StepInfo]:
     """Advance one step with the solver of ``model.solver.kind`` ("sap" or "lcp").
 
     Args:
@@ -36,23 +44,35 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             symbolic analysis and the LCP warm start. None: a fresh context (a cold step).
         strict: SAP only — raise SimulationError instead of warning when Newton does not converge.
             The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
+        path: "auto" (default): the compiled SAP step when ``compiled_step_supported(model)``, else the
+            reference; "compiled": the compiled step (ValueError naming the reason if the model is not
+            eligible); "reference": the Python SAP step (the compiled path's reference).
 
     Returns:
         (the state at t + dt, StepInfo of the step).
     """
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     ctx = StepContext() if ctx is None else ctx
     if model.has_trees:                       # kinematic trees: the articulated steppers
         if model.solver.kind == "lcp":
             from convexsim.stepping.lcp_trees import lcp_trees_step
             return lcp_trees_step(model, state, ctx)
         return articulated_sap_step(model, state, ctx, strict=strict)
+    if path != "reference":
+        ok, reason = supported_cached(model)
+        if ok:
+            return compiled_step(model, state, ctx, strict=strict)
+        if path == "compiled":
+            raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     if model.solver.kind == "lcp":
         check_finite_state(model, state)
         return lcp_step(model, state, ctx)
     return sap_step(model, state, ctx, strict=strict)
 
 
-__all__ = ["step", "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
+__all__ = ["step", "PATHS", "compiled_step", "compiled_step_supported", "supported_cached",
+           "sap_step", "lcp_step", "StepContext", "LcpWarmStart", "StepInfo", "LcpStepInfo",
            "SimulationError", "ConvergenceWarning", "LcpStepError", "contact_kinematics",
            "ContactKinematics", "ContactParameters", "combined_parameters", "contact_margin",
            "contact_velocities", "check_finite_state", "build_sap_problem", "pair_reach", "articulated_sap_step"]

@@ -48,11 +48,7 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
         return dynamics.integrate(model, state, v_star), StepInfo(contacts=kin.contacts)
 
     problem = build_sap_problem(model, state, kin, A_blocks, v_star, v0)
-    s = model.solver
-    params = sap.SapParameters(rel_tolerance=s.rel_tolerance, abs_tolerance=s.abs_tolerance,
-                               max_iterations=s.max_iterations, line_search=s.line_search,
-                               slip_curvature=s.slip_curvature)
-    result = sap.solve(problem, v_guess=v0, params=params, symbolic_cache=ctx.symbolic)
+    result = sap.solve(problem, v_guess=v0, params=sap_parameters(model), symbolic_cache=ctx.symbolic)
     info = StepInfo(contacts=kin.contacts, gamma=np.asarray(result.gamma),
                     iterations=int(result.iterations), converged=bool(result.converged),
                     status=str(getattr(result.status, "name", result.status)).lower(),
@@ -68,6 +64,15 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
     new_state = dynamics.integrate(model, state, v_next)
     check_finite_state(model, new_state)
     return new_state, info
+
+
+def sap_parameters(model: Model) -> sap.SapParameters:
+    """The SapParameters of a step of ``model`` (its solver settings; the rest SapParameters' defaults).
+    Both the reference and the compiled step read every setting from here."""
+    s = model.solver
+    return sap.SapParameters(rel_tolerance=s.rel_tolerance, abs_tolerance=s.abs_tolerance,
+                             max_iterations=s.max_iterations, line_search=s.line_search,
+                             slip_curvature=s.slip_curvature)
 
 
 def _relative_residual(result) -> float:
@@ -105,4 +110,4 @@ def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_bloc
     return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **common, **params)
 
 
-__all__ = ["sap_step", "build_sap_problem"]
+__all__ = ["sap_step", "build_sap_problem", "sap_parameters"]

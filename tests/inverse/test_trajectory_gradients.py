@@ -75,7 +75,7 @@ def test_rollout_without_overrides_is_the_stepper():
     ro = rollout(model, state, 25)
     ctx, s = StepContext(), state.copy()
     for l in range(25):
-        s, _ = step(model, s, ctx)
+        s, _ = step(model, s, ctx, path="reference")   # the rollout is built on the reference path
         np.testing.assert_array_equal(s.q, ro.q[l + 1])
 
 

@@ -25,7 +25,7 @@ def _pile_problem(steps=25):
 
     model, state, _ = prepare("scenes/pile_100.yaml")
     for _ in range(steps):
-        state, _ = step(model, state)
+        state, _ = step(model, state, path="reference")
     kin = contact_kinematics(model, state)
     A_blocks, v_star = dynamics.free_motion(model, state)
     v0 = state.v[dynamics.moving_bodies(model)].reshape(-1)

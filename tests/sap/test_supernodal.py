@@ -164,7 +164,7 @@ def _pile_hessians(monkeypatch, steps=18):
     for k in range(steps):
         if k == steps - 3:
             monkeypatch.setattr(linalg.SparseHessian, "factor_and_solve", record)
-        state, _ = stepping.step(model, state)
+        state, _ = stepping.step(model, state, path="reference")
     monkeypatch.undo()
     return recorded
 

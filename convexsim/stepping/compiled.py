@@ -1,0 +1,204 @@
+"""The compiled SAP step: eligibility, the model packed once into flat arrays, and the Python entry points.
+
+``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by one numba
+call (``compiled_kernels.step_kernel``); ``run_compiled`` (used by ``simulate.run_model``) advances many
+steps per numba call (``compiled_kernels.run_kernel``). The reference Python path stays in
+``sap_stepper`` and is what the tests compare against.
+
+Which models: :func:`compiled_step_supported` is the one place that decides (free bodies only, the
+shipped primitive shapes, the SAP solver with any of its contact models, valid materials).
+
+Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
+contact graph). An island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is left to the
+reference step (supernodal factor with a cached symbolic analysis), one step at a time: the compiled
+kernel stops before that step and the caller runs ``sap_step`` for it, then continues compiled.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from convexsim.model import ContactModel, Contacts, GeomType, Model, State
+from convexsim.stepping import compiled_kernels as K
+from convexsim.stepping.contacts import MARGIN_FLOOR, _geom_sweep_radius
+from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+
+ISLAND_MAX_DOFS = 120
+"""Largest island (dofs) the compiled step factors with a dense Cholesky; larger ones take the reference
+step. 120 dofs = 20 free bodies: a dense factor of that size costs about as much as the reference
+step's orchestration (docs/performance.md)."""
+
+SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE)
+
+_SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+                     "numerical_failure")
+
+
+def compiled_step_supported(model: Model) -> tuple[bool, str]:
+    """(True, "") when the compiled step can advance ``model``, else (False, the reason).
+
+    Conditions: the SAP solver (not LCP); no kinematic trees (joints); every body free (6 dofs) or fixed; geometry shapes among
+    sphere, box, capsule, halfspace; contact model sap, lagged or similar; every material with
+    stiffness > 0, friction >= 0, dissipation >= 0 (the reference path rejects others when it builds
+    the problem)."""
+    if model.solver.kind != "sap":
+        return False, f"solver.kind is {model.solver.kind!r}; the compiled step is the SAP step"
+    if model.has_trees:
+        return False, "the model has kinematic trees (joints); the compiled step is for free bodies"
+    try:
+        cm = ContactModel(model.contact_model)
+    except ValueError:
+        return False, f"contact model {model.contact_model!r} is not one of sap, lagged, similar"
+    del cm
+    bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
+    if bad:
+        return False, f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
+    fixed = np.asarray(model.body_fixed, dtype=bool)
+    dof = np.asarray(model.body_dof)
+    moving = np.flatnonzero(~fixed)
+    if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
+        return False, "bodies are not all free (6 dofs each, in body order) or fixed"
+    for name, arr, positive in (("stiffness", model.material_stiffness, True),
+                                ("friction", model.material_friction, False),
+                                ("dissipation_time", model.material_dissipation_time, False),
+                                ("hc_dissipation", model.material_hc_dissipation, False)):
+        a = np.asarray(arr, dtype=float)
+        ok = np.isfinite(a) & ((a > 0) if positive else (a >= 0))
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            return False, f"material {model.material_names[i]!r}: {name} = {float(a[i])!r} is out of range"
+    return True, ""
+
+
+class PackedModel:
+    """The model as the flat arrays the kernels take (built once per model, :func:`packed`)."""
+
+    def __init__(self, model: Model, strict: bool = False):
+        from convexsim.stepping.sap_stepper import sap_parameters
+
+        prm = sap_parameters(model)
+        s = model.solver
+        fpar = np.zeros(K.NFPAR)
+        fpar[K.F_DT] = model.time_step
+        fpar[K.F_GNORM] = float(np.linalg.norm(model.gravity))
+        fpar[K.F_SIGMA] = s.sigma
+        fpar[K.F_BETA] = s.beta
+        fpar[K.F_VS] = s.stiction_tolerance
+        fpar[K.F_REL_TOL] = prm.rel_tolerance
+        fpar[K.F_ABS_TOL] = prm.abs_tolerance
+        fpar[K.F_COST_ABS_TOL] = prm.cost_abs_tolerance
+        fpar[K.F_COST_REL_TOL] = prm.cost_rel_tolerance
+        fpar[K.F_EXACT_ALPHA_MAX] = prm.exact_alpha_max
+        fpar[K.F_ARMIJO] = prm.armijo
+        fpar[K.F_RHO] = prm.rho
+        fpar[K.F_RELATIVE_SLOP] = prm.relative_slop
+        fpar[K.F_MARGIN_FLOOR] = MARGIN_FLOOR
+        fpar[K.F_SLIP_CURVATURE] = prm.slip_curvature
+        fpar[K.F_SLIP_CURVATURE_RESIDUAL] = prm.slip_curvature_residual
+        ipar = np.zeros(K.NIPAR, np.int64)
+        ipar[K.I_CONTACT_KIND] = int(ContactModel(model.contact_model))
+        ipar[K.I_MAX_ITERATIONS] = prm.max_iterations
+        ipar[K.I_LINE_SEARCH] = 0 if prm.line_search == "exact" else 1
+        ipar[K.I_EXACT_MAX_ITERATIONS] = prm.exact_max_iterations
+        ipar[K.I_BACKTRACKING_MAX_ITERATIONS] = prm.backtracking_max_iterations
+        ipar[K.I_ISLAND_MAX_DOFS] = ISLAND_MAX_DOFS
+        ipar[K.I_STRICT] = int(bool(strict))
+        self.fpar, self.ipar = fpar, ipar
+        fixed = np.ascontiguousarray(model.body_fixed, dtype=np.bool_)
+        geom_body = np.ascontiguousarray(model.geom_body, dtype=np.int64)
+        rho = np.ascontiguousarray(_geom_sweep_radius(model), dtype=float)
+        rb = np.zeros(model.nbody)
+        finite = np.isfinite(rho)
+        np.maximum.at(rb, geom_body[finite], rho[finite])
+        mat = np.asarray(model.geom_material, dtype=np.int64)
+        f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+        self.model_arrays = (
+            f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
+            np.flatnonzero(~fixed).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
+            np.ascontiguousarray(model.geom_type, dtype=np.int64), f(model.geom_size), geom_body,
+            f(model.geom_pos), f(model.geom_quat), rho,
+            f(np.asarray(model.material_stiffness)[mat]), f(np.asarray(model.material_friction)[mat]),
+            f(np.asarray(model.material_dissipation_time)[mat]),
+            f(np.asarray(model.material_hc_dissipation)[mat]),
+        )
+
+    def args(self, strict: bool) -> tuple:
+        """(fpar, ipar, *model arrays) with the strict flag set."""
+        ipar = self.ipar
+        if bool(ipar[K.I_STRICT]) != bool(strict):
+            ipar = ipar.copy()
+            ipar[K.I_STRICT] = int(bool(strict))
+        return (self.fpar, ipar, *self.model_arrays)
+
+
+_PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
+_SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
+
+
+def supported_cached(model: Model) -> tuple[bool, str]:
+    """``compiled_step_supported(model)``, evaluated once per model object (Model is frozen)."""
+    key = id(model)
+    hit = _SUPPORTED.get(key)
+    if hit is not None and hit[0]() is model:
+        return hit[1]
+    answer = compiled_step_supported(model)
+    _SUPPORTED[key] = (weakref.ref(model, lambda _r, key=key: _SUPPORTED.pop(key, None)), answer)
+    return answer
+
+
+def packed(model: Model) -> PackedModel:
+    """The PackedModel of ``model`` (built on first use, kept while the model lives)."""
+    key = id(model)
+    hit = _PACKED.get(key)
+    if hit is not None and hit[0]() is model:
+        return hit[1]
+    pm = PackedModel(model)
+    _PACKED[key] = (weakref.ref(model, lambda _r, key=key: _PACKED.pop(key, None)), pm)
+    return pm
+
+
+def _nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
+    return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
+
+
+def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
+    """One SAP step by the compiled kernel (same contract as ``sap_stepper.sap_step``).
+
+    A step whose island is too large for the dense factor is taken by ``sap_step`` (module docstring)."""
+    pm = packed(model)
+    q = np.ascontiguousarray(state.q, dtype=np.float64)
+    v = np.ascontiguousarray(state.v, dtype=np.float64)
+    q_out = np.empty_like(q)
+    v_out = np.empty_like(v)
+    (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
+     force) = K.step_kernel(*pm.args(strict), q, v, q_out, v_out)
+    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # the reference step (it raises for the latter)
+        from convexsim.stepping.sap_stepper import sap_step
+
+        return sap_step(model, state, ctx, strict=strict)
+    if status == K.STEP_NONFINITE_START:
+        raise _nonfinite_error(model, state, bad, state.step, state.t)
+    geom_body = pm.model_arrays[9]
+    contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
+                        body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
+    info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
+                    converged=sap_status == 0, status=_SAP_STATUS_NAMES[sap_status],
+                    momentum_residual=float(resid), line_search_evaluations=int(ls_evals))
+    if contacts.count == 0:
+        info = StepInfo(contacts=contacts)
+    if status == K.STEP_SOLVER_FAILED or (sap_status != 0 and status == K.STEP_OK):
+        msg = f"SAP did not converge ({info.status}) after {info.iterations} iterations"
+        if status == K.STEP_SOLVER_FAILED:
+            raise SimulationError(msg, step=state.step, time=state.t)
+        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=3)
+    t_new = state.t + model.time_step
+    if status == K.STEP_NONFINITE_END:
+        raise _nonfinite_error(model, state, bad, state.step + 1, t_new)
+    return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
+
+
+__all__ = ["compiled_step_supported", "supported_cached", "compiled_step", "packed", "PackedModel",
+           "ISLAND_MAX_DOFS"]
