@@ -56,6 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from convexsim._jit import jit
 
@@ -898,8 +899,8 @@ def _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colv
             xp = c[p]
             if xp != 0.0:
                 for i in range(n):
-                    if i != p:
-                        c[i] -= e[i] * xp
+                    c[i] -= e[i] * xp
+                c[p] = xp
         return na
     for k in range(n):
         aidx[k] = k
@@ -932,55 +933,74 @@ def _record_eta(etas, eta_row, neta, cap, c, row):
 
 
 @jit
-def _pivot_revised(Bt, r, c, row, nzbuf):
+def _pivot_revised(Bt, r, c, row, wrow, qabs, erhs):
     """The Gauss–Jordan pivot on row ``row`` with entering column c, applied to B⁻¹ (stored transposed, Bt)
-    and the rhs only. Only B⁻¹'s columns with a nonzero in the pivot row are touched (B⁻¹'s column j is a
-    unit vector while w_j is basic, so at most k + 1 columns, k the basic z's): entry for entry the same
-    arithmetic as the tableau's update of its first n columns."""
+    and the rhs only: entry for entry the tableau's update of its first n columns and its rhs. Only B⁻¹'s
+    columns with a nonzero in the pivot row change (B⁻¹'s column j is a unit vector while w_j is basic, so at
+    most k + 1 columns, k the basic z's). The same sweep over B⁻¹ forms the next ratio test's noise scales
+    erhs = |B⁻¹||q| (``_rhs_noise_all``, same sums in the same order; wrow must already describe the basis
+    after the pivot): one pass over the inverse per pivot."""
     n = Bt.shape[0]
     p = c[row]
-    nnz = 0
-    for j in range(n):
-        if Bt[j, row] != 0.0:
-            nzbuf[nnz] = j
-            nnz += 1
     r[row] /= p
     rr = r[row]
-    for k in range(nnz):
-        col = Bt[nzbuf[k]]
-        col[row] /= p
-        f = col[row]
-        for i in range(n):
-            col[i] -= c[i] * f
-        col[row] = f
     for i in range(n):
         if i != row:
             r[i] -= c[i] * rr
+    for i in range(n):
+        erhs[i] = 1e-300
+    for j in range(n):
+        col = Bt[j]
+        if col[row] != 0.0:
+            col[row] /= p
+            f = col[row]
+            for i in range(n):
+                col[i] -= c[i] * f
+            col[row] = f
+        v = qabs[j]
+        if v != 0.0:
+            if wrow[j] >= 0:
+                erhs[wrow[j]] += v
+            else:
+                for i in range(n):
+                    erhs[i] += abs(col[i]) * v
 
 
 @jit
-def _noise_vectors(Bt, basis, wrow, qidx, qval, nq, aidx, aval, na, erhs, ecol):
-    """Rounding-noise scales of every row, as ``_rhs_noise`` and ``_col_noise`` (the same sums, in the same
-    order, skipping zero terms): erhs = |B⁻¹||q|, ecol = |B⁻¹||a| (a the entering column's nonzeros), each
-    plus 1e-300. A basic w_j's column of B⁻¹ is the exact unit vector of its row, so it adds |q_j| there."""
-    n = Bt.shape[0]
+def _set_wrow(basis, wrow):
+    """wrow[j] = the row where w_j is basic, −1 if w_j is nonbasic."""
+    n = wrow.shape[0]
     for j in range(n):
         wrow[j] = -1
     for i in range(n):
         if basis[i] < n:
             wrow[basis[i]] = i
+
+
+@jit
+def _rhs_noise_all(Bt, wrow, qabs, erhs):
+    """erhs = 1e-300 + |B⁻¹||q| for every row: ``_rhs_noise``'s sums, in the same order, skipping zero terms (a
+    basic w_j's column of B⁻¹ is the exact unit vector of its row, so it adds |q_j| there)."""
+    n = Bt.shape[0]
     for i in range(n):
         erhs[i] = 1e-300
+    for j in range(n):
+        v = qabs[j]
+        if v != 0.0:
+            if wrow[j] >= 0:
+                erhs[wrow[j]] += v
+            else:
+                row = Bt[j]
+                for i in range(n):
+                    erhs[i] += abs(row[i]) * v
+
+
+@jit
+def _col_noise_all(Bt, wrow, aidx, aval, na, ecol):
+    """ecol = 1e-300 + |B⁻¹||a| for every row (a's nonzeros aidx, aval): ``_col_noise``'s sums, same order."""
+    n = Bt.shape[0]
+    for i in range(n):
         ecol[i] = 1e-300
-    for k in range(nq):
-        j = qidx[k]
-        v = qval[k]
-        if wrow[j] >= 0:
-            erhs[wrow[j]] += v
-        else:
-            row = Bt[j]
-            for i in range(n):
-                erhs[i] += abs(row[i]) * v
     for k in range(na):
         j = aidx[k]
         v = abs(aval[k])
@@ -995,7 +1015,7 @@ def _noise_vectors(Bt, basis, wrow, qidx, qval, nq, aidx, aval, na, erhs, ecol):
 @jit
 def _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, noise_tol, tol, pivot_ratio, z0_row, tied, cand, floors):
     """``_harris_tied`` on the revised data: entering column c, rhs r, noise scales erhs, ecol
-    (``_noise_vectors``). The same rule and the same arithmetic, row for row."""
+    (``_pivot_revised``, ``_col_noise_all``). The same rule and the same arithmetic, row for row."""
     theta = np.inf
     for i in range(n):
         ci = c[i]
@@ -1133,7 +1153,7 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
     by B⁻¹ (stored transposed: ``Bt[j]`` is B⁻¹'s column j, n × n) and the rhs r = B⁻¹q; the entering column
     is c = B⁻¹a (``_entering_column``, a sparse combination for a z), a pivot updates only B⁻¹'s columns with
     a nonzero in the pivot row (``_pivot_revised``), the noise scales come from B⁻¹'s non-unit columns
-    (``_noise_vectors``), the early-exit check uses M's CSR copy, a rebuild inverts B with LAPACK.
+    (``_pivot_revised``, ``_col_noise_all``), the early-exit check uses M's CSR copy, a rebuild inverts B with LAPACK.
 
     M's sparse copies (colptr/colidx/colval: CSC, rowptr/rowidx/rowval: CSR) are filled here. ibuf: int
     buffer of length ≥ 4n; aval: float buffer of length ≥ 4n. B0t (n × n): B⁻¹ at the start (warm) or the
@@ -1152,10 +1172,8 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
     cand = vecs[5]
     floors = vecs[3]
     aidx = ibuf[:n]
-    nzbuf = ibuf[n:2 * n]
-    qidx = ibuf[2 * n:3 * n]
     wrow = ibuf[3 * n:4 * n]
-    qval = aval[n:2 * n]
+    qabs = aval[n:2 * n]
     avals = aval[:n]
     erhs = aval[2 * n:3 * n]
     ecol = aval[3 * n:4 * n]
@@ -1165,12 +1183,8 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
         if start == 0:
             basis[i] = i
     _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval)
-    nq = 0
     for j in range(n):
-        if q[j] != 0.0:
-            qidx[nq] = j
-            qval[nq] = abs(q[j])
-            nq += 1
+        qabs[j] = abs(q[j])
     mnorm = 0.0
     for i in range(n):
         s = 0.0
@@ -1219,7 +1233,8 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
         for i in range(n):
             best = min(best, r[i])
         row0 = 0
-        _noise_vectors(Bt, basis, wrow, qidx, qval, nq, aidx, avals, 0, erhs, ecol)
+        _set_wrow(basis, wrow)
+        _rhs_noise_all(Bt, wrow, qabs, erhs)
         for i in range(n):
             if r[i] - best <= ratio_rel_tol * abs(best) + 2.0 * rhs_tol * erhs[i]:
                 row0 = i
@@ -1248,9 +1263,10 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
         _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, 2 * n, c, aidx, avals,
                          start, M, q, LU, perm, col)
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row0)
-        _pivot_revised(Bt, r, c, row0, nzbuf)
         leaving = basis[row0]
         basis[row0] = 2 * n
+        _set_wrow(basis, wrow)
+        _pivot_revised(Bt, r, c, row0, wrow, qabs, erhs)
         z0_row = row0
         pivots = 1
         entering = leaving + n if leaving < n else leaving - n
@@ -1261,7 +1277,8 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
     while walk and pivots < max_pivots:
         na = _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, entering, c, aidx,
                               avals, start, M, q, LU, perm, col)
-        _noise_vectors(Bt, basis, wrow, qidx, qval, nq, aidx, avals, na if harris else 0, erhs, ecol)
+        if harris:
+            _col_noise_all(Bt, wrow, aidx, avals, na, ecol)
         rho_min = np.inf
         cmin = 0.0
         imin = -1
@@ -1326,6 +1343,7 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
                         B0t[i, j] = Bt[i, j]
             neta = 0
             since_refactor = 0
+            _rhs_noise_all(Bt, wrow, qabs, erhs)
             continue
         if z0_tied:
             row = z0_row
@@ -1338,11 +1356,12 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
         if harris and r[row] < 0.0:
             r[row] = 0.0
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row)
-        _pivot_revised(Bt, r, c, row, nzbuf)
-        pivots += 1
-        since_refactor += 1
         leaving = basis[row]
         basis[row] = entering
+        _set_wrow(basis, wrow)
+        _pivot_revised(Bt, r, c, row, wrow, qabs, erhs)
+        pivots += 1
+        since_refactor += 1
         if leaving == 2 * n:
             status = 0
             break
@@ -1359,6 +1378,7 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
                         B0t[i, j] = Bt[i, j]
             neta = 0
             since_refactor = 0
+            _rhs_noise_all(Bt, wrow, qabs, erhs)
         if harris and _early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
                                           rowidx, rowval):
             status = 0
@@ -1584,7 +1604,10 @@ def _warm_tableau(M, q, alpha, T, basis, rank_tol: float = 1e-10, rhs_out=None) 
                                                           axis=1), check_finite=False)   # M_αα⁻¹ [q_α | I | M_α·]
         y, inv = X[:, 0], X[:, 1:k + 1]
         Ta[:, a] = -inv
-        Tb[:, a] = -(Mba @ inv)
+        if revised:   # contact LCPs are a few percent dense: the product through M_βα's nonzeros
+            Tb[:, a] = -np.asarray(scipy.sparse.csr_matrix(Mba) @ inv)
+        else:
+            Tb[:, a] = -(Mba @ inv)
         if not revised:
             Xm = X[:, k + 1:]
             Ta[:, n:2 * n] = Xm
