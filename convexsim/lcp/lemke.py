@@ -746,13 +746,14 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 s += M[i, j] * z[j]
             w[i] = s
         return status, pivots, z0, np.inf
-    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0)
+    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, 1 << 62)
 
 
 @jit
-def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0):
+def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, lu_max):
     """The end of a solved run (both kernels): re-solve M_αα z_α = −q_α on the final basis (α the basic z's),
-    keep the better of the two candidates, check, clip tiny negatives of z. Returns (status, pivots, z0, res)."""
+    keep the better of the two candidates, check, clip tiny negatives of z. Returns (status, pivots, z0, res).
+    The subsystem is solved by ``_lu_factor`` up to lu_max unknowns, by LAPACK above."""
     n = M.shape[0]
     # re-solve M_aa z_a = -q_a on the final basis; keep the better candidate
     k = 0
@@ -771,8 +772,20 @@ def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, 
             col[a] = -q[idx[a]]
         for i in range(n):
             zalt[i] = 0.0
-        if _lu_factor(sub, perm2[:k], 1e-300) == 0:
-            _lu_solve(sub, perm2[:k], col[:k], x[:k])
+        ok = True
+        if k > lu_max:
+            # LAPACK for big bases (the scalar LU costs O(k³) at loop speed); a singular one keeps z
+            try:
+                sol = np.linalg.solve(np.ascontiguousarray(sub), col[:k].copy())
+                for a in range(k):
+                    x[a] = sol[a]
+            except Exception:
+                ok = False
+        else:
+            ok = _lu_factor(sub, perm2[:k], 1e-300) == 0
+            if ok:
+                _lu_solve(sub, perm2[:k], col[:k], x[:k])
+        if ok:
             for a in range(k):
                 zalt[idx[a]] = x[a]
             res_alt = _check(M, q, zalt, w, check_tol)
@@ -800,26 +813,34 @@ def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, 
 
 @jit
 def _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval):
-    """Compressed column (CSC) and row (CSR) copies of M's nonzeros, indices increasing. Returns nnz."""
+    """Compressed row (CSR) and column (CSC) copies of M's nonzeros, indices increasing (one row-wise pass
+    over M, then the transpose by counting). Returns nnz."""
     n = M.shape[0]
     k = 0
-    for j in range(n):
-        colptr[j] = k
-        for i in range(n):
-            if M[i, j] != 0.0:
-                colidx[k] = i
-                colval[k] = M[i, j]
-                k += 1
-    colptr[n] = k
-    k = 0
+    for j in range(n + 1):
+        colptr[j] = 0
     for i in range(n):
         rowptr[i] = k
+        row = M[i]
         for j in range(n):
-            if M[i, j] != 0.0:
+            if row[j] != 0.0:
                 rowidx[k] = j
-                rowval[k] = M[i, j]
+                rowval[k] = row[j]
+                colptr[j + 1] += 1
                 k += 1
     rowptr[n] = k
+    for j in range(n):
+        colptr[j + 1] += colptr[j]
+    for i in range(n):
+        for t in range(rowptr[i], rowptr[i + 1]):
+            j = rowidx[t]
+            dst = colptr[j]
+            colidx[dst] = i
+            colval[dst] = rowval[t]
+            colptr[j] += 1
+    for j in range(n, 0, -1):
+        colptr[j] = colptr[j - 1]
+    colptr[0] = 0
     return k
 
 
@@ -1407,7 +1428,7 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
                 s += M[i, j] * z[j]
             w[i] = s
         return status, pivots, z0, np.inf
-    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0)
+    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, lu_max)
 
 
 # --------------------------------------------------------------------------------------------
