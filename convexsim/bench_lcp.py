@@ -7,8 +7,11 @@ the ``heap`` rows with SAP, which reaches a landed heap in seconds where the LCP
 minutes), then times ``steps`` steps three times from the same state: contact islands solved separately
 and cold (the split column), the same with the warm start on (the previous step's solution carried in a
 StepContext; the first timed step has none), and the whole contact LCP at once, cold
-(``stepper.SPLIT_ISLANDS = False``; not for the heap rows, one island). The windows are where the LCP is large (dense tableau: O(n²) per
-pivot). Not a test: wall-clock figures depend on the machine and its load; compare the columns of one run.
+(``stepper.SPLIT_ISLANDS = False``; not for the heap rows, one island). The windows are where the LCP is
+large (revised Lemke: O(n·k) per pivot, k the basic z's; ``LemkeOptions.method="tableau"``: O(n²) per
+pivot). Times are CPU time of the process (``time.process_time``: on a shared machine the load inflates wall
+clock, much less CPU time; set ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not add theirs). Not a
+test: the figures depend on the machine; compare the columns of one run.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ def _time_steps(model, state, steps: int, split: bool, warm: bool = False) -> di
     try:
         times, its, contacts, islands = [], [], [], []
         for _ in range(steps):
-            t = time.perf_counter()
+            t = time.process_time()
             state, info = stepper.lcp_step(model, state, ctx, warm_start=warm)
-            times.append(time.perf_counter() - t)
+            times.append(time.process_time() - t)
             its.append(info.iterations)
             contacts.append(info.contacts.count)
             islands.append(info.islands)
@@ -92,6 +95,7 @@ def format_lcp_table(rows: list[dict]) -> str:
                      f"{s['pivots']:>11.0f}{wm['pivots']:>10.0f}{whole_piv}")
     if any(r.get("reached_with") == "sap" for r in rows):
         lines.append("* start state reached with SAP (a landed heap); the timed steps use the LCP stepper")
+    lines.append("ms: CPU time per step (process time, not wall clock)")
     return "\n".join(lines)
 
 

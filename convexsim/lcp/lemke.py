@@ -56,6 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from convexsim._jit import jit
 
@@ -117,6 +118,12 @@ class LemkeOptions(NamedTuple):
             is "the largest pivot"; that cycled on Siconos' 40×40 ``lcp_tobenna`` (a degenerate vertex
             with exact zero rhs, where only the lexicographic rule prevents cycling), so the default
             1e-6 only excludes pivots a million times smaller than the best eligible one.
+        method: ``"revised"`` (default): keep only B⁻¹ and B⁻¹q and compute the entering column as B⁻¹a
+            (a sparse product: contact LCPs are a few percent dense); a pivot updates B⁻¹ on the pivot
+            row's nonzero columns (at most k + 1, k the basic z's) and a rebuild inverts B with LAPACK.
+            ``"tableau"``: the dense tableau B⁻¹[I | −M | −d | q] (2n + 2 columns per pivot). Both walk
+            the same path with the same rules; they differ in rounding only (docs/lcp.md §1, "Revised
+            Lemke").
     """
 
     pivot_tol: float = 10.0 * _EPS
@@ -129,6 +136,7 @@ class LemkeOptions(NamedTuple):
     ratio_test: str = "harris"
     harris_tol: float = 1000.0 * _EPS
     harris_pivot_ratio: float = 1e-6
+    method: str = "revised"
 
 
 @dataclass
@@ -165,7 +173,8 @@ class LemkeResult:
 class LemkeWorkspace:
     """Preallocated buffers for ``lemke`` on problems of size n ≤ capacity.
 
-    Reusing one workspace across a stepping loop avoids allocating the O(n²) tableau each step.
+    Reusing one workspace across a stepping loop avoids allocating the O(n²) buffers each step (the
+    tableau for ``method="tableau"``, B⁻¹ for ``method="revised"``; each is allocated on first use).
     With a workspace, the returned ``z``, ``w``, ``basis`` and ``ray`` are views into it, valid
     until the next call that uses the same workspace.
     """
@@ -180,19 +189,38 @@ class LemkeWorkspace:
             return
         cap = max(int(n), 2 * self.capacity, 4)
         self.capacity = cap
-        self.tableau = np.zeros(cap * (2 * cap + 2))
+        self.tableau = None
+        self.inverse = None
         self.lu = np.zeros(cap * cap)
         self.perm = np.zeros(cap, np.int64)
         self.perm2 = np.zeros(cap, np.int64)
         self.basis = np.zeros(cap, np.int64)
         self.vecs = np.zeros((6, cap))
+        self.ibuf = np.zeros(4 * cap, np.int64)
+        self.fbuf = np.zeros(8 * cap)
 
     def views(self, n: int):
-        """Contiguous views sized for n (no data allocation)."""
+        """Contiguous views sized for n (no data allocation once the tableau exists)."""
         self.reserve(n)
+        cap = self.capacity
+        if self.tableau is None:
+            self.tableau = np.zeros(cap * (2 * cap + 2))
         T = self.tableau[: n * (2 * n + 2)].reshape(n, 2 * n + 2)
         lu = self.lu[: n * n].reshape(n, n)
         return T, lu, self.perm[:n], self.perm2[:n], self.basis[:n], self.vecs[:, :n]
+
+    def revised_views(self, n: int):
+        """Views for the revised kernel: ((B⁻¹)ᵀ (n, n), rhs (n,), column (n,), lu, perm, perm2, basis, vecs,
+        int buffer (4n), float buffer (4n))."""
+        self.reserve(n)
+        cap = self.capacity
+        if self.inverse is None:
+            self.inverse = np.zeros(cap * cap)
+        Bt = self.inverse[: n * n].reshape(n, n)
+        lu = self.lu[: n * n].reshape(n, n)
+        f = self.fbuf
+        return (Bt, f[:n], f[cap:cap + n], lu, self.perm[:n], self.perm2[:n], self.basis[:n],
+                self.vecs[:, :n], self.ibuf[:4 * n], f[2 * cap:2 * cap + 6 * n])
 
 
 # --------------------------------------------------------------------------------------------
@@ -718,6 +746,15 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
                 s += M[i, j] * z[j]
             w[i] = s
         return status, pivots, z0, np.inf
+    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, 1 << 62)
+
+
+@jit
+def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, lu_max):
+    """The end of a solved run (both kernels): re-solve M_αα z_α = −q_α on the final basis (α the basic z's),
+    keep the better of the two candidates, check, clip tiny negatives of z. Returns (status, pivots, z0, res).
+    The subsystem is solved by ``_lu_factor`` up to lu_max unknowns, by LAPACK above."""
+    n = M.shape[0]
     # re-solve M_aa z_a = -q_a on the final basis; keep the better candidate
     k = 0
     for i in range(n):
@@ -735,8 +772,20 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
             col[a] = -q[idx[a]]
         for i in range(n):
             zalt[i] = 0.0
-        if _lu_factor(sub, perm2[:k], 1e-300) == 0:
-            _lu_solve(sub, perm2[:k], col[:k], x[:k])
+        ok = True
+        if k > lu_max:
+            # LAPACK for big bases (the scalar LU costs O(k³) at loop speed); a singular one keeps z
+            try:
+                sol = np.linalg.solve(np.ascontiguousarray(sub), col[:k].copy())
+                for a in range(k):
+                    x[a] = sol[a]
+            except Exception:
+                ok = False
+        else:
+            ok = _lu_factor(sub, perm2[:k], 1e-300) == 0
+            if ok:
+                _lu_solve(sub, perm2[:k], col[:k], x[:k])
+        if ok:
             for a in range(k):
                 zalt[idx[a]] = x[a]
             res_alt = _check(M, q, zalt, w, check_tol)
@@ -758,11 +807,664 @@ def _lemke_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_re
 
 
 # --------------------------------------------------------------------------------------------
+# revised Lemke (``LemkeOptions.method = "revised"``): B⁻¹ and B⁻¹q only, columns on demand
+# --------------------------------------------------------------------------------------------
+
+
+@jit
+def _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval):
+    """Compressed row (CSR) and column (CSC) copies of M's nonzeros, indices increasing (one row-wise pass
+    over M, then the transpose by counting). Returns nnz."""
+    n = M.shape[0]
+    k = 0
+    for j in range(n + 1):
+        colptr[j] = 0
+    for i in range(n):
+        rowptr[i] = k
+        row = M[i]
+        for j in range(n):
+            if row[j] != 0.0:
+                rowidx[k] = j
+                rowval[k] = row[j]
+                colptr[j + 1] += 1
+                k += 1
+    rowptr[n] = k
+    for j in range(n):
+        colptr[j + 1] += colptr[j]
+    for i in range(n):
+        for t in range(rowptr[i], rowptr[i + 1]):
+            j = rowidx[t]
+            dst = colptr[j]
+            colidx[dst] = i
+            colval[dst] = rowval[t]
+            colptr[j] += 1
+    for j in range(n, 0, -1):
+        colptr[j] = colptr[j - 1]
+    colptr[0] = 0
+    return k
+
+
+@jit
+def _check_sparse(rowptr, rowidx, rowval, mnorm, q, z, w, check_tol):
+    """``_check`` with M in CSR form and ‖M‖∞ given: the same value bit for bit (the dense sums add the
+    zero entries, which changes no partial sum), O(nnz) instead of O(n²)."""
+    n = q.shape[0]
+    qnorm = 0.0
+    znorm = 0.0
+    for i in range(n):
+        qnorm = max(qnorm, abs(q[i]))
+        znorm = max(znorm, abs(z[i]))
+    for i in range(n):
+        s = q[i]
+        for k in range(rowptr[i], rowptr[i + 1]):
+            s += rowval[k] * z[rowidx[k]]
+        w[i] = s
+    sw = max(mnorm * znorm + qnorm, 1e-300)
+    zs = max(znorm, 1e-300)
+    t = check_tol * n
+    worst = 0.0
+    for i in range(n):
+        if not (np.isfinite(z[i]) and np.isfinite(w[i])):
+            return np.inf
+        worst = max(worst, -z[i] / (t * zs))
+        worst = max(worst, -w[i] / (t * sw))
+        worst = max(worst, abs(z[i] * w[i]) / (t * zs * sw))
+    return worst
+
+
+@jit
+def _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, var, c, aidx, aval, start,
+                     M, q, LU, perm, col):
+    """The entering variable's column c of the tableau B⁻¹[I | −M | −d | q], and its original column a's
+    nonzeros (aidx, aval; increasing index). Returns nnz(a).
+
+    w_j: c = B⁻¹'s column j (row j of Bt, B⁻¹ kept transposed), a = e_j. z_j (a = −M_·j, sparse): product
+    form, c = E_neta ⋯ E_1 B₀⁻¹a, with B₀⁻¹ the inverse at the start or the last rebuild (``base`` = 0: the
+    identity, cold start; 1: B0t, transposed; 2: the rebuild's LU in LU/perm) and E_t the pivots since (``etas``: entering columns,
+    ``eta_row``: pivot rows). Applying the pivots to a in order is the tableau's own update of that column,
+    operation for operation, so c equals the tableau's column. neta < 0 (eta file full): c = B⁻¹a from
+    the current inverse instead. z0: c = −B⁻¹d (−1 exactly for the warm start, whose d = B·1)."""
+    n = Bt.shape[0]
+    if var < n:
+        for i in range(n):
+            c[i] = Bt[var, i]
+        aidx[0] = var
+        aval[0] = 1.0
+        return 1
+    if var < 2 * n:
+        j = var - n
+        na = 0
+        for k in range(colptr[j], colptr[j + 1]):
+            aidx[na] = colidx[k]
+            aval[na] = -colval[k]
+            na += 1
+        for i in range(n):
+            c[i] = 0.0
+        if neta >= 0 and base == 2:
+            _original_column(M, q, d, var, col)
+            _lu_solve(LU, perm, col, c)
+        elif neta < 0 or base == 1:
+            src = Bt if neta < 0 else B0t
+            for k in range(na):
+                row = src[aidx[k]]
+                v = aval[k]
+                for i in range(n):
+                    c[i] += row[i] * v
+        else:
+            for k in range(na):
+                c[aidx[k]] = aval[k]
+        for t in range(max(neta, 0)):
+            p = eta_row[t]
+            e = etas[t]
+            c[p] /= e[p]
+            xp = c[p]
+            if xp != 0.0:
+                for i in range(n):
+                    c[i] -= e[i] * xp
+                c[p] = xp
+        return na
+    for k in range(n):
+        aidx[k] = k
+        aval[k] = -d[k]
+    if start == 1:
+        for i in range(n):
+            c[i] = -1.0
+    else:
+        for i in range(n):
+            c[i] = 0.0
+        for k in range(n):
+            row = Bt[k]
+            v = d[k]
+            for i in range(n):
+                c[i] -= row[i] * v
+    return n
+
+
+@jit
+def _record_eta(etas, eta_row, neta, cap, c, row):
+    """Append the pivot (entering column c, pivot row) to the eta file; returns the new count, −1 once full
+    (then columns come from the current inverse until the next rebuild)."""
+    if neta < 0 or neta >= cap:
+        return -1
+    e = etas[neta]
+    for i in range(c.shape[0]):
+        e[i] = c[i]
+    eta_row[neta] = row
+    return neta + 1
+
+
+@jit
+def _pivot_revised(Bt, r, c, row, wrow, qabs, erhs):
+    """The Gauss–Jordan pivot on row ``row`` with entering column c, applied to B⁻¹ (stored transposed, Bt)
+    and the rhs only: entry for entry the tableau's update of its first n columns and its rhs. Only B⁻¹'s
+    columns with a nonzero in the pivot row change (B⁻¹'s column j is a unit vector while w_j is basic, so at
+    most k + 1 columns, k the basic z's). The same sweep over B⁻¹ forms the next ratio test's noise scales
+    erhs = |B⁻¹||q| (``_rhs_noise_all``, same sums in the same order; wrow must already describe the basis
+    after the pivot): one pass over the inverse per pivot."""
+    n = Bt.shape[0]
+    p = c[row]
+    r[row] /= p
+    rr = r[row]
+    for i in range(n):
+        if i != row:
+            r[i] -= c[i] * rr
+    for i in range(n):
+        erhs[i] = 1e-300
+    for j in range(n):
+        col = Bt[j]
+        if col[row] != 0.0:
+            col[row] /= p
+            f = col[row]
+            for i in range(n):
+                col[i] -= c[i] * f
+            col[row] = f
+        v = qabs[j]
+        if v != 0.0:
+            if wrow[j] >= 0:
+                erhs[wrow[j]] += v
+            else:
+                for i in range(n):
+                    erhs[i] += abs(col[i]) * v
+
+
+@jit
+def _set_wrow(basis, wrow):
+    """wrow[j] = the row where w_j is basic, −1 if w_j is nonbasic."""
+    n = wrow.shape[0]
+    for j in range(n):
+        wrow[j] = -1
+    for i in range(n):
+        if basis[i] < n:
+            wrow[basis[i]] = i
+
+
+@jit
+def _rhs_noise_all(Bt, wrow, qabs, erhs):
+    """erhs = 1e-300 + |B⁻¹||q| for every row: ``_rhs_noise``'s sums, in the same order, skipping zero terms (a
+    basic w_j's column of B⁻¹ is the exact unit vector of its row, so it adds |q_j| there)."""
+    n = Bt.shape[0]
+    for i in range(n):
+        erhs[i] = 1e-300
+    for j in range(n):
+        v = qabs[j]
+        if v != 0.0:
+            if wrow[j] >= 0:
+                erhs[wrow[j]] += v
+            else:
+                row = Bt[j]
+                for i in range(n):
+                    erhs[i] += abs(row[i]) * v
+
+
+@jit
+def _col_noise_all(Bt, wrow, aidx, aval, na, ecol):
+    """ecol = 1e-300 + |B⁻¹||a| for every row (a's nonzeros aidx, aval): ``_col_noise``'s sums, same order."""
+    n = Bt.shape[0]
+    for i in range(n):
+        ecol[i] = 1e-300
+    for k in range(na):
+        j = aidx[k]
+        v = abs(aval[k])
+        if wrow[j] >= 0:
+            ecol[wrow[j]] += v
+        else:
+            row = Bt[j]
+            for i in range(n):
+                ecol[i] += abs(row[i]) * v
+
+
+@jit
+def _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, noise_tol, tol, pivot_ratio, z0_row, tied, cand, floors):
+    """``_harris_tied`` on the revised data: entering column c, rhs r, noise scales erhs, ecol
+    (``_pivot_revised``, ``_col_noise_all``). The same rule and the same arithmetic, row for row."""
+    theta = np.inf
+    for i in range(n):
+        ci = c[i]
+        if ci > piv_tol:
+            cand[i] = 1.0 if ci > noise_tol * ecol[i] else 0.0
+            delta = tol * max(erhs[i], floors[i])
+            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
+        else:
+            cand[i] = -1.0
+    n_elig = 0
+    for i in range(n):
+        if cand[i] > 0.0 and max(r[i], 0.0) / c[i] <= theta:
+            n_elig += 1
+    if n_elig == 0:
+        for i in range(n):
+            if cand[i] == 0.0:
+                cand[i] = 1.0
+    cmax = 0.0
+    z0_ok = False
+    for i in range(n):
+        ci = c[i]
+        if cand[i] > 0.0 and max(r[i], 0.0) / ci <= theta:
+            cmax = max(cmax, ci)
+            if i == z0_row:
+                z0_ok = True
+    ntied = 0
+    for i in range(n):
+        ci = c[i]
+        if cand[i] > 0.0 and ci >= pivot_ratio * cmax and max(r[i], 0.0) / ci <= theta:
+            tied[ntied] = i
+            ntied += 1
+    return ntied, z0_ok
+
+
+@jit
+def _lex_less_t(Bt, a, ca, b, cb, n, rel, abs_tol):
+    """``_lex_less`` reading B⁻¹'s rows a and b from its transpose Bt (the same comparisons)."""
+    scale = 0.0
+    for j in range(n):
+        scale = max(scale, abs(Bt[j, a] / ca), abs(Bt[j, b] / cb))
+    floor = abs_tol * scale
+    for j in range(n):
+        va = Bt[j, a] / ca
+        vb = Bt[j, b] / cb
+        diff = va - vb
+        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
+            continue
+        return diff < 0.0
+    for j in range(n):
+        diff = Bt[j, a] / ca - Bt[j, b] / cb
+        if diff != 0.0:
+            return diff < 0.0
+    return False
+
+
+@jit
+def _refactor_revised(M, q, d, Bt, r, basis, Bmat, perm, col, x, lu_max):
+    """Rebuild B⁻¹ (into Bt, transposed) and r = B⁻¹q from the original data. n ≤ lu_max: the tableau's own
+    rebuild (``_lu_factor`` of B kept in Bmat/perm, ``_lu_solve`` per column: the same values as the
+    tableau); larger n: the LAPACK inverse (O(n³) at BLAS speed instead of n scalar solves). Basic w's
+    columns of B⁻¹ are then set to exact unit vectors (as the tableau rebuild does). Returns 0, or 1
+    (singular B or non-finite values)."""
+    n = M.shape[0]
+    for k in range(n):
+        _original_column(M, q, d, basis[k], col)
+        for i in range(n):
+            Bmat[i, k] = col[i]
+    if n <= lu_max:
+        if _lu_factor(Bmat, perm, 1e-300) != 0:
+            return 1
+        for j in range(n):
+            _original_column(M, q, d, j, col)
+            _lu_solve(Bmat, perm, col, x)
+            for i in range(n):
+                Bt[j, i] = x[i]
+        _original_column(M, q, d, 2 * n + 1, col)
+        _lu_solve(Bmat, perm, col, r)
+    else:
+        ok = True
+        try:
+            inv = np.linalg.inv(Bmat)
+        except Exception:  # singular basis
+            ok = False
+        if not ok:
+            return 1
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += inv[i, j] * q[j]
+            r[i] = s
+        for j in range(n):
+            for i in range(n):
+                Bt[j, i] = inv[i, j]
+    for i in range(n):
+        if not np.isfinite(r[i]):
+            return 1
+    for k in range(n):
+        b = basis[k]
+        if b < n:
+            for i in range(n):
+                Bt[b, i] = 0.0
+            Bt[b, k] = 1.0
+    return 0
+
+
+@jit
+def _early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr, rowidx, rowval):
+    """``_early_exit`` on the revised data (basic values r; the check through M's CSR copy)."""
+    n = r.shape[0]
+    z0 = 0.0
+    znorm = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b == 2 * n:
+            z0 = r[i]
+        elif b >= n:
+            znorm = max(znorm, abs(r[i]))
+    if not (z0 * dmax <= t_check * (mnorm * znorm + qmax)):
+        return False
+    for i in range(n):
+        z[i] = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b >= n and b < 2 * n:
+            z[b - n] = r[i]
+    return _check_sparse(rowptr, rowidx, rowval, mnorm, q, z, w, check_tol) <= 1.0
+
+
+@jit
+def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
+                          check_tol, refactor_every, harris, harris_tol, harris_ratio, Bt, r, c, LU, perm,
+                          perm2, basis, vecs, colptr, colidx, colval, rowptr, rowidx, rowval, ibuf, aval,
+                          B0t, etas, eta_row, lu_max, start=0):
+    """``_lemke_kernel`` in revised form: the same path, rules and final steps, with the tableau replaced
+    by B⁻¹ (stored transposed: ``Bt[j]`` is B⁻¹'s column j, n × n) and the rhs r = B⁻¹q; the entering column
+    is c = B⁻¹a (``_entering_column``, a sparse combination for a z), a pivot updates only B⁻¹'s columns with
+    a nonzero in the pivot row (``_pivot_revised``), the noise scales come from B⁻¹'s non-unit columns
+    (``_pivot_revised``, ``_col_noise_all``), the early-exit check uses M's CSR copy, a rebuild inverts B with LAPACK.
+
+    M's sparse copies (colptr/colidx/colval: CSC, rowptr/rowidx/rowval: CSR) are filled here. ibuf: int
+    buffer of length ≥ 4n; aval: float buffer of length ≥ 4n. B0t (n × n): B⁻¹ at the start (warm) or the
+    last rebuild; etas (cap × n), eta_row (cap): the entering columns and pivot rows since then (product
+    form of the z columns, ``_entering_column``). start = 1: Bt, r and basis hold a complementary basis with
+    d = B·1 (warm start).
+    """
+    n = M.shape[0]
+    tied = perm2
+    z = vecs[0]
+    w = vecs[1]
+    col = vecs[2]
+    x = vecs[3]
+    ray = vecs[4]
+    zalt = vecs[5]
+    cand = vecs[5]
+    floors = vecs[3]
+    aidx = ibuf[:n]
+    wrow = ibuf[3 * n:4 * n]
+    qabs = aval[n:2 * n]
+    avals = aval[:n]
+    erhs = aval[2 * n:3 * n]
+    ecol = aval[3 * n:4 * n]
+    for i in range(n):
+        z[i] = 0.0
+        ray[i] = 0.0
+        if start == 0:
+            basis[i] = i
+    _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval)
+    for j in range(n):
+        qabs[j] = abs(q[j])
+    mnorm = 0.0
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += abs(M[i, j])
+        mnorm = max(mnorm, s)
+    dmax = 0.0
+    qmax = 0.0
+    for i in range(n):
+        dmax = max(dmax, abs(d[i]))
+        qmax = max(qmax, abs(q[i]))
+    if not (np.isfinite(mnorm) and np.isfinite(qmax) and np.isfinite(dmax)):
+        return 3, 0, 0.0, np.inf
+    scale = max(1.0, mnorm, dmax)
+    piv_tol = pivot_tol * n * scale
+    e_rhs = rhs_tol * max(qmax, 1e-300)
+    qmin = np.inf
+    for i in range(n):
+        qmin = min(qmin, q[i])
+    if qmin >= -e_rhs:
+        res = _check(M, q, z, w, check_tol)
+        return 0, 0, 0.0, res
+    walk = True
+    base = 0
+    neta = 0
+    eta_cap = eta_row.shape[0]
+    if start == 0:
+        for i in range(n):
+            for j in range(n):
+                Bt[i, j] = 0.0
+            Bt[i, i] = 1.0
+            r[i] = q[i]
+        best = np.inf
+        for i in range(n):
+            best = min(best, q[i] / d[i])
+        row0 = 0
+        for i in range(n):
+            if q[i] / d[i] - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d[i]:
+                row0 = i
+    else:
+        base = 1
+        for i in range(n):
+            for j in range(n):
+                B0t[i, j] = Bt[i, j]
+        best = np.inf
+        for i in range(n):
+            best = min(best, r[i])
+        row0 = 0
+        _set_wrow(basis, wrow)
+        _rhs_noise_all(Bt, wrow, qabs, erhs)
+        for i in range(n):
+            if r[i] - best <= ratio_rel_tol * abs(best) + 2.0 * rhs_tol * erhs[i]:
+                row0 = i
+        walk = best < 0.0
+        if walk:
+            znorm = 0.0
+            for i in range(n):
+                z[i] = 0.0
+            for i in range(n):
+                if basis[i] >= n and basis[i] < 2 * n:
+                    z[basis[i] - n] = r[i]
+                    znorm = max(znorm, abs(r[i]))
+            tt = pivot_tol * n
+            sw = mnorm * znorm + qmax
+            tight = True
+            for i in range(n):
+                lim = tt * znorm if basis[i] >= n else tt * sw
+                if r[i] < -lim:
+                    tight = False
+            walk = not (tight and _check(M, q, z, w, check_tol) <= 1.0)
+    pivots = 0
+    z0_row = -1
+    status = 0
+    entering = -1
+    if walk:
+        _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, 2 * n, c, aidx, avals,
+                         start, M, q, LU, perm, col)
+        neta = _record_eta(etas, eta_row, neta, eta_cap, c, row0)
+        leaving = basis[row0]
+        basis[row0] = 2 * n
+        _set_wrow(basis, wrow)
+        _pivot_revised(Bt, r, c, row0, wrow, qabs, erhs)
+        z0_row = row0
+        pivots = 1
+        entering = leaving + n if leaving < n else leaving - n
+        status = 1
+    since_refactor = 0
+    tie_refactor = max(8, n)
+    t_check = check_tol * n
+    while walk and pivots < max_pivots:
+        na = _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, entering, c, aidx,
+                              avals, start, M, q, LU, perm, col)
+        if harris:
+            _col_noise_all(Bt, wrow, aidx, avals, na, ecol)
+        rho_min = np.inf
+        cmin = 0.0
+        imin = -1
+        ntied = 0
+        z0_tied = False
+        if harris:
+            for i in range(n):
+                b = basis[i]
+                floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+            ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, pivot_tol * n, harris_tol * n,
+                                                  harris_ratio, z0_row, tied, cand, floors)
+            if ntied > 0:
+                rho_min = 0.0
+        else:
+            for i in range(n):
+                ci = c[i]
+                if ci > piv_tol:
+                    rho = r[i] / ci
+                    if rho < rho_min:
+                        rho_min = rho
+                        cmin = ci
+                        imin = i
+        if rho_min == np.inf:
+            finite = True
+            for i in range(n):
+                if not (np.isfinite(r[i]) and np.isfinite(c[i])):
+                    finite = False
+                    break
+            if not finite:
+                status = 3
+                break
+            status = 2
+            if entering >= n and entering < 2 * n:
+                ray[entering - n] = 1.0
+            for i in range(n):
+                b = basis[i]
+                if b >= n and b < 2 * n:
+                    ray[b - n] = -c[i]
+            break
+        if not harris:
+            noise_min = erhs[imin] / cmin
+            for i in range(n):
+                ci = c[i]
+                if ci > piv_tol:
+                    rho = r[i] / ci
+                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (erhs[i] / ci
+                                                                                  + noise_min):
+                        tied[ntied] = i
+                        ntied += 1
+                        if i == z0_row:
+                            z0_tied = True
+        if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
+            if _refactor_revised(M, q, d, Bt, r, basis, LU, perm, col, x, lu_max) != 0:
+                status = 3
+                break
+            if n <= lu_max:
+                base = 2
+            else:
+                base = 1
+                for i in range(n):
+                    for j in range(n):
+                        B0t[i, j] = Bt[i, j]
+            neta = 0
+            since_refactor = 0
+            _rhs_noise_all(Bt, wrow, qabs, erhs)
+            continue
+        if z0_tied:
+            row = z0_row
+        else:
+            row = tied[0]
+            for k in range(1, ntied):
+                i = tied[k]
+                if _lex_less_t(Bt, i, c[i], row, c[row], n, lex_rel_tol, lex_abs_tol):
+                    row = i
+        if harris and r[row] < 0.0:
+            r[row] = 0.0
+        neta = _record_eta(etas, eta_row, neta, eta_cap, c, row)
+        leaving = basis[row]
+        basis[row] = entering
+        _set_wrow(basis, wrow)
+        _pivot_revised(Bt, r, c, row, wrow, qabs, erhs)
+        pivots += 1
+        since_refactor += 1
+        if leaving == 2 * n:
+            status = 0
+            break
+        if refactor_every > 0 and pivots % refactor_every == 0:
+            if _refactor_revised(M, q, d, Bt, r, basis, LU, perm, col, x, lu_max) != 0:
+                status = 3
+                break
+            if n <= lu_max:
+                base = 2
+            else:
+                base = 1
+                for i in range(n):
+                    for j in range(n):
+                        B0t[i, j] = Bt[i, j]
+            neta = 0
+            since_refactor = 0
+            _rhs_noise_all(Bt, wrow, qabs, erhs)
+        if harris and _early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
+                                          rowidx, rowval):
+            status = 0
+            break
+        entering = leaving + n if leaving < n else leaving - n
+    z0 = 0.0
+    for i in range(n):
+        z[i] = 0.0
+    for i in range(n):
+        b = basis[i]
+        if b >= n and b < 2 * n:
+            z[b - n] = r[i]
+        elif b == 2 * n:
+            z0 = r[i]
+    if status == 1 or status == 2:
+        if _check(M, q, z, w, check_tol) <= 1.0:
+            for i in range(n):
+                ray[i] = 0.0
+            status = 0
+        else:
+            return status, pivots, z0, np.inf
+    elif status != 0:
+        for i in range(n):
+            s = q[i]
+            for j in range(n):
+                s += M[i, j] * z[j]
+            w[i] = s
+        return status, pivots, z0, np.inf
+    return _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, lu_max)
+
+
+# --------------------------------------------------------------------------------------------
 # Python wrapper
 # --------------------------------------------------------------------------------------------
 
 
 _RATIO_TESTS = {"textbook": 0, "harris": 1}
+_METHODS = ("revised", "tableau")
+
+REBUILD_LU_MAX = 400
+"""Revised Lemke: up to this size a rebuild uses the tableau's own LU and solves (so the two methods agree
+bit for bit, rebuilds included); above it, the LAPACK inverse (n scalar solves would cost seconds)."""
+
+
+def _run_revised(M, q, d, max_pivots, opts, refactor, harris, Bt, r, c, LU, perm, perm2, basis, vecs, ibuf,
+                 fbuf, start):
+    """``_lemke_revised_kernel`` with M's sparse copies (sized for its nonzeros) and the eta file (one column
+    per pivot up to the next rebuild: min(max_pivots, rebuild interval or max(50, 2n)) + 1 columns)."""
+    n = q.shape[0]
+    nnz = int(np.count_nonzero(M))
+    colptr = np.empty(n + 1, np.int64)
+    rowptr = np.empty(n + 1, np.int64)
+    colidx = np.empty(nnz, np.int64)
+    rowidx = np.empty(nnz, np.int64)
+    colval = np.empty(nnz)
+    rowval = np.empty(nnz)
+    cap = min(int(max_pivots), refactor if refactor > 0 else max(50, 2 * n)) + 1
+    etas = np.empty((cap, n))
+    eta_row = np.empty(cap, np.int64)
+    B0t = np.empty((n, n)) if start == 1 or (refactor != 0 and n > REBUILD_LU_MAX) else np.empty((1, 1))
+    return _lemke_revised_kernel(
+        M, q, d, max_pivots, opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
+        opts.lex_abs_tol, opts.check_tol, refactor, harris, opts.harris_tol, opts.harris_pivot_ratio,
+        Bt, r, c, LU, perm, perm2, basis, vecs, colptr, colidx, colval, rowptr, rowidx, rowval, ibuf, fbuf,
+        B0t, etas, eta_row, REBUILD_LU_MAX, start)
 
 
 def default_max_pivots(n: int) -> int:
@@ -841,17 +1543,24 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     if opts.ratio_test not in _RATIO_TESTS:
         raise ValueError(f"LemkeOptions.ratio_test must be one of {sorted(_RATIO_TESTS)}; "
                          f"got {opts.ratio_test!r}")
+    if opts.method not in _METHODS:
+        raise ValueError(f"LemkeOptions.method must be one of {list(_METHODS)}; got {opts.method!r}")
     harris = _RATIO_TESTS[opts.ratio_test]
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
-    T, LU, perm, perm2, basis, vecs = ws.views(n)
-    status, pivots, z0, res = _lemke_kernel(
-        M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
-        opts.lex_abs_tol, opts.check_tol, refactor, harris, opts.harris_tol, opts.harris_pivot_ratio,
-        T, LU, perm, perm2, basis, vecs)
+    if opts.method == "revised":
+        Bt, r, c, LU, perm, perm2, basis, vecs, ibuf, fbuf = ws.revised_views(n)
+        status, pivots, z0, res = _run_revised(M, q, d, int(max_pivots), opts, refactor, harris, Bt, r, c, LU,
+                                               perm, perm2, basis, vecs, ibuf, fbuf, 0)
+    else:
+        T, LU, perm, perm2, basis, vecs = ws.views(n)
+        status, pivots, z0, res = _lemke_kernel(
+            M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
+            opts.lex_abs_tol, opts.check_tol, refactor, harris, opts.harris_tol, opts.harris_pivot_ratio,
+            T, LU, perm, perm2, basis, vecs)
     z, w, ray = vecs[0], vecs[1], vecs[4]
     if own:
         z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()
@@ -871,15 +1580,20 @@ def independent_basis(M, basic, rank_tol: float = 1e-10) -> np.ndarray:
     return alpha
 
 
-def _warm_tableau(M, q, alpha, T, basis, rank_tol: float = 1e-10) -> np.ndarray | None:
+def _warm_tableau(M, q, alpha, T, basis, rank_tol: float = 1e-10, rhs_out=None) -> np.ndarray | None:
     """Fill T = B⁻¹[I | −M | −d | q] and basis for the complementary basis B (z_i basic for i ∈ α, w_i
     otherwise) with d = B·1. Rows are ordered (α, β): B = [[−M_αα, 0], [−M_βα, I]], so
     B⁻¹ = [[−M_αα⁻¹, 0], [−M_βα M_αα⁻¹, I]] — one LU of M_αα and O(n²k) products (k = |α|), instead
     of an LU of the n × n basis. Dependent columns of M_αα (a pivot ≤ rank_tol times the largest) are
     first removed from α (``independent_basis``; α is updated in place). Returns d, or None if M_αα is
-    still singular or the values are not finite."""
+    still singular or the values are not finite.
+
+    With ``rhs_out`` (revised kernel) T is B⁻¹ alone, shape (n, n), and the rhs B⁻¹q goes to rhs_out: the
+    z columns B⁻¹M are not formed."""
+    revised = rhs_out is not None
     n = q.shape[0]
     rhs = 2 * n + 1
+    rcol = rhs_out if revised else T[:, rhs]
     for attempt in range(2):
         a = np.flatnonzero(alpha)
         if not a.size:
@@ -907,24 +1621,35 @@ def _warm_tableau(M, q, alpha, T, basis, rank_tol: float = 1e-10) -> np.ndarray 
     if k:
         Mba = M[np.ix_(b, a)]
         with np.errstate(all="ignore"):
-            X = scipy.linalg.lu_solve(lu, np.concatenate([M[a], q[a, None], np.eye(k)], axis=1),
-                                      check_finite=False)          # M_αα⁻¹ [M_α· | q_α | I]
-        Xm, y, inv = X[:, :n], X[:, n], X[:, n + 1:]
+            X = scipy.linalg.lu_solve(lu, np.concatenate([q[a, None], np.eye(k)] + ([] if revised else [M[a]]),
+                                                          axis=1), check_finite=False)   # M_αα⁻¹ [q_α | I | M_α·]
+        y, inv = X[:, 0], X[:, 1:k + 1]
         Ta[:, a] = -inv
-        Tb[:, a] = -(Mba @ inv)
-        Ta[:, n:2 * n] = Xm
-        np.matmul(Mba, Xm, out=Tb[:, n:2 * n])
-        Tb[:, n:2 * n] -= M[b]
-        Ta[:, rhs] = -y
-        Tb[:, rhs] = q[b] - Mba @ y
+        if revised:   # contact LCPs are a few percent dense: the product through M_βα's nonzeros
+            Tb[:, a] = -np.asarray(scipy.sparse.csr_matrix(Mba) @ inv)
+        else:
+            Tb[:, a] = -(Mba @ inv)
+        if not revised:
+            Xm = X[:, k + 1:]
+            Ta[:, n:2 * n] = Xm
+            np.matmul(Mba, Xm, out=Tb[:, n:2 * n])
+            Tb[:, n:2 * n] -= M[b]
+        rcol[:k] = -y
+        rcol[k:] = q[b] - Mba @ y
         d -= M[:, a].sum(axis=1)
     else:
-        Tb[:, n:2 * n] = -M
-        Tb[:, rhs] = q
-    T[:, 2 * n] = -1.0
-    T[:, basis] = 0.0                         # basic columns are exact unit vectors
-    T[np.arange(n), basis] = 1.0
-    if not np.all(np.isfinite(T[:, rhs])):
+        if not revised:
+            Tb[:, n:2 * n] = -M
+        rcol[:] = q
+    if not revised:
+        T[:, 2 * n] = -1.0
+        T[:, basis] = 0.0                     # basic columns are exact unit vectors
+        T[np.arange(n), basis] = 1.0
+    else:
+        wb = basis[basis < n]
+        T[:, wb] = 0.0                        # basic w's columns of B⁻¹ are exact unit vectors
+        T[np.flatnonzero(basis < n), wb] = 1.0
+    if not np.all(np.isfinite(rcol)):
         return None
     return d
 
@@ -953,16 +1678,26 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
-    T, LU, perm, perm2, basis, vecs = ws.views(n)
     alpha = np.array(basic, dtype=bool).reshape(n)
-    d = _warm_tableau(M, q, alpha, T, basis, rank_tol)
+    revised = opts.method == "revised"
+    if revised:
+        Bt, r, c, LU, perm, perm2, basis, vecs, ibuf, fbuf = ws.revised_views(n)
+        d = _warm_tableau(M, q, alpha, Bt.T, basis, rank_tol, rhs_out=r)
+    else:
+        T, LU, perm, perm2, basis, vecs = ws.views(n)
+        d = _warm_tableau(M, q, alpha, T, basis, rank_tol)
     if d is None:
         e = np.zeros(n)
         return LemkeResult(e, q.copy(), LemkeStatus.NUMERICAL_FAILURE, 0, 0.0, basis.copy(), e.copy(), np.inf)
-    status, pivots, z0, res = _lemke_kernel(
-        M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
-        opts.lex_abs_tol, opts.check_tol, refactor, _RATIO_TESTS[opts.ratio_test], opts.harris_tol,
-        opts.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs, 1)
+    if revised:
+        status, pivots, z0, res = _run_revised(M, q, d, int(max_pivots), opts, refactor,
+                                               _RATIO_TESTS[opts.ratio_test], Bt, r, c, LU, perm, perm2, basis,
+                                               vecs, ibuf, fbuf, 1)
+    else:
+        status, pivots, z0, res = _lemke_kernel(
+            M, q, d, int(max_pivots), opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,
+            opts.lex_abs_tol, opts.check_tol, refactor, _RATIO_TESTS[opts.ratio_test], opts.harris_tol,
+            opts.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs, 1)
     z, w, ray = vecs[0], vecs[1], vecs[4]
     if own:
         z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse
 
 from convexsim import dynamics
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
@@ -163,8 +164,11 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
         W = np.concatenate([Jn.T, D], axis=1)
     else:
         W = Jn.T.copy()
-    AinvW = Ainv @ W
-    B = W.T @ AinvW
+    # W is sparse (a contact touches at most two bodies' dofs): products through its nonzeros, O(nnz(W)·n_v)
+    # and O(nnz(W)·size) instead of dense O(n_v²·size) and O(n_v·size²) (the heap of a pile: ~20× less)
+    Wt = scipy.sparse.csr_matrix(W.T)
+    AinvW = np.ascontiguousarray((Wt @ Ainv.T).T)
+    B = np.asarray(Wt @ AinvW)
     B = 0.5 * (B + B.T)                                        # symmetric by construction; remove round-off
     nz = m * (d + 2) if d else m
     M = np.zeros((nz, nz))
