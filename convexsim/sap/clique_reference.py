@@ -44,17 +44,10 @@ def _cost(A, v_star, J, par, v):
     return ell, gamma, G
 
 
-def _line_search(A, v_star, J, par, v, dv, tol=1e-12, max_eval=100) -> float:
-    """argmin_α ℓ(v + α dv) on (0, ALPHA_MAX]: root of the increasing dℓ/dα, Newton with bisection."""
-    vc, dvc = J @ v, J @ dv
-    Adv = A @ dv
-    a2 = float(dv @ Adv)
-    a1 = float((v - v_star) @ Adv)
-
-    def derivs(alpha):
-        _, d1, d2 = rows_along_ray(par, vc, dvc, alpha)
-        return a1 + alpha * a2 + d1, a2 + d2
-
+def exact_step(derivs, tol=1e-12, max_eval=100) -> float:
+    """The exact line-search step: the root on (0, ALPHA_MAX] of the increasing dℓ/dα, by Newton with a
+    bisection safeguard. ``derivs(α)`` returns (dℓ/dα, d²ℓ/dα²). 0 if dℓ/dα(0) ≥ 0 (not a descent
+    direction: round-off at the optimum), ALPHA_MAX if ℓ still decreases there."""
     f0, _ = derivs(0.0)
     if f0 >= 0:  # not a descent direction (round-off at the optimum)
         return 0.0
@@ -75,6 +68,20 @@ def _line_search(A, v_star, J, par, v, dv, tol=1e-12, max_eval=100) -> float:
         if hi - lo <= 1e-15 * ALPHA_MAX:
             break
     return alpha
+
+
+def _line_search(A, v_star, J, par, v, dv, tol=1e-12, max_eval=100) -> float:
+    """argmin_α ℓ(v + α dv) on (0, ALPHA_MAX]: root of the increasing dℓ/dα, Newton with bisection."""
+    vc, dvc = J @ v, J @ dv
+    Adv = A @ dv
+    a2 = float(dv @ Adv)
+    a1 = float((v - v_star) @ Adv)
+
+    def derivs(alpha):
+        _, d1, d2 = rows_along_ray(par, vc, dvc, alpha)
+        return a1 + alpha * a2 + d1, a2 + d2
+
+    return exact_step(derivs, tol, max_eval)
 
 
 def solve_clique(A, v_star, J, par, v_guess=None, *, abs_tol=1e-14, rel_tol=1e-10,
@@ -114,4 +121,4 @@ def solve_clique(A, v_star, J, par, v_guess=None, *, abs_tol=1e-14, rel_tol=1e-1
     return CliqueResult(v, gamma, max_iterations, False, ell)
 
 
-__all__ = ["ALPHA_MAX", "CliqueResult", "solve_clique"]
+__all__ = ["ALPHA_MAX", "CliqueResult", "exact_step", "solve_clique"]

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from convexsim.sap.clique_reference import exact_step
 from convexsim.sap.constraints import eval_along_ray, eval_constraints
 from convexsim.sap.joint_constraints import NPAR_ROW, eval_rows, rows_along_ray
 
-ALPHA_MAX = 1.5
 
 
 @dataclass
@@ -102,26 +102,7 @@ class _Mixed:
                 d1, d2 = d1 + r1, d2 + r2
             return d1, d2
 
-        f0, _ = derivs(0.0)
-        if f0 >= 0:
-            return 0.0
-        fmax, _ = derivs(ALPHA_MAX)
-        if fmax <= 0:
-            return ALPHA_MAX
-        lo, hi, alpha = 0.0, ALPHA_MAX, 1.0
-        for _ in range(max_eval):
-            f, fp = derivs(alpha)
-            if abs(f) <= tol * abs(f0):
-                return alpha
-            if f < 0:
-                lo = alpha
-            else:
-                hi = alpha
-            step = alpha - f / fp if fp > 0 else np.inf
-            alpha = step if lo < step < hi else 0.5 * (lo + hi)
-            if hi - lo <= 1e-15 * ALPHA_MAX:
-                break
-        return alpha
+        return exact_step(derivs, tol, max_eval)
 
 
 def solve_mixed(A, v_star, *, kind=None, cpar=None, Jc=None, Jr=None, par=None, v_guess=None,
