@@ -52,10 +52,78 @@ _preload_cython_blas()
 
 import numba  # noqa: E402 - after the preload (which must precede numba's first kernel, not its import)
 
+from numba.core import sigutils  # noqa: E402
+from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
+
 CACHE = True
 """Cache compiled kernels on disk."""
 
-jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy")
-"""``numba.njit`` with convexsim's flags. Use as ``@jit`` or ``@jit(inline="never")``."""
+_OPTIONS = {"cache": CACHE, "fastmath": False, "error_model": "numpy"}
 
-__all__ = ["jit", "CACHE"]
+
+class LazySignatureDispatcher(CPUDispatcher):
+    """A kernel declared with explicit signatures (``@jit("float64[::1](float64[:, ::1], int64)")``) that is
+    compiled for them -- or loaded from the disk cache -- on first use instead of when its module is
+    imported: the first call from Python, or the typing of a kernel that calls it.
+
+    Afterwards it behaves as numba's eagerly compiled dispatcher: those signatures only (no specialization
+    per argument type or literal), arguments converted to them. A run whose kernels all come from the
+    disk cache then loads none of these: the cached code of a kernel includes its callees'.
+    """
+
+    _pending: tuple = ()
+    _compiling_pending = False
+
+    def _compile_pending(self) -> None:
+        if not self._pending or self._compiling_pending:
+            return
+        with global_compiler_lock:              # reentrant; another thread may have compiled them meanwhile
+            if not self._pending or self._compiling_pending:
+                return
+            from numba.core import typeinfer
+
+            self._compiling_pending = True
+            try:
+                with typeinfer.register_dispatcher(self):
+                    for sig in self._pending:
+                        self.compile(sig)
+                self.disable_compile()
+                self._pending = ()
+            finally:
+                self._compiling_pending = False
+
+    def get_call_template(self, args, kws):
+        self._compile_pending()
+        return super().get_call_template(args, kws)
+
+    def _compile_for_args(self, *args, **kws):
+        if self._pending:
+            self._compile_pending()
+            return self   # numba's C dispatcher calls what this returns: a dispatch among the compiled signatures
+        return super()._compile_for_args(*args, **kws)
+
+
+def jit(signature_or_function=None, **options):
+    """``numba.njit`` with convexsim's flags (:data:`CACHE`, no fastmath, numpy's error model).
+
+    Use as ``@jit``, ``@jit(inline="never")`` or with explicit signatures, ``@jit("int64(float64[::1])")``:
+    then a :class:`LazySignatureDispatcher`, compiled for them on first use rather than at import."""
+    options = {**_OPTIONS, **options}
+    if signature_or_function is None:
+        return numba.njit(**options)
+    if not (isinstance(signature_or_function, list) or sigutils.is_signature(signature_or_function)):
+        return numba.njit(signature_or_function, **options)
+    sigs = signature_or_function if isinstance(signature_or_function, list) else [signature_or_function]
+
+    def wrap(func):
+        disp = numba.njit(**options)(func)
+        if isinstance(disp, CPUDispatcher):      # not with NUMBA_DISABLE_JIT, which returns ``func``
+            disp.__class__ = LazySignatureDispatcher
+            disp._pending = tuple(sigs)
+        return disp
+
+    return wrap
+
+
+__all__ = ["jit", "CACHE", "LazySignatureDispatcher"]
