@@ -110,8 +110,11 @@ import convexsim._jit
 mark("numba (import)")
 import convexsim.stepping.compiled
 mark("convexsim kernel modules (dispatchers, no code loaded)")
-from numba.core.registry import cpu_target
-cpu_target.target_context.refresh()
+try:                      # numba internals: without them the initialisation lands in the next row
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()
+except Exception:
+    pass
 mark("numba target initialisation (paid by the first kernel loaded)")
 from numba.core import event
 loading = [0.0, 0, 0.0]
