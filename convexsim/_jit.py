@@ -9,13 +9,121 @@ All jitted functions use ``jit`` from here so that compilation flags live in one
 from __future__ import annotations
 
 import functools
+import sys
 
-import numba
+
+def _preload_cython_blas() -> None:
+    """Load ``scipy.linalg.cython_blas`` without running ``scipy.linalg/__init__``.
+
+    The first kernel a process compiles or loads from the cache initializes numba's CPU target, which checks
+    for BLAS with ``import scipy.linalg.cython_blas``; that import runs the whole ``scipy.linalg`` package
+    (≈ 0.25 s of CPU, most of a warm ``convexsim run``'s start-up beyond numba itself), although numba only
+    needs the extension module (the C addresses of the BLAS routines). Registering the extension module
+    under its name first makes numba's check find it; a later ``import scipy.linalg`` imports the package
+    as usual and reuses the same module. Best effort: on any surprise nothing is registered and numba
+    imports scipy.linalg itself.
+    """
+    name = "scipy.linalg.cython_blas"
+    if name in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        scipy_spec = importlib.util.find_spec("scipy")          # locates scipy, imports nothing
+        if scipy_spec is None or not scipy_spec.submodule_search_locations:
+            return
+        dirs = [f"{d}/linalg" for d in scipy_spec.submodule_search_locations]
+        spec = importlib.machinery.PathFinder.find_spec(name, dirs)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            return
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    except Exception:  # noqa: BLE001 - an unexpected scipy layout only costs the time it would have anyway
+        return
+
+
+_preload_cython_blas()
+
+import numba  # noqa: E402 - after the preload (which must precede numba's first kernel, not its import)
+
+from numba.core import sigutils  # noqa: E402
+from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
 
 CACHE = True
 """Cache compiled kernels on disk."""
 
-jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy")
-"""``numba.njit`` with convexsim's flags. Use as ``@jit`` or ``@jit(inline="never")``."""
+_OPTIONS = {"cache": CACHE, "fastmath": False, "error_model": "numpy"}
 
-__all__ = ["jit", "CACHE"]
+
+class LazySignatureDispatcher(CPUDispatcher):
+    """A kernel declared with explicit signatures (``@jit("float64[::1](float64[:, ::1], int64)")``) that is
+    compiled for them -- or loaded from the disk cache -- on first use instead of when its module is
+    imported: the first call from Python, or the typing of a kernel that calls it.
+
+    Afterwards it behaves as numba's eagerly compiled dispatcher: those signatures only (no specialization
+    per argument type or literal), arguments converted to them. A run whose kernels all come from the
+    disk cache then loads none of these: the cached code of a kernel includes its callees'.
+    """
+
+    _pending: tuple = ()
+    _compiling_pending = False
+
+    def _compile_pending(self) -> None:
+        if not self._pending or self._compiling_pending:
+            return
+        with global_compiler_lock:              # reentrant; another thread may have compiled them meanwhile
+            if not self._pending or self._compiling_pending:
+                return
+            from numba.core import typeinfer
+
+            self._compiling_pending = True
+            try:
+                with typeinfer.register_dispatcher(self):
+                    for sig in self._pending:
+                        self.compile(sig)
+                self.disable_compile()
+                self._pending = ()
+            finally:
+                self._compiling_pending = False
+
+    def get_call_template(self, args, kws):
+        self._compile_pending()
+        return super().get_call_template(args, kws)
+
+    def _compile_for_args(self, *args, **kws):
+        if self._pending:
+            self._compile_pending()
+            return self   # numba's C dispatcher calls what this returns: a dispatch among the compiled signatures
+        return super()._compile_for_args(*args, **kws)
+
+
+def jit(signature_or_function=None, **options):
+    """``numba.njit`` with convexsim's flags (:data:`CACHE`, no fastmath, numpy's error model).
+
+    Use as ``@jit``, ``@jit(inline="never")`` or with explicit signatures, ``@jit("int64(float64[::1])")``:
+    then a :class:`LazySignatureDispatcher`, compiled for them on first use rather than at import."""
+    options = {**_OPTIONS, **options}
+    if signature_or_function is None:
+        return numba.njit(**options)
+    if not (isinstance(signature_or_function, list) or sigutils.is_signature(signature_or_function)):
+        return numba.njit(signature_or_function, **options)
+    sigs = signature_or_function if isinstance(signature_or_function, list) else [signature_or_function]
+
+    def wrap(func):
+        disp = numba.njit(**options)(func)
+        if isinstance(disp, CPUDispatcher):      # not with NUMBA_DISABLE_JIT, which returns ``func``
+            disp.__class__ = LazySignatureDispatcher
+            disp._pending = tuple(sigs)
+        return disp
+
+    return wrap
+
+
+__all__ = ["jit", "CACHE", "LazySignatureDispatcher"]

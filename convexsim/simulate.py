@@ -16,17 +16,21 @@ import time as _time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
 from convexsim.kernels import KernelClock
 from convexsim.model import Model, State
-from convexsim.multibody.forest import Controls
-from convexsim.stepping import (PATHS, ConvergenceWarning, SimulationError, StepContext, StepInfo,
-                                step)
-from convexsim.stepping.compiled import supported_cached
+from convexsim.stepping import PATHS, ConvergenceWarning, SimulationError, StepInfo
+
+if TYPE_CHECKING:
+    from convexsim.stepping.context import StepContext
+
+# Imported where they are used, not here: a run of the compiled loop needs ``stepping.compiled`` only (numba
+# and its kernels, loaded when the run starts, so that ``prepare`` and the scene tools load no numba), not
+# the reference and LCP steppers, the step context or the multibody package (tests/cli/test_startup_imports).
 
 StepCallback = Callable[[Model, State, StepInfo], None]
 
@@ -250,7 +254,6 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     ``step_callback`` runs in the compiled run loop (many steps per numba call, :func:`_run_compiled`);
     "reference" steps with the Python SAP path.
     """
-    ctx = StepContext() if ctx is None else ctx
     if controller is not None and not model.has_trees:
         raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
@@ -258,49 +261,99 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     if path != "reference" and step_callback is None:
+        from convexsim.stepping.compiled import supported_cached
+
         ok, reason = supported_cached(model)
         if ok:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
         if path == "compiled":
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
+    from convexsim.stepping import step
+    from convexsim.stepping.context import StepContext
+
+    if controller is not None:
+        from convexsim.multibody.forest import Controls
+    ctx = StepContext() if ctx is None else ctx
     n_steps, _ = plan_steps(duration, model.time_step)
     rec = Recorder(model)
     rec.record(state, None)
     stats = RunStats()
-    failure = ""
-    t0 = _time.perf_counter()
-    bar = _ProgressBar(n_steps, enabled=progress)
-    clock = KernelClock(notice=progress)   # compilation / cache loads, reported apart from ms/step
-    try:
-        with warnings.catch_warnings(), clock:
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            for k in range(n_steps):
-                if controller is not None:
-                    ctx.controls = Controls.from_output(controller(model, state), model.forest)
-                state, info = step(model, state, ctx, strict=strict, path=path)
-                stats.add(info)
-                if (k + 1) % record_every == 0 or k + 1 == n_steps:
-                    rec.record(state, info)
-                if step_callback is not None:
-                    step_callback(model, state, info)
-                bar.update(k + 1, state.t, _time.perf_counter() - t0)
-    except SimulationError as exc:
-        failure = str(exc)
-    except KeyboardInterrupt as exc:
-        who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
-        failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
-        bar.close()
-        stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
-        terminated = exc if isinstance(exc, TerminationRequest) else None
-        raise RunInterrupted(rec, stats, failure, terminated) from None
-    finally:
-        bar.close()
-    stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
-    meta = {**_software_versions(), **stats.as_dict(), **dict(metadata or {})}
-    traj = rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
-                             contact_model=_contact_model_name(model), failure=failure, metadata=meta)
-    return traj, stats
+    end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
+    with end, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for k in range(n_steps):
+            if controller is not None:
+                ctx.controls = Controls.from_output(controller(model, state), model.forest)
+            state, info = step(model, state, ctx, strict=strict, path=path)
+            stats.add(info)
+            if (k + 1) % record_every == 0 or k + 1 == n_steps:
+                rec.record(state, info)
+            if step_callback is not None:
+                step_callback(model, state, info)
+            end.bar.update(k + 1, state.t, _time.perf_counter() - end.t0)
+    return end.trajectory(metadata)
+
+
+class _RunEnd:
+    """How a run loop ends, shared by the Python loop (:func:`run_model`) and the compiled one
+    (:func:`_run_compiled`); used as ``with end:`` around the loop, then ``end.trajectory(metadata)``.
+
+    Created where the loop's clock starts (``t0``); owns the progress bar (``bar``) and the
+    :class:`KernelClock` (compilation / cache loads, reported apart from ms/step), both stopped whatever
+    happens. On leaving the block:
+
+    * a ``SimulationError`` is swallowed: the run ends there and ``failure`` is its message, the frames
+      recorded so far make the trajectory;
+    * Ctrl-C or a :class:`TerminationRequest` becomes :class:`RunInterrupted`, which carries the recorder
+      and the statistics (wall time included) so that the caller writes the frames recorded so far;
+      ``current_state()`` gives the state reached, for its message (step and time).
+    """
+
+    def __init__(self, model: Model, rec: "Recorder", stats: "RunStats", n_steps: int, progress: bool,
+                 current_state: Callable[[], State]):
+        self.model, self.rec, self.stats = model, rec, stats
+        self.current_state = current_state
+        self.failure = ""
+        self.t0 = _time.perf_counter()
+        self.bar = _ProgressBar(n_steps, enabled=progress)
+        self.clock = KernelClock(notice=progress)
+
+    def __enter__(self) -> "_RunEnd":
+        self.clock.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            self.clock.__exit__(exc_type, exc, tb)
+        finally:
+            self.bar.close()
+        if exc_type is None:
+            return False
+        if issubclass(exc_type, SimulationError):
+            self.failure = str(exc)
+            return True
+        if issubclass(exc_type, KeyboardInterrupt):
+            state = self.current_state()
+            who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
+            message = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
+            self._stop_clock()
+            terminated = exc if isinstance(exc, TerminationRequest) else None
+            raise RunInterrupted(self.rec, self.stats, message, terminated) from None
+        return False
+
+    def _stop_clock(self) -> None:
+        self.stats.wall_time_s, self.stats.warmup_s = _time.perf_counter() - self.t0, self.clock.seconds
+
+    def trajectory(self, metadata: Mapping[str, Any] | None) -> tuple[Trajectory, "RunStats"]:
+        """(the trajectory of the recorded frames, with ``failure`` and the run's metadata; the statistics)."""
+        self._stop_clock()
+        model = self.model
+        meta = {**_software_versions(), **self.stats.as_dict(), **dict(metadata or {})}
+        traj = self.rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
+                                      contact_model=_contact_model_name(model), failure=self.failure,
+                                      metadata=meta)
+        return traj, self.stats
 
 
 CHUNK_SECONDS = 0.05
@@ -349,21 +402,20 @@ class _DeferSignals:
 
 def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
                   strict: bool, metadata: Mapping[str, Any] | None,
-                  ctx: StepContext) -> tuple[Trajectory, RunStats]:
+                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
     """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
     steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
     large for the dense factor is taken by the reference step (``stepping.compiled``) in between.
-    Same trajectory, statistics, failures and interruption behaviour as the Python loop."""
+    Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
+    fresh one when first needed) serves the reference steps only."""
     from convexsim.stepping import compiled_kernels as K
     from convexsim.stepping.compiled import packed
-    from convexsim.stepping.sap_stepper import sap_step
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
     rec = Recorder(model)
     rec.record(state, None)
     stats = RunStats()
-    failure = ""
     args = packed(model).args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
@@ -389,88 +441,74 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     c_normal=np.empty((rows, 3)), c_phi=np.empty(rows), c_force=np.empty((rows, 3)))
 
     contact_buffers(256)
-    t0 = _time.perf_counter()
-    bar = _ProgressBar(n_steps, enabled=progress)
-    clock = KernelClock(notice=progress)
-    try:
-        with clock:
-            while k < k_end:
-                frames = chunk // record_every + 2
-                frame_buffers(frames)
-                st = bufs.get("st")
-                if st is None or st.shape[0] < chunk:
-                    st = bufs["st"] = np.empty((chunk, 4), np.int64)
-                with _DeferSignals():
-                    c0 = _time.perf_counter()
-                    code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
-                        *args, q, v, k - step0, n_steps, chunk, record_every,
-                        bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
-                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
-                        bufs["c_force"])
-                    elapsed = _time.perf_counter() - c0
-                    # bookkeeping of the steps taken: times, frames, statistics
-                    fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
-                    f, row, base = 0, 0, k - step0
-                    # one copy per chunk; frames keep views into it
-                    fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
-                    cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
-                                            for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
-                    for i in range(taken):
-                        t += dt
-                        stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3])
-                        if f < nf and fr_step[f] == base + i + 1:
-                            n_c = int(fnc[f])
-                            rows = None
-                            if n_c:
-                                sl = slice(row, row + n_c)
-                                rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
-                                row += n_c
-                            rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
-                                             fr_stat[f, 2], n_c, rows)
-                            f += 1
-                    k += taken
-                    state = State(t=t, q=q.copy(), v=v.copy(), step=k)
-                    if code == K.RUN_NEED_CONTACT_SPACE:
-                        contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
-                        for _ in range(min(backoff, k_end - k)):
-                            state, info = sap_step(model, state, ctx, strict=strict)
-                            t, k = state.t, state.step
-                            stats.add(info)
-                            if (k - step0) % record_every == 0 or k == k_end:
-                                rec.record(state, info)
-                        q[:], v[:] = state.q, state.v
-                        backoff = min(2 * backoff, MAX_REFERENCE_RUN)
-                    elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
-                        at = k + (code == K.STEP_NONFINITE_END)
-                        raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
-                                              time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
-                    elif code == K.STEP_SOLVER_FAILED:
-                        name = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
-                                "numerical_failure")[sap_status]
-                        raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
-                                              step=k, time=t)
-                    if taken:
-                        backoff = 1
-                    if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
-                        chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
-                bar.update(k - step0, t, _time.perf_counter() - t0)
-    except SimulationError as exc:
-        failure = str(exc)
-    except KeyboardInterrupt as exc:
-        who = f"by {exc.signal_name}" if isinstance(exc, TerminationRequest) else "by the user"
-        failure = f"interrupted {who} at step {state.step} (t = {state.t:.6g} s)"
-        bar.close()
-        stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
-        terminated = exc if isinstance(exc, TerminationRequest) else None
-        raise RunInterrupted(rec, stats, failure, terminated) from None
-    finally:
-        bar.close()
-    stats.wall_time_s, stats.warmup_s = _time.perf_counter() - t0, clock.seconds
-    meta = {**_software_versions(), **stats.as_dict(), **dict(metadata or {})}
-    traj = rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
-                             contact_model=_contact_model_name(model), failure=failure, metadata=meta)
-    return traj, stats
+    end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
+    with end:
+        while k < k_end:
+            frames = chunk // record_every + 2
+            frame_buffers(frames)
+            st = bufs.get("st")
+            if st is None or st.shape[0] < chunk:
+                st = bufs["st"] = np.empty((chunk, 4), np.int64)
+            with _DeferSignals():
+                c0 = _time.perf_counter()
+                code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
+                    *args, q, v, k - step0, n_steps, chunk, record_every,
+                    bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
+                    bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
+                    bufs["c_force"])
+                elapsed = _time.perf_counter() - c0
+                # bookkeeping of the steps taken: times, frames, statistics
+                fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
+                f, row, base = 0, 0, k - step0
+                # one copy per chunk; frames keep views into it
+                fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
+                cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
+                                        for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
+                for i in range(taken):
+                    t += dt
+                    stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3])
+                    if f < nf and fr_step[f] == base + i + 1:
+                        n_c = int(fnc[f])
+                        rows = None
+                        if n_c:
+                            sl = slice(row, row + n_c)
+                            rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
+                            row += n_c
+                        rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
+                                         fr_stat[f, 2], n_c, rows)
+                        f += 1
+                k += taken
+                state = State(t=t, q=q.copy(), v=v.copy(), step=k)
+                if code == K.RUN_NEED_CONTACT_SPACE:
+                    contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
+                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
+                    from convexsim.stepping.context import StepContext
+                    from convexsim.stepping.sap_stepper import sap_step
+
+                    ctx = StepContext() if ctx is None else ctx
+                    for _ in range(min(backoff, k_end - k)):
+                        state, info = sap_step(model, state, ctx, strict=strict)
+                        t, k = state.t, state.step
+                        stats.add(info)
+                        if (k - step0) % record_every == 0 or k == k_end:
+                            rec.record(state, info)
+                    q[:], v[:] = state.q, state.v
+                    backoff = min(2 * backoff, MAX_REFERENCE_RUN)
+                elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
+                    at = k + (code == K.STEP_NONFINITE_END)
+                    raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
+                                          time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
+                elif code == K.STEP_SOLVER_FAILED:
+                    name = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+                            "numerical_failure")[sap_status]
+                    raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
+                                          step=k, time=t)
+                if taken:
+                    backoff = 1
+                if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
+                    chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
+            end.bar.update(k - step0, t, _time.perf_counter() - end.t0)
+    return end.trajectory(metadata)
 
 
 class TerminationRequest(KeyboardInterrupt):

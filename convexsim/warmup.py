@@ -1,4 +1,5 @@
-"""``convexsim warmup``: compile (or load from the disk cache) every numba kernel a run may need."""
+"""``convexsim warmup``: compile (or load from the disk cache) every numba kernel a run may need, and write the
+bytecode of convexsim's modules."""
 
 from __future__ import annotations
 
@@ -40,14 +41,33 @@ WARMUP_SCENE = {
 steps reach the collision, SAP and LCP kernels of every shipped scene."""
 
 
+def write_bytecode() -> bool:
+    """Write the bytecode cache (``__pycache__``) of convexsim's modules where it is missing or stale, so that
+    later processes do not compile their source: Python skips writing it on import when
+    ``PYTHONDONTWRITEBYTECODE`` is set, and compiling the ~50 modules of a run from source costs a few tenths of
+    a second every time.
+    Best effort (False when some file could not be written, e.g. a read-only install)."""
+    import compileall
+    from pathlib import Path
+
+    import convexsim
+
+    try:
+        return bool(compileall.compile_dir(Path(convexsim.__file__).resolve().parent, quiet=2))
+    except OSError:
+        return False
+
+
 def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
-    reference Python path, and the compiled single step of ``stepping.step``) and LCP. Returns the wall
-    time [s]; with ``progress`` the first-run notice is printed when there is anything to compile."""
+    reference Python path, and the compiled single step of ``stepping.step``) and LCP; and write the modules'
+    bytecode (:func:`write_bytecode`). Returns the wall time [s]; with ``progress`` the first-run notice is
+    printed when there is anything to compile."""
     from convexsim.stepping import step
 
     t0 = _time.perf_counter()
+    write_bytecode()
     with KernelClock(notice=progress):
         for solver, model_name in (("sap", "sap"), ("sap", "lagged"), ("sap", "similar"), ("lcp", "sap")):
             model, state, _ = prepare(WARMUP_SCENE, solver=solver, contact_model=model_name)
@@ -59,4 +79,4 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     return _time.perf_counter() - t0
 
 
-__all__ = ["warm_up", "WARMUP_SCENE"]
+__all__ = ["warm_up", "write_bytecode", "WARMUP_SCENE"]

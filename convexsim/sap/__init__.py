@@ -16,17 +16,54 @@ Public API:
     delassus_diagonal(problem) -> w
 """
 
-from convexsim.sap.friction_cone import contact_regularization
-from convexsim.sap.linalg import SymbolicCache
-from convexsim.sap.problem import ContactProblem, delassus_diagonal
-from convexsim.sap.solver import solve, solve_dense
-from convexsim.sap.types import (
-    SapConvergenceWarning,
-    SapParameters,
-    SapResult,
-    SapSolverError,
-    SapStatus,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from convexsim.sap.friction_cone import contact_regularization
+    from convexsim.sap.linalg import SymbolicCache
+    from convexsim.sap.problem import ContactProblem, delassus_diagonal
+    from convexsim.sap.solver import solve, solve_dense
+    from convexsim.sap.types import (
+        SapConvergenceWarning,
+        SapParameters,
+        SapResult,
+        SapSolverError,
+        SapStatus,
+    )
+
+_LAZY = {
+    "contact_regularization": "friction_cone",
+    "SymbolicCache": "linalg",
+    "ContactProblem": "problem",
+    "delassus_diagonal": "problem",
+    "solve": "solver",
+    "solve_dense": "solver",
+    "SapConvergenceWarning": "types",
+    "SapParameters": "types",
+    "SapResult": "types",
+    "SapSolverError": "types",
+    "SapStatus": "types",
+}
+"""Public names -> the submodule that defines them, imported on first use (PEP 562), so that a compiled
+kernel importing ``convexsim.sap.blocks`` or ``convexsim.sap.constraints`` does not import the Python
+solver, its sparse factorizations and their numba kernels."""
+
+
+def __getattr__(name: str):
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ContactProblem",

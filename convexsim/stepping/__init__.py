@@ -17,16 +17,48 @@ fresh context the same (model, state) always gives the same result.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from convexsim.model import Model, State
-from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
-                                         combined_parameters, contact_kinematics, contact_margin,
-                                         contact_velocities, pair_reach)
-from convexsim.stepping.articulated import articulated_sap_step
-from convexsim.stepping.compiled import compiled_step, compiled_step_supported, supported_cached
-from convexsim.stepping.context import LcpWarmStart, StepContext
-from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
-from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+
+if TYPE_CHECKING:
+    from convexsim.stepping.articulated import articulated_sap_step
+    from convexsim.stepping.compiled import compiled_step, compiled_step_supported, supported_cached
+    from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
+                                             combined_parameters, contact_kinematics, contact_margin,
+                                             contact_velocities, pair_reach)
+    from convexsim.stepping.context import LcpWarmStart, StepContext
+    from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
+    from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
+
+_LAZY = {
+    "articulated_sap_step": "articulated",
+    "compiled_step": "compiled", "compiled_step_supported": "compiled", "supported_cached": "compiled",
+    "ContactKinematics": "contacts", "ContactParameters": "contacts", "check_finite_state": "contacts",
+    "combined_parameters": "contacts", "contact_kinematics": "contacts", "contact_margin": "contacts",
+    "contact_velocities": "contacts", "pair_reach": "contacts",
+    "LcpWarmStart": "context", "StepContext": "context",
+    "LcpStepError": "lcp_stepper", "LcpStepInfo": "lcp_stepper", "lcp_step": "lcp_stepper",
+    "build_sap_problem": "sap_stepper", "sap_step": "sap_stepper",
+}
+"""Public names -> the submodule that defines them, imported on first use (PEP 562): a run of the compiled
+loop imports ``stepping.compiled`` and ``stepping.types`` only, not the reference, articulated and LCP
+steppers (their modules and numba kernels cost start-up time)."""
+
+
+def __getattr__(name: str):
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 PATHS = ("auto", "compiled", "reference")
@@ -51,6 +83,9 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
     Returns:
         (the state at t + dt, StepInfo of the step).
     """
+    from convexsim.stepping.compiled import compiled_step, supported_cached
+    from convexsim.stepping.context import StepContext
+
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     ctx = StepContext() if ctx is None else ctx
@@ -58,6 +93,7 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         if model.solver.kind == "lcp":
             from convexsim.stepping.lcp_trees import lcp_trees_step
             return lcp_trees_step(model, state, ctx)
+        from convexsim.stepping.articulated import articulated_sap_step
         return articulated_sap_step(model, state, ctx, strict=strict)
     if path != "reference":
         ok, reason = supported_cached(model)
@@ -66,8 +102,11 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         if path == "compiled":
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     if model.solver.kind == "lcp":
+        from convexsim.stepping.contacts import check_finite_state
+        from convexsim.stepping.lcp_stepper import lcp_step
         check_finite_state(model, state)
         return lcp_step(model, state, ctx)
+    from convexsim.stepping.sap_stepper import sap_step
     return sap_step(model, state, ctx, strict=strict)
 
 

@@ -15,15 +15,18 @@ the average force on body B over the step (A receives the opposite).
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from convexsim import dynamics, sap
 from convexsim.model import ContactModel, Model, State
-from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import (ContactKinematics, check_finite_state, contact_kinematics,
                                          contact_velocities)
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+
+if TYPE_CHECKING:   # imported by sap_step: the compiled path reads sap_parameters without the LCP workspace
+    from convexsim.stepping.context import StepContext
 
 
 def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
@@ -35,6 +38,8 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
         strict: raise SimulationError when the solver does not converge (default: warn and use the
             last iterate, a ConvergenceWarning). A non-finite result always raises.
     """
+    from convexsim.stepping.context import StepContext
+
     ctx = StepContext() if ctx is None else ctx
     if model.has_trees:                       # kinematic trees: the articulated step (stepping.articulated)
         from convexsim.stepping.articulated import articulated_sap_step

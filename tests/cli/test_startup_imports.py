@@ -1,7 +1,8 @@
 """What the light commands import: `--help` (of the command and of every subcommand), `scenes`, `info` and
 `validate` load no numba (so no kernel either), and the help texts no numpy, pydantic, scipy, matplotlib or
-dask. Checked in fresh interpreters by listing sys.modules (speed itself is measured by
-`convexsim bench --startup`, never asserted in tests)."""
+dask; `run` of a free-body SAP scene imports the compiled run loop and not the other paths (reference and
+LCP steppers, trees, studies, plotting, scipy.linalg). Checked in fresh interpreters by listing sys.modules
+(speed itself is measured by `convexsim bench --startup`, never asserted in tests)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,18 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 HEAVY_FOR_HELP = ("numba", "llvmlite", "numpy", "scipy", "pydantic", "matplotlib", "dask", "yaml", "rich")
 
 
-def _imports(args, cwd) -> tuple[int, set[str]]:
+def _all_imports(args, cwd) -> tuple[int, set[str]]:
+    """(exit code, every module name in sys.modules) of `convexsim *args` in a fresh interpreter."""
     out = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=cwd,
                          check=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
-    return result["code"], {m.split(".")[0] for m in result["modules"]}
+    return result["code"], set(result["modules"])
+
+
+def _imports(args, cwd) -> tuple[int, set[str]]:
+    """(exit code, the top-level packages imported) of `convexsim *args` in a fresh interpreter."""
+    code, modules = _all_imports(args, cwd)
+    return code, {m.split(".")[0] for m in modules}
 
 
 def _subcommands() -> list[str]:
@@ -61,3 +69,33 @@ def test_light_commands_load_no_numba(tmp_path):
         code, modules = _imports(args, tmp_path)
         assert code == 0, args
         assert not modules & {"numba", "llvmlite", "matplotlib", "dask"}, (args, sorted(modules))
+
+
+NOT_FOR_A_FREE_BODY_RUN = (
+    "matplotlib", "dask", "rich", "scipy.linalg", "scipy.sparse", "scipy.optimize",
+    "convexsim.viz", "convexsim.inverse", "convexsim.compare_engines", "convexsim.lcp", "convexsim.multibody",
+    "convexsim.stepping.lcp_stepper", "convexsim.stepping.articulated", "convexsim.stepping.context",
+    "convexsim.sap.solver", "convexsim.sap.linalg", "convexsim.sap.clique_reference",
+)
+"""Modules (and their submodules) that `run` of a free-body SAP scene must not import: the compiled run loop
+needs neither the reference, LCP and articulated steppers nor the analysis packages, and numba finds BLAS
+without the scipy.linalg package (``convexsim._jit``): its extension module ``scipy.linalg.cython_blas`` alone."""
+
+PARSER_ONLY = ("convexsim.studies", "convexsim.learn", "convexsim.identify")
+"""Packages whose ``cli`` module builds a subcommand's parser: `run` may import those two modules only."""
+
+
+def test_run_imports_only_the_compiled_path(tmp_path):
+    """Check `convexsim run sphere_drop --quiet` imports the compiled run loop and nothing for other paths."""
+    from convexsim.simulate import simulate
+
+    simulate("sphere_drop", duration=0.002)          # the kernels are compiled (or cached) before the probe
+    code, modules = _all_imports(["run", "sphere_drop", "--duration", "0.01", "--quiet"], tmp_path)
+    assert code == 0
+    assert (tmp_path / "sphere_drop.npz").is_file()
+    assert "convexsim.stepping.compiled_kernels" in modules     # the probe did run the compiled loop
+    bad = {m for m in modules for p in NOT_FOR_A_FREE_BODY_RUN if m == p or m.startswith(p + ".")}
+    bad -= {"scipy.linalg.cython_blas"}
+    bad |= {m for m in modules for p in PARSER_ONLY
+            if m.startswith(p + ".") and m != p + ".cli"}
+    assert not bad, sorted(bad)
