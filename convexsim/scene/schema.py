@@ -466,6 +466,106 @@ class ActuatorSpec(_Spec):
         return self
 
 
+class ConstraintSpec(_Spec):
+    """A weld, fixed distance or joint coupler between bodies of different trees, free bodies and the world
+    (SAP constraints; docs/articulated.md). Body frames are at the body's centre of mass with its axes."""
+
+    type: Literal["weld", "distance", "coupler"] = Field(description="'weld', 'distance' or 'coupler'.")
+    name: Name | None = Field(None, description="Name used in messages (default: constraints[i]).")
+    body_a: Name = Field("world", description="weld/distance: first body, or 'world'.")
+    body_b: Name | None = Field(None, description="weld/distance: second body (required).")
+    point_a: Vec3 = Field((0.0, 0.0, 0.0), description="distance: point P in body_a's frame (world coordinates for 'world') [m].")
+    point_b: Vec3 = Field((0.0, 0.0, 0.0), description="distance: point Q in body_b's frame [m].")
+    distance: float | None = Field(None, gt=0.0, description="distance: |PQ| to keep [m] (> 0; default: |PQ| at t = 0).")
+    stiffness: float | None = Field(None, gt=0.0, description="weld/distance: stiffness [N/m] (> 0; none: near-rigid).")
+    angular_stiffness: float | None = Field(None, gt=0.0, description="weld: angular stiffness [N·m/rad] (> 0; none: near-rigid).")
+    relaxation_time: float = Field(0.0, ge=0.0, description="weld/distance: relaxation time τ [s] of a compliant constraint (damping k·τ).")
+    joint: Name | None = Field(None, description="coupler: the driven joint q_i (revolute or prismatic).")
+    reference: Name | None = Field(None, description="coupler: the reference joint q_j (revolute or prismatic).")
+    ratio: float = Field(1.0, description="coupler: ρ in q_i = ρ q_j + offset (dimensionless, or m/rad).")
+    offset: float = Field(0.0, description="coupler: offset [rad or m].")
+
+    @model_validator(mode="after")
+    def _check_constraint(self) -> "ConstraintSpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        set_fields = self.model_fields_set
+        if self.type == "coupler":
+            for f in ("joint", "reference"):
+                if getattr(self, f) is None:
+                    problems.append(((f,), f"a coupler needs '{f}' (a joint name)", None))
+            for f in ("body_a", "body_b", "point_a", "point_b", "distance", "stiffness", "angular_stiffness",
+                      "relaxation_time"):
+                if f in set_fields:
+                    problems.append(((f,), f"'{f}' does not apply to a coupler; remove it", getattr(self, f)))
+            if self.joint is not None and self.joint == self.reference:
+                problems.append((("reference",), "a joint cannot be coupled to itself", self.reference))
+        else:
+            if self.body_b is None:
+                problems.append((("body_b",), f"a {self.type} needs 'body_b' (a body name)", None))
+            for f in ("joint", "reference", "ratio", "offset"):
+                if f in set_fields:
+                    problems.append(((f,), f"'{f}' applies to couplers only; remove it", getattr(self, f)))
+            if self.type == "weld":
+                for f in ("point_a", "point_b", "distance"):
+                    if f in set_fields:
+                        problems.append(((f,), f"'{f}' applies to distance constraints; a weld keeps the relative "
+                                         "pose of t = 0", getattr(self, f)))
+            elif "angular_stiffness" in set_fields:
+                problems.append((("angular_stiffness",), "'angular_stiffness' applies to welds only", self.angular_stiffness))
+            if self.body_b is not None and self.body_a == self.body_b:
+                problems.append((("body_b",), "a body cannot be constrained to itself", self.body_b))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+def constraint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
+    """Scene-wide checks of ``constraints``: unknown bodies and joints, couplers on joints without exactly
+    one dof, constraints between two bodies that cannot move (world or fixed)."""
+    problems: list[tuple[Loc, str, Any]] = []
+    cons = data.get("constraints") or []
+    if not cons:
+        return problems
+    bodies = {b["name"]: b for b in data.get("bodies") or []}
+    for grid in data.get("grids") or []:
+        n = int(np.prod(grid["counts"]))
+        for k in range(n if n <= MAX_GRID_BODIES else 0):
+            bodies[f"{grid['name']}_{k}"] = grid["template"]
+    joints = {j["name"]: j for j in data.get("joints") or []}
+
+    def unknown(what, name, known):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        mean = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown {what} {name!r}{mean}"
+
+    for i, c in enumerate(cons):
+        if c["type"] == "coupler":
+            for f in ("joint", "reference"):
+                jn = c[f]
+                if jn not in joints:
+                    problems.append((("constraints", i, f), unknown("joint", jn, joints), jn))
+                elif joints[jn]["type"] not in ("revolute", "prismatic"):
+                    problems.append((("constraints", i, f), f"joint {jn!r} is {joints[jn]['type']}; couplers tie "
+                                     "revolute or prismatic joints", jn))
+            continue
+        fixed = []
+        for f in ("body_a", "body_b"):
+            b = c[f]
+            if b == "world":
+                if f == "body_b":
+                    problems.append((("constraints", i, f), "body_b must be a body; put 'world' in body_a", b))
+                fixed.append(True)
+            elif b not in bodies:
+                problems.append((("constraints", i, f), unknown("body", b, bodies) + "; use a body name or 'world'", b))
+                fixed.append(False)
+            else:
+                fixed.append(bool(bodies[b].get("fixed")))
+        if all(fixed):
+            problems.append((("constraints", i, "body_b"), "both bodies are fixed (or the world); the constraint "
+                             "would move nothing", c["body_b"]))
+    return problems
+
+
 def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
     """Scene-wide checks of ``joints`` and ``actuators`` on a validated scene dump: unknown parent/child,
     a body with two parents, cycles, links that are fixed or have their own pose, duplicate joint names,
@@ -559,6 +659,9 @@ class SceneSpec(_Spec):
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
     joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
     actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
+    constraints: list[ConstraintSpec] = Field(
+        default_factory=list, description="Welds, fixed distances and joint couplers between bodies of any trees, "
+        "free bodies and the world.")
     unit_warnings: bool | None = Field(
         None, description="false silences the warnings about values almost surely in the wrong units "
         "(UNIT_RANGES; default: warn)."
@@ -574,7 +677,7 @@ class SceneSpec(_Spec):
     @model_validator(mode="after")
     def _check_references(self) -> "SceneSpec":
         dump = self.model_dump()
-        problems = cross_reference_problems(dump) + joint_problems(dump)
+        problems = cross_reference_problems(dump) + joint_problems(dump) + constraint_problems(dump)
         if problems:
             raise FieldProblems(problems)
         return self
@@ -745,6 +848,7 @@ def format_loc(loc: Loc) -> str:
 __all__ = [
     "SceneSpec",
     "BodySpec",
+    "ConstraintSpec",
     "BodyTemplate",
     "GeometrySpec",
     "GridSpec",
