@@ -306,3 +306,42 @@ constraints:
     assert np.linalg.norm(rotation_log(R_a)) > 0.05                # the pair did rotate
     assert np.allclose(R_a.T @ R_b, R0, atol=1e-6)
     assert np.allclose(R_a.T @ (state.q[1, :3] - state.q[0, :3]), [0.3, 0, 0], atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ the LCP stepper
+
+def test_lcp_distance_pendulum_period():
+    """The LCP stepper takes the rope as a bilateral pair of rigid rows: the same period claims as SAP
+    (2π√(L/g) within 0.5 %, with the amplitude correction within 1e-4) and the rope keeps its length
+    within 1e-5 m (the gap term removes the fraction s of each step's drift)."""
+    th0 = 0.1
+    xs = []
+    model, state = run(PENDULUM.format(x=math.sin(th0), z=-math.cos(th0)) + "solver: {kind: lcp}\n", 2.7,
+                       record=lambda m, s, i: xs.append(s.q[0, 0]))
+    xs = np.array(xs)
+    i = np.flatnonzero((xs[:-1] > 0) & (xs[1:] <= 0))
+    period = np.mean(np.diff((i + xs[i] / (xs[i] - xs[i + 1])) * model.time_step))
+    T0 = 2 * math.pi * math.sqrt(1.0 / G)
+    assert i.size >= 2
+    assert abs(period / T0 - 1) < 5e-3
+    assert abs(period / (T0 * (1 + th0 ** 2 / 16)) - 1) < 1e-4
+    assert abs(np.linalg.norm(state.q[0, :3]) - 1.0) < 1e-5
+
+
+def test_lcp_rigid_weld_and_coupler_hold():
+    """Rigid rows in the LCP: the weld chain's relative pose error and the geared pendulum's coupler error
+    stay below 1e-9 (rigid rows with s = 1 close each step's error exactly, up to Lemke's round-off)."""
+    model, state = run(WELD_CHAIN.format(ma=1.0, mb=1.5, extra="") + "solver: {kind: lcp}\n", 0.3)
+    assert np.all(np.abs(_weld_error(model, state, 1)) < 1e-9)
+    assert np.all(np.abs(_weld_error(model, state, 0)) < 1e-9)
+    model, state = run(COUPLED.format(rho=2.0, off=0.1) + "solver: {kind: lcp}\n", 0.3)
+    q_s, q_t = state.tree_q
+    assert abs(q_s - 2.0 * q_t - 0.1) < 1e-9
+    assert abs(q_s - 0.1) > 1e-3                                       # it moved
+
+
+def test_lcp_refuses_a_compliant_constraint_naming_it():
+    text = WELD_CHAIN.format(ma=1.0, mb=1.5, extra=", stiffness: 1.0e4") + "solver: {kind: lcp}\n"
+    model, state, _ = prepare(text)
+    with pytest.raises(ValueError, match="weld 'glue' has a finite stiffness"):
+        step(model, state, StepContext())
