@@ -25,7 +25,8 @@ from convexsim.multibody.reference_step import JointLimit
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
 
-_TYPES = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "fixed": JointType.FIXED}
+_TYPES = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "fixed": JointType.FIXED,
+          "ball": JointType.BALL, "free": JointType.FREE}
 
 
 def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np.ndarray,
@@ -83,8 +84,18 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
             j = joints[i]
             if j.type == "fixed":
                 continue
-            q0[mb.joint_qadr[n]] = j.initial_position
-            v0[mb.joint_dofadr[n]] = j.initial_velocity
+            qa, da = mb.joint_qadr[n], mb.joint_dofadr[n]
+            if j.type in ("ball", "free"):
+                nq, nv = mb.joint_nq(n), mb.joint_nv(n)
+                if not isinstance(j.initial_position, float | int):
+                    qj = np.asarray(j.initial_position, dtype=float)
+                    qj[-4:] /= np.linalg.norm(qj[-4:])
+                    q0[qa:qa + nq] = qj
+                if not isinstance(j.initial_velocity, float | int):
+                    v0[da:da + nv] = np.asarray(j.initial_velocity, dtype=float)
+                continue
+            q0[qa] = j.initial_position
+            v0[da] = j.initial_velocity
             lo = -math.inf if j.lower is None else j.lower
             hi = math.inf if j.upper is None else j.upper
             if math.isfinite(lo) or math.isfinite(hi):

@@ -397,10 +397,13 @@ class JointSpec(_Spec):
 
     The joint frame J is posed in the parent's body frame (the world frame for ``world``); at q = 0 the
     child's body frame has J's axes and its centre of mass at ``child_offset`` in J. Coordinates:
-    revolute θ [rad] about ``axis``, prismatic s [m] along ``axis``, fixed none (a weld)."""
+    revolute θ [rad] about ``axis``, prismatic s [m] along ``axis``, fixed none (a weld), ball the
+    quaternion (w, x, y, z) of the child's frame in J, free (a floating base, parent ``world``) the
+    position [m] and quaternion of the child's frame in the world."""
 
     name: Name = Field(description="Unique joint name (controllers and actuators refer to it).")
-    type: Literal["revolute", "prismatic", "fixed"] = Field(description="'revolute', 'prismatic' or 'fixed'.")
+    type: Literal["revolute", "prismatic", "fixed", "ball", "free"] = Field(
+        description="'revolute', 'prismatic', 'fixed', 'ball' or 'free'.")
     parent: Name = Field("world", description="Parent body name, or 'world' (a fixed body is also allowed).")
     child: Name = Field(description="The child body (a link: not fixed, with mass; its pose comes from the joint).")
     axis: Vec3 = Field((0.0, 0.0, 1.0), description="Joint axis in J, dimensionless (normalized; must be nonzero).")
@@ -411,20 +414,53 @@ class JointSpec(_Spec):
     upper: float | None = Field(None, description="Upper joint limit [rad or m] (none: unlimited).")
     damping: float = Field(0.0, ge=0.0, description="Joint damping [N·m·s/rad or N·s/m] (>= 0), implicit.")
     armature: float = Field(0.0, ge=0.0, description="Rotor armature [kg·m² or kg] (>= 0), added to M's diagonal.")
-    initial_position: float = Field(0.0, description="q at t = 0 [rad or m].")
-    initial_velocity: float = Field(0.0, description="q̇ at t = 0 [rad/s or m/s].")
+    initial_position: float | tuple[float, ...] = Field(
+        0.0, description="q at t = 0: a number [rad or m] (revolute, prismatic); a unit quaternion (w, x, y, z) "
+        "(ball); [x, y, z, w, qx, qy, qz] position [m] and quaternion (free).")
+    initial_velocity: float | tuple[float, ...] = Field(
+        0.0, description="q̇ at t = 0: a number [rad/s or m/s] (revolute, prismatic); ω [rad/s] in J (ball); "
+        "[ωx, ωy, ωz, vx, vy, vz] in the world [rad/s, m/s] (free).")
 
     @model_validator(mode="after")
     def _check_joint(self) -> "JointSpec":
         problems: list[tuple[Loc, str, Any]] = []
-        if self.type != "fixed" and math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
+        if self.type in ("revolute", "prismatic") and math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
             problems.append((("axis",), "must be a nonzero 3-vector", list(self.axis)))
         if self.lower is not None and self.upper is not None and self.lower > self.upper:
             problems.append((("lower",), f"lower limit {self.lower} > upper limit {self.upper}", self.lower))
-        if self.type == "fixed":
+        if self.type in ("fixed", "ball", "free"):
             for f in ("lower", "upper"):
                 if getattr(self, f) is not None:
-                    problems.append(((f,), "a fixed joint has no coordinate to limit; remove it", getattr(self, f)))
+                    problems.append(((f,), f"a {self.type} joint takes no limits (limits act on revolute and "
+                                     "prismatic joints); remove it", getattr(self, f)))
+        if self.type == "free":
+            if self.parent != "world":
+                problems.append((("parent",), "a free joint (floating base) hangs from 'world'", self.parent))
+            for f, default in (("position", (0.0, 0.0, 0.0)), ("quaternion", (1.0, 0.0, 0.0, 0.0))):
+                if tuple(getattr(self, f)) != default:
+                    problems.append(((f,), "a free joint's frame is the world frame; give the base's pose in "
+                                     "initial_position", list(getattr(self, f))))
+        sizes = {"revolute": (1, 1), "prismatic": (1, 1), "fixed": (1, 1), "ball": (4, 3), "free": (7, 6)}[self.type]
+        for f, n, what in (("initial_position", sizes[0], {4: "a unit quaternion (w, x, y, z)",
+                                                           7: "[x, y, z, w, qx, qy, qz]"}),
+                           ("initial_velocity", sizes[1], {3: "ω = [ωx, ωy, ωz] in J",
+                                                           6: "[ωx, ωy, ωz, vx, vy, vz]"})):
+            val = getattr(self, f)
+            if n == 1:
+                if not isinstance(val, float | int):
+                    problems.append(((f,), f"a {self.type} joint takes one number", list(val)))
+            elif isinstance(val, float | int):
+                if f in set(self.model_fields_set):
+                    problems.append(((f,), f"a {self.type} joint takes {what[n]}", val))
+            elif len(val) != n:
+                problems.append(((f,), f"a {self.type} joint takes {n} numbers: {what[n]}", list(val)))
+        if self.type in ("ball", "free") and isinstance(self.initial_position, tuple) and \
+                len(self.initial_position) == sizes[0]:
+            quat = self.initial_position[-4:]
+            norm = math.sqrt(sum(c * c for c in quat))
+            if abs(norm - 1.0) >= QUATERNION_NORM_TOLERANCE:
+                problems.append((("initial_position",), f"the quaternion part must be a unit quaternion (|q| = "
+                                 f"{norm:.6g})", list(self.initial_position)))
         if self.parent == self.child:
             problems.append((("child",), "a body cannot be its own parent", self.child))
         if problems:
@@ -632,8 +668,9 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             mean = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append((("actuators", a, "joint"), f"unknown joint {jn!r}{mean}", jn))
             continue
-        if joints[names[jn]]["type"] == "fixed":
-            problems.append((("actuators", a, "joint"), f"joint {jn!r} is fixed; actuators drive revolute or prismatic joints", jn))
+        if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
+            problems.append((("actuators", a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; actuators drive "
+                             "revolute or prismatic joints", jn))
         if jn in seen_act:
             problems.append((("actuators", a, "joint"), f"joint {jn!r} already has an actuator (actuators[{seen_act[jn]}])", jn))
         seen_act.setdefault(jn, a)
