@@ -450,7 +450,7 @@ class JointSpec(_Spec):
                 if not isinstance(val, float | int):
                     problems.append(((f,), f"a {self.type} joint takes one number", list(val)))
             elif isinstance(val, float | int):
-                if f in set(self.model_fields_set):
+                if val != 0.0:                      # 0 (the default, kept by dumps) means the neutral q / rest
                     problems.append(((f,), f"a {self.type} joint takes {what[n]}", val))
             elif len(val) != n:
                 problems.append(((f,), f"a {self.type} joint takes {n} numbers: {what[n]}", list(val)))
@@ -524,7 +524,8 @@ class ConstraintSpec(_Spec):
     @model_validator(mode="after")
     def _check_constraint(self) -> "ConstraintSpec":
         problems: list[tuple[Loc, str, Any]] = []
-        set_fields = self.model_fields_set
+        defaults = {name: f.default for name, f in type(self).model_fields.items()}
+        set_fields = {f for f in self.model_fields_set if getattr(self, f) != defaults[f]}   # dumps keep defaults
         if self.type == "coupler":
             for f in ("joint", "reference"):
                 if getattr(self, f) is None:

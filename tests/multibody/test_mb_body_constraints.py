@@ -345,3 +345,24 @@ def test_lcp_refuses_a_compliant_constraint_naming_it():
     model, state, _ = prepare(text)
     with pytest.raises(ValueError, match="weld 'glue' has a finite stiffness"):
         step(model, state, StepContext())
+
+
+def test_scenes_with_constraints_and_ball_free_joints_round_trip_through_dump():
+    """A trajectory's scene_yaml is a dump (defaults included): it must load back to the same scene."""
+    from convexsim.scene import dump_scene, dump_scene_compact, scene_from_yaml
+    floating = """
+bodies:
+  - {name: base, mass: 2.0, inertia: [0.02, 0.03, 0.04]}
+  - {name: hand, mass: 0.2, inertia: [0.001, 0.002, 0.002]}
+  - {name: bob, mass: 0.2, inertia: [0.001, 0.002, 0.002]}
+joints:
+  - {name: float, type: free, child: base, initial_position: [0, 0, 3, 0.7, 0.1, -0.7, 0.1]}
+  - {name: wrist, type: ball, parent: base, child: hand, initial_position: [0.9, 0.3, 0.3, 0.1]}
+  - {name: socket, type: ball, child: bob}
+constraints:
+  - {type: weld, body_b: bob}
+"""
+    for text in (MIXED, floating):
+        spec = scene_from_yaml(text)
+        assert scene_from_yaml(dump_scene(spec)) == spec
+        assert scene_from_yaml(dump_scene_compact(spec)) == spec
