@@ -190,9 +190,8 @@ def constraint_rows(model: Model, state: State, system, A_diag: np.ndarray):
         g = constraint_values(model, state, c)
         for r in range(J.shape[0]):
             w = delassus_row(J[r], A_diag)
-            if not w > 0:
-                raise BodyConstraintError(f"constraint {c.name!r}: row {r} moves no degree of freedom "
-                                          "(both sides fixed, or a singular configuration)")
+            if not w > 0:                   # the row moves no dof (e.g. a slider's rotation): nothing to do
+                continue
             if isinstance(c, JointCoupler):
                 par = holonomic_row(dt, float(g[0]), w)           # rigid: k = ∞ (coupler_row's row)
                 kind = KIND_COUPLER
