@@ -145,8 +145,9 @@ class Model:
 
     @property
     def has_trees(self) -> bool:
-        """True when the scene has kinematic trees (joints); such models take the articulated step."""
-        return self.forest is not None and len(self.forest.trees) > 0
+        """True when the scene has kinematic trees (joints) or body constraints (welds, distances,
+        couplers); such models take the articulated step."""
+        return self.forest is not None and (len(self.forest.trees) > 0 or len(self.forest.constraints) > 0)
 
     @property
     def nbody(self) -> int:

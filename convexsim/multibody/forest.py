@@ -134,11 +134,60 @@ class Controls:
 
 
 @dataclass(frozen=True)
+class Weld:
+    """Body ``body_b`` held at a fixed pose relative to ``body_a`` (a Model body index, −1 for the world).
+
+    ``p_AP`` is the point P fixed in A's body frame (COM and axes, the free-body convention; world
+    coordinates for the world) that B's centre of mass Q must coincide with, and ``R_AB`` the rotation of
+    B's frame in A's that it must keep. ``stiffness`` [N/m] and ``angular_stiffness`` [N·m/rad] are
+    infinite for a near-rigid weld; ``relaxation_time`` τ [s] (0: dt when near-rigid)."""
+
+    name: str
+    body_a: int
+    body_b: int
+    p_AP: np.ndarray
+    R_AB: np.ndarray
+    stiffness: float = math.inf
+    angular_stiffness: float = math.inf
+    relaxation_time: float = 0.0
+
+
+@dataclass(frozen=True)
+class Distance:
+    """|p_Q − p_P| = ``length`` [m] between the point P fixed in ``body_a`` (``p_AP`` in A's body frame,
+    world coordinates for the world, −1) and the point Q fixed in ``body_b`` (``p_BQ``)."""
+
+    name: str
+    body_a: int
+    body_b: int
+    p_AP: np.ndarray
+    p_BQ: np.ndarray
+    length: float
+    stiffness: float = math.inf
+    relaxation_time: float = 0.0
+
+
+@dataclass(frozen=True)
+class JointCoupler:
+    """q_i = ρ q_j + offset between two 1-dof joints of any trees (forest joint names)."""
+
+    name: str
+    joint: str
+    reference: str
+    rho: float = 1.0
+    offset: float = 0.0
+
+
+@dataclass(frozen=True)
 class Forest:
-    """The trees of a model; ``nq``/``nv`` are the sizes of ``State.tree_q``/``State.tree_v``."""
+    """The trees of a model; ``nq``/``nv`` are the sizes of ``State.tree_q``/``State.tree_v``.
+
+    ``constraints`` are the scene's welds, distances and couplers between bodies and joints of any trees
+    or free bodies (:class:`Weld`, :class:`Distance`, :class:`JointCoupler`)."""
 
     trees: tuple = ()
     joint_index: dict = field(default_factory=dict)   # joint name -> (tree, body index in the tree)
+    constraints: tuple = ()
 
     @property
     def nq(self) -> int:
@@ -251,5 +300,5 @@ def tree_step_data(tree: Tree, q: np.ndarray, v: np.ndarray, dt: float, t: float
     return A, v_star, J, par, report.kinds, report.owners, pd_rows
 
 
-__all__ = ["Actuator", "Controls", "Coupler", "Forest", "JointLimit", "Tree", "current_actuators",
+__all__ = ["Actuator", "Controls", "Coupler", "Distance", "Forest", "JointCoupler", "Weld", "JointLimit", "Tree", "current_actuators",
            "link_rows", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]

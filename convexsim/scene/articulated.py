@@ -19,13 +19,14 @@ import math
 import numpy as np
 
 from convexsim.model import State
-from convexsim.multibody.forest import Actuator, Forest, Tree, write_link_rows
+from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Tree, Weld, write_link_rows
 from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
 from convexsim.multibody.reference_step import JointLimit
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
 
-_TYPES = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "fixed": JointType.FIXED}
+_TYPES = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "fixed": JointType.FIXED,
+          "ball": JointType.BALL, "free": JointType.FREE}
 
 
 def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np.ndarray,
@@ -83,8 +84,18 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
             j = joints[i]
             if j.type == "fixed":
                 continue
-            q0[mb.joint_qadr[n]] = j.initial_position
-            v0[mb.joint_dofadr[n]] = j.initial_velocity
+            qa, da = mb.joint_qadr[n], mb.joint_dofadr[n]
+            if j.type in ("ball", "free"):
+                nq, nv = mb.joint_nq(n), mb.joint_nv(n)
+                if not isinstance(j.initial_position, float | int):
+                    qj = np.asarray(j.initial_position, dtype=float)
+                    qj[-4:] /= np.linalg.norm(qj[-4:])
+                    q0[qa:qa + nq] = qj
+                if not isinstance(j.initial_velocity, float | int):
+                    v0[da:da + nv] = np.asarray(j.initial_velocity, dtype=float)
+                continue
+            q0[qa] = j.initial_position
+            v0[da] = j.initial_velocity
             lo = -math.inf if j.lower is None else j.lower
             hi = math.inf if j.upper is None else j.upper
             if math.isfinite(lo) or math.isfinite(hi):
@@ -124,17 +135,59 @@ def attach_trees(spec, model, state, body_index: dict):
     the forest is attached and the link rows of q, v are set by forward kinematics."""
     import dataclasses
 
-    if not spec.joints:
+    if not spec.joints and not spec.constraints:
         return model, state
-    forest, tq, tv = build_forest(spec, body_index, model.body_mass, model.body_inertia, model.gravity)
+    if spec.joints:
+        forest, tq, tv = build_forest(spec, body_index, model.body_mass, model.body_inertia, model.gravity)
+    else:
+        forest, tq, tv = Forest(), np.zeros(0), np.zeros(0)
     body_dof = np.array(model.body_dof, copy=True)
     body_dof[forest.link_bodies()] = -1
     moving = np.flatnonzero(body_dof >= 0)
     body_dof[moving] = 6 * np.arange(moving.size)
-    model = dataclasses.replace(model, body_dof=body_dof, forest=forest)
     q, v = state.q.copy(), state.v.copy()
     write_link_rows(forest, q, v, tq, tv)
-    return model, State(t=state.t, q=q, v=v, step=state.step, tree_q=tq, tree_v=tv)
+    state = State(t=state.t, q=q, v=v, step=state.step, tree_q=tq, tree_v=tv)
+    if spec.constraints:
+        forest = dataclasses.replace(forest, constraints=build_constraints(spec, state, body_index))
+    model = dataclasses.replace(model, body_dof=body_dof, forest=forest)
+    return model, state
 
 
-__all__ = ["attach_trees", "build_forest"]
+def build_constraints(spec, state: State, body_index: dict) -> tuple:
+    """The scene's ``constraints`` as forest constraints, with their frames taken from the initial state
+    (a weld keeps the relative pose of t = 0; a distance without ``distance`` keeps |PQ| of t = 0)."""
+    out = []
+    for i, c in enumerate(spec.constraints):
+        name = c.name or f"constraints[{i}]"
+        if c.type == "coupler":
+            out.append(JointCoupler(name, c.joint, c.reference, float(c.ratio), float(c.offset)))
+            continue
+        a = -1 if c.body_a == "world" else body_index[c.body_a]
+        b = body_index[c.body_b]
+        pA, RA = _pose(state, a)
+        pB, RB = _pose(state, b)
+        k = math.inf if c.stiffness is None else float(c.stiffness)
+        if c.type == "weld":
+            ka = math.inf if c.angular_stiffness is None else float(c.angular_stiffness)
+            out.append(Weld(name, a, b, RA.T @ (pB - pA), RA.T @ RB, k, ka, float(c.relaxation_time)))
+            continue
+        P = pA + RA @ np.asarray(c.point_a, dtype=float)
+        Q = pB + RB @ np.asarray(c.point_b, dtype=float)
+        d0 = float(np.linalg.norm(Q - P))
+        if c.distance is None and not d0 > 1e-9:
+            raise SceneError([f"constraints[{i}].point_b: the two points coincide at t = 0 ({d0:g} m apart); a "
+                              "distance constraint needs distinct points (or give 'distance' > 0)"])
+        length = d0 if c.distance is None else float(c.distance)
+        out.append(Distance(name, a, b, np.asarray(c.point_a, dtype=float), np.asarray(c.point_b, dtype=float),
+                            length, k, float(c.relaxation_time)))
+    return tuple(out)
+
+
+def _pose(state: State, body: int):
+    if body < 0:
+        return np.zeros(3), np.eye(3)
+    return np.asarray(state.q[body, :3], dtype=float), quat_to_matrix(np.asarray(state.q[body, 3:], dtype=float))
+
+
+__all__ = ["attach_trees", "build_constraints", "build_forest"]

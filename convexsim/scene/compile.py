@@ -261,7 +261,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         scene_yaml=dump_scene_compact(spec),
     )
     state = State(t=0.0, q=q, v=v, step=0)
-    if spec.joints:                            # kinematic trees (convexsim.scene.articulated)
+    if spec.joints or spec.constraints:        # kinematic trees, body constraints (convexsim.scene.articulated)
         from convexsim.scene.articulated import attach_trees   # numba kernels only for scenes with joints
         model, state = attach_trees(spec, model, state, {b.name: i for i, b in enumerate(bodies)})
     return model, state

@@ -397,10 +397,13 @@ class JointSpec(_Spec):
 
     The joint frame J is posed in the parent's body frame (the world frame for ``world``); at q = 0 the
     child's body frame has J's axes and its centre of mass at ``child_offset`` in J. Coordinates:
-    revolute θ [rad] about ``axis``, prismatic s [m] along ``axis``, fixed none (a weld)."""
+    revolute θ [rad] about ``axis``, prismatic s [m] along ``axis``, fixed none (a weld), ball the
+    quaternion (w, x, y, z) of the child's frame in J, free (a floating base, parent ``world``) the
+    position [m] and quaternion of the child's frame in the world."""
 
     name: Name = Field(description="Unique joint name (controllers and actuators refer to it).")
-    type: Literal["revolute", "prismatic", "fixed"] = Field(description="'revolute', 'prismatic' or 'fixed'.")
+    type: Literal["revolute", "prismatic", "fixed", "ball", "free"] = Field(
+        description="'revolute', 'prismatic', 'fixed', 'ball' or 'free'.")
     parent: Name = Field("world", description="Parent body name, or 'world' (a fixed body is also allowed).")
     child: Name = Field(description="The child body (a link: not fixed, with mass; its pose comes from the joint).")
     axis: Vec3 = Field((0.0, 0.0, 1.0), description="Joint axis in J, dimensionless (normalized; must be nonzero).")
@@ -411,20 +414,53 @@ class JointSpec(_Spec):
     upper: float | None = Field(None, description="Upper joint limit [rad or m] (none: unlimited).")
     damping: float = Field(0.0, ge=0.0, description="Joint damping [N·m·s/rad or N·s/m] (>= 0), implicit.")
     armature: float = Field(0.0, ge=0.0, description="Rotor armature [kg·m² or kg] (>= 0), added to M's diagonal.")
-    initial_position: float = Field(0.0, description="q at t = 0 [rad or m].")
-    initial_velocity: float = Field(0.0, description="q̇ at t = 0 [rad/s or m/s].")
+    initial_position: float | tuple[float, ...] = Field(
+        0.0, description="q at t = 0: a number [rad or m] (revolute, prismatic); a unit quaternion (w, x, y, z) "
+        "(ball); [x, y, z, w, qx, qy, qz] position [m] and quaternion (free).")
+    initial_velocity: float | tuple[float, ...] = Field(
+        0.0, description="q̇ at t = 0: a number [rad/s or m/s] (revolute, prismatic); ω [rad/s] in J (ball); "
+        "[ωx, ωy, ωz, vx, vy, vz] in the world [rad/s, m/s] (free).")
 
     @model_validator(mode="after")
     def _check_joint(self) -> "JointSpec":
         problems: list[tuple[Loc, str, Any]] = []
-        if self.type != "fixed" and math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
+        if self.type in ("revolute", "prismatic") and math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
             problems.append((("axis",), "must be a nonzero 3-vector", list(self.axis)))
         if self.lower is not None and self.upper is not None and self.lower > self.upper:
             problems.append((("lower",), f"lower limit {self.lower} > upper limit {self.upper}", self.lower))
-        if self.type == "fixed":
+        if self.type in ("fixed", "ball", "free"):
             for f in ("lower", "upper"):
                 if getattr(self, f) is not None:
-                    problems.append(((f,), "a fixed joint has no coordinate to limit; remove it", getattr(self, f)))
+                    problems.append(((f,), f"a {self.type} joint takes no limits (limits act on revolute and "
+                                     "prismatic joints); remove it", getattr(self, f)))
+        if self.type == "free":
+            if self.parent != "world":
+                problems.append((("parent",), "a free joint (floating base) hangs from 'world'", self.parent))
+            for f, default in (("position", (0.0, 0.0, 0.0)), ("quaternion", (1.0, 0.0, 0.0, 0.0))):
+                if tuple(getattr(self, f)) != default:
+                    problems.append(((f,), "a free joint's frame is the world frame; give the base's pose in "
+                                     "initial_position", list(getattr(self, f))))
+        sizes = {"revolute": (1, 1), "prismatic": (1, 1), "fixed": (1, 1), "ball": (4, 3), "free": (7, 6)}[self.type]
+        for f, n, what in (("initial_position", sizes[0], {4: "a unit quaternion (w, x, y, z)",
+                                                           7: "[x, y, z, w, qx, qy, qz]"}),
+                           ("initial_velocity", sizes[1], {3: "ω = [ωx, ωy, ωz] in J",
+                                                           6: "[ωx, ωy, ωz, vx, vy, vz]"})):
+            val = getattr(self, f)
+            if n == 1:
+                if not isinstance(val, float | int):
+                    problems.append(((f,), f"a {self.type} joint takes one number", list(val)))
+            elif isinstance(val, float | int):
+                if val != 0.0:                      # 0 (the default, kept by dumps) means the neutral q / rest
+                    problems.append(((f,), f"a {self.type} joint takes {what[n]}", val))
+            elif len(val) != n:
+                problems.append(((f,), f"a {self.type} joint takes {n} numbers: {what[n]}", list(val)))
+        if self.type in ("ball", "free") and isinstance(self.initial_position, tuple) and \
+                len(self.initial_position) == sizes[0]:
+            quat = self.initial_position[-4:]
+            norm = math.sqrt(sum(c * c for c in quat))
+            if abs(norm - 1.0) >= QUATERNION_NORM_TOLERANCE:
+                problems.append((("initial_position",), f"the quaternion part must be a unit quaternion (|q| = "
+                                 f"{norm:.6g})", list(self.initial_position)))
         if self.parent == self.child:
             problems.append((("child",), "a body cannot be its own parent", self.child))
         if problems:
@@ -464,6 +500,107 @@ class ActuatorSpec(_Spec):
         if problems:
             raise FieldProblems(problems)
         return self
+
+
+class ConstraintSpec(_Spec):
+    """A weld, fixed distance or joint coupler between bodies of different trees, free bodies and the world
+    (SAP constraints; docs/articulated.md). Body frames are at the body's centre of mass with its axes."""
+
+    type: Literal["weld", "distance", "coupler"] = Field(description="'weld', 'distance' or 'coupler'.")
+    name: Name | None = Field(None, description="Name used in messages (default: constraints[i]).")
+    body_a: Name = Field("world", description="weld/distance: first body, or 'world'.")
+    body_b: Name | None = Field(None, description="weld/distance: second body (required).")
+    point_a: Vec3 = Field((0.0, 0.0, 0.0), description="distance: point P in body_a's frame (world coordinates for 'world') [m].")
+    point_b: Vec3 = Field((0.0, 0.0, 0.0), description="distance: point Q in body_b's frame [m].")
+    distance: float | None = Field(None, gt=0.0, description="distance: |PQ| to keep [m] (> 0; default: |PQ| at t = 0).")
+    stiffness: float | None = Field(None, gt=0.0, description="weld/distance: stiffness [N/m] (> 0; none: near-rigid).")
+    angular_stiffness: float | None = Field(None, gt=0.0, description="weld: angular stiffness [N·m/rad] (> 0; none: near-rigid).")
+    relaxation_time: float = Field(0.0, ge=0.0, description="weld/distance: relaxation time τ [s] of a compliant constraint (damping k·τ).")
+    joint: Name | None = Field(None, description="coupler: the driven joint q_i (revolute or prismatic).")
+    reference: Name | None = Field(None, description="coupler: the reference joint q_j (revolute or prismatic).")
+    ratio: float = Field(1.0, description="coupler: ρ in q_i = ρ q_j + offset (dimensionless, or m/rad).")
+    offset: float = Field(0.0, description="coupler: offset [rad or m].")
+
+    @model_validator(mode="after")
+    def _check_constraint(self) -> "ConstraintSpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        defaults = {name: f.default for name, f in type(self).model_fields.items()}
+        set_fields = {f for f in self.model_fields_set if getattr(self, f) != defaults[f]}   # dumps keep defaults
+        if self.type == "coupler":
+            for f in ("joint", "reference"):
+                if getattr(self, f) is None:
+                    problems.append(((f,), f"a coupler needs '{f}' (a joint name)", None))
+            for f in ("body_a", "body_b", "point_a", "point_b", "distance", "stiffness", "angular_stiffness",
+                      "relaxation_time"):
+                if f in set_fields:
+                    problems.append(((f,), f"'{f}' does not apply to a coupler; remove it", getattr(self, f)))
+            if self.joint is not None and self.joint == self.reference:
+                problems.append((("reference",), "a joint cannot be coupled to itself", self.reference))
+        else:
+            if self.body_b is None:
+                problems.append((("body_b",), f"a {self.type} needs 'body_b' (a body name)", None))
+            for f in ("joint", "reference", "ratio", "offset"):
+                if f in set_fields:
+                    problems.append(((f,), f"'{f}' applies to couplers only; remove it", getattr(self, f)))
+            if self.type == "weld":
+                for f in ("point_a", "point_b", "distance"):
+                    if f in set_fields:
+                        problems.append(((f,), f"'{f}' applies to distance constraints; a weld keeps the relative "
+                                         "pose of t = 0", getattr(self, f)))
+            elif "angular_stiffness" in set_fields:
+                problems.append((("angular_stiffness",), "'angular_stiffness' applies to welds only", self.angular_stiffness))
+            if self.body_b is not None and self.body_a == self.body_b:
+                problems.append((("body_b",), "a body cannot be constrained to itself", self.body_b))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+def constraint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
+    """Scene-wide checks of ``constraints``: unknown bodies and joints, couplers on joints without exactly
+    one dof, constraints between two bodies that cannot move (world or fixed)."""
+    problems: list[tuple[Loc, str, Any]] = []
+    cons = data.get("constraints") or []
+    if not cons:
+        return problems
+    bodies = {b["name"]: b for b in data.get("bodies") or []}
+    for grid in data.get("grids") or []:
+        n = int(np.prod(grid["counts"]))
+        for k in range(n if n <= MAX_GRID_BODIES else 0):
+            bodies[f"{grid['name']}_{k}"] = grid["template"]
+    joints = {j["name"]: j for j in data.get("joints") or []}
+
+    def unknown(what, name, known):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        mean = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown {what} {name!r}{mean}"
+
+    for i, c in enumerate(cons):
+        if c["type"] == "coupler":
+            for f in ("joint", "reference"):
+                jn = c[f]
+                if jn not in joints:
+                    problems.append((("constraints", i, f), unknown("joint", jn, joints), jn))
+                elif joints[jn]["type"] not in ("revolute", "prismatic"):
+                    problems.append((("constraints", i, f), f"joint {jn!r} is {joints[jn]['type']}; couplers tie "
+                                     "revolute or prismatic joints", jn))
+            continue
+        fixed = []
+        for f in ("body_a", "body_b"):
+            b = c[f]
+            if b == "world":
+                if f == "body_b":
+                    problems.append((("constraints", i, f), "body_b must be a body; put 'world' in body_a", b))
+                fixed.append(True)
+            elif b not in bodies:
+                problems.append((("constraints", i, f), unknown("body", b, bodies) + "; use a body name or 'world'", b))
+                fixed.append(False)
+            else:
+                fixed.append(bool(bodies[b].get("fixed")))
+        if all(fixed):
+            problems.append((("constraints", i, "body_b"), "both bodies are fixed (or the world); the constraint "
+                             "would move nothing", c["body_b"]))
+    return problems
 
 
 def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
@@ -532,8 +669,9 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             mean = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append((("actuators", a, "joint"), f"unknown joint {jn!r}{mean}", jn))
             continue
-        if joints[names[jn]]["type"] == "fixed":
-            problems.append((("actuators", a, "joint"), f"joint {jn!r} is fixed; actuators drive revolute or prismatic joints", jn))
+        if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
+            problems.append((("actuators", a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; actuators drive "
+                             "revolute or prismatic joints", jn))
         if jn in seen_act:
             problems.append((("actuators", a, "joint"), f"joint {jn!r} already has an actuator (actuators[{seen_act[jn]}])", jn))
         seen_act.setdefault(jn, a)
@@ -559,6 +697,9 @@ class SceneSpec(_Spec):
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
     joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
     actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
+    constraints: list[ConstraintSpec] = Field(
+        default_factory=list, description="Welds, fixed distances and joint couplers between bodies of any trees, "
+        "free bodies and the world.")
     unit_warnings: bool | None = Field(
         None, description="false silences the warnings about values almost surely in the wrong units "
         "(UNIT_RANGES; default: warn)."
@@ -574,7 +715,7 @@ class SceneSpec(_Spec):
     @model_validator(mode="after")
     def _check_references(self) -> "SceneSpec":
         dump = self.model_dump()
-        problems = cross_reference_problems(dump) + joint_problems(dump)
+        problems = cross_reference_problems(dump) + joint_problems(dump) + constraint_problems(dump)
         if problems:
             raise FieldProblems(problems)
         return self
@@ -745,6 +886,7 @@ def format_loc(loc: Loc) -> str:
 __all__ = [
     "SceneSpec",
     "BodySpec",
+    "ConstraintSpec",
     "BodyTemplate",
     "GeometrySpec",
     "GridSpec",

@@ -12,6 +12,8 @@ Generalized velocities, cliques and constraints of the step:
   the usual 3×6 block.
 * joint rows (1 row each): limits, implicit PD actuators, couplers of every tree, built exactly as
   ``convexsim.multibody.reference_step`` builds them (same function).
+* body constraints (welds 6 rows, distances and couplers 1 row, ``Forest.constraints``) between bodies
+  of different trees, free bodies and the world: convexsim.stepping.body_constraints.
 * v = argmin of the SAP cost with all of them (convexsim.sap.mixed); then free bodies are integrated as
   today and the trees by ``integrate_q``; link bodies' rows of State.q/v come from forward kinematics.
 
@@ -33,6 +35,8 @@ from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.sap.mixed import solve_mixed
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.spatial import skew
+from convexsim.stepping.body_constraints import BodyConstraintError
+from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import (_geom_sweep_radius, _select, check_finite_state, combined_parameters,
                                          contact_margin, pair_reach)
@@ -117,8 +121,15 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         Jr[r0:r0 + J.shape[0], o:o + J.shape[1]] = J
         r0 += J.shape[0]
     par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
-    return ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, A_dense, blocks,
-                             np.concatenate(v_star), np.concatenate(v0), Jr, par, kinds, pd_rows, kins)
+    system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, A_dense, blocks,
+                               np.concatenate(v_star) if v_star else np.zeros(0),
+                               np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins)
+    if forest.constraints:                   # welds, distances, couplers across trees and free bodies
+        Jb, pb, kb, _ = body_constraint_rows(model, state, system, np.diag(A_dense))
+        system.Jr = np.vstack([Jr, Jb])
+        system.par = np.vstack([par, pb])
+        system.row_kinds = kinds + kb
+    return system
 
 
 def _body_has_dofs(model: Model) -> np.ndarray:
@@ -244,7 +255,10 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
     ctx = StepContext() if ctx is None else ctx
     check_finite_state(model, state)
     controls = getattr(ctx, "controls", None)
-    system = assemble(model, state, controls)
+    try:
+        system = assemble(model, state, controls)
+    except BodyConstraintError as exc:
+        raise SimulationError(str(exc), step=state.step, time=state.t) from None
     contacts = detect_contacts(model, state, ctx)
     R_WC = dynamics.contact_frames(contacts.normal)
     Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)

@@ -16,7 +16,16 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
   the solve); the two differ only while an actuator saturates under changing contact forces. SAP's gain
   limiting (near-rigid clamp) is not applied here.
 
-Couplers and Newton restitution are not supported with trees (the step raises, naming them).
+* body constraints (``constraints:`` welds, distances, couplers; convexsim.stepping.body_constraints):
+  each scalar row g(q) = 0 with ġ = J v becomes a **bilateral** pair of frictionless rows, +J with the
+  gap term b(g) and −J with b(−g): 0 ≤ p₊ ⊥ J v + b(g) ≥ 0, 0 ≤ p₋ ⊥ −J v + b(−g) ≥ 0, so
+  −b(g) ≤ J v ≤ b(−g) and the net impulse p₊ − p₋ has either sign. With stabilization s ≤ 1 the interval is
+  never empty (for g > 0 it is [−g/dt, −s·g/dt]); with s = 1 it is the single value J v = −g/dt. These rows
+  are rigid: a constraint with a finite ``stiffness``/``angular_stiffness`` is refused (naming it), since
+  the LCP has no compliant form of it.
+
+Tree couplers given in Python (``Tree.couplers``) and Newton restitution are not supported with trees (the
+step raises, naming them).
 """
 
 from __future__ import annotations
@@ -26,9 +35,12 @@ import numpy as np
 from convexsim.model import Model, State
 from convexsim.multibody.forest import current_actuators
 from convexsim.sap.joint_constraints import limit_in_window
+from convexsim.stepping.body_constraints import BodyConstraintError, constraint_label, constraint_values
+from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
 from convexsim.stepping.contacts import _select, check_finite_state, combined_parameters
 from convexsim.stepping.context import StepContext
+from convexsim.stepping.types import SimulationError
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
                                             solve_contact_lcp)
 from convexsim import dynamics
@@ -95,6 +107,31 @@ def _pd_and_limits(model: Model, state: State, system, controls):
     return A, v_star, pds, limits
 
 
+def _bilateral_rows(model: Model, state: State, system) -> list:
+    """[(J row (nv,), ±1, ±g)] of every body constraint, two per scalar row (module docstring)."""
+    cons = model.forest.constraints
+    if not cons:
+        return []
+    for c in cons:
+        for f in ("stiffness", "angular_stiffness"):
+            if np.isfinite(getattr(c, f, np.inf)):
+                raise ValueError(f"LCP stepper: {constraint_label(c)} has a finite {f}; the LCP's constraint "
+                                 "rows are rigid (remove the stiffness or use the SAP solver)")
+    try:
+        J, _, _, owners = body_constraint_rows(model, state, system, np.diag(system.A))
+    except BodyConstraintError as exc:
+        raise SimulationError(f"LCP (articulated): {exc}", step=state.step, time=state.t) from None
+    values = {}
+    out = []
+    for r, (ci, k) in enumerate(owners):
+        if ci not in values:
+            values[ci] = constraint_values(model, state, cons[ci])
+        g = float(values[ci][k])
+        out.append((J[r], 1.0, g))
+        out.append((J[r], -1.0, -g))
+    return out
+
+
 def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -> tuple[State, LcpStepInfo]:
     """One LCP step of a model with trees (module docstring)."""
     ctx = StepContext() if ctx is None else ctx
@@ -115,6 +152,8 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         R_WC = R_WC[~idle]
         Jc = Jc.reshape(nc, 3, nv)[~idle].reshape(-1, nv)
         nc = contacts.count
+    for d, sign, gap in _bilateral_rows(model, state, system):
+        limits.append((d, sign, gap))
     nl = len(limits)
     J = np.zeros((nc + nl, 3, nv))
     J[:nc] = Jc.reshape(nc, 3, nv)
@@ -124,7 +163,10 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         bias[:nc] = gap_bias(contacts.phi, dt, s.lcp_stabilization)
         mu[:nc] = combined_parameters(model, contacts).mu
     for i, (d, sign, gap) in enumerate(limits):
-        J[nc + i, 2, d] = sign
+        if isinstance(d, np.ndarray):        # a bilateral row: d is the whole row J (nv,)
+            J[nc + i, 2] = sign * d
+        else:
+            J[nc + i, 2, d] = sign
         bias[nc + i] = gap_bias(np.array([gap]), dt, s.lcp_stabilization)[0]
     info = LcpStepInfo(contacts=contacts)
     if nc + nl == 0:

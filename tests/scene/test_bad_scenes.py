@@ -66,10 +66,18 @@ DOCUMENTED_CHECKS = [
         "joint_zero_axis": r"joints\[\d+\]\.axis"}),
     ("actuators with NaN gains or an unknown joint", {"actuator_nan_gain": r"actuators\[\d+\]\.kp",
                                                       "actuator_unknown_joint": r"actuators\[\d+\]\.joint"}),
+    ("constraints with an unknown body or joint, a coupler on a joint that is not 1-dof, NaN or non-positive "
+     "parameters, a zero distance, or a field of another constraint type", {
+        "constraint_unknown_body": r"constraints\[\d+\]\.body_b",
+        "constraint_unknown_joint": r"constraints\[\d+\]\.(joint|reference)",
+        "constraint_coupler_fixed_joint": r"constraints\[\d+\]\.joint",
+        "constraint_nan_stiffness": r"constraints\[\d+\]\.stiffness",
+        "constraint_zero_distance": r"constraints\[\d+\]\.distance",
+        "constraint_field_of_other_type": r"constraints\[\d+\]\.distance"}),
 ]
 
 
-@pytest.mark.parametrize("path", [p for p in BAD_FILES if p.stem.startswith(("joint_", "actuator_"))],
+@pytest.mark.parametrize("path", [p for p in BAD_FILES if p.stem.startswith(("joint_", "actuator_", "constraint_"))],
                          ids=lambda p: p.stem)
 def test_bad_joint_and_actuator_scenes_give_exactly_one_error(path: Path):
     problems = validate_scene_file(path)
