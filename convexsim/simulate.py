@@ -352,11 +352,10 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                   ctx: StepContext) -> tuple[Trajectory, RunStats]:
     """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
     steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
-    large for the dense factor is taken by the reference step (``stepping.compiled``) in between.
+    large for the dense factor is taken by ``compiled_step`` (supernodal factor) in between.
     Same trajectory, statistics, failures and interruption behaviour as the Python loop."""
     from convexsim.stepping import compiled_kernels as K
-    from convexsim.stepping.compiled import packed
-    from convexsim.stepping.sap_stepper import sap_step
+    from convexsim.stepping.compiled import compiled_step, packed
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
@@ -432,9 +431,9 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     state = State(t=t, q=q.copy(), v=v.copy(), step=k)
                     if code == K.RUN_NEED_CONTACT_SPACE:
                         contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
+                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # step by step (supernodal; BAD_MARGIN raises)
                         for _ in range(min(backoff, k_end - k)):
-                            state, info = sap_step(model, state, ctx, strict=strict)
+                            state, info = compiled_step(model, state, ctx, strict=strict)
                             t, k = state.t, state.step
                             stats.add(info)
                             if (k - step0) % record_every == 0 or k == k_end:

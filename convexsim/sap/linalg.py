@@ -102,10 +102,63 @@ class SymbolicCache:
         else:
             self.hits += 1
             FACTOR_STATS.reused += 1
+        self._store(key, sym)
+        return sym
+
+    def _store(self, key, sym) -> None:
         self._entries[key] = sym  # most recently used last
         while len(self._entries) > self.capacity:
             self._entries.pop(next(iter(self._entries)))
+
+    def covering(self, sizes: np.ndarray, edges: np.ndarray, factorization: str = "supernodal"):
+        """An analysis whose pattern contains the graph (same block sizes, ``edges`` (ne, 2) sorted unique
+        a subset of its edges): the most recently used such one, else a new one of the graph, or of its
+        union with the most recent pattern of the same blocks (:data:`COVER_SLACK`).
+
+        H's blocks outside the graph are zero, so the factor of H in a covering pattern is the factor in
+        the graph's own pattern with some explicit zeros: the same numbers up to round-off (a different
+        elimination order sums the updates in another order), not the same bits. Which analysis a step
+        gets depends on what this cache saw before — in the same run only; a fresh cache (a fresh step
+        context) always analyses the graph itself."""
+        sizes = np.ascontiguousarray(sizes, np.int64)
+        edges = np.ascontiguousarray(np.asarray(edges, dtype=np.int64).reshape(-1, 2))
+        nb = sizes.size
+        keys = _edge_keys(edges, nb)
+        base = None
+        for key in reversed(list(self._entries)):
+            if key[0] != factorization or key[1] != sizes.tobytes():
+                continue
+            sym = self._entries[key]
+            have = _edge_keys(sym.edges, nb)
+            if base is None:
+                base = have
+            if keys.size == 0 or (have.size >= keys.size and np.all(
+                    have[np.minimum(np.searchsorted(have, keys), have.size - 1)] == keys)):
+                self.hits += 1
+                FACTOR_STATS.reused += 1
+                self._entries[key] = self._entries.pop(key)  # most recently used last
+                return sym
+        self.misses += 1
+        if base is not None:
+            union = np.union1d(base, keys)
+            if union.size <= (1.0 + COVER_SLACK) * keys.size:
+                keys = union
+                edges = np.stack([keys // nb, keys % nb], axis=1).astype(np.int64)
+        key = (factorization, sizes.tobytes(), edges.tobytes())
+        sym = analyze(factorization, sizes, edges)
+        self._store(key, sym)
         return sym
+
+
+COVER_SLACK = 0.25
+"""``SymbolicCache.covering``: on a miss, the new graph is analysed together with the edges of the most
+recent analysis of the same blocks when that union has at most (1 + COVER_SLACK) times the new graph's
+edges (so the next steps, whose contacts come and go among the same neighbours, find it); else alone."""
+
+
+def _edge_keys(edges: np.ndarray, nb: int) -> np.ndarray:
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    return e[:, 0] * nb + e[:, 1]
 
 
 def clique_graph(constraint_cliques: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
