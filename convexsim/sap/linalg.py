@@ -112,8 +112,8 @@ class SymbolicCache:
 
     def covering(self, sizes: np.ndarray, edges: np.ndarray, factorization: str = "supernodal"):
         """An analysis whose pattern contains the graph (same block sizes, ``edges`` (ne, 2) sorted unique
-        a subset of its edges): the most recently used such one, else a new one of the graph, or of its
-        union with the most recent pattern of the same blocks (:data:`COVER_SLACK`).
+        a subset of its edges, not too many more: :data:`COVER_SLACK`): the most recently used such one,
+        else a new one of the graph, or of its union with the most recent pattern of the same blocks.
 
         H's blocks outside the graph are zero, so the factor of H in a covering pattern is the factor in
         the graph's own pattern with some explicit zeros: the same numbers up to round-off (a different
@@ -132,7 +132,7 @@ class SymbolicCache:
             have = _edge_keys(sym.edges, nb)
             if base is None:
                 base = have
-            if keys.size == 0 or (have.size >= keys.size and np.all(
+            if keys.size == 0 or (keys.size <= have.size <= (1.0 + 2.0 * COVER_SLACK) * keys.size and np.all(
                     have[np.minimum(np.searchsorted(have, keys), have.size - 1)] == keys)):
                 self.hits += 1
                 FACTOR_STATS.reused += 1
@@ -151,9 +151,11 @@ class SymbolicCache:
 
 
 COVER_SLACK = 0.25
-"""``SymbolicCache.covering``: on a miss, the new graph is analysed together with the edges of the most
-recent analysis of the same blocks when that union has at most (1 + COVER_SLACK) times the new graph's
-edges (so the next steps, whose contacts come and go among the same neighbours, find it); else alone."""
+"""``SymbolicCache.covering``: a pattern serves a graph it contains if it has at most (1 + 2·COVER_SLACK)
+times the graph's edges (a much larger one would cost more in the factor than an analysis); on a miss, the
+new graph is analysed together with the edges of the most recent analysis of the same blocks when that
+union has at most (1 + COVER_SLACK) times the new graph's edges (so the next steps, whose contacts come and
+go among the same neighbours, find it); else alone."""
 
 
 def _edge_keys(edges: np.ndarray, nb: int) -> np.ndarray:
