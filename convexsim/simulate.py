@@ -309,7 +309,7 @@ updates the progress bar and lets Ctrl-C / SIGTERM through."""
 
 MAX_REFERENCE_RUN = 32
 """After the compiled kernel meets an island too large for its dense factor, the run loop takes that step
-by the reference path, then 2, 4, … up to this many steps before it tries the compiled kernel again
+by ``compiled_step`` (supernodal factor), then 2, 4, … up to this many steps before it tries the run kernel again
 (each try costs a collision pass): a pile stays large for many steps."""
 
 _SIGNALS = ("SIGINT", "SIGTERM")
