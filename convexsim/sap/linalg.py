@@ -114,6 +114,8 @@ class SymbolicCache:
         """An analysis whose pattern contains the graph (same block sizes, ``edges`` (ne, 2) sorted unique
         a subset of its edges, not too many more: :data:`COVER_SLACK`): the most recently used such one,
         else a new one of the graph, or of its union with the most recent pattern of the same blocks.
+        Once the last analysis of these blocks costs more than :data:`COVER_MAX_FLOPS` per factorization,
+        the same as :meth:`analysis` (exact pattern).
 
         H's blocks outside the graph are zero, so the factor of H in a covering pattern is the factor in
         the graph's own pattern with some explicit zeros: the same numbers up to round-off (a different
@@ -125,9 +127,10 @@ class SymbolicCache:
         nb = sizes.size
         keys = _edge_keys(edges, nb)
         base = None
-        for key in reversed(list(self._entries)):
-            if key[0] != factorization or key[1] != sizes.tobytes():
-                continue
+        same = [k for k in reversed(list(self._entries)) if k[0] == factorization and k[1] == sizes.tobytes()]
+        if same and getattr(self._entries[same[0]], "flops", 0.0) > COVER_MAX_FLOPS:  # a large graph: exact patterns only
+            return self.analysis(sizes, edges, factorization)
+        for key in same:
             sym = self._entries[key]
             have = _edge_keys(sym.edges, nb)
             if base is None:
@@ -156,6 +159,13 @@ times the graph's edges (a much larger one would cost more in the factor than an
 new graph is analysed together with the edges of the most recent analysis of the same blocks when that
 union has at most (1 + COVER_SLACK) times the new graph's edges (so the next steps, whose contacts come and
 go among the same neighbours, find it); else alone."""
+
+
+COVER_MAX_FLOPS = 1.0e6
+"""``SymbolicCache.covering`` keeps superset patterns only while the last analysis of the same blocks costs at
+most this many multiply-adds per factorization; larger graphs get exact-pattern analyses (``analysis``).
+Measured (docs/block-sparse.md): on pile_100 (0.03–0.27 Mflop per factorization) keeping saves a quarter
+of a step, on pile_1000 (several Mflop) the extra fill of a superset costs more than the analyses it saves."""
 
 
 def _edge_keys(edges: np.ndarray, nb: int) -> np.ndarray:

@@ -293,3 +293,21 @@ def test_covering_analysis_keeps_a_superset_pattern_and_solves_to_round_off():
     assert alone.matches(sizes, small) and cache.misses == 3
     # other block sizes never share a pattern
     assert cache.covering(np.full(41, 6), full).block_sizes.size == 41 and cache.misses == 4
+
+
+def test_covering_uses_exact_patterns_for_costly_factorizations(monkeypatch):
+    """Above COVER_MAX_FLOPS per factorization (of the last analysis of the same blocks) covering analyses the
+    exact graph, like SymbolicCache.analysis."""
+    from convexsim.sap import linalg
+
+    rng = np.random.default_rng(6)
+    sizes = np.full(30, 6)
+    full = np.unique(np.sort(random_edges(30, 60, rng), axis=1), axis=0)
+    cache = linalg.SymbolicCache()
+    first = cache.covering(sizes, full)
+    assert first.flops > 0
+    monkeypatch.setattr(linalg, "COVER_MAX_FLOPS", 0.5 * first.flops)
+    sub = full[:-1]
+    exact = cache.covering(sizes, sub)
+    assert exact is not first and exact.matches(sizes, sub)
+    assert cache.covering(sizes, sub) is exact and cache.covering(sizes, full) is first  # exact-pattern cache
