@@ -388,7 +388,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     (line-search evaluations per Newton iteration).
     ``path``: the step path (``convexsim.stepping.step``): "auto" (default) times what ``simulate`` runs
     (the compiled step when the model is eligible; its supernodal factorizations run inside the kernel, so
-    factor_ms is None — counts and fill are still reported); "reference" the Python SAP path. The run owns
+    factor_ms is None — counts and fill are still reported); "reference" the Python SAP path, also taken
+    whenever ``linear_solver`` is given or ``linalg.PRUNE_PATTERN`` is set (they act on that path). The run owns
     one StepContext, as ``simulate`` does (symbolic analyses reused across steps)."""
     from convexsim import stepping
     from convexsim.sap import linalg
@@ -399,10 +400,10 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     nsteps, _ = plan_steps(dur, model.time_step)
     with forced_linear_solver(linear_solver):
         _warm_up(linear_solver or "sparse")
-        if path != "reference" and linear_solver is None:
+        if path != "reference" and linear_solver is None and not linalg.PRUNE_PATTERN:
             _warm_up_compiled(model, state)
         else:
-            path = "reference"   # a forced linear solver acts on the Python path only
+            path = "reference"   # a forced linear solver or a pruned pattern acts on the Python path only
         ctx = stepping.StepContext()
         stats = linalg.reset_factor_stats()
         its, nc, neg, bad, ls = 0, 0, 0, 0, 0
