@@ -369,7 +369,8 @@ def _warm_up_compiled(model, state) -> None:
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     compiled.compiled_step(model, state, StepContext())
-    compiled._supernodal_step(model, state, StepContext(), False, pm, q, v, np.empty_like(q), np.empty_like(v))
+    compiled._supernodal_step(model, state, StepContext(), False, pm, q, v, np.empty_like(q),
+                              np.empty_like(v))
 
 
 def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None,
@@ -389,8 +390,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     ``path``: the step path (``convexsim.stepping.step``): "auto" (default) times what ``simulate`` runs
     (the compiled step when the model is eligible; its supernodal factorizations run inside the kernel, so
     factor_ms is None — counts and fill are still reported); "reference" the Python SAP path, also taken
-    whenever ``linear_solver`` is given or ``linalg.PRUNE_PATTERN`` is set (they act on that path). The run owns
-    one StepContext, as ``simulate`` does (symbolic analyses reused across steps)."""
+    whenever ``linear_solver`` is given or ``linalg.PRUNE_PATTERN`` is set (they act on that path). The
+    run owns one StepContext, as ``simulate`` does (symbolic analyses reused across steps)."""
     from convexsim import stepping
     from convexsim.sap import linalg
     from convexsim.simulate import plan_steps, prepare
@@ -423,7 +424,8 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "ms_per_step": 1e3 * wall / nsteps, "cpu_ms_per_step": 1e3 * cpu / nsteps, "iterations": its / nsteps,
         "ls_per_iteration": ls / its if its else None, "contacts": nc / nsteps,
         "penetrating": neg / nsteps,
-        "factor_ms": 1e3 * stats.factor_s / nsteps if stats.factor_s > 0 or not stats.factorizations else None,
+        "factor_ms": (1e3 * stats.factor_s / nsteps if stats.factor_s > 0 or not stats.factorizations
+                      else None),
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
         "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,

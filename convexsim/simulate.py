@@ -309,7 +309,8 @@ updates the progress bar and lets Ctrl-C / SIGTERM through."""
 
 MAX_REFERENCE_RUN = 32
 """After the compiled kernel meets an island too large for its dense factor, the run loop takes that step
-by ``compiled_step`` (supernodal factor), then 2, 4, … up to this many steps before it tries the run kernel again
+by ``compiled_step`` (supernodal factor), then 2, 4, … up to this many steps before it tries the run kernel
+again
 (each try costs a collision pass): a pile stays large for many steps."""
 
 _SIGNALS = ("SIGINT", "SIGTERM")
@@ -431,7 +432,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     state = State(t=t, q=q.copy(), v=v.copy(), step=k)
                     if code == K.RUN_NEED_CONTACT_SPACE:
                         contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # step by step (supernodal; BAD_MARGIN raises)
+                    elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # compiled_step (BAD_MARGIN raises)
                         for _ in range(min(backoff, k_end - k)):
                             state, info = compiled_step(model, state, ctx, strict=strict)
                             t, k = state.t, state.step

@@ -128,7 +128,7 @@ class SymbolicCache:
         keys = _edge_keys(edges, nb)
         base = None
         same = [k for k in reversed(list(self._entries)) if k[0] == factorization and k[1] == sizes.tobytes()]
-        if same and getattr(self._entries[same[0]], "flops", 0.0) > COVER_MAX_FLOPS:  # a large graph: exact patterns only
+        if same and getattr(self._entries[same[0]], "flops", 0.0) > COVER_MAX_FLOPS:  # large: exact patterns
             return self.analysis(sizes, edges, factorization)
         for key in same:
             sym = self._entries[key]

@@ -185,8 +185,8 @@ def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False)
      force) = K.step_kernel(*pm.args(strict), q, v, q_out, v_out)
     if status == K.STEP_TOO_LARGE:
         return _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
-    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,
-                   point, normal, gamma, force, q_out, v_out)
+    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms,
+                   phi, point, normal, gamma, force, q_out, v_out)
 
 
 def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
@@ -217,8 +217,8 @@ def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
         FACTOR_STATS.h_blocks += int(iterations) * sym.h_blocks
         FACTOR_STATS.graph_edges += int(iterations) * int(prep[18].shape[0])
         FACTOR_STATS.kept_edges += int(iterations) * int(sn_edges.shape[0])
-    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, *prep[:4],
-                   gamma, force, q_out, v_out)
+    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid,
+                   *prep[:4], gamma, force, q_out, v_out)
 
 
 def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,

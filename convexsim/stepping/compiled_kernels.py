@@ -16,8 +16,10 @@ in the same order and with the same kernels wherever the reference path has one:
    of the contact graph),
 6. symplectic Euler (``dynamics.integrate``) and a finite check of the new state.
 
-An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored here: the kernel returns
-STEP_TOO_LARGE before changing anything and the caller takes the reference step (supernodal factor).
+An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored by ``step_kernel``: it returns
+STEP_TOO_LARGE before changing anything, and the caller takes the step in two calls, :func:`step_prepare`
+(stages 1–4 and the clique graph) and :func:`step_finish` (stages 5–6) with the supernodal Cholesky of
+``sap.supernodal`` on a symbolic analysis made in Python between the two (``stepping.compiled``).
 So does a step whose margin shares are not finite (STEP_BAD_MARGIN, e.g. |g| overflowing): the reference
 step then raises its ValueError.
 
@@ -966,15 +968,16 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
     Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual,
     geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3), gamma (nc, 3), force_world (nc, 3)).
     """
-    status, bad, max_n, prep = step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb,
-                                            geom_type, geom_size, geom_body, geom_pos, geom_quat, geom_rho,
-                                            geom_k, geom_mu, geom_tau, geom_d, q, v)
+    status, bad, max_n, prep = step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia,
+                                            body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
+                                            geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v)
     geoms, phi, point, normal = prep[0], prep[1], prep[2], prep[3]
     nc = phi.shape[0]
     if status != STEP_OK:
         return status, bad, 0, 0, 0, 0.0, geoms, phi, point, normal, np.zeros((nc, 3)), np.zeros((nc, 3))
     if max_n > ipar[I_ISLAND_MAX_DOFS]:
-        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, np.zeros((nc, 3)), np.zeros((nc, 3))
+        zeros = np.zeros((nc, 3))
+        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, zeros, zeros.copy()
     sn, sn_edges = no_supernodal()
     (status, bad, sap_status, iterations, ls_evals, resid, gamma,
      force) = step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, False, sn, sn_edges)

@@ -286,7 +286,8 @@ def test_covering_analysis_keeps_a_superset_pattern_and_solves_to_round_off():
                       if not np.any((full[:, 0] == a) & (full[:, 1] == b_))][:3])
     grown = np.unique(np.concatenate([sub, extra]), axis=0)
     union = cache.covering(sizes, grown)
-    assert cache.misses == 2 and union.edges.shape[0] == np.unique(np.concatenate([full, extra]), axis=0).shape[0]
+    assert cache.misses == 2
+    assert union.edges.shape[0] == np.unique(np.concatenate([full, extra]), axis=0).shape[0]
     # a graph much smaller than the pattern: analysed alone (the union would exceed the slack)
     small = full[:10]
     alone = cache.covering(sizes, small)
