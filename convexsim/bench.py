@@ -358,8 +358,23 @@ def forced_linear_solver(choice: str | None):
         solver._make_hessian = original
 
 
+def _warm_up_compiled(model, state) -> None:
+    """Load the compiled step's kernels (both the one-call step and the two-call supernodal step) outside the
+    timed window: one step of each from the scene's initial state, in a throwaway context."""
+    from convexsim.stepping import StepContext, compiled
+
+    if not compiled.supported_cached(model)[0]:
+        return
+    pm = compiled.packed(model)
+    q = np.ascontiguousarray(state.q, dtype=np.float64)
+    v = np.ascontiguousarray(state.v, dtype=np.float64)
+    compiled.compiled_step(model, state, StepContext())
+    compiled._supernodal_step(model, state, StepContext(), False, pm, q, v, np.empty_like(q),
+                              np.empty_like(v))
+
+
 def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None,
-                    slip_curvature: float | None = None, path: str = "reference") -> dict:
+                    slip_curvature: float | None = None, path: str = "auto") -> dict:
     """Step a scene from its initial state for ``duration`` (default: the scene's) and return per-step
     averages over that whole window. Numba compilation happens in an untimed warm-up before.
 
@@ -372,9 +387,11 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     ``linear_solver``: forces SapParameters.linear_solver ("sparse", "block", "dense") for the run;
     ``slip_curvature``: sets the scene's solver.slip_curvature κ (None: the scene's). Also: ls_per_iteration
     (line-search evaluations per Newton iteration).
-    ``path``: the step path (``convexsim.stepping.step``); "reference" (default) times the Python SAP
-    path, whose factorizations this table reports (the compiled path has its own table,
-    :func:`compiled_comparison`)."""
+    ``path``: the step path (``convexsim.stepping.step``): "auto" (default) times what ``simulate`` runs
+    (the compiled step when the model is eligible; its supernodal factorizations run inside the kernel, so
+    factor_ms is None — counts and fill are still reported); "reference" the Python SAP path, also taken
+    whenever ``linear_solver`` is given or ``linalg.PRUNE_PATTERN`` is set (they act on that path). The
+    run owns one StepContext, as ``simulate`` does (symbolic analyses reused across steps)."""
     from convexsim import stepping
     from convexsim.sap import linalg
     from convexsim.simulate import plan_steps, prepare
@@ -384,12 +401,17 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     nsteps, _ = plan_steps(dur, model.time_step)
     with forced_linear_solver(linear_solver):
         _warm_up(linear_solver or "sparse")
+        if path != "reference" and linear_solver is None and not linalg.PRUNE_PATTERN:
+            _warm_up_compiled(model, state)
+        else:
+            path = "reference"   # a forced linear solver or a pruned pattern acts on the Python path only
+        ctx = stepping.StepContext()
         stats = linalg.reset_factor_stats()
         its, nc, neg, bad, ls = 0, 0, 0, 0, 0
         t0 = time.perf_counter()
         c0 = time.process_time()
         for _ in range(nsteps):
-            state, info = stepping.step(model, state, path=path)
+            state, info = stepping.step(model, state, ctx, path=path)
             its += info.iterations
             ls += info.line_search_evaluations
             nc += info.contacts.count
@@ -401,7 +423,9 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "scene": Path(str(scene)).stem, "bodies": int((~model.body_fixed).sum()), "steps": nsteps,
         "ms_per_step": 1e3 * wall / nsteps, "cpu_ms_per_step": 1e3 * cpu / nsteps, "iterations": its / nsteps,
         "ls_per_iteration": ls / its if its else None, "contacts": nc / nsteps,
-        "penetrating": neg / nsteps, "factor_ms": 1e3 * stats.factor_s / nsteps,
+        "penetrating": neg / nsteps,
+        "factor_ms": (1e3 * stats.factor_s / nsteps if stats.factor_s > 0 or not stats.factorizations
+                      else None),
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
         "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,
@@ -421,10 +445,11 @@ def scene_row(r: dict) -> str:
     / of H in the factored pattern; kept = edges of that pattern / edges of the clique graph; ls/iter =
     line-search evaluations per Newton iteration)."""
     fill = "—" if r["fill"] is None else f"{r['fill']:.2f}"
+    factor = "in kernel" if r["factor_ms"] is None else f"{r['factor_ms']:.2f}"
     kept = "—" if r.get("kept") is None else f"{r['kept']:.2f}"
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
             f"{r['iterations']:>10.1f}{'—' if r.get('ls_per_iteration') is None else format(r['ls_per_iteration'], '.2f'):>8}"
-            f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{r['factor_ms']:>10.2f}{r['analyze_ms']:>11.2f}"
+            f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{factor:>10}{r['analyze_ms']:>11.2f}"
             f"{fill:>9}{kept:>6}{r['unconverged']:>7}")
 
 

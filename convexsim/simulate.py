@@ -362,7 +362,8 @@ updates the progress bar and lets Ctrl-C / SIGTERM through."""
 
 MAX_REFERENCE_RUN = 32
 """After the compiled kernel meets an island too large for its dense factor, the run loop takes that step
-by the reference path, then 2, 4, … up to this many steps before it tries the compiled kernel again
+by ``compiled_step`` (supernodal factor), then 2, 4, … up to this many steps before it tries the run kernel
+again
 (each try costs a collision pass): a pile stays large for many steps."""
 
 _SIGNALS = ("SIGINT", "SIGTERM")
@@ -405,11 +406,11 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                   ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
     """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
     steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
-    large for the dense factor is taken by the reference step (``stepping.compiled``) in between.
+    large for the dense factor is taken by ``compiled_step`` (supernodal factor) in between.
     Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
-    fresh one when first needed) serves the reference steps only."""
+    fresh one when first needed) serves those large-island steps only."""
     from convexsim.stepping import compiled_kernels as K
-    from convexsim.stepping.compiled import packed
+    from convexsim.stepping.compiled import compiled_step, packed
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
@@ -481,13 +482,12 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k)
                 if code == K.RUN_NEED_CONTACT_SPACE:
                     contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # reference (BAD_MARGIN raises)
+                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # compiled_step (BAD_MARGIN raises)
                     from convexsim.stepping.context import StepContext
-                    from convexsim.stepping.sap_stepper import sap_step
 
                     ctx = StepContext() if ctx is None else ctx
                     for _ in range(min(backoff, k_end - k)):
-                        state, info = sap_step(model, state, ctx, strict=strict)
+                        state, info = compiled_step(model, state, ctx, strict=strict)
                         t, k = state.t, state.step
                         stats.add(info)
                         if (k - step0) % record_every == 0 or k == k_end:

@@ -9,9 +9,11 @@ Which models: :func:`compiled_step_supported` is the one place that decides (fre
 shipped primitive shapes, the SAP solver with any of its contact models, valid materials).
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
-contact graph). An island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is left to the
-reference step (supernodal factor with a cached symbolic analysis), one step at a time: the compiled
-kernel stops before that step and the caller runs ``sap_step`` for it, then continues compiled.
+contact graph). A step with an island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is taken in
+two kernel calls with the supernodal Cholesky (``sap.supernodal``) inside the compiled Newton loop; its
+symbolic analysis is done in Python, only when the contact graph leaves the pattern of the step context's
+last analysis (``SymbolicCache.covering``: a superset pattern is kept across steps, exact up to round-off).
+The run loop (``run_kernel``) stops before such a step and the caller takes it with :func:`compiled_step`.
 """
 
 from __future__ import annotations
@@ -165,16 +167,63 @@ def _nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) 
 
 
 def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
-    """One SAP step by the compiled kernel (same contract as ``sap_stepper.sap_step``).
+    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``).
 
-    A step whose island is too large for the dense factor is taken by ``sap_step`` (module docstring)."""
+    A step with an island too large for the dense factor is taken by :func:`_supernodal_step` (module
+    docstring); ``ctx.big_islands`` remembers that, so the next step starts there (same result)."""
+    from convexsim.stepping.context import StepContext
+
+    ctx = StepContext() if ctx is None else ctx
     pm = packed(model)
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out = np.empty_like(q)
     v_out = np.empty_like(v)
+    if ctx.big_islands:
+        return _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
     (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
      force) = K.step_kernel(*pm.args(strict), q, v, q_out, v_out)
+    if status == K.STEP_TOO_LARGE:
+        return _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
+    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms,
+                   phi, point, normal, gamma, force, q_out, v_out)
+
+
+def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
+    """The step in two kernel calls: ``step_prepare`` (collision, problem, clique graph), then
+    ``step_finish`` — dense island factors if every island fits, else the supernodal factor of an
+    analysis from ``ctx.symbolic.covering`` (Python, only when the graph leaves the analysed pattern)."""
+    args = pm.args(strict)
+    status, bad, max_n, prep = K.step_prepare(*args, q, v)
+    if status != K.STEP_OK:
+        return _result(model, state, pm, ctx, strict, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, q_out,
+                       v_out)
+    use_sn = bool(max_n > args[1][K.I_ISLAND_MAX_DOFS])
+    ctx.big_islands = use_sn
+    sym = None
+    if use_sn:
+        sym = ctx.symbolic.covering(prep[8], prep[18])
+        sn = tuple(np.ascontiguousarray(getattr(sym, f), dtype=np.int64) for f in K.SN_FIELDS)
+        sn_edges = np.ascontiguousarray(sym.edges, dtype=np.int64).reshape(-1, 2)
+    else:
+        sn, sn_edges = K.no_supernodal()
+    (status, bad, sap_status, iterations, ls_evals, resid, gamma,
+     force) = K.step_finish(args[0], args[1], args[5], q, v, q_out, v_out, prep, use_sn, sn, sn_edges)
+    if sym is not None:
+        from convexsim.sap.linalg import FACTOR_STATS   # instrumentation for `convexsim bench` (no time)
+
+        FACTOR_STATS.factorizations += int(iterations)
+        FACTOR_STATS.l_blocks += int(iterations) * sym.l_blocks
+        FACTOR_STATS.h_blocks += int(iterations) * sym.h_blocks
+        FACTOR_STATS.graph_edges += int(iterations) * int(prep[18].shape[0])
+        FACTOR_STATS.kept_edges += int(iterations) * int(sn_edges.shape[0])
+    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid,
+                   *prep[:4], gamma, force, q_out, v_out)
+
+
+def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,
+            point, normal, gamma, force, q_out, v_out) -> tuple[State, StepInfo]:
+    """(new state, StepInfo) of a kernel step, or the reference step / an exception for its failure codes."""
     if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # the reference step (it raises for the latter)
         from convexsim.stepping.sap_stepper import sap_step
 
@@ -193,7 +242,7 @@ def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False)
         msg = f"SAP did not converge ({info.status}) after {info.iterations} iterations"
         if status == K.STEP_SOLVER_FAILED:
             raise SimulationError(msg, step=state.step, time=state.t)
-        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=3)
+        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
     t_new = state.t + model.time_step
     if status == K.STEP_NONFINITE_END:
         raise _nonfinite_error(model, state, bad, state.step + 1, t_new)

@@ -16,8 +16,10 @@ in the same order and with the same kernels wherever the reference path has one:
    of the contact graph),
 6. symplectic Euler (``dynamics.integrate``) and a finite check of the new state.
 
-An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored here: the kernel returns
-STEP_TOO_LARGE before changing anything and the caller takes the reference step (supernodal factor).
+An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored by ``step_kernel``: it returns
+STEP_TOO_LARGE before changing anything, and the caller takes the step in two calls, :func:`step_prepare`
+(stages 1–4 and the clique graph) and :func:`step_finish` (stages 5–6) with the supernodal Cholesky of
+``sap.supernodal`` on a symbolic analysis made in Python between the two (``stepping.compiled``).
 So does a step whose margin shares are not finite (STEP_BAD_MARGIN, e.g. |g| overflowing): the reference
 step then raises its ValueError.
 
@@ -37,7 +39,7 @@ from convexsim._jit import jit
 from convexsim.geometry.broadphase import sweep_and_prune_pairs
 from convexsim.geometry.collide import narrow_phase
 from convexsim.geometry.transforms import geom_world_poses_kernel
-from convexsim.sap import blocks
+from convexsim.sap import blocks, supernodal
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
 from convexsim.sap.friction_cone import regularization
 from convexsim.sap.hunt_crossley import hc_kernel_parameters
@@ -463,14 +465,70 @@ def _islands(ncl, edges):
     return island, count
 
 
+SN_FIELDS = ("sn_col", "sn_rowptr", "sn_rows", "sn_valptr", "upd_ptr", "upd_target", "upd_first",
+             "upd_relptr", "upd_rel", "diag_dst", "diag_stride", "edge_dst", "edge_stride", "edge_transposed",
+             "scalar_perm")
+"""The fields of a ``sap.supernodal.SupernodalSymbolic`` that :func:`newton_solve` takes (in this order,
+one tuple of int64 arrays)."""
+SN_VALPTR = 3
+
+
+@jit
+def _supernodal_solve(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn, values, grad, x, dv):
+    """dv = −H⁻¹ grad with H's blocks scattered into the panels of the analysis ``sn`` and factored by
+    ``sap.supernodal`` (the kernels and operation order of ``supernodal.factor`` / ``supernodal.solve``).
+    Returns False if H is not numerically SPD or dv is not finite."""
+    supernodal._scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn[9], sn[10], sn[11],
+                          sn[12], sn[13], values)
+    bad = supernodal._factor_kernel(sn[0], sn[1], sn[3], sn[4], sn[5], sn[6], sn[7], sn[8], values, False)
+    if bad >= 0:
+        return False
+    perm = sn[14]
+    n = perm.shape[0]
+    for p in range(n):
+        x[p, 0] = -grad[perm[p]]
+    supernodal._solve_kernel(sn[0], sn[1], sn[2], sn[3], values, x)
+    for p in range(n):
+        dv[perm[p]] = x[p, 0]
+    return True
+
+
+@jit
+def _pattern_edges(cliques, ncl, sn_edges):
+    """The edge of every constraint in the (superset) pattern ``sn_edges`` (sorted unique pairs a < b),
+    -1 for a one-clique constraint; -2 if some pair is missing from the pattern."""
+    nk = cliques.shape[0]
+    ne = sn_edges.shape[0]
+    keys = np.empty(ne, np.int64)
+    for e in range(ne):
+        keys[e] = sn_edges[e, 0] * ncl + sn_edges[e, 1]
+    out = -np.ones(nk, np.int64)
+    for i in range(nk):
+        if cliques[i, 1] >= 0:
+            a = min(cliques[i, 0], cliques[i, 1])
+            b = max(cliques[i, 0], cliques[i, 1])
+            key = a * ncl + b
+            e = np.searchsorted(keys, key)
+            if e >= ne or keys[e] != key:
+                out[0] = -2
+                return out
+            out[i] = e
+    return out
+
+
 @jit
 def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star, cliques, J_ptr, J_values,
-                 kind, cpar, v):
+                 kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
     """SAP Newton iterations of ``sap.solver._NewtonRun.iterate`` on one (participating) problem, v in place.
 
+    ``edges``, ``constraint_edge``: the clique graph (``_clique_graph``). ``use_sn`` False: H is factored
+    by a dense Cholesky per island; True: by the supernodal Cholesky (``sap.supernodal``) of the symbolic
+    analysis ``sn`` (:data:`SN_FIELDS` of a ``SupernodalSymbolic``) of the pattern ``sn_edges``, which must
+    contain ``edges`` (a superset pattern gives the same factor up to round-off).
+
     Returns (status, iterations, line-search evaluations, r, s, gamma (nk, 3), too_large) with r, s the
-    momentum residual and its scale at the last evaluation; too_large: an island exceeds the dense limit
-    (nothing was solved)."""
+    momentum residual and its scale at the last evaluation; too_large: an island exceeds the dense limit,
+    or the pattern misses an edge (nothing was solved)."""
     nv = v.shape[0]
     nk = cliques.shape[0]
     ncl = clique_sizes.shape[0]
@@ -489,7 +547,11 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         for k in range(n):
             D[clique_start[c] + k] = 1.0 / math.sqrt(A_values[A_ptr[c] + k * (n + 1)])
     # Hessian layout and islands
-    edges, constraint_edge = _clique_graph(cliques)
+    if use_sn:
+        edges = sn_edges
+        constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
+        if nk > 0 and constraint_edge[0] == -2:
+            return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
     island, nisl = _islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
     pos_in_island = np.empty(ncl, np.int64)
@@ -499,7 +561,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     max_n = 0
     for i in range(nisl):
         max_n = max(max_n, isl_size[i])
-    too_large = max_n > ipar[I_ISLAND_MAX_DOFS]
+    too_large = max_n > ipar[I_ISLAND_MAX_DOFS] and not use_sn
     diag_ptr = np.empty(ncl, np.int64)
     total = 0
     for c in range(ncl):
@@ -538,6 +600,13 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     s = 0.0
     if too_large:
         return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    if use_sn:
+        max_n = 0
+        sn_values = np.empty(sn[SN_VALPTR][-1])
+        sn_x = np.empty((nv, 1))
+    else:
+        sn_values = np.empty(0)
+        sn_x = np.empty((0, 1))
     H = np.empty((max_n, max_n))
     rhs = np.empty(max_n)
     xs = np.empty(max_n)
@@ -582,7 +651,13 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         blocks.assemble_hessian_blocks(clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
                                        constraint_edge, diag_ptr, edge_ptr, diag_values, edge_values)
         ok = True
-        for isl in range(nisl):
+        if use_sn:
+            ok = _supernodal_solve(clique_sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn,
+                                   sn_values, grad, sn_x, dv)
+            nisl_dense = 0
+        else:
+            nisl_dense = nisl
+        for isl in range(nisl_dense):
             n = isl_size[isl]
             Hi = H[:n, :n]
             if isl_ptr[isl + 1] - isl_ptr[isl] > 1:
@@ -650,41 +725,43 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
 
 
 @jit
-def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
-                geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v, q_out,
-                v_out):
-    """One SAP step (module docstring) from (q, v) into (q_out, v_out).
+def _no_prepared(status, bad, nmov):
+    """What :func:`step_prepare` returns for a step that stops before collision."""
+    e0 = np.zeros(0)
+    ei = np.zeros(0, np.int64)
+    e2 = np.zeros((0, 2), np.int64)
+    e3 = np.zeros((0, 3))
+    prep = (e2, e0, e3, e3, np.zeros((0, 3, 3)), np.zeros(6 * nmov), -np.ones(nmov, np.int64), ei, ei, ei, e0,
+            e0, e2, e2, e0, ei, np.zeros((0, NPAR)), e0, e2, ei)
+    return status, bad, 0, prep
 
-    Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual,
-    geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3), gamma (nc, 3), force_world (nc, 3)).
-    """
+
+@jit
+def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
+                 geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v):
+    """Stages 1–4 of a step (module docstring): everything before Newton.
+
+    Returns (status, bad_body, largest island in dofs, prepared) with status STEP_OK, STEP_NONFINITE_START
+    or STEP_BAD_MARGIN, and prepared = (geoms, phi, point, normal, R_WC, v_star (6 nmov), new_index (nmov),
+    clique_start, clique_sizes, A_ptr, A_values, v_star of the cliques, cliques (nc, 2), J_ptr, J_values,
+    kind, cpar, v0 of the cliques, edges (ne, 2), constraint_edge) — the participating problem in the flat
+    layout of ``sap.ContactProblem`` and its clique graph, as :func:`step_finish` takes it."""
+    nmov = moving.shape[0]
     bad = _first_nonfinite_body(q, v)
-    empty_i = np.zeros((0, 2), np.int64)
-    empty1 = np.zeros(0)
-    empty3 = np.zeros((0, 3))
     if bad >= 0:
-        return STEP_NONFINITE_START, bad, 0, 0, 0, 0.0, empty_i, empty1, empty3, empty3, empty3, empty3
+        return _no_prepared(STEP_NONFINITE_START, bad, nmov)
     dt = fpar[F_DT]
     share = np.empty(fixed.shape[0])
     margin_shares(fpar, fixed, body_dof, body_rb, v, share)
     for b in range(share.shape[0]):
         if not math.isfinite(share[b]):
-            return STEP_BAD_MARGIN, b, 0, 0, 0, 0.0, empty_i, empty1, empty3, empty3, empty3, empty3
+            return _no_prepared(STEP_BAD_MARGIN, b, nmov)
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size,
                                                    geom_body, geom_pos, geom_quat, geom_rho, q, v)
     nc = phi.shape[0]
-    nmov = moving.shape[0]
     A_values = np.empty(36 * nmov)
     v_star = np.empty(6 * nmov)
     free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_values, v_star)
-    gamma = np.zeros((nc, 3))
-    force = np.zeros((nc, 3))
-    if nc == 0:
-        integrate_kernel(fpar, moving, q, v, v_star, q_out, v_out)
-        bad = _first_nonfinite_body(q_out, v_out)
-        if bad >= 0:
-            return STEP_NONFINITE_END, bad, 0, 0, 0, 0.0, geoms, phi, point, normal, gamma, force
-        return STEP_OK, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, gamma, force
     # frames, Jacobians, cliques
     R_WC = np.empty((nc, 3, 3))
     cliques = np.empty((nc, 2), np.int64)
@@ -806,10 +883,54 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
                 acc += t
             vn0[c] = acc
         hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
+    edges, constraint_edge = _clique_graph(cl_red)
+    island, nisl = _islands(ncl, edges)
+    isl_size = np.zeros(nisl, np.int64)
+    for c in range(ncl):
+        isl_size[island[c]] += sizes[c]
+    max_n = 0
+    for i in range(nisl):
+        max_n = max(max_n, isl_size[i])
+    prep = (geoms, phi, point, normal, R_WC, v_star, new_index, cstart, sizes, A_ptr, A_red, vs_red, cl_red,
+            J_full_ptr, J_values, kind, cpar, v_red, edges, constraint_edge)
+    return STEP_OK, -1, max_n, prep
+
+
+@jit
+def no_supernodal():
+    """An empty analysis tuple (:data:`SN_FIELDS`) and pattern, for :func:`step_finish` without one."""
+    e = np.zeros(0, np.int64)
+    return (e, e, e, e, e, e, e, e, e, e, e, e, e, e, e), np.zeros((0, 2), np.int64)
+
+
+@jit
+def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edges):
+    """Stages 5–6 of a step on what :func:`step_prepare` returned: Newton (dense Cholesky per island, or
+    with ``use_sn`` the supernodal factor of the analysis ``sn`` of the pattern ``sn_edges``; see
+    :func:`newton_solve`), impulses to world forces, integration.
+
+    Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual, gamma (nc, 3),
+    force_world (nc, 3)); status STEP_TOO_LARGE: nothing was solved (island above the dense limit without
+    ``use_sn``, or ``sn_edges`` misses an edge of the graph)."""
+    (geoms, phi, point, normal, R_WC, v_star, new_index, cstart, sizes, A_ptr, A_red, vs_red, cl_red,
+     J_full_ptr, J_values, kind, cpar, v_red, edges, constraint_edge) = prep
+    dt = fpar[F_DT]
+    nc = phi.shape[0]
+    nmov = moving.shape[0]
+    gamma = np.zeros((nc, 3))
+    force = np.zeros((nc, 3))
+    if nc == 0:
+        integrate_kernel(fpar, moving, q, v, v_star, q_out, v_out)
+        bad = _first_nonfinite_body(q_out, v_out)
+        if bad >= 0:
+            return STEP_NONFINITE_END, bad, 0, 0, 0, 0.0, gamma, force
+        return STEP_OK, -1, 0, 0, 0, 0.0, gamma, force
+    v_red = v_red.copy()
     status, iterations, ls_evals, r, s, gamma_s, too_large = newton_solve(
-        fpar, ipar, cstart, sizes, A_ptr, A_red, vs_red, cl_red, J_full_ptr, J_values, kind, cpar, v_red)
+        fpar, ipar, cstart, sizes, A_ptr, A_red, vs_red, cl_red, J_full_ptr, J_values, kind, cpar, v_red,
+        edges, constraint_edge, use_sn, sn, sn_edges)
     if too_large:
-        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, gamma, force
+        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, gamma, force
     resid = r / s if s > 0 else r
     for c in range(nc):
         for i in range(3):
@@ -829,14 +950,38 @@ def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bod
             if not math.isfinite(v_next[i]):
                 finite = False
         if ipar[I_STRICT] != 0 or not finite:
-            return (STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal,
-                    gamma, force)
+            return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
     integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
     bad = _first_nonfinite_body(q_out, v_out)
     if bad >= 0:
-        return (STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
-                force)
-    return STEP_OK, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force
+        return STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
+    return STEP_OK, -1, status, iterations, ls_evals, resid, gamma, force
+
+
+@jit
+def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
+                geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v, q_out,
+                v_out):
+    """One SAP step (module docstring) from (q, v) into (q_out, v_out): :func:`step_prepare` then, unless
+    an island exceeds the dense limit (STEP_TOO_LARGE), :func:`step_finish` with dense island factors.
+
+    Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual,
+    geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3), gamma (nc, 3), force_world (nc, 3)).
+    """
+    status, bad, max_n, prep = step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia,
+                                            body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
+                                            geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v)
+    geoms, phi, point, normal = prep[0], prep[1], prep[2], prep[3]
+    nc = phi.shape[0]
+    if status != STEP_OK:
+        return status, bad, 0, 0, 0, 0.0, geoms, phi, point, normal, np.zeros((nc, 3)), np.zeros((nc, 3))
+    if max_n > ipar[I_ISLAND_MAX_DOFS]:
+        zeros = np.zeros((nc, 3))
+        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, zeros, zeros.copy()
+    sn, sn_edges = no_supernodal()
+    (status, bad, sap_status, iterations, ls_evals, resid, gamma,
+     force) = step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, False, sn, sn_edges)
+    return status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force
 
 
 @jit

@@ -3,8 +3,10 @@
 A step is a function of (model, state, context). The context holds
 
 * ``collision``: the collision buffers (grown as needed; their previous content never matters),
-* ``symbolic``: the SAP Newton matrix's symbolic analyses keyed by the clique graph (the same
-  analysis ``block_sparse.analyze`` would compute, so caching never changes a result),
+* ``symbolic``: the SAP Newton matrix's symbolic analyses keyed by the clique graph (the reference path
+  gets exactly the analysis ``analyze`` would compute, so caching never changes its result; the compiled
+  path's large islands keep an analysis while the graph stays inside its pattern, which changes results
+  by round-off only),
 * ``lcp_warm``: the LCP stepper's previous solution per contact, used as a warm start only for
   the step that follows it, with the same model (a warm answer is accepted only if it passes
   Lemke's check on the new LCP),
@@ -83,6 +85,9 @@ class StepContext:
     lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
     lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
     controls: Any = None
+    big_islands: bool = False
+    """The last compiled step had an island above the dense limit (``stepping.compiled``): the next one
+    starts with the two-call supernodal step. A routing hint only: the result is the same either way."""
 
 
 __all__ = ["StepContext", "LcpWarmStart"]

@@ -246,3 +246,69 @@ def test_linalg_reuses_the_analysis_while_the_graph_is_unchanged():
     other = cache.analysis(sizes, edges[1:])
     assert other is not first and other.matches(sizes, edges[1:]) and stats.analyses == 2
     assert linalg.SymbolicCache().analysis(sizes, edges) is not first  # caches share nothing
+
+
+def _in_pattern(sym, sizes, edges, d, ev):
+    """H's edge values laid out in the (superset) pattern of ``sym`` (zero blocks where H has none)."""
+    nb = sizes.size
+    keys = sym.edges[:, 0] * nb + sym.edges[:, 1]
+    where = np.searchsorted(keys, edges[:, 0] * nb + edges[:, 1])
+    assert np.array_equal(keys[where], edges[:, 0] * nb + edges[:, 1])
+    out = np.zeros((sym.edges.shape[0], 36))
+    out[where] = ev.reshape(-1, 36)
+    return d, out.ravel()
+
+
+def test_covering_analysis_keeps_a_superset_pattern_and_solves_to_round_off():
+    """SymbolicCache.covering: a subgraph of the analysed pattern reuses it; a graph outside it is analysed
+    together with that pattern when the union stays within COVER_SLACK, else alone; the solve in a superset
+    pattern equals the dense solve to REL_TOL (explicit zero blocks, another elimination order)."""
+    from convexsim.sap import linalg
+
+    rng = np.random.default_rng(5)
+    sizes = np.full(40, 6)
+    full = np.unique(np.sort(random_edges(40, 90, rng), axis=1), axis=0)
+    cache = linalg.SymbolicCache()
+    first = cache.covering(sizes, full)
+    assert first.matches(sizes, full) and cache.misses == 1
+    sub = full[rng.permutation(full.shape[0])[:80]]
+    sub = sub[np.lexsort((sub[:, 1], sub[:, 0]))]
+    assert cache.covering(sizes, sub) is first and cache.hits == 1
+    assert cache.covering(sizes, full) is first  # the most recently used covering one
+    d, ev, _ = sap_like_problem(sizes, sub, rng)
+    H = bs.to_dense(sizes, sub, d, ev)
+    b = rng.standard_normal(sym_n := int(sizes.sum()))
+    x = sn.solve(first, sn.factor(first, *_in_pattern(first, sizes, sub, d, ev)), b)
+    x_ref = np.linalg.solve(H, b)
+    assert x.shape == (sym_n,) and np.abs(x - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+    # a few new edges: analysed with the old pattern (union within the slack)
+    extra = np.array([[a, b_] for a in range(40) for b_ in range(a + 1, 40)
+                      if not np.any((full[:, 0] == a) & (full[:, 1] == b_))][:3])
+    grown = np.unique(np.concatenate([sub, extra]), axis=0)
+    union = cache.covering(sizes, grown)
+    assert cache.misses == 2
+    assert union.edges.shape[0] == np.unique(np.concatenate([full, extra]), axis=0).shape[0]
+    # a graph much smaller than the pattern: analysed alone (the union would exceed the slack)
+    small = full[:10]
+    alone = cache.covering(sizes, small)
+    assert alone.matches(sizes, small) and cache.misses == 3
+    # other block sizes never share a pattern
+    assert cache.covering(np.full(41, 6), full).block_sizes.size == 41 and cache.misses == 4
+
+
+def test_covering_uses_exact_patterns_for_costly_factorizations(monkeypatch):
+    """Above COVER_MAX_FLOPS per factorization (of the last analysis of the same blocks) covering analyses the
+    exact graph, like SymbolicCache.analysis."""
+    from convexsim.sap import linalg
+
+    rng = np.random.default_rng(6)
+    sizes = np.full(30, 6)
+    full = np.unique(np.sort(random_edges(30, 60, rng), axis=1), axis=0)
+    cache = linalg.SymbolicCache()
+    first = cache.covering(sizes, full)
+    assert first.flops > 0
+    monkeypatch.setattr(linalg, "COVER_MAX_FLOPS", 0.5 * first.flops)
+    sub = full[:-1]
+    exact = cache.covering(sizes, sub)
+    assert exact is not first and exact.matches(sizes, sub)
+    assert cache.covering(sizes, sub) is exact and cache.covering(sizes, full) is first  # exact-pattern cache
