@@ -73,6 +73,8 @@ def _add_run(sub) -> None:
                    help="--solver both: runs side by side (offset; 'auto' when they agree to the eye) "
                         "or in place (overlay)")
     p.add_argument("--realtime", action="store_true", help="with --view: pace the simulation to real time")
+    p.add_argument("--joint-frames", action="store_true",
+                   help="with --view/--html: draw each link's joint frame and axis (scenes with joints)")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
@@ -184,7 +186,8 @@ def _cmd_run(args, viewer=None) -> int:
     if args.html:
         from convexsim import viz
 
-        path = viz.export_html(trajectories, args.html, layout=args.layout)   # labels as on the --view page
+        path = viz.export_html(trajectories, args.html, layout=args.layout,   # labels as on the --view page
+                               joint_frames=args.joint_frames)
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
     if viewer is not None:
         if args.no_wait:               # publish the playback (for scripts), but announce no URL about to die
@@ -222,10 +225,12 @@ def _run_viewer(args):
             raise ValueError("--realtime paces the live viewer: use it together with --view")
         if getattr(args, "no_wait", False):
             raise ValueError("--no-wait only applies to --view")
+        if getattr(args, "joint_frames", False) and not getattr(args, "html", None):
+            raise ValueError("--joint-frames draws in the viewer: use it together with --view or --html")
         return contextlib.nullcontext()
     from convexsim import viz
 
-    return viz.RunViewer(realtime=args.realtime)
+    return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames)
 
 
 def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
@@ -419,6 +424,8 @@ def _add_view(sub) -> None:
                         "auto: offset when they agree to the eye or are different scenes")
     p.add_argument("--labels", nargs="+", help="legend labels, one per trajectory")
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
+    p.add_argument("--joint-frames", action="store_true",
+                   help="draw each link's joint frame and axis (scenes with joints)")
     p.set_defaults(func=cmd_view)
 
 
@@ -433,10 +440,11 @@ def cmd_view(args) -> int:
     check_comparable(trajs, list(args.trajectories), args.layout)
     labels = args.labels           # None: the playback's labels ("SAP (sap)", "LCP", …)
     if args.html:
-        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout)
+        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout, joint_frames=args.joint_frames)
         print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)")
         return EXIT_OK
-    viz.serve_trajectories(trajs, labels=labels, layout=args.layout, port=args.port)
+    viz.serve_trajectories(trajs, labels=labels, layout=args.layout, port=args.port,
+                           joint_frames=args.joint_frames)
     return EXIT_OK
 
 

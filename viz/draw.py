@@ -4,12 +4,19 @@ Scene tree (``prefix`` is e.g. ``/meshcat/SAP``)::
 
     prefix/bodies/<body>            body frame B (transform = pose of B in W, or an animation)
     prefix/bodies/<body>/<geom>     geometry frame G in B (geom_pos, geom_quat), object at <geom>/<object>
+    prefix/bodies/<body>/joint      optional (``joint_frames``): the inboard joint's moving frame of a link
     prefix/contacts/c<k>            contact slot k (see playback.py / live.py)
 
 Shapes: sphere -> Sphere(r); box -> Box(2·half extents); capsule -> one triangle mesh (cylinder of
 half length h along local z with two hemispherical caps); halfspace -> a ground slab (thin box whose
 top face is the plane z_G = 0) with grid lines, sized from the scene's bounds; a halfspace whose
 normal is not within ~25° of +z (a wall) is drawn as a faint translucent slab without grid.
+
+Joint frames (optional): a link's body frame in the viewer is its centre of mass with the axes of its
+inboard joint's moving frame J (convexsim.scene.articulated), so J sits at −body_com in that node with no
+rotation; it is drawn as a triad (x red, y green, z blue) of length JOINT_FRAME_SCALE·R plus, for a revolute
+or prismatic joint, the joint axis as a grey line through the origin (length 2·JOINT_FRAME_SCALE·R). The
+triad moves with the link, so live, recorded and HTML views need no extra animation.
 
 Camera (meshcat 0.3.2 cannot move the orbit target, docs/viewer.md "Drawing and camera"): the content
 root ``/meshcat`` is translated by −c so that the scene centre c sits at the origin the camera orbits,
@@ -38,6 +45,9 @@ CAMERA_DISTANCE_FACTOR = 1.8
 
 WALL_OPACITY = 0.15
 """Opacity of halfspaces that are not floors (walls must not hide the scene from the camera)."""
+
+JOINT_FRAME_SCALE = 0.08
+"""Joint-frame triad length in scene bounding radii."""
 
 
 # ----------------------------------------------------------------------------- command helpers
@@ -226,9 +236,41 @@ def geom_objects(model: Model, g: int, opacity_factor: float, tint=None, tint_we
     raise ValueError(f"geometry {g}: no drawing for type {kind}")
 
 
+def joint_frame_poses(model: Model) -> list[tuple[int, np.ndarray, int, np.ndarray]]:
+    """Per link of the model's trees: (Model body index, T_BJ (4, 4) — the joint's moving frame in the
+    viewer's body frame, i.e. a translation by −body_com —, joint type code, joint axis in J (3,))."""
+    forest = getattr(model, "forest", None)
+    out = []
+    for tree in (forest.trees if forest is not None else ()):
+        m = tree.model
+        for b in range(m.nbody):
+            out.append((int(tree.bodies[b]), translation_matrix(-np.asarray(m.body_com[b], dtype=np.float64)),
+                        int(m.joint_type[b]), np.asarray(m.joint_axis[b], dtype=np.float64)))
+    return out
+
+
+def joint_frame_commands(model: Model, prefix: str, length: float) -> list[dict]:
+    """A triad of ``length`` [m] at every link's inboard joint frame, plus the axis of revolute and
+    prismatic joints (see the module docstring)."""
+    import meshcat.geometry as mg
+
+    from convexsim.multibody.model import JointType
+
+    cmds: list[dict] = []
+    for body, T_BJ, jtype, axis in joint_frame_poses(model):
+        path = f"{prefix}/bodies/{node_name(model.body_names[body])}/joint"
+        cmds.append(cmd_object(f"{path}/triad", mg.triad(length)))
+        if jtype in (JointType.REVOLUTE, JointType.PRISMATIC):
+            ends = np.stack([-length * axis, length * axis], axis=1).astype(np.float32)
+            cmds.append(cmd_object(f"{path}/axis", mg.LineSegments(
+                mg.PointsGeometry(ends), mg.LineBasicMaterial(color=0x808080))))
+        cmds.append(cmd_transform(path, T_BJ))
+    return cmds
+
+
 def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float = 1.0,
                    draw_halfspaces: bool = True, bounds: Bounds | None = None, tint=None,
-                   tint_weight: float = 0.0) -> list[dict]:
+                   tint_weight: float = 0.0, joint_frames: bool = False) -> list[dict]:
     """Objects and static transforms of every body and geometry of ``model`` under ``prefix``.
 
     Args:
@@ -241,6 +283,7 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
         bounds: scene bounds in W sizing the ground slabs (default: from q0).
         tint, tint_weight: RGB in [0, 1] toward which the finite geometries' colours are blended by
             ``tint_weight`` (tells an overlaid run's bodies apart; halfspaces keep their colour).
+        joint_frames: also draw each link's inboard joint frame (:func:`joint_frame_commands`).
     """
     q0 = np.asarray(q0, dtype=np.float64).reshape(model.nbody, 7)
     if bounds is None:
@@ -268,6 +311,8 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
             continue
         cmds.append(cmd_object(gpath, geom_objects(model, g, opacity, tint, tint_weight)))
         cmds.append(cmd_transform(gpath, pose_matrix(model.geom_pos[g], model.geom_quat[g])))
+    if joint_frames:
+        cmds += joint_frame_commands(model, prefix, JOINT_FRAME_SCALE * bounds.radius)
     return cmds
 
 

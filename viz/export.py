@@ -31,7 +31,8 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
                 force_threshold: float | None = None, show_contacts: bool = True,
                 models: Sequence[Model] | None = None, max_fps: float = 60.0,
                 max_contacts: int = 300, autoplay: bool = True, loop: bool = True,
-                title: str | None = None, follow: str = "auto", report: bool = False) -> Path:
+                title: str | None = None, follow: str = "auto", joint_frames: bool = False,
+                report: bool = False) -> Path:
     """Write one standalone HTML animation of ``trajectories`` (same scene) to ``out_path``.
 
     The page embeds meshcat's viewer and every drawing command: it needs no server and no network.
@@ -61,6 +62,8 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
         title: page and legend title (default: scene name and labels).
         follow: camera: "auto" (follow the moving bodies when the whole recording would make them
             small), "centroid", a body name, or "off".
+        joint_frames: draw each link's inboard joint frame (a triad, and the axis of revolute and
+            prismatic joints; scenes with joints only).
         report: print the path and size to stderr.
 
     Returns:
@@ -69,7 +72,7 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
                            force_threshold=force_threshold, show_contacts=show_contacts,
                            max_contacts=max_contacts, max_fps=max_fps, autoplay=autoplay, loop=loop,
-                           title=title, follow=follow)
+                           title=title, follow=follow, joint_frames=joint_frames)
     pb = build_playback(trajectories, opts, models=models)
     path = write_page(pb, out_path)
     if report:

@@ -103,6 +103,7 @@ class LiveViewer:
             (always), "off", or a body name (always follow that body). Only horizontal motion is
             followed (the ground stays where it is on screen).
         open_browser: open the page in the default browser.
+        joint_frames: draw each link's inboard joint frame (viz/draw.py; scenes with joints only).
         server: an already started MeshcatServer to use (then ``close()`` leaves it running).
         out: where the URL is printed.
         announce: print the URL (off when the caller already did).
@@ -120,6 +121,7 @@ class LiveViewer:
                  port: int | None = None, max_rate_hz: float = 30.0, max_duty: float = 0.25,
                  show_contacts: bool = True, follow: str = "auto", open_browser: bool = False,
                  server: MeshcatServer | None = None, out=None, announce: bool = True, threaded: bool = True,
+                 joint_frames: bool = False,
                  clock=time.perf_counter, sleep=time.sleep):
         self.model = model
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
@@ -127,6 +129,7 @@ class LiveViewer:
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
         self.max_duty = float(max_duty)
         self.show_contacts = show_contacts
+        self.joint_frames = joint_frames
         self.follow = follow
         if follow not in ("auto", "centroid", "off") and follow not in list(model.body_names):
             raise ValueError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {follow!r}")
@@ -189,7 +192,7 @@ class LiveViewer:
             half = LIVE_GROUND_FACTOR * (bounds.hi - bounds.lo) / 2
             ground = draw.Bounds(bounds.center - half, bounds.center + half)
         cmds = [draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")]
-        cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=ground)
+        cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=ground, joint_frames=self.joint_frames)
         cmds += draw.camera_commands(bounds, hide_stock_grid=draw.has_halfspace(m))
         self.server.send(cmds)
         self._drawn = True
@@ -482,7 +485,8 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
                        force_scale: float | None = None, force_threshold: float | None = None,
                        show_contacts: bool = True, open_browser: bool = False, port: int | None = None,
                        html_out: str | Path | None = None, models: Sequence[Model] | None = None,
-                       follow: str = "auto", block: bool = True, out=None) -> MeshcatServer | None:
+                       follow: str = "auto", block: bool = True, out=None,
+                       joint_frames: bool = False) -> MeshcatServer | None:
     """Serve the playback of ``trajectories`` on our 127.0.0.1-only Meshcat server.
 
     Prints the URL and "Ctrl-C to stop", blocks until SIGINT/SIGTERM, then stops the server (no
@@ -491,7 +495,8 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
     """
     out = out or sys.stdout
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
-                           force_threshold=force_threshold, show_contacts=show_contacts, follow=follow)
+                           force_threshold=force_threshold, show_contacts=show_contacts, follow=follow,
+                           joint_frames=joint_frames)
     pb = build_playback(trajectories, opts, models=models)
     if html_out is not None:
         from .export import write_page
@@ -525,8 +530,9 @@ class RunViewer:
     """
 
     def __init__(self, *, realtime: bool | float = False, port: int | None = None, open_browser: bool = False,
-                 out=None, layout: str = "auto", follow: str = "auto"):
+                 out=None, layout: str = "auto", follow: str = "auto", joint_frames: bool = False):
         self.realtime = realtime
+        self.joint_frames = joint_frames
         self.layout, self.follow = layout, follow
         self.out = out or sys.stdout
         self._port, self._open_browser = port, open_browser
@@ -550,7 +556,7 @@ class RunViewer:
         if self.viewer is not None:
             self.viewer.close()
         self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out,
-                                 announce=False, follow=self.follow)
+                                 announce=False, follow=self.follow, joint_frames=self.joint_frames)
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
 
@@ -564,7 +570,7 @@ class RunViewer:
         try:
             self._ensure_server()
             if trajectories:
-                opts = PlaybackOptions(labels=labels, layout=layout or self.layout)
+                opts = PlaybackOptions(labels=labels, layout=layout or self.layout, joint_frames=self.joint_frames)
                 pb = build_playback(trajectories, opts)
                 self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
                 print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"

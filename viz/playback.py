@@ -205,6 +205,7 @@ class PlaybackOptions:
     loop: bool = True
     title: str | None = None
     follow: str = "auto"
+    joint_frames: bool = False
 
 
 @dataclass
@@ -660,7 +661,7 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         q_first = np.concatenate([t.position[0], t.quaternion[0]], axis=1)
         cmds += draw.model_commands(m, prefix, q_first, opacity=opacity, draw_halfspaces=draw_ground,
                                     bounds=bounds.shifted(-shifts[i]), tint=hex_to_rgb(color),
-                                    tint_weight=tint_weight)
+                                    tint_weight=tint_weight, joint_frames=opts.joint_frames)
         cmds.append(draw.cmd_transform(prefix, translation_matrix(shifts[i])))
         times = t.time[fr] - t0
         moving = moving_mask(t, fr) if len(fr) > 1 else np.zeros(t.num_bodies, bool)
