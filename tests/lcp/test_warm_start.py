@@ -100,10 +100,12 @@ def _lockstep(scene, duration, monkeypatch):
     orig = stepper._warm_solve
 
     def spy(M, q, basic, workspace):
-        z, piv = orig(M, q, basic, workspace)
+        z, piv, final_basic = orig(M, q, basic, workspace)
         if z is not None:
             accepted_problems.append((M.copy(), q.copy(), z.copy()))
-        return z, piv
+            # what the next step's guess is built from: the final basis' basic z's, a superset of the support
+            assert final_basic.shape == z.shape and not np.any(z[~final_basic] != 0.0)
+        return z, piv, final_basic
 
     monkeypatch.setattr(stepper, "_warm_solve", spy)
     monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)   # exercise the warm start on every island
