@@ -253,7 +253,7 @@ class LcpStepInfo(StepInfo):
 
     Attributes (besides StepInfo's; ``iterations`` = ``pivots`` + ``warm_solves``, all the step's solver
     work: the warm runs' pivots and factorizations, then the cold runs' pivots):
-        warm_attempted: a previous solution was available and tried on some island (warm start on, an
+        warm_attempted: a previous basis was available and tried on some island (warm start on, an
             island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
         warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
@@ -531,7 +531,6 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
     else:
         islands = [np.arange(m)]
     sol = _StepSolution(v_next=v_star.copy(), gamma=np.zeros((m, 3)), islands=len(islands))
-    z_all = np.zeros(glob.size)
     basic_all = np.zeros(glob.size, bool)
     worst = -1
     for idx in islands:
@@ -556,7 +555,6 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
             sol.pivots += chain.pivots
             sol.lemke_runs += chain.attempts
         worst = max(worst, RUNGS.index(rung))
-        z_all[var] = z
         basic_all[var] = (z > 0.0) if basic is None else basic
         sol.v_next[dofs] = layout.velocity(vs, z)
         sol.gamma[idx] = layout.impulses(z)
@@ -576,7 +574,7 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
             solution); None uses a fresh one (a cold step).
         warm_start: start Lemke from the previous step's basis first (default ``WARM_START_DEFAULT``;
-            islands of ≥ WARM_MIN_SIZE unknowns). The previous solution is kept in ``ctx.lcp_warm`` and
+            islands of ≥ WARM_MIN_SIZE unknowns). The previous final basis is kept in ``ctx.lcp_warm`` and
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
             solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
             (docs/lcp.md, "Warm start").
