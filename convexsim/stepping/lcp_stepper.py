@@ -572,7 +572,7 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     Args:
         model, state: the model and the state at the start of the step.
         ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
-            solution); None uses a fresh one (a cold step).
+            final basis); None uses a fresh one (a cold step).
         warm_start: start Lemke from the previous step's basis first (default ``WARM_START_DEFAULT``;
             islands of ≥ WARM_MIN_SIZE unknowns). The previous final basis is kept in ``ctx.lcp_warm`` and
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
