@@ -21,8 +21,9 @@ DURATION = {"mixed_clutter": 0.32}
 """Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150–230
 contacts in the big island, n ≈ 1500–2300 LCP variables) a step takes ≈ 0.2–1 s of CPU with the warm start
 and ≈ 0.5–10 s cold (≈ 1100–2300 pivots in the big island, more when a fallback rung runs), so the full run
-takes 12.5 min of CPU warm (measured) and roughly an hour cold (estimated) (docs/lcp.md §6; ``test_mixed_clutter_full_duration``
-runs it on request). 0.32 s covers free fall and the first landings (up to ~100 contacts)."""
+takes 12.5 min of CPU warm (measured) and roughly an hour cold (estimated; docs/lcp.md §6;
+``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and the first landings
+(up to ~100 contacts)."""
 
 FULL_CLUTTER_ENV = "CONVEXSIM_LCP_FULL_CLUTTER"
 """Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (12.5 min warm, ≈ 1 h cold)."""
