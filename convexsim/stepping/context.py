@@ -7,7 +7,7 @@ A step is a function of (model, state, context). The context holds
   gets exactly the analysis ``analyze`` would compute, so caching never changes its result; the compiled
   path's large islands keep an analysis while the graph stays inside its pattern, which changes results
   by round-off only),
-* ``lcp_warm``: the LCP stepper's previous solution per contact, used as a warm start only for
+* ``lcp_warm``: the LCP stepper's previous basis per contact, used as a warm start only for
   the step that follows it, with the same model (a warm answer is accepted only if it passes
   Lemke's check on the new LCP),
 * ``lemke``: the Lemke tableau workspace,
@@ -34,7 +34,8 @@ from convexsim.sap.linalg import SymbolicCache
 
 @dataclass
 class LcpWarmStart:
-    """The previous step's LCP solution per contact: row r = (p_n, β_1..β_d, λ) of contact keys[r].
+    """The previous step's final Lemke basis per contact: row r = which of (p_n, β_1..β_d, λ) of contact
+    keys[r] were basic (basic variables at value 0 included).
 
     Owned by a step context (convexsim.stepping.StepContext); it is used only for the step that
     directly follows the one that stored it, with the same model object.
@@ -44,22 +45,23 @@ class LcpWarmStart:
     next_step: int = -1
     num_directions: int = -1
     index: dict = field(default_factory=dict)
-    per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
 
-    def store(self, model: Model, next_step: int, keys: np.ndarray, layout, z: np.ndarray) -> None:
-        """Keep z of the LCP laid out by ``layout`` (a ContactLcpLayout) for step ``next_step``."""
+    def store(self, model: Model, next_step: int, keys: np.ndarray, layout, basic: np.ndarray) -> None:
+        """Keep the basic z's (bool, laid out by ``layout``, a ContactLcpLayout) for step ``next_step``."""
         m, d = layout.num_contacts, layout.num_directions
-        pc = np.zeros((m, d + 2))
-        pc[:, 0] = z[:m]
+        basic = np.asarray(basic, bool)
+        pc = np.zeros((m, d + 2), bool)
+        pc[:, 0] = basic[:m]
         if d:
-            pc[:, 1:d + 1] = z[m:m + m * d].reshape(m, d)
-            pc[:, d + 1] = z[m + m * d:m + m * d + m]
+            pc[:, 1:d + 1] = basic[m:m + m * d].reshape(m, d)
+            pc[:, d + 1] = basic[m + m * d:m + m * d + m]
         self.model, self.next_step, self.num_directions = model, next_step, d
         self.index = {tuple(k): r for r, k in enumerate(keys.tolist())}
         self.per_contact = pc
 
     def guess(self, model: Model, step: int, keys: np.ndarray, layout) -> np.ndarray | None:
-        """Guessed basic z's of the new LCP (previous z > 0; new contacts: w basic), or None if stale."""
+        """Guessed basic z's of the new LCP (the stored basis; new contacts: w basic), or None if stale."""
         m, d = layout.num_contacts, layout.num_directions
         if self.model is not model or self.next_step != step or self.num_directions != d:
             return None
@@ -69,10 +71,10 @@ class LcpWarmStart:
             if r is None:
                 continue
             pc = self.per_contact[r]
-            basic[i] = pc[0] > 0.0
+            basic[i] = pc[0]
             if d:
-                basic[m + i * d:m + (i + 1) * d] = pc[1:d + 1] > 0.0
-                basic[m + m * d + i] = pc[d + 1] > 0.0
+                basic[m + i * d:m + (i + 1) * d] = pc[1:d + 1]
+                basic[m + m * d + i] = pc[d + 1]
         return basic
 
 

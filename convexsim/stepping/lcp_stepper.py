@@ -166,15 +166,18 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
         W = Jn.T.copy()
     # W is sparse (a contact touches at most two bodies' dofs): products through its nonzeros, O(nnz(W)·n_v)
     # and O(nnz(W)·size) instead of dense O(n_v²·size) and O(n_v·size²) (the heap of a pile: ~20× less)
+    # A⁻¹ is block diagonal (6 × 6 per body): the sparse–sparse product touches only the pairs of impulse
+    # directions that share a body, instead of a dense (size × n_v) · (n_v × size) product
     Wt = scipy.sparse.csr_matrix(W.T)
-    AinvW = np.ascontiguousarray((Wt @ Ainv.T).T)
-    B = np.asarray(Wt @ AinvW)
-    B = 0.5 * (B + B.T)                                        # symmetric by construction; remove round-off
+    WtAinv = (Wt @ scipy.sparse.csr_matrix(Ainv.T)).tocsr()
+    AinvW = np.ascontiguousarray(WtAinv.T.toarray())
+    B = WtAinv @ Wt.T
+    B = (0.5 * (B + B.T)).tocoo()                              # symmetric by construction; remove round-off
     nz = m * (d + 2) if d else m
     M = np.zeros((nz, nz))
     q = np.zeros(nz)
     nw = W.shape[1]
-    M[:nw, :nw] = B
+    M[B.row, B.col] = B.data
     q[:nw] = W.T @ v_star
     q[:m] += bias
     if d:
@@ -250,7 +253,7 @@ class LcpStepInfo(StepInfo):
 
     Attributes (besides StepInfo's; ``iterations`` = ``pivots`` + ``warm_solves``, all the step's solver
     work: the warm runs' pivots and factorizations, then the cold runs' pivots):
-        warm_attempted: a previous solution was available and tried on some island (warm start on, an
+        warm_attempted: a previous basis was available and tried on some island (warm start on, an
             island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
         warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
@@ -326,6 +329,7 @@ class _ChainResult:
     rung: str
     pivots: int
     attempts: int
+    basic: np.ndarray | None = None
 
 
 def _accept_on_original(M, q, z) -> np.ndarray | None:
@@ -344,6 +348,16 @@ def _accept_on_original(M, q, z) -> np.ndarray | None:
         return z.copy()
     r = solve_from_basis(M, q, z > 0.0, max_solves=1)
     return r.z.copy() if r.solved and np.abs(r.z).max() <= bound else None
+
+
+def basic_of(result: LemkeResult) -> np.ndarray:
+    """Which z's are basic in a Lemke result's final basis, shape (n,) bool (basic z's at value 0
+    included: on degenerate contact LCPs they are what makes the basis re-solvable next step)."""
+    n = result.z.shape[0]
+    b = np.asarray(result.basis, np.int64)
+    mask = np.zeros(n, bool)
+    mask[b[(b >= n) & (b < 2 * n)] - n] = True
+    return mask
 
 
 def _fallback_attempts(M, q, step: int):
@@ -373,7 +387,7 @@ def solve_contact_lcp(M, q, *, step: int = 0, max_pivots: int | None = None,
     max_piv = max_pivots if max_pivots else default_max_pivots(q.shape[0])
     first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
     if first.status == LemkeStatus.SOLVED:
-        return _ChainResult(first.z, "lemke", first.pivots, 1), first
+        return _ChainResult(first.z, "lemke", first.pivots, 1, basic_of(first)), first
     first = LemkeResult(first.z.copy(), first.w.copy(), first.status, first.pivots, first.z0,
                         first.basis.copy(), first.ray.copy(), first.residual)
     pivots, attempts = first.pivots, 1
@@ -384,7 +398,7 @@ def solve_contact_lcp(M, q, *, step: int = 0, max_pivots: int | None = None,
         if r.status == LemkeStatus.SOLVED:
             z = _accept_on_original(M, q, r.z)
             if z is not None:
-                return _ChainResult(z, rung, pivots, attempts), first
+                return _ChainResult(z, rung, pivots, attempts, basic_of(r)), first
     return None, first
 
 
@@ -475,12 +489,13 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
     return np.concatenate([idx, beta, m + m * d + idx])
 
 
-def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int]:
+def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
     """Lemke started from the guessed basis (``lemke_from_basis``), at most max(50, WARM_PIVOT_FRACTION·n)
-    pivots: (z or None, pivots). A solved result passed Lemke's final check on (M, q)."""
+    pivots: (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check
+    on (M, q)."""
     n = q.shape[0]
     r = lemke_from_basis(M, q, basic, max_pivots=max(50, int(WARM_PIVOT_FRACTION * n)), workspace=workspace)
-    return (r.z.copy() if r.solved else None), r.pivots
+    return (r.z.copy() if r.solved else None), r.pivots, (basic_of(r) if r.solved else None)
 
 
 @dataclass
@@ -516,7 +531,7 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
     else:
         islands = [np.arange(m)]
     sol = _StepSolution(v_next=v_star.copy(), gamma=np.zeros((m, 3)), islands=len(islands))
-    z_all = np.zeros(glob.size)
+    basic_all = np.zeros(glob.size, bool)
     worst = -1
     for idx in islands:
         cl = np.unique(np.concatenate([kin.clique_a[idx], kin.clique_b[idx]]))
@@ -527,25 +542,26 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
                                          mu[idx], s.friction_directions)
         var = _island_variables(idx, m, d_global, layout.num_directions)
         z = None
+        basic = None
         if guess is not None and q.shape[0] >= WARM_MIN_SIZE:
             sol.warm_attempted = True
-            z, piv = _warm_solve(M, q, guess[var], ctx.lemke)
+            z, piv, basic = _warm_solve(M, q, guess[var], ctx.lemke)
             sol.warm_solves += 1
             sol.pivots += piv
             rung = "warm"
         if z is None:
             chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
-            z, rung = chain.z, chain.rung
+            z, rung, basic = chain.z, chain.rung, chain.basic
             sol.pivots += chain.pivots
             sol.lemke_runs += chain.attempts
         worst = max(worst, RUNGS.index(rung))
-        z_all[var] = z
+        basic_all[var] = (z > 0.0) if basic is None else basic
         sol.v_next[dofs] = layout.velocity(vs, z)
         sol.gamma[idx] = layout.impulses(z)
     sol.warm_accepted = worst == 0
     sol.rung = RUNGS[worst] if worst >= 0 else ""
     if warm:
-        cache.store(model, state.step + 1, keys, glob, z_all)
+        cache.store(model, state.step + 1, keys, glob, basic_all)
     return sol
 
 
@@ -556,9 +572,9 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     Args:
         model, state: the model and the state at the start of the step.
         ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
-            solution); None uses a fresh one (a cold step).
+            final basis); None uses a fresh one (a cold step).
         warm_start: start Lemke from the previous step's basis first (default ``WARM_START_DEFAULT``;
-            islands of ≥ WARM_MIN_SIZE unknowns). The previous solution is kept in ``ctx.lcp_warm`` and
+            islands of ≥ WARM_MIN_SIZE unknowns). The previous final basis is kept in ``ctx.lcp_warm`` and
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
             solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
             (docs/lcp.md, "Warm start").

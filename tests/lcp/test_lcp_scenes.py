@@ -18,14 +18,15 @@ SMALL_SCENES = ["box_stack", "sphere_drop", "box_slide", "incline_stick", "incli
                 "mixed_clutter"]
 LONG = {"box_stack"}  # 2000 steps of 20–28 contacts
 DURATION = {"mixed_clutter": 0.32}
-"""Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150
-contacts in the big island, n ≈ 1500 LCP variables) a step takes ≈ 0.5–4 s of CPU with the warm start
-(≈ 4–6 s cold: ≈ 1200 pivots on the dense tableau), so the full run takes ≈ 50 min warm, longer cold
-(docs/lcp.md §6; ``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and
-the first landings (up to ~100 contacts)."""
+"""Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150–230
+contacts in the big island, n ≈ 1500–2300 LCP variables) a step takes ≈ 0.2–1 s of CPU with the warm start
+and ≈ 0.5–10 s cold (≈ 1100–2300 pivots in the big island, more when a fallback rung runs), so the full run
+takes 12.5 min of CPU warm (measured) and roughly an hour cold (estimated; docs/lcp.md §6;
+``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and the first landings
+(up to ~100 contacts)."""
 
 FULL_CLUTTER_ENV = "CONVEXSIM_LCP_FULL_CLUTTER"
-"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (≈ 50 min warm, longer cold)."""
+"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (12.5 min warm, ≈ 1 h cold)."""
 
 
 def _run(scene, warm, monkeypatch, duration=None):
@@ -69,7 +70,7 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get(FULL_CLUTTER_ENV) != "1",
-                    reason=f"40 min or more per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
+                    reason=f"12 min or more per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
 @pytest.mark.timeout(6 * 3600)
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_mixed_clutter_full_duration(warm, monkeypatch):

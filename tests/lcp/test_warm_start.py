@@ -100,10 +100,12 @@ def _lockstep(scene, duration, monkeypatch):
     orig = stepper._warm_solve
 
     def spy(M, q, basic, workspace):
-        z, piv = orig(M, q, basic, workspace)
+        z, piv, final_basic = orig(M, q, basic, workspace)
         if z is not None:
             accepted_problems.append((M.copy(), q.copy(), z.copy()))
-        return z, piv
+            # what the next step's guess is built from: the final basis' basic z's, a superset of the support
+            assert final_basic.shape == z.shape and not np.any(z[~final_basic] != 0.0)
+        return z, piv, final_basic
 
     monkeypatch.setattr(stepper, "_warm_solve", spy)
     monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)   # exercise the warm start on every island
@@ -165,3 +167,40 @@ def test_stale_previous_solution_is_not_used(monkeypatch):
     assert not i3.warm_attempted
     _, i4 = lcp_step(m1, s1b, warm_start=True)  # no context: nothing carried over, cold
     assert not i4.warm_attempted
+
+
+def test_stored_guess_is_the_final_basis_with_its_basic_zeros():
+    # The warm start's guess is the previous step's final Lemke basis, not the support z > 0: on this captured
+    # box_stack LCP (degenerate, resting contacts) one basic z is 0; the basis restarts the same LCP with no
+    # pivot, and the cache keeps the flags per contact key (a contact missing from the new step: w basic).
+    from convexsim.lcp.lemke import lemke_from_basis
+    from convexsim.stepping.context import LcpWarmStart
+    from convexsim.stepping.lcp_stepper import ContactLcpLayout, basic_of
+    from test_lcp_regressions import load_case
+
+    M, q, nw = load_case("fail_warm")
+    r = lemke(M, q)
+    assert r.solved
+    basic = basic_of(r)
+    b = np.asarray(r.basis)
+    assert basic.sum() == np.count_nonzero((b >= len(q)) & (b < 2 * len(q)))
+    assert np.all(r.z[~basic] == 0.0) and np.any(basic & (r.z == 0.0))   # a degenerate basic z
+    again = lemke_from_basis(M, q, basic)
+    assert again.solved and again.pivots == 0 and _passes_check(M, q, again.z)
+
+    d = 8
+    m = len(q) // (d + 2)
+    layout = ContactLcpLayout(m, d, np.zeros((d, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
+    keys = np.stack([np.arange(m), np.full(m, 99), np.zeros(m, np.int64)], 1)
+    cache, model = LcpWarmStart(), object()
+    cache.store(model, 5, keys, layout, basic)
+    np.testing.assert_array_equal(cache.guess(model, 5, keys, layout), basic)
+    assert cache.guess(model, 6, keys, layout) is None and cache.guess(object(), 5, keys, layout) is None
+    # the next step sees the contacts in reverse order and contact 0 replaced by a new one
+    rev = keys[::-1].copy()
+    rev[-1, 1] = 100
+    g = cache.guess(model, 5, rev, layout)
+    per = lambda a, i: np.concatenate([[a[i]], a[m + i * d:m + (i + 1) * d], [a[m + m * d + i]]])  # noqa: E731
+    for i in range(m - 1):
+        np.testing.assert_array_equal(per(g, i), per(basic, m - 1 - i))
+    assert not per(g, m - 1).any()
