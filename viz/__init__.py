@@ -23,29 +23,20 @@ Documentation: docs/viewer.md (meshcat 0.3.2 traps handled here: its section "me
 
 from __future__ import annotations
 
-import importlib
+from convexsim._lazy import lazy_attributes
 
 _EXPORTS = {
-    "export_html": "convexsim.viz.export",
-    "serve_trajectories": "convexsim.viz.live",
-    "LiveViewer": "convexsim.viz.live",
-    "RunViewer": "convexsim.viz.live",
-    "MeshcatServer": "convexsim.viz.server",
-    "ViewerServerError": "convexsim.viz.server",
-    "build_playback": "convexsim.viz.playback",
-    "PlaybackOptions": "convexsim.viz.playback",
+    "export_html": "export",
+    "serve_trajectories": "live",
+    "LiveViewer": "live",
+    "RunViewer": "live",
+    "MeshcatServer": "server",
+    "ViewerServerError": "server",
+    "build_playback": "playback",
+    "PlaybackOptions": "playback",
 }
+"""Public names -> the submodule of convexsim.viz that defines them, imported on first use."""
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'convexsim.viz' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_attributes("convexsim.viz", _EXPORTS, globals())

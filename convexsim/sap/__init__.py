@@ -18,8 +18,9 @@ Public API:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from convexsim._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from convexsim.sap.friction_cone import contact_regularization
@@ -52,17 +53,7 @@ kernel importing ``convexsim.sap.blocks`` or ``convexsim.sap.constraints`` does 
 solver, its sparse factorizations and their numba kernels."""
 
 
-def __getattr__(name: str):
-    sub = _LAZY.get(name)
-    if sub is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -17,8 +17,9 @@ fresh context the same (model, state) always gives the same result.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from convexsim._lazy import lazy_attributes
 
 from convexsim.model import Model, State
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
@@ -48,17 +49,7 @@ loop imports ``stepping.compiled`` and ``stepping.types`` only, not the referenc
 steppers (their modules and numba kernels cost start-up time)."""
 
 
-def __getattr__(name: str):
-    sub = _LAZY.get(name)
-    if sub is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 PATHS = ("auto", "compiled", "reference")
