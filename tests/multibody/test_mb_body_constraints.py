@@ -154,9 +154,15 @@ def test_distance_pendulum_period():
     acts at the COM so the bob's spin decouples and this is the mathematical pendulum. Period
     2π√(L/g) within 0.5 % (small-angle claim), and within 1e-4 of 2π√(L/g)(1 + θ0²/16) (the finite
     amplitude correction; the step's O(dt²) period error ~1e-7 and the O(θ0⁴) term 1e-5 are far below)."""
-    th0 = 0.1
+    state = _check_rope_pendulum_period("", 4.5)
+    assert abs(np.linalg.norm(state.q[0, :3]) - 1.0) < 1e-6            # the rope keeps its length
+
+
+def _check_rope_pendulum_period(extra_yaml: str, duration: float, th0: float = 0.1):
+    """Run PENDULUM released at θ0 (plus ``extra_yaml``) and check its period: 2π√(L/g) within 0.5 % and
+    2π√(L/g)(1 + θ0²/16) within 1e-4 (zero crossings of x, linearly interpolated). Returns the last state."""
     xs = []
-    model, state = run(PENDULUM.format(x=math.sin(th0), z=-math.cos(th0)), 4.5,
+    model, state = run(PENDULUM.format(x=math.sin(th0), z=-math.cos(th0)) + extra_yaml, duration,
                        record=lambda m, s, i: xs.append(s.q[0, 0]))
     xs = np.array(xs)
     i = np.flatnonzero((xs[:-1] > 0) & (xs[1:] <= 0))
@@ -165,7 +171,7 @@ def test_distance_pendulum_period():
     assert i.size >= 2
     assert abs(period / T0 - 1) < 5e-3
     assert abs(period / (T0 * (1 + th0 ** 2 / 16)) - 1) < 1e-4
-    assert abs(np.linalg.norm(state.q[0, :3]) - 1.0) < 1e-6            # the rope keeps its length
+    return state
 
 
 WELD_CHAIN = """
@@ -314,17 +320,7 @@ def test_lcp_distance_pendulum_period():
     """The LCP stepper takes the rope as a bilateral pair of rigid rows: the same period claims as SAP
     (2π√(L/g) within 0.5 %, with the amplitude correction within 1e-4) and the rope keeps its length
     within 1e-5 m (the gap term removes the fraction s of each step's drift)."""
-    th0 = 0.1
-    xs = []
-    model, state = run(PENDULUM.format(x=math.sin(th0), z=-math.cos(th0)) + "solver: {kind: lcp}\n", 2.7,
-                       record=lambda m, s, i: xs.append(s.q[0, 0]))
-    xs = np.array(xs)
-    i = np.flatnonzero((xs[:-1] > 0) & (xs[1:] <= 0))
-    period = np.mean(np.diff((i + xs[i] / (xs[i] - xs[i + 1])) * model.time_step))
-    T0 = 2 * math.pi * math.sqrt(1.0 / G)
-    assert i.size >= 2
-    assert abs(period / T0 - 1) < 5e-3
-    assert abs(period / (T0 * (1 + th0 ** 2 / 16)) - 1) < 1e-4
+    state = _check_rope_pendulum_period("solver: {kind: lcp}\n", 2.7)
     assert abs(np.linalg.norm(state.q[0, :3]) - 1.0) < 1e-5
 
 
