@@ -163,3 +163,35 @@ def test_free_pendulum_reports_zero_limit_force(solver):
     """A limit that is not active reports 0 (the pendulum swings between its limits, never touching them)."""
     _, _, info = run(LIMITED.replace("lower: 0.3, upper: 1.5", "lower: -1.2, upper: 1.2") + SOLVERS[solver], 0.2)
     assert info.limit_force == {"hinge": 0.0}
+
+
+def test_trajectory_records_the_named_forces_and_older_files_still_load(tmp_path):
+    """A run records every step's named forces (frame 0: zeros); they survive save/load; a file written
+    without the two fields (as before they existed) loads with no forces; `convexsim info` prints them."""
+    import contextlib
+    import io
+
+    from convexsim.cli import main
+    from convexsim.io import load_trajectory, save_trajectory
+    from convexsim.simulate import simulate
+
+    traj = simulate(WELD_CHAIN, duration=0.2, record_every=10)
+    names = [str(n) for n in traj.constraint_force_names]
+    assert names == ["constraint:hold", "constraint:glue"]
+    assert traj.constraint_force.shape == (traj.num_frames, 2, 6)
+    assert np.all(traj.constraint_force[0] == 0.0)
+    np.testing.assert_allclose(traj.forces_of("constraint:glue")[-1], [0, 0, 1.5 * G, 0, 0, 0], atol=1e-5)
+    path = save_trajectory(tmp_path / "w.npz", traj)
+    back = load_trajectory(path)
+    np.testing.assert_array_equal(back.constraint_force, traj.constraint_force)
+    with np.load(path) as data:
+        old = {k: data[k] for k in data.files if not k.startswith("constraint_force")}
+    np.savez(tmp_path / "old.npz", **old)
+    legacy = load_trajectory(tmp_path / "old.npz")
+    assert legacy.constraint_force.shape == (traj.num_frames, 0, 6)
+    with pytest.raises(KeyError, match="no force named 'limit:x'"):
+        back.forces_of("limit:x")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["info", str(path)]) == 0
+    assert "constraint:glue" in out.getvalue() and "14.72" in out.getvalue()
