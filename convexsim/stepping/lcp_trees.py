@@ -29,8 +29,8 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
   and Lemke returns a vertex of the solution set, which can leave a face supported at one point: a finger
   pressing a box face at one corner is a hinge, and in ``gripper_lift`` the box turned about the grip axis
   and slid out (docs/articulated.md §8.6). With ε > 0 the normal block is positive definite on those rows
-  and the loads are unique and spread (the Tikhonov-regularized solutions of a monotone LCP tend to its
-  least-norm solution as ε → 0). The price is a compliance: a resting contact's row reads J v + b = −ε M_ii p,
+  and the loads spread (motivation: for a monotone LCP the Tikhonov-regularized solutions tend to its
+  least-norm solution as ε → 0; the friction LCP is not monotone, so the evidence is the measurements). The price is a compliance: a resting contact's row reads J v + b = −ε M_ii p,
   i.e. a steady penetration ε M_ii p dt/s (s = ``lcp_stabilization``), 0.05 µm for a 0.1 m, 0.3 kg box
   resting on four corners at dt = 1 ms (with s = 0 nothing removes it: that box sinks 1e-5 m/s). Limit and
   body-constraint rows stay rigid.
