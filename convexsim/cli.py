@@ -408,6 +408,17 @@ def cmd_info(args) -> int:
             p, v = t.position[-1, b], t.linear_velocity[-1, b]
             lines.append(f"  {t.body_names[b]:<16} p = ({p[0]: .4f}, {p[1]: .4f}, {p[2]: .4f})  "
                          f"v = ({v[0]: .4f}, {v[1]: .4f}, {v[2]: .4f})")
+    if t.num_frames and t.constraint_force_names.size:
+        lines.append("joint and constraint forces of the last step ([N·m] or [N]; welds: force on body_b "
+                     "[N] and torque [N·m] in W):")
+        names = [str(n) for n in t.constraint_force_names]
+        for i, name in enumerate(names[:20]):
+            f = t.constraint_force[-1, i]
+            val = (f"f = ({f[0]: .4g}, {f[1]: .4g}, {f[2]: .4g})  τ = ({f[3]: .4g}, {f[4]: .4g}, {f[5]: .4g})"
+                   if np.any(f[1:]) else f"{f[0]: .6g}")
+            lines.append(f"  {name:<24} {val}")
+        if len(names) > 20:
+            lines.append(f"  ... {len(names) - 20} more (Trajectory.forces_of)")
     print("\n".join(lines))
     return EXIT_OK
 

@@ -49,6 +49,7 @@ class Recorder:
     ls_evals: list[int] = field(default_factory=list)
     contact_counts: list[int] = field(default_factory=list)
     contact_rows: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    forces: list[dict] = field(default_factory=list)
 
     def record(self, state: State, info: StepInfo | None) -> None:
         """Append one frame; ``info`` is the step that produced ``state`` (None for the initial frame)."""
@@ -61,6 +62,7 @@ class Recorder:
             rows = (c.body_a, c.body_b, c.point, c.normal, c.phi, force)
         self.append_frame(state.t, state.q.copy(), state.v.copy(), info.iterations, info.converged,
                           info.momentum_residual, info.line_search_evaluations, c.count, rows)
+        self.forces[-1] = info.named_forces()
 
     def append_frame(self, t: float, q: np.ndarray, v: np.ndarray, iterations: int, converged: bool,
                      residual: float, ls_evals: int, count: int, rows: tuple | None) -> None:
@@ -76,6 +78,7 @@ class Recorder:
         self.contact_counts.append(int(count))
         if count:
             self.contact_rows.append(rows)
+        self.forces.append({})
 
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
@@ -84,6 +87,12 @@ class Recorder:
         v = np.array(self.frames_v).reshape(-1, self.model.nbody, 6)
         rows = self.contact_rows
         cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
+        names = list(dict.fromkeys(k for f in self.forces for k in f))
+        col = {n: i for i, n in enumerate(names)}
+        forces = np.zeros((len(self.forces), len(names), 6))
+        for t, f in enumerate(self.forces):
+            for n, val in f.items():
+                forces[t, col[n], :val.size] = val
         return Trajectory(
             time=np.array(self.frames_t, dtype=float),
             body_names=np.array(self.model.body_names, dtype=str),
@@ -97,6 +106,7 @@ class Recorder:
             contact_body_a=cat(0, (0,)).astype(np.int64), contact_body_b=cat(1, (0,)).astype(np.int64),
             contact_point=cat(2, (0, 3)), contact_normal=cat(3, (0, 3)), contact_phi=cat(4, (0,)),
             contact_force=cat(5, (0, 3)),
+            constraint_force_names=np.array(names, dtype=str), constraint_force=forces,
             scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
             time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
 

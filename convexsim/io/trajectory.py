@@ -59,6 +59,12 @@ class Trajectory:
         contact_phi: signed distance at the start of the step [m], shape (K,).
         contact_force: average force on B over the step (γ/dt) in W [N]; A receives the opposite,
             shape (K, 3).
+        constraint_force_names: F names of joint and body-constraint forces (StepInfo.named_forces keys:
+            ``actuator:<joint>``, ``limit:<joint>``, ``constraint:<name>``), shape (F,); empty without trees
+            and constraints, and in files written before these fields existed.
+        constraint_force: those forces per frame (the step that produced it; 0 for frame 0), shape
+            (T, F, 6): actuators, limits, distances and couplers in column 0 [N·m or N], welds (force on
+            body_b [N], torque on body_b [N·m]) in W; unused columns 0.
         scene_yaml: the fully resolved scene as YAML text.
         solver_kind: "sap" or "lcp".
         contact_model: "sap", "lagged", "similar" (SAP) or "rigid" (LCP).
@@ -84,12 +90,25 @@ class Trajectory:
     contact_normal: np.ndarray = _f(0, 3)
     contact_phi: np.ndarray = _f(0)
     contact_force: np.ndarray = _f(0, 3)
+    constraint_force_names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="<U1"))
+    constraint_force: np.ndarray | None = None
     scene_yaml: str = ""
     solver_kind: str = "sap"
     contact_model: str = "sap"
     time_step: float = 0.0
     failure: str = ""
     metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.constraint_force is None:
+            self.constraint_force = np.zeros((self.time.shape[0], self.constraint_force_names.shape[0], 6))
+
+    def forces_of(self, name: str) -> np.ndarray:
+        """The (T, 6) rows of one named force (``constraint_force_names``; KeyError listing them)."""
+        hits = np.flatnonzero(self.constraint_force_names == name)
+        if hits.size == 0:
+            raise KeyError(f"no force named {name!r}; forces: {', '.join(map(str, self.constraint_force_names))}")
+        return self.constraint_force[:, int(hits[0])]
 
     @property
     def num_frames(self) -> int:
@@ -144,6 +163,7 @@ class Trajectory:
             "momentum_residual": (T,),
             "line_search_evaluations": (T,),
             "contact_offsets": (T + 1,),
+            "constraint_force": (T, self.constraint_force_names.shape[0], 6),
         }
         for name, shape in expect.items():
             got = getattr(self, name).shape
@@ -161,6 +181,7 @@ class Trajectory:
 
 _ARRAY_FIELDS = [f.name for f in fields(Trajectory) if f.name not in
                  ("scene_yaml", "solver_kind", "contact_model", "time_step", "failure", "metadata")]
+_OPTIONAL_FIELDS = ("constraint_force_names", "constraint_force")   # absent in older files: no forces
 
 
 def save_trajectory(path: str | os.PathLike, traj: Trajectory, *, compress: bool = True) -> Path:
@@ -258,10 +279,11 @@ def _read_npz(path: Path) -> Trajectory:
                 f"{path}: trajectory schema version {version} is not supported "
                 f"(this convexsim reads version {SCHEMA_VERSION})")
         required = _ARRAY_FIELDS + ["scene_yaml", "solver_kind", "contact_model", "failure", "time_step"]
+        required = [n for n in required if n not in _OPTIONAL_FIELDS]
         missing = [n for n in required if n not in data.files]
         if missing:
             raise TrajectoryFormatError(f"{path}: missing fields {missing}")
-        kwargs = {name: data[name] for name in _ARRAY_FIELDS}
+        kwargs = {name: data[name] for name in _ARRAY_FIELDS if name in data.files}
         kwargs["scene_yaml"] = str(data["scene_yaml"])
         kwargs["solver_kind"] = str(data["solver_kind"])
         kwargs["contact_model"] = str(data["contact_model"])

@@ -35,7 +35,9 @@ from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.sap.mixed import solve_mixed
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.spatial import skew
+from convexsim.sap.joint_constraints import KIND_LIMIT
 from convexsim.stepping.body_constraints import BodyConstraintError
+from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
 from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import (_geom_sweep_radius, _select, check_finite_state, combined_parameters,
@@ -54,6 +56,9 @@ class ArticulatedSystem:
         A: dense A (nv, nv); A_blocks: per clique. v_star, v0: (nv,).
         Jr (nr, nv), par (nr, 4), row_kinds: joint rows; pd_rows: (tree, actuator, row) of each actuator.
         kins: per tree, its Kinematics at q0.
+        limit_rows: (joint name, row, global dof) of each active joint-limit row; limit_names: every
+            limited joint's name. body_rows: (first row, owners) of the body-constraint rows
+            (convexsim.stepping.body_constraints.constraint_rows). actuator_names: per pd_rows entry.
     """
 
     free_bodies: np.ndarray
@@ -70,6 +75,10 @@ class ArticulatedSystem:
     row_kinds: list
     pd_rows: list
     kins: list = field(default_factory=list)
+    limit_rows: list = field(default_factory=list)
+    limit_names: list = field(default_factory=list)
+    body_rows: tuple = (0, [])
+    actuator_names: tuple = ()
 
     @property
     def nv(self) -> int:
@@ -89,6 +98,7 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
     off = 6 * free.size
     tree_clique, tree_start, kins = [], [], []
     rows_J, rows_par, kinds, pd_rows = [], [], [], []
+    limit_rows, limit_names, act_names = [], [], []
     for k, tree in enumerate(forest.trees):
         q, v = tree.q_of(state.tree_q), tree.v_of(state.tree_v)
         kins.append(Kinematics(tree.model, q))
@@ -96,7 +106,8 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         if tree.nv == 0:
             tree_clique.append(-1)
             continue
-        A, vs, J, par, kd, _, pdr = tree_step_data(tree, q, v, dt, state.t, tree_torques(tree, controls), controls)
+        limit_names.extend(tree.joint_names[lim.joint] for lim in tree.limits)
+        A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tree_torques(tree, controls), controls)
         tree_clique.append(len(blocks))
         blocks.append(A)
         sizes.append(tree.nv)
@@ -106,6 +117,12 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         base = sum(len(p) for p in rows_par)
         for n, r in enumerate(pdr):
             pd_rows.append((k, n, base + r))
+            act_names.append(tree.actuators[n].name)
+        for r, (kind_r, owner) in enumerate(zip(kd, owners)):
+            if kind_r == KIND_LIMIT:
+                lim = tree.limits[owner]
+                d = int(tree.model.joint_dofadr[lim.joint])
+                limit_rows.append((tree.joint_names[lim.joint], base + r, off + d))
         rows_J.append((off, J))
         rows_par.append(par)
         kinds.extend(kd)
@@ -123,12 +140,14 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
     par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
     system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, A_dense, blocks,
                                np.concatenate(v_star) if v_star else np.zeros(0),
-                               np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins)
+                               np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins,
+                               limit_rows, limit_names, (nr, []), tuple(act_names))
     if forest.constraints:                   # welds, distances, couplers across trees and free bodies
-        Jb, pb, kb, _ = body_constraint_rows(model, state, system, np.diag(A_dense))
+        Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(A_dense))
         system.Jr = np.vstack([Jr, Jb])
         system.par = np.vstack([par, pb])
         system.row_kinds = kinds + kb
+        system.body_rows = (nr, bown)
     return system
 
 
@@ -230,6 +249,20 @@ def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, 
     return kind, cpar
 
 
+def row_forces(model: Model, state: State, system: ArticulatedSystem, gamma_rows: np.ndarray) -> tuple:
+    """(limit_force by joint name, constraint_force by constraint name) from the joint and body rows'
+    impulses γ [N·s] of a step (StepInfo's fields; a limit row J = ±e_d gives the joint ±γ/dt)."""
+    dt = model.time_step
+    limit = {name: 0.0 for name in system.limit_names}
+    for name, r, d in system.limit_rows:
+        limit[name] += float(system.Jr[r, d] * gamma_rows[r] / dt)
+    start, owners = system.body_rows
+    cons = {}
+    if model.forest.constraints:
+        cons = body_constraint_forces(model, state, owners, gamma_rows[start:start + len(owners)])
+    return limit, cons
+
+
 def finish_step(model: Model, state: State, system: ArticulatedSystem, v_next: np.ndarray) -> State:
     """Integrate free bodies and trees with the step's velocities; link rows by forward kinematics."""
     nfree = system.free_bodies.size
@@ -269,6 +302,7 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
     if contacts.count == 0 and system.par.shape[0] == 0:
         v_next = system.v_star
         info = StepInfo(contacts=contacts)
+        info.limit_force, info.constraint_force = row_forces(model, state, system, np.zeros(0))
     else:
         res = solve_mixed(system.A, system.v_star, kind=kind, cpar=cpar, Jc=Jc, Jr=system.Jr, par=system.par,
                           v_guess=system.v0, abs_tol=s.abs_tolerance, rel_tol=s.rel_tolerance,
@@ -278,15 +312,17 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
                         converged=res.converged, status="converged" if res.converged else "max_iterations")
         info.force_world = np.einsum("nij,nj->ni", R_WC, res.gamma_contact) / model.time_step
         info.actuator_force = np.array([res.gamma_rows[r] for _, _, r in system.pd_rows]) / model.time_step
+        info.limit_force, info.constraint_force = row_forces(model, state, system, res.gamma_rows)
         if not res.converged:
             msg = f"SAP (articulated) did not converge after {res.iterations} iterations"
             if strict or not np.all(np.isfinite(v_next)):
                 raise SimulationError(msg, step=state.step, time=state.t)
             warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=2)
+    info.actuator_names = system.actuator_names
     new_state = finish_step(model, state, system, v_next)
     check_finite_state(model, new_state)
     return new_state, info
 
 
 __all__ = ["ArticulatedSystem", "articulated_sap_step", "assemble", "contact_jacobian", "contact_kernel",
-           "detect_contacts", "finish_step"]
+           "detect_contacts", "finish_step", "row_forces"]

@@ -209,11 +209,41 @@ def constraint_rows(model: Model, state: State, system, A_diag: np.ndarray):
     return (np.array(rows_J).reshape(-1, nv), np.array(rows_par).reshape(-1, 4), kinds, owners)
 
 
+def constraint_forces(model: Model, state: State, owners, impulses: np.ndarray) -> dict:
+    """What each body constraint transmitted over the step, by name, from its rows' impulses γ [N·s]
+    (``owners`` as returned by :func:`constraint_rows`, ``impulses`` aligned with them). The row impulse
+    enters the step as Jᵀγ, so with γ/dt the average force:
+
+    * weld: (6,) = (force on B at its COM Q, torque on B) in W [N, N·m]: position rows give f = γ_p/dt
+      directly; orientation rows give τ_B = J_l(θ)⁻ᵀ γ_θ/dt (the weld's torque on B; A receives −f at P
+      and the matching torque). A row that moves no dof (skipped) contributes 0.
+    * distance: (1,) = the force on B along n̂ = (p_Q − p_P)/|p_Q − p_P| [N]: positive pushes the points
+      apart, negative pulls them together (a hanging rope reads −m·g); A receives the opposite.
+    * coupler: (1,) = the generalized force on ``joint`` [N·m or N]; ``reference`` receives −ρ times it.
+
+    Every constraint of the model has an entry (zeros when none of its rows was active).
+    """
+    dt = model.time_step
+    cons = model.forest.constraints
+    raw = {ci: np.zeros(6 if isinstance(c, Weld) else 1) for ci, c in enumerate(cons)}
+    for (ci, r), g in zip(owners, np.asarray(impulses, dtype=float)):
+        raw[ci][r] += g / dt
+    out = {}
+    for ci, c in enumerate(cons):
+        f = raw[ci]
+        if isinstance(c, Weld) and np.any(f[3:]):
+            theta = constraint_values(model, state, c)[3:]
+            f = np.concatenate([f[:3], left_jacobian_inverse(theta).T @ f[3:]])
+        out[c.name] = f
+    return out
+
+
 def constraint_label(c) -> str:
     """'weld 'name'' etc. for messages."""
     what = {Weld: "weld", Distance: "distance", JointCoupler: "coupler"}[type(c)]
     return f"{what} {c.name!r}"
 
 
-__all__ = ["BodyConstraintError", "body_pose", "constraint_jacobian", "constraint_label", "constraint_rows",
+__all__ = ["BodyConstraintError", "body_pose", "constraint_forces", "constraint_jacobian", "constraint_label",
+           "constraint_rows",
            "constraint_values", "left_jacobian_inverse", "rotation_log"]

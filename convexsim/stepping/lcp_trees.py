@@ -24,6 +24,17 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
   are rigid: a constraint with a finite ``stiffness``/``angular_stiffness`` is refused (naming it), since
   the LCP has no compliant form of it.
 
+* contact normal rows are regularized: M_ii ← (1 + ε) M_ii on each contact's normal row, ε =
+  ``NORMAL_REGULARIZATION`` = 1e-3. The rigid LCP's normal loads on several coplanar points are not unique
+  and Lemke returns a vertex of the solution set, which can leave a face supported at one point: a finger
+  pressing a box face at one corner is a hinge, and in ``gripper_lift`` the box turned about the grip axis
+  and slid out (docs/articulated.md §8.6). With ε > 0 the normal block is positive definite on those rows
+  and the loads spread (motivation: for a monotone LCP the Tikhonov-regularized solutions tend to its
+  least-norm solution as ε → 0; the friction LCP is not monotone, so the evidence is the measurements). The price is a compliance: a resting contact's row reads J v + b = −ε M_ii p,
+  i.e. a steady penetration ε M_ii p dt/s (s = ``lcp_stabilization``), 0.05 µm for a 0.1 m, 0.3 kg box
+  resting on four corners at dt = 1 ms (with s = 0 nothing removes it: that box sinks 1e-5 m/s). Limit and
+  body-constraint rows stay rigid.
+
 Tree couplers given in Python (``Tree.couplers``) and Newton restitution are not supported with trees (the
 step raises, naming them).
 """
@@ -36,6 +47,7 @@ from convexsim.model import Model, State
 from convexsim.multibody.forest import current_actuators
 from convexsim.sap.joint_constraints import limit_in_window
 from convexsim.stepping.body_constraints import BodyConstraintError, constraint_label, constraint_values
+from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
 from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
 from convexsim.stepping.contacts import _select, check_finite_state, combined_parameters
@@ -46,9 +58,13 @@ from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_con
 from convexsim import dynamics
 
 
+NORMAL_REGULARIZATION = 1e-3
+"""ε of the contact normal rows' regularization M_ii ← (1 + ε) M_ii (module docstring)."""
+
+
 def _pd_and_limits(model: Model, state: State, system, controls):
     """(A', v*', pd list (global dof, kp, kd, q0, q_d, v_d, u_ff, effort, saturated force or None),
-    limit rows [(global dof, sign, gap)])."""
+    limit rows [(global dof, sign, gap, joint name)])."""
     dt = model.time_step
     A = system.A.copy()
     v_star = system.v_star.copy()
@@ -103,12 +119,13 @@ def _pd_and_limits(model: Model, state: State, system, controls):
             qa = int(tree.model.joint_qadr[lim.joint])
             for sign, bound in ((1.0, lim.lower), (-1.0, lim.upper)):
                 if limit_in_window(dt, q0[qa], bound, int(sign), v0[d], vs[d]):
-                    limits.append((s + d, sign, sign * (q0[qa] - bound)))
+                    limits.append((s + d, sign, sign * (q0[qa] - bound), tree.joint_names[lim.joint]))
     return A, v_star, pds, limits
 
 
 def _bilateral_rows(model: Model, state: State, system) -> list:
-    """[(J row (nv,), ±1, ±g)] of every body constraint, two per scalar row (module docstring)."""
+    """[(J row (nv,), ±1, ±g, (constraint, row))] of every body constraint, two per scalar row (module
+    docstring)."""
     cons = model.forest.constraints
     if not cons:
         return []
@@ -127,8 +144,8 @@ def _bilateral_rows(model: Model, state: State, system) -> list:
         if ci not in values:
             values[ci] = constraint_values(model, state, cons[ci])
         g = float(values[ci][k])
-        out.append((J[r], 1.0, g))
-        out.append((J[r], -1.0, -g))
+        out.append((J[r], 1.0, g, (ci, k)))
+        out.append((J[r], -1.0, -g, (ci, k)))
     return out
 
 
@@ -152,8 +169,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         R_WC = R_WC[~idle]
         Jc = Jc.reshape(nc, 3, nv)[~idle].reshape(-1, nv)
         nc = contacts.count
-    for d, sign, gap in _bilateral_rows(model, state, system):
-        limits.append((d, sign, gap))
+    limits.extend(_bilateral_rows(model, state, system))
     nl = len(limits)
     J = np.zeros((nc + nl, 3, nv))
     J[:nc] = Jc.reshape(nc, 3, nv)
@@ -162,18 +178,23 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     if nc:
         bias[:nc] = gap_bias(contacts.phi, dt, s.lcp_stabilization)
         mu[:nc] = combined_parameters(model, contacts).mu
-    for i, (d, sign, gap) in enumerate(limits):
+    for i, (d, sign, gap, _) in enumerate(limits):
         if isinstance(d, np.ndarray):        # a bilateral row: d is the whole row J (nv,)
             J[nc + i, 2] = sign * d
         else:
             J[nc + i, 2, d] = sign
         bias[nc + i] = gap_bias(np.array([gap]), dt, s.lcp_stabilization)[0]
     info = LcpStepInfo(contacts=contacts)
+    p_rows = np.zeros(nl)                    # the limit and bilateral rows' impulses p >= 0
     if nc + nl == 0:
         v = v_star
     else:
         Ainv = np.linalg.inv(A)
         M, q, layout = build_contact_lcp(Ainv, v_star, J, bias, mu, s.friction_directions)
+        if nc:                               # unique normal loads on coplanar contact points (docstring)
+            M = np.array(M, dtype=float, copy=True)
+            i = np.arange(nc)
+            M[i, i] *= 1.0 + NORMAL_REGULARIZATION
         res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=s.lcp_max_pivots or None,
                                        workspace=ctx.lemke)
         if res is None:
@@ -182,13 +203,25 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         v = v_star + layout.AinvW @ res.z[:layout.AinvW.shape[1]]
         gamma = layout.impulses(res.z)
         info.gamma = gamma[:nc]
+        p_rows = gamma[nc:, 2]
         info.force_world = np.einsum("nij,nj->ni", R_WC, info.gamma) / dt
         info.iterations = info.pivots = int(res.pivots)
         info.rung, info.lemke_runs = res.rung, int(res.attempts)
     info.actuator_force = np.array([f0 - c * v[d] if sat is None else sat for d, c, f0, sat in pds])
+    info.actuator_names = system.actuator_names
+    info.limit_force = {name: 0.0 for name in system.limit_names}
+    owners, impulses = [], []
+    for (d, sign, _, label), p in zip(limits, p_rows):
+        if isinstance(d, np.ndarray):        # a bilateral pair: net impulse p₊ − p₋ of the row +J
+            owners.append(label)
+            impulses.append(sign * p)
+        else:                                # a limit row J = sign·e_d: the joint gets sign·p
+            info.limit_force[label] += float(sign * p / dt)
+    if model.forest.constraints:
+        info.constraint_force = body_constraint_forces(model, state, owners, np.array(impulses))
     new_state = finish_step(model, state, system, v)
     check_finite_state(model, new_state)
     return new_state, info
 
 
-__all__ = ["lcp_trees_step"]
+__all__ = ["NORMAL_REGULARIZATION", "lcp_trees_step"]

@@ -37,7 +37,15 @@ class StepInfo:
         momentum_residual: SAP relative momentum residual r/s at the last iteration (0 for LCP).
         line_search_evaluations: SAP line-search evaluations (0 for LCP).
         actuator_force: generalized force of every PD actuator of the model's trees over the step
-            [N·m or N], in the forest's actuator order (empty without trees).
+            [N·m or N], in the forest's actuator order (empty without trees), after effort saturation.
+        actuator_names: the actuator (joint) name of each entry of ``actuator_force``.
+        limit_force: per joint with a limit, by joint name, the generalized force its limit applied over
+            the step (γ/dt) [N·m or N]: positive pushes q up (resting on the lower limit), negative down
+            (on the upper limit), 0 when the limit was not active.
+        constraint_force: per body constraint (scene ``constraints:``), by name, what it transmitted
+            (convexsim.stepping.body_constraints.constraint_forces): a weld (6,) = force on body_b at
+            its COM and torque on body_b, in W [N, N·m]; a distance (1,) = force on body_b along
+            p_Q − p_P [N] (negative: tension); a coupler (1,) = generalized force on its joint.
     """
 
     contacts: Contacts = field(default_factory=Contacts)
@@ -49,6 +57,17 @@ class StepInfo:
     momentum_residual: float = 0.0
     line_search_evaluations: int = 0
     actuator_force: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    actuator_names: tuple = ()
+    limit_force: dict = field(default_factory=dict)
+    constraint_force: dict = field(default_factory=dict)
+
+    def named_forces(self) -> dict[str, np.ndarray]:
+        """Every joint and body-constraint force of the step in one flat dict: ``actuator:<joint>`` (1,),
+        ``limit:<joint>`` (1,), ``constraint:<name>`` ((6,) weld, (1,) distance and coupler)."""
+        out = {f"actuator:{n}": np.array([f]) for n, f in zip(self.actuator_names, self.actuator_force)}
+        out.update({f"limit:{n}": np.array([f]) for n, f in self.limit_force.items()})
+        out.update({f"constraint:{n}": np.asarray(f, dtype=float) for n, f in self.constraint_force.items()})
+        return out
 
 
 __all__ = ["SimulationError", "ConvergenceWarning", "StepInfo"]
