@@ -12,10 +12,11 @@ from __future__ import annotations
 import sys
 import time as _time
 
-COMPILE_SECONDS_PER_KERNEL = 0.4
-"""Mean time [s] numba takes to compile one convexsim kernel on a 2-core machine (``convexsim warmup``
-compiled 77 kernels in 30–33 s on an idle machine, docs/performance.md); scales the first-run notice's
-estimate."""
+COMPILE_SECONDS_PER_KERNEL = 0.9
+"""Mean time [s] numba takes to compile one convexsim kernel on a 2-core machine; scales the first-run
+notice's estimate. The kernels grew with the compiled step: ``convexsim warmup`` from an empty cache took
+106 s of CPU for 114 kernels (0.93 s each, lightly loaded) and 185 s of CPU for 137 kernels at load 7
+(2026-11-25); it was 77 kernels in 30–33 s before the compiled step."""
 
 _compile_notice_shown = False
 
