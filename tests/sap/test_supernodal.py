@@ -312,3 +312,20 @@ def test_covering_uses_exact_patterns_for_costly_factorizations(monkeypatch):
     exact = cache.covering(sizes, sub)
     assert exact is not first and exact.matches(sizes, sub)
     assert cache.covering(sizes, sub) is exact and cache.covering(sizes, full) is first  # exact-pattern cache
+
+
+@pytest.mark.parametrize("relax", [((0, 0.0),), ((32, 0.8), (96, 0.2), (1 << 62, 0.1)),
+                                   ((64, 0.8), (192, 0.3), (1 << 62, 0.15))])
+def test_other_amalgamation_rules_give_the_dense_factor(monkeypatch, relax):
+    """No merging and the wider rules measured in docs/block-sparse.md: the same L and x as dense numpy (the
+    explicit zeros stay zero), and wider rules give fewer supernodes with more stored floats."""
+    rng = np.random.default_rng(11)
+    sizes = rng.choice([3, 6], 80)
+    edges = grid_edges(8, 10)
+    base = sn.analyze(sizes, edges)
+    monkeypatch.setattr(sn, "RELAX", relax)
+    sym = check(sizes, edges, rng, "md")
+    if relax[0][0] == 0:
+        assert sym.supernodes >= base.supernodes and sym.l_size <= base.l_size
+    else:
+        assert sym.supernodes <= base.supernodes and sym.l_size >= base.l_size
