@@ -1,6 +1,6 @@
 """LCP stepper benchmark on contact piles: ms/step split by islands (cold and warm) and as one LCP.
 
-    convexsim bench            (this table follows the scene table)
+    convexsim bench            (the small-scene table follows the scene table, the pile table follows it)
 
 Each row runs a shipped scene up to ``start`` [s] (outside the timing; with ``--solver lcp`` cold, or for
 the ``heap`` rows with SAP, which reaches a landed heap in seconds where the LCP stepper would take
@@ -104,9 +104,53 @@ def format_lcp_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+LCP_SMALL = (("sphere_drop", 1.0), ("box_slide", 0.5), ("box_stack", 0.5))
+"""(scene, duration [s]) of the small-scene LCP table (``run_lcp_small_bench``)."""
+
+
+def run_lcp_small_bench(cases=LCP_SMALL) -> list[dict]:
+    """CPU ms/step of the LCP stepper (defaults: warm start on, islands split) over each scene's first
+    ``duration`` seconds from its initial state, one StepContext per run, as ``convexsim run --solver lcp``
+    steps. Small scenes: the per-step cost here is mostly orchestration, not Lemke."""
+    from convexsim.scene import shipped_scene_path
+    from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext
+    from convexsim.stepping import lcp_stepper as stepper
+
+    rows = []
+    for name, duration in cases:
+        model, state, _ = prepare(str(shipped_scene_path(name)), solver="lcp")
+        n = int(round(duration / model.time_step))
+        warm_state, ctx = state, StepContext()
+        for _ in range(n):                                      # the same window untimed: compile / load kernels
+            warm_state, _ = stepper.lcp_step(model, warm_state, ctx)
+        ctx = StepContext()
+        pivots = contacts = 0
+        t = time.process_time()
+        for _ in range(n):
+            state, info = stepper.lcp_step(model, state, ctx)
+            pivots += info.pivots
+            contacts += info.contacts.count
+        rows.append({"scene": name, "duration": duration, "steps": n,
+                     "ms_per_step": 1e3 * (time.process_time() - t) / n, "pivots": pivots / n,
+                     "contacts": contacts / n})
+    return rows
+
+
+def format_lcp_small_table(rows: list[dict]) -> str:
+    """Text table of ``run_lcp_small_bench`` rows."""
+    lines = [f"{'LCP small scene':<16}{'steps':>7}{'contacts':>10}{'pivots':>8}{'LCP ms/step':>13}"]
+    for r in rows:
+        lines.append(f"{r['scene']:<16}{r['steps']:>7d}{r['contacts']:>10.1f}{r['pivots']:>8.1f}"
+                     f"{r['ms_per_step']:>13.2f}")
+    lines.append("LCP ms/step: CPU time per step of lcp_step from t = 0 (process time, not wall clock)")
+    return "\n".join(lines)
+
+
 def main() -> int:
     print(format_lcp_table(run_lcp_bench()), flush=True)
     return 0
 
 
-__all__ = ["run_lcp_bench", "format_lcp_table", "LCP_BENCH"]
+__all__ = ["run_lcp_bench", "format_lcp_table", "LCP_BENCH", "run_lcp_small_bench", "format_lcp_small_table",
+           "LCP_SMALL"]

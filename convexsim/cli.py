@@ -564,11 +564,14 @@ def cmd_bench(args) -> int:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver,
                                         slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
-    if not args.no_lcp_bench and not args.scenes:
+    if not args.scenes:
         from convexsim import bench_lcp
 
         print()
-        bench_lcp.main()
+        print(bench_lcp.format_lcp_small_table(bench_lcp.run_lcp_small_bench()), flush=True)
+        if not args.no_lcp_bench:
+            print()
+            bench_lcp.main()
     if not args.no_solver_bench:
         print()
         sap_bench.main([])
