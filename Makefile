@@ -46,8 +46,9 @@ demo: $(VENV)/.core-installed
 
 # The LCP tests run again under other BLAS settings: Lemke's answers must not depend on the kernel
 # (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits of the contact LCP.
+# --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
 test: $(VENV)/.test-installed browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
 	OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
 
