@@ -69,6 +69,12 @@ def _normalize_quaternion(q: tuple[float, float, float, float]) -> tuple[float, 
     return tuple(c / norm for c in q)  # type: ignore[return-value]
 
 
+def _did_you_mean(name: str, known) -> str:
+    """' (did you mean 'x'?)' with the closest of ``known`` to ``name``, or '' when none is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _check_name(name: str) -> str:
     """Names are non-empty and free of '.', '=', '[', ']' and whitespace (they appear in dotted paths)."""
     if not name or any(c in name for c in ".=[]") or any(c.isspace() for c in name):
@@ -571,8 +577,7 @@ def constraint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
     joints = {j["name"]: j for j in data.get("joints") or []}
 
     def unknown(what, name, known):
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        mean = f" (did you mean {close[0]!r}?)" if close else ""
+        mean = _did_you_mean(name, known)
         return f"unknown {what} {name!r}{mean}"
 
     for i, c in enumerate(cons):
@@ -621,13 +626,11 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             problems.append((("joints", i, "name"), f"duplicate joint name {j['name']!r} (joints[{names[j['name']]}])", j["name"]))
         names.setdefault(j["name"], i)
         if j["parent"] != "world" and j["parent"] not in bodies:
-            close = difflib.get_close_matches(j["parent"], sorted(bodies), n=1)
-            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            mean = _did_you_mean(j["parent"], bodies)
             problems.append((("joints", i, "parent"), f"unknown body {j['parent']!r}{mean}; use a body name or 'world'", j["parent"]))
         c = j["child"]
         if c not in bodies:
-            close = difflib.get_close_matches(c, sorted(bodies), n=1)
-            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            mean = _did_you_mean(c, bodies)
             problems.append((("joints", i, "child"), f"unknown body {c!r}{mean}", c))
             continue
         if c in child_of:
@@ -660,13 +663,13 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         else:
             if p != "world" and p in bodies and not bodies[p].get("fixed"):
                 problems.append((("joints", i, "parent"), f"the tree's root body {p!r} is a free body; a tree must hang "
-                                 "from the world or a fixed body (floating bases are not supported in scene files)", j["parent"]))
+                                 "from the world or a fixed body (for a floating base, give the root body a joint of type "
+                                 "'free' from the world)", j["parent"]))
     seen_act: dict[str, int] = {}
     for a, act in enumerate(data.get("actuators") or []):
         jn = act["joint"]
         if jn not in names:
-            close = difflib.get_close_matches(jn, sorted(names), n=1)
-            mean = f" (did you mean {close[0]!r}?)" if close else ""
+            mean = _did_you_mean(jn, names)
             problems.append((("actuators", a, "joint"), f"unknown joint {jn!r}{mean}", jn))
             continue
         if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
@@ -755,8 +758,7 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             mat = geom.get("material") if isinstance(geom, dict) else None
             if isinstance(mat, str) and mat not in known:
                 allowed = ", ".join(sorted(known))
-                close = difflib.get_close_matches(mat, sorted(known), n=1)
-                mean = f" (did you mean {close[0]!r}?)" if close else ""
+                mean = _did_you_mean(mat, known)
                 problems.append((loc + ("geometries", j, "material"),
                                  f"unknown material {mat!r}{mean}; defined materials: {allowed}", mat))
 

@@ -188,3 +188,19 @@ def test_near_unit_quaternion_is_normalized_and_far_one_rejected():
     assert ok.bodies[0].quaternion == (1.0, 0.0, 0.0, 0.0)
     with pytest.raises(SceneError, match=r"bodies\[0\]\.quaternion"):
         scene_from_yaml("bodies: [{name: b, mass: 1, quaternion: [1.002, 0, 0, 0], geometries: [{shape: sphere, radius: 1}]}]")
+
+
+def test_tree_hanging_from_a_free_body_points_to_a_free_joint():
+    """A joint whose parent is a free body (not a link, not fixed) is refused at the joint's parent field,
+    and the message says how a floating base is written (a 'free' joint from the world)."""
+    text = """
+bodies:
+  - {name: base, mass: 1.0, inertia: [0.01, 0.01, 0.01]}
+  - {name: arm, mass: 0.5, inertia: [0.01, 0.01, 0.01]}
+joints:
+  - {name: elbow, type: revolute, parent: base, child: arm, axis: [0, 1, 0]}
+"""
+    with pytest.raises(SceneError) as err:
+        scene_from_yaml(text)
+    msg = str(err.value)
+    assert "joints[0].parent" in msg and "free body" in msg and "type 'free'" in msg
