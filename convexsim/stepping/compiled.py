@@ -140,26 +140,29 @@ _PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
 _SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
 
 
-def supported_cached(model: Model) -> tuple[bool, str]:
-    """``compiled_step_supported(model)``, evaluated once per model object (Model is frozen)."""
+def _per_model(cache: dict, model: Model, build):
+    """``build(model)``, computed once per model object and kept while the model lives.
+
+    Model is frozen, so the answer cannot go stale; the entry is dropped when the model is
+    collected (a weak reference keyed by ``id``, checked against reuse of the id).
+    """
     key = id(model)
-    hit = _SUPPORTED.get(key)
+    hit = cache.get(key)
     if hit is not None and hit[0]() is model:
         return hit[1]
-    answer = compiled_step_supported(model)
-    _SUPPORTED[key] = (weakref.ref(model, lambda _r, key=key: _SUPPORTED.pop(key, None)), answer)
-    return answer
+    value = build(model)
+    cache[key] = (weakref.ref(model, lambda _r, key=key: cache.pop(key, None)), value)
+    return value
+
+
+def supported_cached(model: Model) -> tuple[bool, str]:
+    """``compiled_step_supported(model)``, evaluated once per model object."""
+    return _per_model(_SUPPORTED, model, compiled_step_supported)
 
 
 def packed(model: Model) -> PackedModel:
     """The PackedModel of ``model`` (built on first use, kept while the model lives)."""
-    key = id(model)
-    hit = _PACKED.get(key)
-    if hit is not None and hit[0]() is model:
-        return hit[1]
-    pm = PackedModel(model)
-    _PACKED[key] = (weakref.ref(model, lambda _r, key=key: _PACKED.pop(key, None)), pm)
-    return pm
+    return _per_model(_PACKED, model, PackedModel)
 
 
 def _nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
