@@ -38,7 +38,8 @@ def bench_vs(scenes: list[tuple[Path, str, float | None]], engines_text: str) ->
         runs = run_side_by_side(model, state, duration or default_duration, engines)
         print("\n".join(format_side_by_side(label, model, runs)), flush=True)
     print("\nms/step after one untimed warm-up (convexsim: a whole untimed window, for the JIT); "
-          "'vs ours' = ms/step ÷ convexsim's; max |Δp| = largest distance between a body's final "
+          "'vs ours' = ms/step ÷ convexsim's; 'cpu ms' = this process's CPU time per step and 'cpu vs' its "
+          "ratio (the fairer figures on a loaded machine); max |Δp| = largest distance between a body's final "
           "position and convexsim's (docs/performance.md explains the parameter matching).")
     return 0
 

@@ -145,14 +145,13 @@ def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
     sim.Initialize()
     dt = model.time_step
     sim.AdvanceTo(dt)  # warm-up: the first step allocates
-    t0 = time.perf_counter()
-    sim.AdvanceTo(dt * (n_steps + 1))
-    wall = time.perf_counter() - t0
+    with _Stopwatch() as clock:
+        sim.AdvanceTo(dt * (n_steps + 1))
     pos = state.q[:, :3].copy()
     for b, body in enumerate(bodies):
         if body is not None:
             pos[b] = plant.EvalBodyPoseInWorld(pctx, body).translation()
-    return EngineRun("drake", n_steps, wall, pos)
+    return EngineRun("drake", n_steps, clock.wall_s, pos, clock.cpu_s)
 
 
 # ----------------------------------------------------------------------------------------- MuJoCo
@@ -244,14 +243,13 @@ def run_mujoco(model: Model, state: State, n_steps: int) -> "EngineRun":
         data.qvel[6 * j:6 * j + 3] = state.v[b, 3:]
         data.qvel[6 * j + 3:6 * j + 6] = R.T @ state.v[b, :3]
     mujoco.mj_step(m, data)  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(n_steps):
-        mujoco.mj_step(m, data)
-    wall = time.perf_counter() - t0
+    with _Stopwatch() as clock:
+        for _ in range(n_steps):
+            mujoco.mj_step(m, data)
     pos = state.q[:, :3].copy()
     for j, b in enumerate(moving):
         pos[b] = data.qpos[7 * j:7 * j + 3]
-    return EngineRun("mujoco", n_steps, wall, pos)
+    return EngineRun("mujoco", n_steps, clock.wall_s, pos, clock.cpu_s)
 
 
 # ----------------------------------------------------------------------------------------- convexsim
@@ -268,11 +266,10 @@ def run_convexsim(model: Model, state: State, n_steps: int) -> "EngineRun":
         s, _ = step(model, s, warm_ctx)
     ctx = StepContext()
     s, _ = step(model, state, ctx)
-    t0 = time.perf_counter()
-    for _ in range(n_steps):
-        s, _ = step(model, s, ctx)
-    wall = time.perf_counter() - t0
-    return EngineRun("convexsim", n_steps, wall, s.q[:, :3].copy())
+    with _Stopwatch() as clock:
+        for _ in range(n_steps):
+            s, _ = step(model, s, ctx)
+    return EngineRun("convexsim", n_steps, clock.wall_s, s.q[:, :3].copy(), clock.cpu_s)
 
 
 RUNNERS = {"convexsim": run_convexsim, "drake": run_drake, "mujoco": run_mujoco}
@@ -280,16 +277,36 @@ RUNNERS = {"convexsim": run_convexsim, "drake": run_drake, "mujoco": run_mujoco}
 
 @dataclass
 class EngineRun:
-    """One engine's timed run: ``steps`` steps after one warm-up step, final body positions [m]."""
+    """One engine's timed run: ``steps`` steps after one warm-up step, final body positions [m], the wall
+    time and this process's CPU time (user + system, all threads) of the timed steps [s]."""
 
     engine: str
     steps: int
     wall_s: float
     position: np.ndarray = field(repr=False)
+    cpu_s: float = float("nan")
 
     @property
     def ms_per_step(self) -> float:
         return 1e3 * self.wall_s / max(self.steps, 1)
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        """CPU ms/step: on a shared machine the wall time grows with other jobs' load, the CPU time of a
+        single-threaded engine much less, so this is the fairer figure there (both are printed)."""
+        return 1e3 * self.cpu_s / max(self.steps, 1)
+
+
+class _Stopwatch:
+    """Context manager measuring wall time (perf_counter) and process CPU time (process_time) [s]."""
+
+    def __enter__(self) -> "_Stopwatch":
+        self._w, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall_s = time.perf_counter() - self._w
+        self.cpu_s = time.process_time() - self._c
 
 
 def run_side_by_side(model: Model, state: State, duration: float,
@@ -315,10 +332,12 @@ def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list
         dp = np.linalg.norm(r.position[moving] - ref.position[moving], axis=1)
         dz = r.position[moving, 2].mean() - ref.position[moving, 2].mean() if dp.size else 0.0
         ratio = r.ms_per_step / ref.ms_per_step if ref.ms_per_step > 0 else float("nan")
+        cpu_ratio = r.cpu_ms_per_step / ref.cpu_ms_per_step if ref.cpu_ms_per_step > 0 else float("nan")
         rows.append(f"{scene:<16}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
+                    f"{r.cpu_ms_per_step:>10.3f}{cpu_ratio:>10.2f}"
                     f"{(dp.max() if dp.size else 0.0) * 1e3:>14.3f}{dz * 1e3:>16.3f}")
     return rows
 
 
-HEADER = (f"{'scene':<16}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'max |Δp| [mm]':>14}"
-          f"{'Δ mean z [mm]':>16}")
+HEADER = (f"{'scene':<16}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'cpu ms':>10}{'cpu vs':>10}"
+          f"{'max |Δp| [mm]':>14}{'Δ mean z [mm]':>16}")
