@@ -328,18 +328,27 @@ def _add_import_urdf(sub) -> None:
                                    "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
     p.add_argument("urdf", metavar="URDF", help="the .urdf file")
     p.add_argument("--out", help="scene file to write (default: print to stdout)")
+    p.add_argument("--floating-base", action="store_true",
+                   help="the root link is a free body (a 'free' joint from the world) instead of welded to it")
     p.set_defaults(func=cmd_import_urdf)
 
 
 def cmd_import_urdf(args) -> int:
-    from convexsim.scene import SceneError, dump_scene, load_scene
+    from convexsim.scene import SceneError, dump_scene, load_scene, scene_from_dict
+    from convexsim.scene.urdf import UrdfError, urdf_to_scene
 
     path = Path(args.urdf)
     if path.suffix.lower() != ".urdf":
         print(f"{path}: expected a .urdf file", file=sys.stderr)
         return EXIT_USAGE
     try:
-        spec = load_scene(path)
+        if args.floating_base:
+            try:
+                spec = scene_from_dict(urdf_to_scene(path, floating_base=True), str(path))
+            except UrdfError as exc:
+                raise SceneError(exc.problems, str(path)) from None
+        else:
+            spec = load_scene(path)
     except SceneError as exc:
         print(_error_text(exc), file=sys.stderr)
         return EXIT_USAGE

@@ -4,12 +4,21 @@ Parsed with the standard library's XML parser (``xml.etree.ElementTree``) and fu
 problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...``). The mapping:
 
 * the root link (the one that is no joint's child) becomes a **fixed** body: the robot's base is welded to
-  the world at the origin (floating bases are not imported);
+  the world at the origin; with ``floating_base=True`` (``convexsim import-urdf --floating-base``) it is a
+  free body instead (a ``free`` joint from the world; it needs ``<inertial>``), its link frame starting at
+  the origin;
+* a root link named ``world`` (the common URDF convention) is the world itself: it becomes no body, and
+  its joints hang from the scene's world. A link attached to it by a ``fixed`` joint is a fixed body at
+  the joint's pose (it needs no ``<inertial>``); a ``floating`` joint from it makes its child a free
+  body (a ``free`` joint) starting at the joint's pose;
 * every other link becomes a body with the ``<inertial>`` mass and inertia (the inertia is rotated from
   the inertial frame into the link frame; ``<inertial>`` with mass > 0 is required); its body frame is at
   the inertial origin (its centre of mass) with the link frame's axes;
 * joints: ``revolute`` (with ``<limit lower upper>``), ``continuous`` (a revolute joint without limits),
-  ``prismatic``, ``fixed``; ``floating`` and ``planar`` are refused. ``<origin xyz rpy>`` poses the joint
+  ``prismatic``, ``fixed``, ``floating`` (from the ``world`` link only: convexsim floats the root of a
+  tree); ``planar`` is refused with a recipe (two prismatic joints and a revolute one through two light
+  links). ``<mimic joint multiplier offset>`` on a revolute, continuous or prismatic joint becomes a
+  coupler constraint q = multiplier·q_joint + offset (a SAP constraint, docs/articulated.md). ``<origin xyz rpy>`` poses the joint
   frame in the parent link frame (rpy: fixed-axis roll, pitch, yaw, R = Rz(y)·Ry(p)·Rx(r)); ``<axis>``
   defaults to (1, 0, 0); ``<dynamics damping>`` becomes the joint damping; ``<limit effort velocity>`` is
   read but not enforced (add an actuator in the scene for motors);
@@ -148,8 +157,18 @@ def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
     return None
 
 
-def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
-    """The scene mapping of a URDF file (module docstring); SceneError listing every problem."""
+WORLD_LINK = "world"
+"""A root link of this name is the world itself (module docstring)."""
+
+PLANAR_RECIPE = ("planar joints are not imported; model one as two prismatic joints (the plane's two axes) and a "
+                 "revolute joint (its normal) in series, through two light links (small mass and inertia)")
+
+
+def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: bool = False) -> dict:
+    """The scene mapping of a URDF file (module docstring); SceneError listing every problem.
+
+    floating_base: the root link becomes a free body instead of being welded to the world (ignored, and
+    reported, when the root link is ``world``)."""
     path = Path(path)
     source = str(path)
     probs = _Problems(source)
@@ -187,9 +206,10 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
             probs.add(where, "duplicate joint name")
         jnames.append(n)
         t = j.get("type")
-        if t not in ("revolute", "continuous", "prismatic", "fixed"):
-            probs.add(where, f"type {t!r} is not supported; use revolute, continuous, prismatic or fixed "
-                      "(floating and planar joints are not imported)")
+        if t == "planar":
+            probs.add(where, PLANAR_RECIPE)
+        elif t not in ("revolute", "continuous", "prismatic", "fixed", "floating"):
+            probs.add(where, f"type {t!r} is not supported; use revolute, continuous, prismatic, fixed or floating")
         for tag in ("parent", "child"):
             el = j.find(tag)
             ln = el.get("link") if el is not None else None
@@ -218,11 +238,30 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
             seen.add(p)
             p = parent_of.get(p)
     root_link = roots[0]
+    world_root = root_link == WORLD_LINK
+    if world_root and floating_base:
+        probs.add(f"link {WORLD_LINK!r}", "floating_base does not apply: the root link is the world, so its joints "
+                  "decide (a 'floating' joint from it makes a free base)")
+    joint_of = {j.find("child").get("link"): j for j in joints}
+    for j in joints:
+        if j.get("type") == "floating" and j.find("parent").get("link") != WORLD_LINK:
+            probs.add(f"joint {j.get('name')!r}", f"a floating joint must hang from the root link {WORLD_LINK!r} "
+                      "(convexsim floats the root of a tree); for a robot whose root is a link, use floating_base "
+                      "(--floating-base)")
+    probs.raise_if_any()
+    welded = {c for c, j in joint_of.items()
+              if j.get("type") == "fixed" and j.find("parent").get("link") == WORLD_LINK}
     com_of: dict[str, np.ndarray] = {}
     bodies = []
     for l in links:
         n = l.get("name")
         where = f"link {n!r}"
+        if n == WORLD_LINK and world_root:
+            if l.findall("collision") or l.findall("visual"):
+                probs.add(where, "the root link 'world' is the world and carries no geometry; put it on a link "
+                          "attached to 'world' by a fixed joint")
+            com_of[n] = np.zeros(3)
+            continue
         inertial = l.find("inertial")
         com = np.zeros(3)
         mass, inertia = None, None
@@ -236,7 +275,8 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
                         for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")]
                 I = np.array([[vals[0], vals[1], vals[2]], [vals[1], vals[3], vals[4]], [vals[2], vals[4], vals[5]]])
                 inertia = (R_I @ I @ R_I.T).tolist()
-        if n == root_link:
+        fixed_body = (n == root_link and not floating_base) or n in welded
+        if fixed_body:
             com = np.zeros(3)
         com_of[n] = com
         geoms = []
@@ -246,8 +286,12 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
             if g is not None:
                 geoms.append(g)
         body: dict = {"name": n, "geometries": geoms}
-        if n == root_link:
+        if fixed_body:
             body["fixed"] = True
+            if n in welded:                                  # posed by its fixed joint from the world link
+                pos, R = _origin(joint_of[n], f"joint {joint_of[n].get('name')!r}", probs)
+                body["position"] = [float(x) for x in pos]
+                body["quaternion"] = matrix_to_quaternion(R)
         else:
             if mass is None:
                 probs.add(where + " <inertial>", "a moving link needs <inertial> with <mass value> > 0")
@@ -259,12 +303,23 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
             body["inertia"] = inertia
         bodies.append(body)
     scene_joints = []
+    constraints = []
+    if floating_base and not world_root:
+        scene_joints.append(_floating_base_joint(root_link, com_of[root_link], jnames))
     for j in joints:
         n = j.get("name")
         where = f"joint {n!r}"
         t = j.get("type")
         parent, child = j.find("parent").get("link"), j.find("child").get("link")
+        if child in welded:
+            continue
         pos, R = _origin(j, where, probs)
+        if t == "floating":
+            scene_joints.append(_free_joint(n, child, pos, R, com_of[child]))
+            continue
+        mimic = _mimic(j, where, joints, probs)
+        if mimic is not None:
+            constraints.append(mimic)
         spec = {"name": n, "type": "revolute" if t == "continuous" else t,
                 "parent": parent, "child": child,
                 "position": [float(x) for x in pos - com_of.get(parent, np.zeros(3))],
@@ -295,7 +350,50 @@ def urdf_to_scene(path: str | Path, text: str | None = None) -> dict:
     probs.raise_if_any()
     root_name = root.get("name") or path.stem
     name = "".join(c if c.isalnum() or c in "_-" else "_" for c in root_name) or "robot"
-    return {"name": name, "description": f"imported from {path.name}", "bodies": bodies, "joints": scene_joints}
+    scene = {"name": name, "description": f"imported from {path.name}", "bodies": bodies, "joints": scene_joints}
+    if constraints:
+        scene["constraints"] = constraints
+    return scene
 
 
-__all__ = ["UrdfError", "rpy_to_matrix", "urdf_to_scene"]
+def _free_joint(name: str, child: str, pos: np.ndarray, R: np.ndarray, com: np.ndarray) -> dict:
+    """A ``free`` joint from the world: the child's body frame (its COM, the link's axes) starts at
+    p + R·com with orientation R, where (p, R) is the link frame's pose in the world."""
+    p = pos + R @ com
+    return {"name": name, "type": "free", "parent": "world", "child": child,
+            "initial_position": [float(x) for x in p] + matrix_to_quaternion(R)}
+
+
+def _floating_base_joint(root: str, com: np.ndarray, taken: list) -> dict:
+    """The free joint of ``floating_base``: the root link frame at the world origin, a unique joint name."""
+    name, k = "floating_base", 1
+    while name in taken:
+        name, k = f"floating_base_{k}", k + 1
+    return _free_joint(name, root, np.zeros(3), np.eye(3), com)
+
+
+def _mimic(j, where: str, joints, probs: _Problems) -> dict | None:
+    """The coupler of ``<mimic joint multiplier offset>`` (q = multiplier·q_joint + offset), or None."""
+    el = j.find("mimic")
+    if el is None:
+        return None
+    where = where + " <mimic>"
+    types = {k.get("name"): k.get("type") for k in joints}
+    one_dof = ("revolute", "continuous", "prismatic")
+    ref = el.get("joint")
+    if types.get(j.get("name")) not in one_dof:
+        probs.add(where, f"mimic applies to revolute, continuous and prismatic joints, not {j.get('type')!r}")
+        return None
+    if ref is None or ref not in types:
+        probs.add(where, f"joint must name a joint of the robot, got {ref!r}")
+        return None
+    if ref == j.get("name") or types[ref] not in one_dof:
+        probs.add(where, f"joint {ref!r} must be another revolute, continuous or prismatic joint")
+        return None
+    ratio = _attr_float(el, "multiplier", where, probs, default=1.0)
+    offset = _attr_float(el, "offset", where, probs, default=0.0)
+    return {"type": "coupler", "name": f"{j.get('name')}_mimic", "joint": j.get("name"), "reference": ref,
+            "ratio": ratio, "offset": offset}
+
+
+__all__ = ["PLANAR_RECIPE", "UrdfError", "WORLD_LINK", "rpy_to_matrix", "urdf_to_scene"]
