@@ -8,7 +8,7 @@ The same discretization as convexsim's SAP stepper (and Drake's MultibodyPlant w
     q  = integrate_q(q0, v, dt)                          (symplectic Euler; quaternions renormalized)
 
 so A (v − v*) = Jᵀ γ: limit, PD and coupler impulses are implicit in v. Limits and PD actuators act on
-1-dof joints (revolute, prismatic) given by joint (body) index; a limit side enters a step only inside
+1-dof joints (revolute, prismatic) given by joint (body) index, cone (swing) limits on ball joints; a limit side enters a step only inside
 the window of :func:`convexsim.sap.joint_constraints.limit_in_window`. This is the reference the
 integrated steppers will be compared with; it knows nothing about contact.
 """
@@ -43,6 +43,50 @@ class JointLimit:
     joint: int
     lower: float = -math.inf
     upper: float = math.inf
+
+
+@dataclass(frozen=True)
+class ConeLimit:
+    """Swing limit θ <= angle [rad] of a ball joint: θ is the angle between the unit ``axis`` a (in J) and
+    its image R_JB·a in the child, so the child's copy of a stays in a cone of half-angle ``angle`` about a;
+    twist about a is free."""
+
+    joint: int
+    axis: tuple
+    angle: float
+
+
+def cone_swing(model: MultibodyModel, q, lim: ConeLimit) -> tuple[float, np.ndarray | None]:
+    """(θ, ∂θ/∂ω) of a ball joint's cone limit at q: θ = atan2(|b × a|, a·b) with b = R_JB a, and, since
+    ḃ = ω × b (ω in J), θ̇ = −n·ω with n = (b × a)/|b × a|. The row is None where sin θ < 1e-12 (the axis
+    direction: θ̇ is not differentiable there, and θ = 0 is far inside any cone)."""
+    from convexsim.spatial import quat_to_matrix
+
+    qa = int(model.joint_qadr[lim.joint])
+    quat = np.asarray(q[qa:qa + 4], dtype=float)
+    a = np.asarray(lim.axis, dtype=float)
+    b = quat_to_matrix(quat / np.linalg.norm(quat)) @ a
+    c = np.cross(b, a)
+    s = float(np.linalg.norm(c))
+    theta = math.atan2(s, float(a @ b))
+    return theta, (None if s < 1e-12 else -c / s)
+
+
+def _cone_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, lim: ConeLimit):
+    """[(J row (nv,), par)] of a cone limit entering this step: one unilateral row on g = angle − θ,
+    J = −∂θ/∂v = n on the joint's three dofs (limit_rows' upper side, with the same near-rigid defaults)."""
+    theta, dtheta = cone_swing(model, q, lim)
+    if dtheta is None:
+        return []
+    d = int(model.joint_dofadr[lim.joint])
+    e = np.zeros(model.nv)
+    e[d:d + 3] = dtheta
+    w = delassus_row(e, A_diag)
+    out = []
+    for sign, par in limit_rows(dt, theta, -math.inf, lim.angle, w):
+        if limit_in_window(dt, theta, lim.angle, int(sign), float(e @ v), float(e @ v_star)):
+            out.append((sign * e, par))
+    return out
 
 
 @dataclass(frozen=True)
@@ -117,6 +161,10 @@ def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limi
         report.owners.append(owner)
 
     for n, lim in enumerate(limits):
+        if isinstance(lim, ConeLimit):
+            for J_row, par in _cone_rows(model, q, v, v_star, A_diag, dt, lim):
+                add(KIND_LIMIT, n, J_row, par)
+            continue
         qa, d = _one_dof(model, lim.joint, f"limits[{n}]")
         e = np.zeros(model.nv)
         e[d] = 1.0
@@ -182,4 +230,5 @@ def simulate(model: MultibodyModel, q0, v0, dt: float, duration: float, *, recor
     return q, v
 
 
-__all__ = ["Coupler", "JointLimit", "PdActuator", "StepReport", "constraint_rows", "free_motion", "simulate", "step"]
+__all__ = ["ConeLimit", "Coupler", "JointLimit", "PdActuator", "StepReport", "cone_swing", "constraint_rows", "free_motion",
+           "simulate", "step"]

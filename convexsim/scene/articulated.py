@@ -21,7 +21,7 @@ import numpy as np
 from convexsim.model import State
 from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Tree, Weld, write_link_rows
 from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
-from convexsim.multibody.reference_step import JointLimit
+from convexsim.multibody.reference_step import ConeLimit, JointLimit
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
 
@@ -93,6 +93,10 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
                     q0[qa:qa + nq] = qj
                 if not isinstance(j.initial_velocity, float | int):
                     v0[da:da + nv] = np.asarray(j.initial_velocity, dtype=float)
+                if j.type == "ball" and j.cone_limit is not None:
+                    axis = np.asarray(j.axis, dtype=float)
+                    limits.append(ConeLimit(n, tuple(float(x) for x in axis / np.linalg.norm(axis)),
+                                            float(j.cone_limit)))
                 continue
             q0[qa] = j.initial_position
             v0[da] = j.initial_velocity

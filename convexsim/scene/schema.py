@@ -418,6 +418,9 @@ class JointSpec(_Spec):
     child_offset: Vec3 = Field((0.0, 0.0, 0.0), description="Child's centre of mass in J at q = 0 [m].")
     lower: float | None = Field(None, description="Lower joint limit [rad or m] (none: unlimited).")
     upper: float | None = Field(None, description="Upper joint limit [rad or m] (none: unlimited).")
+    cone_limit: float | None = Field(
+        None, description="Ball joints: the largest swing angle [rad] in (0, π) between `axis` and its image in "
+        "the child, i.e. the child's copy of the axis stays in a cone of this half-angle (twist is free).")
     damping: float = Field(0.0, ge=0.0, description="Joint damping [N·m·s/rad or N·s/m] (>= 0), implicit.")
     armature: float = Field(0.0, ge=0.0, description="Rotor armature [kg·m² or kg] (>= 0), added to M's diagonal.")
     initial_position: float | tuple[float, ...] = Field(
@@ -438,7 +441,15 @@ class JointSpec(_Spec):
             for f in ("lower", "upper"):
                 if getattr(self, f) is not None:
                     problems.append(((f,), f"a {self.type} joint takes no limits (limits act on revolute and "
-                                     "prismatic joints); remove it", getattr(self, f)))
+                                     "prismatic joints; a ball joint takes cone_limit); remove it", getattr(self, f)))
+        if self.cone_limit is not None:
+            if self.type != "ball":
+                problems.append((("cone_limit",), f"a cone limit applies to ball joints, not {self.type} joints "
+                                 "(use lower/upper on revolute and prismatic joints)", self.cone_limit))
+            elif not 0.0 < self.cone_limit < math.pi:
+                problems.append((("cone_limit",), "must be an angle in (0, π) [rad]", self.cone_limit))
+            elif math.sqrt(sum(a * a for a in self.axis)) < 1e-9:
+                problems.append((("axis",), "a cone limit's axis must be a nonzero 3-vector", list(self.axis)))
         if self.type == "free":
             if self.parent != "world":
                 problems.append((("parent",), "a free joint (floating base) hangs from 'world'", self.parent))

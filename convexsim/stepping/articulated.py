@@ -32,6 +32,7 @@ from convexsim.geometry.collide import collide
 from convexsim.model import ContactModel, Contacts, Model, State
 from convexsim.multibody.forest import Controls, tree_step_data, tree_torques, write_link_rows
 from convexsim.multibody.kinematics import Kinematics, integrate_q
+from convexsim.multibody.reference_step import ConeLimit
 from convexsim.sap.mixed import solve_mixed
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.spatial import skew
@@ -56,7 +57,7 @@ class ArticulatedSystem:
         A: dense A (nv, nv); A_blocks: per clique. v_star, v0: (nv,).
         Jr (nr, nv), par (nr, 4), row_kinds: joint rows; pd_rows: (tree, actuator, row) of each actuator.
         kins: per tree, its Kinematics at q0.
-        limit_rows: (joint name, row, global dof) of each active joint-limit row; limit_names: every
+        limit_rows: (joint name, row, global dof or −1 for a cone limit) of each active joint-limit row; limit_names: every
             limited joint's name. body_rows: (first row, owners) of the body-constraint rows
             (convexsim.stepping.body_constraints.constraint_rows). actuator_names: per pd_rows entry.
     """
@@ -121,8 +122,8 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         for r, (kind_r, owner) in enumerate(zip(kd, owners)):
             if kind_r == KIND_LIMIT:
                 lim = tree.limits[owner]
-                d = int(tree.model.joint_dofadr[lim.joint])
-                limit_rows.append((tree.joint_names[lim.joint], base + r, off + d))
+                d = -1 if isinstance(lim, ConeLimit) else off + int(tree.model.joint_dofadr[lim.joint])
+                limit_rows.append((tree.joint_names[lim.joint], base + r, d))
         rows_J.append((off, J))
         rows_par.append(par)
         kinds.extend(kd)
@@ -251,11 +252,12 @@ def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, 
 
 def row_forces(model: Model, state: State, system: ArticulatedSystem, gamma_rows: np.ndarray) -> tuple:
     """(limit_force by joint name, constraint_force by constraint name) from the joint and body rows'
-    impulses γ [N·s] of a step (StepInfo's fields; a limit row J = ±e_d gives the joint ±γ/dt)."""
+    impulses γ [N·s] of a step (StepInfo's fields; a limit row J = ±e_d gives the joint ±γ/dt, a ball
+    joint's cone limit its restoring torque γ/dt [N·m] about the swing axis)."""
     dt = model.time_step
     limit = {name: 0.0 for name in system.limit_names}
-    for name, r, d in system.limit_rows:
-        limit[name] += float(system.Jr[r, d] * gamma_rows[r] / dt)
+    for name, r, d in system.limit_rows:     # d = −1: a cone limit, reported as its restoring torque γ/dt
+        limit[name] += float((system.Jr[r, d] if d >= 0 else 1.0) * gamma_rows[r] / dt)
     start, owners = system.body_rows
     cons = {}
     if model.forest.constraints:

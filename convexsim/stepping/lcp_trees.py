@@ -8,6 +8,7 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
   friction with ``friction_directions``, the gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt;
 * joint limits: unilateral frictionless rows on the joint velocity, J = ±e_i, gap g = q0 − lower or
   upper − q0 with the same gap term (0 ≤ p ⊥ J v + b(g) ≥ 0), entering a step in the same window as SAP's;
+  a ball joint's cone limit is one such row on its swing angle θ, J = −∂θ/∂ω, g = angle − θ;
 * PD actuators, stated form: **implicit, linear, folded into A and v*** —
   u = −Kp (q0 + dt v − q_d) − Kd (v − v_d) + u_ff, i.e. A ← A + dt (dt Kp + Kd) e eᵀ and
   A v* ← A v* + dt (−Kp (q0 − q_d) + Kd v_d + u_ff) e. The effort limit is applied explicitly: if the
@@ -45,6 +46,7 @@ import numpy as np
 
 from convexsim.model import Model, State
 from convexsim.multibody.forest import current_actuators
+from convexsim.multibody.reference_step import ConeLimit, cone_swing
 from convexsim.sap.joint_constraints import limit_in_window
 from convexsim.stepping.body_constraints import BodyConstraintError, constraint_label, constraint_values
 from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
@@ -115,12 +117,31 @@ def _pd_and_limits(model: Model, state: State, system, controls):
         for d, c, f0, act, qa0, sat in items:
             pds.append((s + d, c, f0, sat))
         for lim in tree.limits:
+            if isinstance(lim, ConeLimit):
+                limits.extend(_cone_limit_rows(tree, lim, q0, v0, vs, s, system.nv, dt))
+                continue
             d = int(tree.model.joint_dofadr[lim.joint])
             qa = int(tree.model.joint_qadr[lim.joint])
             for sign, bound in ((1.0, lim.lower), (-1.0, lim.upper)):
                 if limit_in_window(dt, q0[qa], bound, int(sign), v0[d], vs[d]):
                     limits.append((s + d, sign, sign * (q0[qa] - bound), tree.joint_names[lim.joint]))
     return A, v_star, pds, limits
+
+
+def _cone_limit_rows(tree, lim, q0, v0, vs, start: int, nv: int, dt: float) -> list:
+    """[(row (nv,), +1, gap = angle − θ, joint name)] of a ball joint's cone limit entering this step (the
+    window of the 1-dof limits): a unilateral frictionless row like a limit's, on the swing rate: row·v =
+    −θ̇, with row = −∂θ/∂ω = n on the joint's three dofs (convexsim.multibody.reference_step.cone_swing)."""
+    theta, dtheta = cone_swing(tree.model, q0, lim)
+    if dtheta is None:
+        return []
+    d = int(tree.model.joint_dofadr[lim.joint])
+    rate0, rate_star = float(dtheta @ v0[d:d + 3]), float(dtheta @ vs[d:d + 3])
+    if not limit_in_window(dt, theta, lim.angle, -1, rate0, rate_star):
+        return []
+    row = np.zeros(nv)
+    row[start + d:start + d + 3] = -dtheta
+    return [(row, 1.0, lim.angle - theta, tree.joint_names[lim.joint])]
 
 
 def _bilateral_rows(model: Model, state: State, system) -> list:
@@ -212,11 +233,11 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     info.limit_force = {name: 0.0 for name in system.limit_names}
     owners, impulses = [], []
     for (d, sign, _, label), p in zip(limits, p_rows):
-        if isinstance(d, np.ndarray):        # a bilateral pair: net impulse p₊ − p₋ of the row +J
+        if isinstance(label, str):           # a limit row: J = sign·e_d gives the joint sign·p; a cone
+            info.limit_force[label] += float(sign * p / dt)   # row its restoring torque p/dt (sign = +1)
+        else:                                # a bilateral pair: net impulse p₊ − p₋ of the row +J
             owners.append(label)
             impulses.append(sign * p)
-        else:                                # a limit row J = sign·e_d: the joint gets sign·p
-            info.limit_force[label] += float(sign * p / dt)
     if model.forest.constraints:
         info.constraint_force = body_constraint_forces(model, state, owners, np.array(impulses))
     new_state = finish_step(model, state, system, v)
