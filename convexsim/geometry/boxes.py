@@ -20,7 +20,10 @@ Methods:
   the incident face (the face of the other box most anti-parallel to the reference normal) is
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
   vertex with depth <= margin along the reference normal is a contact (≤ 8). Edge axis: 1 contact
-  at the closest points of the two supporting edges. Face axes win ties (relative bias 1e-6).
+  at the closest points of the two supporting edges. Face axes win ties (relative bias 1e-6), and
+  an edge axis that beats the best face axis by at most FACE_TOL · (smallest half extent) keeps the
+  face manifold when its deepest point reaches the edge depth within that length (nearly
+  face-aligned boxes: 2–8 points, not 1 point jumping between the ends of the contact segment).
   Separated boxes (within the margin): exact distance from the 8 + 8 vertex–box and 144 edge–edge
   candidates; if the gap direction is within ~0.8° of a face normal the clipped face manifold is
   returned (its smallest phi is the exact distance), else 1 contact at the closest points.
@@ -52,6 +55,14 @@ from convexsim.geometry.transforms import (
 
 FACE_BIAS = 1e-6
 """An edge axis replaces the best face axis only if its overlap is smaller by this relative amount."""
+
+FACE_TOL = 1e-2
+"""Box–box, penetrating: the face manifold is kept when the best edge axis separates by at most
+FACE_TOL · h_min more than the best face axis (h_min the smallest half extent of the two boxes) and the
+clipped face contacts reach that edge depth within the same length. Nearly face-aligned boxes then get
+their 2–8 clipped points instead of 1 edge–edge point at an edge end (an edge axis within a few
+hundredths of a degree of a face normal otherwise wins by ~1e-7 m and the point jumps between the ends
+of the contact segment from step to step). The deepest face point's phi errs by at most this length."""
 
 FACE_NORMAL_COS = 1.0 - 1e-9
 """A contact normal with |n·e_i| above this is treated as the normal of box face i."""
@@ -592,6 +603,37 @@ def _box_box_separated(
 
 
 @jit
+def _min3(h: np.ndarray) -> float:
+    """Smallest of three half extents."""
+    return min(h[0], min(h[1], h[2]))
+
+
+@jit
+def _box_box_face_axis(
+    ca: np.ndarray,
+    Ra: np.ndarray,
+    ha: np.ndarray,
+    cb: np.ndarray,
+    Rb: np.ndarray,
+    hb: np.ndarray,
+    t: np.ndarray,
+    face: int,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Clipped face contacts for face axis ``face`` (0..2 of A, 3..5 of B), t = cb − ca."""
+    if face < 3:
+        axis = column3(Ra, face)
+        nr = scale3(axis, _sign(dot3(t, axis)))
+        return _box_box_faces(ca, Ra, ha, cb, Rb, hb, face, nr, True, margin, phi, point, normal)
+    axis = column3(Rb, face - 3)
+    nr = scale3(axis, -_sign(dot3(t, axis)))
+    return _box_box_faces(cb, Rb, hb, ca, Ra, ha, face - 3, nr, False, margin, phi, point, normal)
+
+
+@jit
 def box_box(
     ca: np.ndarray,
     Ra: np.ndarray,
@@ -636,13 +678,16 @@ def box_box(
     if (best_edge_sep if best_i >= 0 else best_face_sep) > 0.0:
         return _box_box_separated(ca, Ra, ha, cb, Rb, hb, margin, phi, point, normal)
     if best_i < 0:
-        if best_face < 3:
-            axis = column3(Ra, best_face)
-            nr = scale3(axis, _sign(dot3(t, axis)))
-            return _box_box_faces(ca, Ra, ha, cb, Rb, hb, best_face, nr, True, margin, phi, point, normal)
-        axis = column3(Rb, best_face - 3)
-        nr = scale3(axis, -_sign(dot3(t, axis)))
-        return _box_box_faces(cb, Rb, hb, ca, Ra, ha, best_face - 3, nr, False, margin, phi, point, normal)
+        return _box_box_face_axis(ca, Ra, ha, cb, Rb, hb, t, best_face, margin, phi, point, normal)
+    tol = FACE_TOL * min(_min3(ha), _min3(hb))
+    if best_edge_sep - best_face_sep <= tol:  # nearly face-aligned: keep the face manifold if it holds
+        count = _box_box_face_axis(ca, Ra, ha, cb, Rb, hb, t, best_face, margin, phi, point, normal)
+        if count > 0:
+            lowest = phi[0]
+            for k in range(1, count):
+                lowest = min(lowest, phi[k])
+            if lowest <= best_edge_sep + tol:
+                return count
     # Edge–edge: A's edge along A_i supporting +n, B's edge along B_j supporting −n.
     pa = ca
     pb = cb

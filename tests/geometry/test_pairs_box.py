@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from geometry_helpers import BOX, CAPSULE, HALFSPACE, IDENTITY, SPHERE, axis_angle_quat, pair
+from geometry_helpers import BOX, CAPSULE, HALFSPACE, IDENTITY, SPHERE, axis_angle_quat, pair, quat_mul
 from reference_shapes import assert_on_surfaces
 
 from convexsim.geometry import quat_to_rot
@@ -255,3 +255,87 @@ def test_concentric_boxes_push_out_along_the_thinnest_axis():
     # overlaps: x 1.5, y 2.2, z 3.5 -> x
     assert phi.min() == pytest.approx(-1.5, abs=TOL)
     np.testing.assert_allclose(np.abs(normal[np.argmin(phi)]), [1, 0, 0], atol=TOL)
+
+
+# -------------------------------------------- nearly face-aligned boxes: the face manifold, not an edge point
+
+CUBE = [0.05, 0.05, 0.05]
+PLATE = [0.01, 0.06, 0.03]          # 2 x 12 x 6 cm, wider than the cube: its top edge spans the cube's face
+LEAN = np.radians(0.8)              # top edge forward (towards the cube), as a PD-held arm's paddle sags
+
+
+def _plate_pose(yaw, depth=2e-5, lean=LEAN):
+    """Plate behind the cube's −x face, leaning by ``lean`` about y and yawed by ``yaw`` about z, its top
+    edge's midpoint ``depth`` inside the cube's face plane x = −0.05, at height z = 0.03."""
+    q = quat_mul(axis_angle_quat([0, 0, 1], yaw), axis_angle_quat([0, 1, 0], lean))
+    R = quat_to_rot(*q)
+    top_front = R @ np.array([PLATE[0], 0.0, PLATE[2]])   # top edge's midpoint, from the plate's centre
+    c = np.array([-0.05 + depth, 0.0, 0.03]) - top_front
+    return c, q, R
+
+
+def _top_edge_x(c, R, y):
+    """x of the plate's top front edge where it crosses the plane y (the edge is along R[:, 1])."""
+    p0 = c + R @ np.array([PLATE[0], 0.0, PLATE[2]])
+    s = (y - p0[1]) / R[1, 1]
+    return p0 + s * R[:, 1]
+
+
+@pytest.mark.parametrize("yaw", [0.0, 1e-4, -1e-4, 3e-4])
+def test_leaning_plate_pushing_a_face_gives_the_two_ends_of_the_contact_segment(yaw):
+    """A plate leaning 0.8° pushes its top edge 20 µm into a cube's face. The contact is the segment of that
+    edge over the face: 2 points at its ends y = ±0.05 (clipped by the cube's side planes), normal the face
+    normal, phi the depth of each end. With a yaw of 1e-4 rad an edge–edge axis (cube z × plate y, 0.006° off
+    the face normal) separates by ~1e-7 m more than the face axis; it used to win and return 1 point at one
+    end of the segment."""
+    c, q, R = _plate_pose(yaw)
+    phi, point, normal = run(box(CUBE, [0, 0, 0]), box(PLATE, c, q))
+    assert phi.size == 2
+    np.testing.assert_allclose(normal, [[-1, 0, 0]] * 2, atol=1e-12)
+    order = np.argsort(point[:, 1])
+    for k, y in zip(order, (-0.05, 0.05)):
+        end = _top_edge_x(c, R, y)
+        assert point[k, 1] == pytest.approx(y, abs=1e-12)
+        assert point[k, 2] == pytest.approx(end[2], abs=1e-12)
+        assert phi[k] == pytest.approx(-(end[0] + 0.05), abs=1e-12)
+        assert abs(phi[k] + 2e-5) <= abs(yaw) * 0.05 * (1 + 1e-6) + 1e-12    # the ends straddle the midpoint's depth
+
+
+def test_face_push_contacts_mirror_with_the_configuration():
+    """Mirroring the configuration in the plane y = 0 (yaw → −yaw) mirrors the contacts: same phi, y → −y."""
+    c, q, _ = _plate_pose(2e-4)
+    cm, qm, _ = _plate_pose(-2e-4)
+    phi, point, normal = run(box(CUBE, [0, 0, 0]), box(PLATE, c, q))
+    phim, pointm, normalm = run(box(CUBE, [0, 0, 0]), box(PLATE, cm, qm))
+    flip = np.array([1.0, -1.0, 1.0])
+    np.testing.assert_allclose(sorted_rows(np.c_[point * flip, phi]), sorted_rows(np.c_[pointm, phim]), atol=1e-12)
+    np.testing.assert_allclose(normal * flip, normalm, atol=1e-12)
+
+
+def test_face_push_contacts_are_invariant_under_a_rigid_motion_of_both_boxes():
+    """Rotating and translating both boxes by the same rigid motion moves the contacts with it (phi unchanged)."""
+    c, q, _ = _plate_pose(1e-4)
+    g = axis_angle_quat([0.3, -0.8, 0.5], 1.1)
+    Rg = quat_to_rot(*g)
+    shift = np.array([0.4, -1.2, 0.7])
+    phi, point, normal = run(box(CUBE, [0, 0, 0]), box(PLATE, c, q))
+    phig, pointg, normalg = run(box(CUBE, shift, g), box(PLATE, Rg @ c + shift, quat_mul(g, q)))
+    moved = point @ Rg.T + shift
+    np.testing.assert_allclose(sorted_rows(np.c_[moved, phi]), sorted_rows(np.c_[pointg, phig]), atol=1e-12)
+    np.testing.assert_allclose(normalg, normal @ Rg.T, atol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [[0, 0, 1], [0, 1, 0], [1, 0, 0], [0.6, -0.3, 0.74]])
+def test_face_push_contacts_are_continuous_under_tiny_rotations(axis):
+    """Rotating the plate by ±1e-9 rad about any axis keeps both points (no jump to 1 edge point) and moves
+    them by less than 1e-9 m (the plate is 0.07 m across)."""
+    for yaw in (0.0, 1e-4):
+        c, q, _ = _plate_pose(yaw)
+        phi, point, _ = run(box(CUBE, [0, 0, 0]), box(PLATE, c, q))
+        for angle in (1e-9, -1e-9):
+            qt = quat_mul(axis_angle_quat(axis, angle), q)
+            phit, pointt, _ = run(box(CUBE, [0, 0, 0]), box(PLATE, c, qt))
+            assert phit.size == phi.size == 2
+            np.testing.assert_allclose(sorted_rows(pointt), sorted_rows(point), atol=1e-9)
+            np.testing.assert_allclose(np.sort(phit), np.sort(phi), atol=1e-9)
+
