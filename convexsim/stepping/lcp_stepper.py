@@ -344,6 +344,9 @@ class LcpStepInfo(StepInfo):
     rung: str = ""
     lemke_runs: int = 0
     islands: int = 0
+    path: str = "reference"
+    """Which path took the step: "compiled" (``stepping.lcp_compiled``), "reference", or "reference: <why>"
+    when the compiled path handed the step to the reference (e.g. its first Lemke run failed)."""
 
 
 def contact_keys(contacts: Contacts) -> np.ndarray:
@@ -582,6 +585,9 @@ class _StepSolution:
     rung: str = ""
     lemke_runs: int = 0
     islands: int = 0
+    path: str = "reference"
+    """Which path took the step: "compiled" (``stepping.lcp_compiled``), "reference", or "reference: <why>"
+    when the compiled path handed the step to the reference (e.g. its first Lemke run failed)."""
 
 
 def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, warm: bool,
@@ -639,7 +645,7 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
 
 
 def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
-             warm_start: bool | None = None) -> tuple[State, StepInfo]:
+             warm_start: bool | None = None, path: str = "auto") -> tuple[State, StepInfo]:
     """Advance one step of the rigid LCP stepper (module docstring).
 
     Args:
@@ -651,6 +657,9 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
             solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
             (docs/lcp.md, "Warm start").
+        path: "auto" (default): the compiled step (``stepping.lcp_compiled``) when
+            ``lcp_compiled_supported(model)``, else this Python step; "compiled": the compiled step
+            (ValueError naming the reason if the model is not eligible); "reference": this Python step.
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
@@ -664,6 +673,16 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     """
     ctx = StepContext() if ctx is None else ctx
     _validate_settings(model)
+    warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
+    if path != "reference":
+        from convexsim.stepping.lcp_compiled import compiled_lcp_step, lcp_supported_cached
+        ok, reason = lcp_supported_cached(model)
+        if ok:
+            return compiled_lcp_step(model, state, ctx, warm)
+        if path == "compiled":
+            raise ValueError(f"path='compiled': this model cannot take the compiled LCP step: {reason}")
+        if path != "auto":
+            raise ValueError(f"path must be 'auto', 'compiled' or 'reference'; got {path!r}")
     s = model.solver
     dt = model.time_step
     A_blocks, v_star = dynamics.free_motion(model, state)
@@ -691,7 +710,6 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
     else:
         bias = gap_bias(phi, dt, s.lcp_stabilization)
-    warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
     sol = _solve_islands(model, state, kin, A_blocks, v_star, J, bias, warm, ctx)
     v_next, gamma = sol.v_next, sol.gamma
     info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,
