@@ -277,7 +277,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         if ok:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
-        if path == "compiled":
+        if path == "compiled" and model.solver.kind != "lcp":     # LCP: lcp_step checks its compiled path
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext

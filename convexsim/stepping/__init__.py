@@ -69,7 +69,8 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
         path: "auto" (default): the compiled SAP step when ``compiled_step_supported(model)``, else the
             reference; "compiled": the compiled step (ValueError naming the reason if the model is not
-            eligible); "reference": the Python SAP step (the compiled path's reference).
+            eligible); "reference": the Python SAP step (the compiled path's reference). LCP models: the
+            same choice between ``stepping.lcp_compiled`` and the Python ``lcp_step`` (``lcp_step``'s path).
 
     Returns:
         (the state at t + dt, StepInfo of the step).
@@ -86,17 +87,17 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             return lcp_trees_step(model, state, ctx)
         from convexsim.stepping.articulated import articulated_sap_step
         return articulated_sap_step(model, state, ctx, strict=strict)
+    if model.solver.kind == "lcp":            # lcp_step chooses its compiled or reference path
+        from convexsim.stepping.contacts import check_finite_state
+        from convexsim.stepping.lcp_stepper import lcp_step
+        check_finite_state(model, state)
+        return lcp_step(model, state, ctx, path=path)
     if path != "reference":
         ok, reason = supported_cached(model)
         if ok:
             return compiled_step(model, state, ctx, strict=strict)
         if path == "compiled":
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
-    if model.solver.kind == "lcp":
-        from convexsim.stepping.contacts import check_finite_state
-        from convexsim.stepping.lcp_stepper import lcp_step
-        check_finite_state(model, state)
-        return lcp_step(model, state, ctx)
     from convexsim.stepping.sap_stepper import sap_step
     return sap_step(model, state, ctx, strict=strict)
 
