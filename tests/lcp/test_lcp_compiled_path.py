@@ -29,15 +29,19 @@ SCENES = [("sphere_drop", None), ("box_slide", None), ("box_stack", None), ("inc
           ("incline_slip", None), ("capsule_roll", None)]
 
 
-def _compare(model, state, steps: int, warm: bool):
-    """Step both paths side by side from ``state``; per step: paths taken; assert equality as stated."""
+def _compare(model, state, steps: int, warm: bool, before_step=None):
+    """Step both paths side by side from ``state`` (``before_step(k)`` called first); assert equality as
+    stated; returns the sets of ``LcpStepInfo.path`` and ``rung`` values of the default path's steps."""
     a, b = state, state
     ca, cb = StepContext(), StepContext()
-    taken = set()
+    taken, rungs = set(), set()
     for k in range(steps):
+        if before_step is not None:
+            before_step(k)
         a, ia = stepper.lcp_step(model, a, ca, warm_start=warm, path="reference")
         b, ib = stepper.lcp_step(model, b, cb, warm_start=warm)
         taken.add(ib.path)
+        rungs.add(ib.rung)
         where = f"step {k}"
         assert (ib.rung, ib.pivots, ib.iterations, ib.islands, ib.lemke_runs, ib.warm_attempted,
                 ib.warm_accepted, ib.warm_solves, ib.status, ib.converged) == \
@@ -64,7 +68,7 @@ def _compare(model, state, steps: int, warm: bool):
             gb = cb.lcp_warm.guess(model, b.step, keys, layout)
             assert ga is not None and gb is not None, where
             np.testing.assert_array_equal(gb, ga, err_msg=where)
-    return taken
+    return taken, rungs
 
 
 def _mu(model, contacts):
@@ -77,23 +81,27 @@ def _mu(model, contacts):
 def test_compiled_trajectory_equals_reference(name, warm):
     """Full duration of each small shipped scene, warm start on and off: state, impulses, contacts, step info
     equal to ROUND_OFF; every step taken by the compiled kernel (none handed to the reference)."""
-    model, state, spec = prepare(scene_file(name), solver="lcp")
+    model, state, duration = prepare(scene_file(name), solver="lcp")
     ok, reason = lcp_compiled_supported(model)
     assert ok, reason
-    steps = int(round(spec.duration / model.time_step))
-    taken = _compare(model, state, steps, warm)
+    steps = int(round(duration / model.time_step))
+    taken, _ = _compare(model, state, steps, warm)
     assert taken == {"compiled"}, taken
 
 
 def test_warm_size_steps_go_to_reference_with_the_compiled_basis(monkeypatch):
-    """With WARM_MIN_SIZE lowered, box_stack's LCPs are warm-start sized: the compiled path hands them to the
-    reference, which warm-starts from the basis the compiled path stored (``store_per_contact``) when the
-    previous step was compiled. Same trajectory and step info as the reference throughout."""
+    """box_stack with WARM_MIN_SIZE switched every other step between 10⁶ (the compiled path takes the step
+    and stores its basis, ``store_per_contact``) and 0 (the LCP is warm-start sized: the compiled path hands
+    the step to the reference, which warm-starts from that stored basis). Same trajectory and step info as
+    the reference path under the same switching, warm rungs included."""
     model, state, _ = prepare(scene_file("box_stack"), solver="lcp")
-    # 20 contacts × (8 + 2) = 200 unknowns on the stack: warm-sized; the landing steps (fewer contacts) are not
-    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 100)
-    taken = _compare(model, state, 300, True)
-    assert "compiled" in taken and "reference: warm-start size" in taken, taken
+
+    def switch(k):
+        monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0 if k % 2 else 10**6)
+
+    taken, rungs = _compare(model, state, 200, True, before_step=switch)
+    assert taken == {"compiled", "reference: warm-start size"}, taken
+    assert "warm" in rungs, rungs          # the stored basis was used (and accepted) on some step
 
 
 def test_pivot_limit_failure_is_reported_as_by_the_reference():
