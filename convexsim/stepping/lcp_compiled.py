@@ -1,6 +1,6 @@
 """The compiled LCP step of free-body models: eligibility, packing, and the Python entry point.
 
-``compiled_lcp_step(model, state, ctx, warm)`` returns what the reference ``lcp_stepper.lcp_step`` returns,
+``compiled_lcp_step`` returns what the reference ``lcp_stepper.lcp_step`` returns,
 computed by one numba call (``lcp_compiled_kernels.lcp_step_kernel``: collision, frames, Jacobians, free
 motion and integration through the compiled SAP step's kernels; islands, the dense (M, q), Lemke, impulses,
 warm-start bookkeeping). ``lcp_step`` dispatches here for the models :func:`lcp_compiled_supported` accepts
@@ -8,7 +8,8 @@ warm-start bookkeeping). ``lcp_step`` dispatches here for the models :func:`lcp_
 
 Steps the kernel does not take (its status is not LCP_OK: the first Lemke run of an island failed, an island
 above ``DENSE_ASSEMBLY_WORK``, an LCP of warm-start size with the warm start on, non-finite data) are taken by
-the reference path from the same (state, context), which reports them exactly as it always does (the
+the reference path from the same (state, context) (``lcp_step`` does that on a None answer), which reports
+them exactly as it always does (the
 fallback rungs in ``LcpStepInfo.rung``, ``LcpStepError`` naming the contacts and the step). Such a step's
 ``LcpStepInfo.path`` says so ("reference: <reason>"); it is never silent.
 """
@@ -65,16 +66,14 @@ def lcp_supported_cached(model: Model) -> tuple[bool, str]:
 class _LcpPacked:
     """The kernel arguments of a model: the SAP packing's arrays (``compiled.packed``) and the LCP settings."""
 
-    def __init__(self, model: Model):
-        from convexsim.stepping import lcp_stepper as ls
-
+    def __init__(self, model: Model, friction_directions):
         s = model.solver
         pm = packed(model)
         a = pm.model_arrays
         self.fpar = pm.fpar
         self.arrays = (*a[:13], a[14])          # geometry and bodies; geom friction (not k, τ, d)
         d = int(s.friction_directions)
-        self.U = np.ascontiguousarray(ls.friction_directions(d) if d else np.zeros((0, 2)))
+        self.U = np.ascontiguousarray(friction_directions(d) if d else np.zeros((0, 2)))
         self.stabilization = float(s.lcp_stabilization)
         opts = LemkeOptions()
         lpar = np.zeros(LK.NLPAR)
@@ -95,56 +94,54 @@ class _LcpPacked:
         jpar[LK.J_LU_MAX] = REBUILD_LU_MAX
         self.jpar = jpar
 
-    def settings(self, warm: bool) -> np.ndarray:
-        """The integer settings with the module constants read now (tests may change them)."""
-        from convexsim.stepping import lcp_stepper as ls
-
+    def settings(self, warm_min: int, dense_work: int) -> np.ndarray:
+        """The integer settings with the caller's limits (``lcp_stepper``'s module constants, read per step)."""
         jpar = self.jpar.copy()
-        jpar[LK.J_WARM_MIN] = ls.WARM_MIN_SIZE if warm else -1
-        jpar[LK.J_DENSE_WORK] = ls.DENSE_ASSEMBLY_WORK
+        jpar[LK.J_WARM_MIN] = warm_min
+        jpar[LK.J_DENSE_WORK] = dense_work
         return jpar
 
 
-def _lcp_packed(model: Model) -> _LcpPacked:
-    return _per_model(_PACKED, model, _LcpPacked)
+def compiled_lcp_step(model: Model, state: State, ctx, warm: bool, info_type, friction_directions,
+                      warm_min: int, dense_work: int):
+    """One LCP step by the compiled kernel (same contract as ``lcp_stepper.lcp_step``, which calls it).
 
+    Args:
+        info_type, friction_directions: ``lcp_stepper``'s LcpStepInfo and u_j (passed in: this module does
+            not import the reference stepper, which imports it).
+        warm_min: WARM_MIN_SIZE (LCPs of this size with the warm start on go to the reference path).
+        dense_work: DENSE_ASSEMBLY_WORK (islands above it go to the reference path); −1: every island.
 
-def compiled_lcp_step(model: Model, state: State, ctx, warm: bool):
-    """One LCP step by the compiled kernel (same contract as ``lcp_stepper.lcp_step``); the steps it does
-    not take go to the reference path (module docstring)."""
-    from convexsim.stepping import lcp_stepper as ls
-
-    if not ls.SPLIT_ISLANDS:                  # one LCP over all islands: the reference path's switch
-        new, info = ls.lcp_step(model, state, ctx, warm_start=warm, path="reference")
-        info.path = "reference: SPLIT_ISLANDS is off"
-        return new, info
-    lp = _lcp_packed(model)
+    Returns:
+        ((new state, LcpStepInfo), "") or (None, why the step goes to the reference path).
+    """
+    if dense_work < 0:
+        return None, "SPLIT_ISLANDS is off or dense assembly disabled"
+    lp = _per_model(_PACKED, model, lambda m: _LcpPacked(m, friction_directions))
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out = np.empty_like(q)
     v_out = np.empty_like(v)
     (status, _where, geoms, phi, point, normal, R_WC, gamma, force, pivots, nisl, basic_pc,
-     keys) = LK.lcp_step_kernel(lp.fpar, *lp.arrays, q, v, lp.U, lp.stabilization, lp.settings(warm), lp.lpar,
-                                q_out, v_out)
+     keys) = LK.lcp_step_kernel(lp.fpar, *lp.arrays, q, v, lp.U, lp.stabilization,
+                                lp.settings(warm_min if warm else -1, dense_work), lp.lpar, q_out, v_out)
     if status != LK.LCP_OK:
-        new, info = ls.lcp_step(model, state, ctx, warm_start=warm, path="reference")
-        info.path = f"reference: {LK.STATUS_NAMES[status]}"
-        return new, info
+        return None, LK.STATUS_NAMES[status]
     geom_body = lp.arrays[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
     new = State(t=state.t + model.time_step, q=q_out, v=v_out, step=state.step + 1)
     if contacts.count == 0:
-        return new, ls.LcpStepInfo(contacts=contacts, status="solved", path="compiled")
+        return (new, info_type(contacts=contacts, status="solved", path="compiled")), ""
     pivots = int(pivots)
     nisl = int(nisl)
-    info = ls.LcpStepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=pivots, converged=True,
-                          status="solved", warm_attempted=False, warm_accepted=False, warm_solves=0,
-                          pivots=pivots, rung="lemke", lemke_runs=nisl, islands=nisl, path="compiled")
+    info = info_type(contacts=contacts, gamma=gamma, force_world=force, iterations=pivots, converged=True,
+                     status="solved", warm_attempted=False, warm_accepted=False, warm_solves=0, pivots=pivots,
+                     rung="lemke", lemke_runs=nisl, islands=nisl, path="compiled")
     if warm:
         d = int(lp.jpar[LK.J_NDIR]) if _any_friction(lp, geoms) else 0
         ctx.lcp_warm.store_per_contact(model, state.step + 1, keys, d, basic_pc[:, :d + 2])
-    return new, info
+    return (new, info), ""
 
 
 def _any_friction(lp: _LcpPacked, geoms: np.ndarray) -> bool:

@@ -9,7 +9,7 @@ restitution, in the same order and through the same kernels wherever one exists:
    (``compiled_kernels.contact_frame`` / ``jacobian_block``) written as dense rows (``dense_jacobian``),
    combined friction μ (``contacts.combined_parameters``), gap term b (``gap_bias``),
 3. contact islands (``contact_islands``: same union rule, same island order), per island A⁻¹ of the
-   6 × 6 blocks (``block_inverse``), the dense (M, q) (``lcp_stepper._assemble_dense``, the same kernel),
+   6 × 6 blocks (``block_inverse``), the dense (M, q) (``lcp_dense._assemble_dense``, the reference's kernel),
    one Lemke run (``lemke._lemke_revised_kernel`` with ``lemke``'s defaults), v⁺ and the impulses
    (``ContactLcpLayout.velocity`` / ``impulses``), the final basis' basic z's (``basic_of``),
 4. symplectic Euler (``compiled_kernels.integrate_kernel``), contact keys (``contact_keys``).
@@ -31,7 +31,7 @@ from convexsim.lcp.lemke import _lemke_revised_kernel
 from convexsim.stepping.compiled_kernels import (F_DT, _first_nonfinite_body, collide_and_filter,
                                                  contact_frame, free_motion_kernel, integrate_kernel,
                                                  jacobian_block, margin_shares)
-from convexsim.stepping.lcp_stepper import _assemble_dense
+from convexsim.stepping.lcp_dense import _assemble_dense
 
 LCP_OK = 0
 LCP_NONFINITE_START = 1      # non-finite q or v, or margin shares: the reference path reports it
