@@ -8,6 +8,8 @@ The two steppers are siblings over the same Model/State and the same contact kin
 * ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
 * ``compiled``: the same SAP step as one numba call for free-body models (``compiled_step``,
   ``compiled_step_supported``); ``sap_stepper`` is its reference,
+* ``lcp_compiled``: the same for the LCP step (``lcp_step`` dispatches to it; ``path="reference"`` is the
+  Python step it is tested against),
 * ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
 * ``types``: ``StepInfo`` and the errors.
 
