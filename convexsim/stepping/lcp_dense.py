@@ -10,6 +10,19 @@ from convexsim._jit import jit
 
 
 @jit
+def _shares_body(body, a, b):
+    """Whether columns a and b of W may touch a common body (``body``: up to two body indices per column,
+    −1 none, −2 in the first slot: any body)."""
+    if body[a, 0] == -2 or body[b, 0] == -2:
+        return True
+    for i in range(2):
+        x = body[a, i]
+        if x >= 0 and (x == body[b, 0] or x == body[b, 1]):
+            return True
+    return False
+
+
+@jit
 def _assemble_dense(Ainv, v_star, J, bias, mu, U, d):
     """(M, q, W, A⁻¹W) of ``build_contact_lcp`` by dense products: W = [J_nᵀ D], A⁻¹W, M's impulse block
     Wᵀ A⁻¹ W symmetrized, E, −Eᵀ and μ; q = Wᵀ v* (+ b on the normal rows)."""
@@ -39,8 +52,33 @@ def _assemble_dense(Ainv, v_star, J, bias, mu, U, d):
             if W[k, a] != 0.0:
                 rows[a, count[a]] = k
                 count[a] += 1
+    # bodies (6-dof blocks of W's rows) of each column. When A⁻¹ is block diagonal by 6 × 6 (free bodies), a
+    # pair of columns on disjoint bodies has an exact zero in M (A⁻¹W is +0.0 on the other bodies' rows, so
+    # both sums below would be +0.0), which M already holds: skipped. Otherwise (trees: A⁻¹ couples dofs)
+    # every pair is computed.
+    blockdiag = True
+    for i in range(nv):
+        for k in range(nv):
+            if i // 6 != k // 6 and Ainv[i, k] != 0.0:
+                blockdiag = False
+    body = -np.ones((nw, 2), np.int64)
+    for a in range(nw):
+        for i in range(count[a]):
+            k = rows[a, i] // 6
+            if not blockdiag:
+                body[a, 0] = -2
+            elif body[a, 0] == -2:
+                pass
+            elif body[a, 0] < 0 or body[a, 0] == k:
+                body[a, 0] = k
+            elif body[a, 1] < 0 or body[a, 1] == k:
+                body[a, 1] = k
+            else:
+                body[a, 0] = -2                        # a third body: pair it with every column
     for a in range(nw):
         for b in range(a, nw):
+            if not (_shares_body(body, a, b)):
+                continue
             s = 0.0
             for i in range(count[a]):
                 k = rows[a, i]
