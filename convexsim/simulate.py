@@ -278,7 +278,11 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         if ok:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
-        if path == "compiled" and model.solver.kind != "lcp":     # LCP: lcp_step checks its compiled path
+        if path == "compiled" and model.solver.kind == "lcp" and not model.has_trees:
+            from convexsim.stepping.lcp_compiled import lcp_supported_cached   # the compiled LCP step
+
+            ok, reason = lcp_supported_cached(model)
+        if path == "compiled" and not ok:
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext

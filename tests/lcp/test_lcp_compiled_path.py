@@ -165,3 +165,6 @@ def test_unsupported_models_name_the_reason():
         stepper.lcp_step(model, state, path="compiled")
     _, info = stepper.lcp_step(model, state)
     assert info.path == "reference"
+    from convexsim.simulate import run_model
+    with pytest.raises(ValueError, match="restitution"):          # refused before the run starts
+        run_model(model, state, duration=0.01, path="compiled")
