@@ -526,9 +526,6 @@ class _StepSolution:
     rung: str = ""
     lemke_runs: int = 0
     islands: int = 0
-    path: str = "reference"
-    """Which path took the step: "compiled" (``stepping.lcp_compiled``), "reference", or "reference: <why>"
-    when the compiled path handed the step to the reference (e.g. its first Lemke run failed)."""
 
 
 def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, warm: bool,
