@@ -262,7 +262,8 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
 
     ``path`` as in ``convexsim.stepping.step``: with "auto" (default) an eligible model without a
     ``step_callback`` runs in the compiled run loop (many steps per numba call, :func:`_run_compiled`);
-    "reference" steps with the Python SAP path.
+    "reference" steps with the Python SAP path. LCP models step by step through ``lcp_step``, which takes
+    the same ``path`` (its compiled step, ``stepping.lcp_compiled``, or the Python one).
     """
     if controller is not None and not model.has_trees:
         raise ValueError("controller: the scene has no joints to control")
@@ -277,7 +278,11 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         if ok:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
-        if path == "compiled":
+        if path == "compiled" and model.solver.kind == "lcp" and not model.has_trees:
+            from convexsim.stepping.lcp_compiled import lcp_supported_cached   # the compiled LCP step
+
+            ok, reason = lcp_supported_cached(model)
+        if path == "compiled" and not ok:
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext

@@ -61,7 +61,8 @@ def write_bytecode() -> bool:
 def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
-    reference Python path, and the compiled single step of ``stepping.step``) and LCP; and write the modules'
+    reference Python path, and the compiled single step of ``stepping.step``) and LCP (compiled and reference
+    paths); and write the modules'
     bytecode (:func:`write_bytecode`). Returns the wall time [s]; with ``progress`` the first-run notice is
     printed when there is anything to compile."""
     from convexsim.stepping import step
@@ -71,7 +72,7 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     with KernelClock(notice=progress):
         for solver, model_name in (("sap", "sap"), ("sap", "lagged"), ("sap", "similar"), ("lcp", "sap")):
             model, state, _ = prepare(WARMUP_SCENE, solver=solver, contact_model=model_name)
-            paths = ("compiled", "reference") if solver == "sap" else ("auto",)
+            paths = ("compiled", "reference")       # LCP too: the compiled LCP step and its reference
             for path in paths:
                 run_model(model, state, duration=steps * model.time_step, path=path)
             if solver == "sap":

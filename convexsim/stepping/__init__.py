@@ -8,6 +8,8 @@ The two steppers are siblings over the same Model/State and the same contact kin
 * ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
 * ``compiled``: the same SAP step as one numba call for free-body models (``compiled_step``,
   ``compiled_step_supported``); ``sap_stepper`` is its reference,
+* ``lcp_compiled``: the same for the LCP step (``lcp_step`` dispatches to it; ``path="reference"`` is the
+  Python step it is tested against),
 * ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
 * ``types``: ``StepInfo`` and the errors.
 
@@ -69,7 +71,8 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
         path: "auto" (default): the compiled SAP step when ``compiled_step_supported(model)``, else the
             reference; "compiled": the compiled step (ValueError naming the reason if the model is not
-            eligible); "reference": the Python SAP step (the compiled path's reference).
+            eligible); "reference": the Python SAP step (the compiled path's reference). LCP models: the
+            same choice between ``stepping.lcp_compiled`` and the Python ``lcp_step`` (``lcp_step``'s path).
 
     Returns:
         (the state at t + dt, StepInfo of the step).
@@ -86,17 +89,17 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             return lcp_trees_step(model, state, ctx)
         from convexsim.stepping.articulated import articulated_sap_step
         return articulated_sap_step(model, state, ctx, strict=strict)
+    if model.solver.kind == "lcp":            # lcp_step chooses its compiled or reference path
+        from convexsim.stepping.contacts import check_finite_state
+        from convexsim.stepping.lcp_stepper import lcp_step
+        check_finite_state(model, state)
+        return lcp_step(model, state, ctx, path=path)
     if path != "reference":
         ok, reason = supported_cached(model)
         if ok:
             return compiled_step(model, state, ctx, strict=strict)
         if path == "compiled":
             raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
-    if model.solver.kind == "lcp":
-        from convexsim.stepping.contacts import check_finite_state
-        from convexsim.stepping.lcp_stepper import lcp_step
-        check_finite_state(model, state)
-        return lcp_step(model, state, ctx)
     from convexsim.stepping.sap_stepper import sap_step
     return sap_step(model, state, ctx, strict=strict)
 

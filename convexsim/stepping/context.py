@@ -44,7 +44,8 @@ class LcpWarmStart:
     model: Model | None = None
     next_step: int = -1
     num_directions: int = -1
-    index: dict = field(default_factory=dict)
+    index: dict | None = field(default_factory=dict)
+    _keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64), repr=False)
     per_contact: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
 
     def store(self, model: Model, next_step: int, keys: np.ndarray, layout, basic: np.ndarray) -> None:
@@ -60,11 +61,22 @@ class LcpWarmStart:
         self.index = {tuple(k): r for r, k in enumerate(keys.tolist())}
         self.per_contact = pc
 
+    def store_per_contact(self, model: Model, next_step: int, keys: np.ndarray, d: int,
+                          per_contact: np.ndarray) -> None:
+        """``store`` from rows already laid out per contact ((p_n, β_1..β_d, λ) of contact keys[r], shape
+        (m, d + 2)); the key index is built only if ``guess`` needs it (the compiled LCP step)."""
+        self.model, self.next_step, self.num_directions = model, next_step, int(d)
+        self.index = None
+        self._keys = keys
+        self.per_contact = np.asarray(per_contact, bool)
+
     def guess(self, model: Model, step: int, keys: np.ndarray, layout) -> np.ndarray | None:
         """Guessed basic z's of the new LCP (the stored basis; new contacts: w basic), or None if stale."""
         m, d = layout.num_contacts, layout.num_directions
         if self.model is not model or self.next_step != step or self.num_directions != d:
             return None
+        if self.index is None:
+            self.index = {tuple(k): r for r, k in enumerate(self._keys.tolist())}
         basic = np.zeros(layout.size, bool)
         for i, k in enumerate(keys.tolist()):
             r = self.index.get(tuple(k))

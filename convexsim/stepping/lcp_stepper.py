@@ -39,12 +39,12 @@ import numpy as np
 import scipy.sparse
 
 from convexsim import dynamics
-from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
                                  default_max_pivots, lemke, lemke_from_basis, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
+from convexsim.stepping.lcp_dense import _assemble_dense
 from convexsim.stepping.types import SimulationError, StepInfo
 
 WARM_START_DEFAULT = True
@@ -203,65 +203,6 @@ The two give the same (M, q) up to round-off (summation order); on small islands
 all Python and index bookkeeping."""
 
 
-@jit
-def _assemble_dense(Ainv, v_star, J, bias, mu, U, d):
-    """(M, q, W, A⁻¹W) of ``build_contact_lcp`` by dense products: W = [J_nᵀ D], A⁻¹W, M's impulse block
-    Wᵀ A⁻¹ W symmetrized, E, −Eᵀ and μ; q = Wᵀ v* (+ b on the normal rows)."""
-    m = J.shape[0]
-    nv = J.shape[2]
-    nw = m * (d + 1)
-    nz = m * (d + 2) if d else m
-    W = np.zeros((nv, nw))
-    for c in range(m):
-        for k in range(nv):
-            W[k, c] = J[c, 2, k]
-            for j in range(d):
-                W[k, m + c * d + j] = J[c, 0, k] * U[j, 0] + J[c, 1, k] * U[j, 1]
-    AinvW = np.zeros((nv, nw))
-    for i in range(nv):
-        for k in range(nv):
-            a = Ainv[i, k]
-            if a != 0.0:
-                for col in range(nw):
-                    AinvW[i, col] += a * W[k, col]
-    M = np.zeros((nz, nz))
-    q = np.zeros(nz)
-    rows = np.zeros((nw, nv), np.int64)                    # W's nonzero rows per column (≤ 12 for a contact)
-    count = np.zeros(nw, np.int64)
-    for a in range(nw):
-        for k in range(nv):
-            if W[k, a] != 0.0:
-                rows[a, count[a]] = k
-                count[a] += 1
-    for a in range(nw):
-        for b in range(a, nw):
-            s = 0.0
-            for i in range(count[a]):
-                k = rows[a, i]
-                s += W[k, a] * AinvW[k, b]
-            t = 0.0
-            for i in range(count[b]):
-                k = rows[b, i]
-                t += W[k, b] * AinvW[k, a]
-            v = 0.5 * (s + t)
-            M[a, b] = v
-            M[b, a] = v
-        s = 0.0
-        for k in range(nv):
-            s += W[k, a] * v_star[k]
-        q[a] = s
-    for c in range(m):
-        q[c] += bias[c]
-    if d:
-        for c in range(m):
-            for j in range(d):
-                r = m + c * d + j
-                M[r, nw + c] = 1.0
-                M[nw + c, r] = -1.0
-            M[nw + c, c] = mu[c]
-    return M, q, W, AinvW
-
-
 def rows_contact(m: int, d: int) -> np.ndarray:
     """Contact index of each β variable (contact-major, d per contact), shape (m·d,)."""
     return np.repeat(np.arange(m), d)
@@ -344,6 +285,9 @@ class LcpStepInfo(StepInfo):
     rung: str = ""
     lemke_runs: int = 0
     islands: int = 0
+    path: str = "reference"
+    """Which path took the step: "compiled" (``stepping.lcp_compiled``), "reference", or "reference: <why>"
+    when the compiled path handed the step to the reference (e.g. its first Lemke run failed)."""
 
 
 def contact_keys(contacts: Contacts) -> np.ndarray:
@@ -639,7 +583,7 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
 
 
 def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
-             warm_start: bool | None = None) -> tuple[State, StepInfo]:
+             warm_start: bool | None = None, path: str = "auto") -> tuple[State, StepInfo]:
     """Advance one step of the rigid LCP stepper (module docstring).
 
     Args:
@@ -651,6 +595,9 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
             solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
             (docs/lcp.md, "Warm start").
+        path: "auto" (default): the compiled step (``stepping.lcp_compiled``) when
+            ``lcp_compiled_supported(model)``, else this Python step; "compiled": the compiled step
+            (ValueError naming the reason if the model is not eligible); "reference": this Python step.
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
@@ -664,6 +611,22 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     """
     ctx = StepContext() if ctx is None else ctx
     _validate_settings(model)
+    warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
+    if path != "reference":
+        from convexsim.stepping.lcp_compiled import compiled_lcp_step, lcp_supported_cached
+        ok, reason = lcp_supported_cached(model)
+        if ok:
+            done, handoff = compiled_lcp_step(model, state, ctx, warm, LcpStepInfo, friction_directions,
+                                              WARM_MIN_SIZE, DENSE_ASSEMBLY_WORK if SPLIT_ISLANDS else -1)
+            if done is not None:
+                return done
+            new, info = lcp_step(model, state, ctx, warm_start=warm, path="reference")
+            info.path = f"reference: {handoff}"         # the compiled path handed this step over: say why
+            return new, info
+        if path == "compiled":
+            raise ValueError(f"path='compiled': this model cannot take the compiled LCP step: {reason}")
+        if path != "auto":
+            raise ValueError(f"path must be 'auto', 'compiled' or 'reference'; got {path!r}")
     s = model.solver
     dt = model.time_step
     A_blocks, v_star = dynamics.free_motion(model, state)
@@ -691,7 +654,6 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
         bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
     else:
         bias = gap_bias(phi, dt, s.lcp_stabilization)
-    warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
     sol = _solve_islands(model, state, kin, A_blocks, v_star, J, bias, warm, ctx)
     v_next, gamma = sol.v_next, sol.gamma
     info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,

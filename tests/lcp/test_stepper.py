@@ -313,6 +313,9 @@ def _failing_first_lemke(monkeypatch, bad_answer=False):
         return r
 
     monkeypatch.setattr(stepper, "lemke", fake)
+    # the Python step's Lemke is replaced: keep lcp_step on that path (the compiled kernel calls its own)
+    from convexsim.stepping import lcp_compiled
+    monkeypatch.setattr(lcp_compiled, "lcp_supported_cached", lambda model: (False, "test: reference path"))
     return calls
 
 
