@@ -104,20 +104,64 @@ class LazySignatureDispatcher(CPUDispatcher):
         return super()._compile_for_args(*args, **kws)
 
 
+KERNEL_MODULES = (
+    "geometry/boxes.py", "geometry/broadphase.py", "geometry/collide.py", "geometry/primitives.py",
+    "geometry/transforms.py", "lcp/lemke.py", "multibody/dynamics.py", "multibody/kinematics.py",
+    "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py", "sap/friction_cone.py",
+    "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py", "sap/supernodal.py",
+    "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py", "stepping/lcp_dense.py",
+)
+"""Every module of the package that defines kernels (paths relative to the package; a test keeps the list
+complete). Their sources make up :func:`kernel_sources_fingerprint`."""
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_sources_fingerprint() -> str:
+    """SHA-256 over the sources of :data:`KERNEL_MODULES` (hex).
+
+    numba stamps a cached kernel with its own file only, but the cached machine code of a kernel includes
+    the code of the kernels it calls, which may live in other files: after an edit of one of those (or an
+    upgrade of convexsim) numba would silently run the old callee. Every convexsim kernel's cache stamp
+    also carries this fingerprint (:func:`_stamp_with_sources`), so any change to any kernel module
+    invalidates the cached kernels and they are compiled again."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for rel in KERNEL_MODULES:
+        digest.update(rel.encode())
+        try:
+            digest.update((root / rel).read_bytes())
+        except OSError:                      # a missing module changes the fingerprint too
+            digest.update(b"<missing>")
+    return digest.hexdigest()
+
+
+def _stamp_with_sources(disp):
+    """Add :func:`kernel_sources_fingerprint` to the disk-cache stamp of the dispatcher ``disp`` (numba
+    internals, best effort: without them the cache keeps numba's own per-file stamp)."""
+    cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
+    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+        cache_file._source_stamp = (cache_file._source_stamp, kernel_sources_fingerprint())
+    return disp
+
+
 def jit(signature_or_function=None, **options):
-    """``numba.njit`` with convexsim's flags (:data:`CACHE`, no fastmath, numpy's error model).
+    """``numba.njit`` with convexsim's flags (:data:`CACHE`, no fastmath, numpy's error model) and a
+    disk-cache stamp that covers every kernel module (:func:`kernel_sources_fingerprint`).
 
     Use as ``@jit``, ``@jit(inline="never")`` or with explicit signatures, ``@jit("int64(float64[::1])")``:
     then a :class:`LazySignatureDispatcher`, compiled for them on first use rather than at import."""
     options = {**_OPTIONS, **options}
     if signature_or_function is None:
-        return numba.njit(**options)
+        return lambda func: _stamp_with_sources(numba.njit(**options)(func))
     if not (isinstance(signature_or_function, list) or sigutils.is_signature(signature_or_function)):
-        return numba.njit(signature_or_function, **options)
+        return _stamp_with_sources(numba.njit(signature_or_function, **options))
     sigs = signature_or_function if isinstance(signature_or_function, list) else [signature_or_function]
 
     def wrap(func):
-        disp = numba.njit(**options)(func)
+        disp = _stamp_with_sources(numba.njit(**options)(func))
         if isinstance(disp, CPUDispatcher):      # not with NUMBA_DISABLE_JIT, which returns ``func``
             disp.__class__ = LazySignatureDispatcher
             disp._pending = tuple(sigs)
@@ -126,4 +170,4 @@ def jit(signature_or_function=None, **options):
     return wrap
 
 
-__all__ = ["jit", "CACHE", "LazySignatureDispatcher"]
+__all__ = ["jit", "CACHE", "KERNEL_MODULES", "LazySignatureDispatcher", "kernel_sources_fingerprint"]

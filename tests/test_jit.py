@@ -66,3 +66,61 @@ def test_calls_with_literals_from_a_kernel_share_one_signature():
 def test_pickles_as_itself():
     column(R, 0)
     assert pickle.loads(pickle.dumps(column)) is column
+
+
+def test_kernel_modules_lists_every_module_that_defines_kernels():
+    """The cache fingerprint covers exactly the modules that import the kernel decorator."""
+    from pathlib import Path
+
+    from convexsim._jit import KERNEL_MODULES
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                   if p.name != "_jit.py" and "_jit import" in p.read_text(encoding="utf-8"))
+    assert sorted(KERNEL_MODULES) == users
+
+
+PROBE = '''
+
+@jit
+def _cache_probe(a):
+    return norm3(a)
+'''
+
+
+def test_editing_a_callee_module_invalidates_the_cached_caller(tmp_path):
+    """numba stamps a cached kernel with its own file only; the cached code of ``_cache_probe`` (in
+    primitives.py) includes ``norm3`` (in transforms.py). In fresh processes sharing one cache: the first
+    run compiles, the second loads from the cache (same answer, no compilation), and after norm3's file
+    changes the third must compile again and see the new norm3 (10 instead of 5), not the stale copy."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "convexsim"
+    pkg = tmp_path / "src" / "convexsim"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    prim = pkg / "geometry" / "primitives.py"
+    prim.write_text(prim.read_text(encoding="utf-8") + PROBE, encoding="utf-8")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path / "src"),
+           "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_DEBUG_CACHE": "1"}
+    code = ("import numpy as np; import convexsim; assert convexsim.__file__.startswith(" + repr(str(pkg)) + "); "
+            "from convexsim.geometry.primitives import _cache_probe; "
+            "print('RESULT', _cache_probe(np.array([3.0, 4.0, 0.0])))")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                             cwd=tmp_path)         # not the repository: -c puts the cwd first on sys.path
+        assert out.returncode == 0, out.stderr
+        value = float(out.stdout.split("RESULT")[1].split()[0])
+        return value, "data loaded" in out.stdout and "_cache_probe" in out.stdout
+
+    assert run() == (5.0, False)
+    assert run() == (5.0, True)
+    trans = pkg / "geometry" / "transforms.py"
+    old = "return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])"
+    text = trans.read_text(encoding="utf-8")
+    assert old in text
+    trans.write_text(text.replace(old, "return 2.0 * " + old[len("return "):]), encoding="utf-8")
+    assert run()[0] == 10.0
