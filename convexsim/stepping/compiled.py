@@ -39,6 +39,21 @@ _SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "facto
                      "numerical_failure")
 
 
+def free_body_layout_problem(model: Model) -> str:
+    """Why the compiled kernels cannot take ``model``'s bodies and shapes ("" if they can): every shape
+    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed. Shared by the
+    compiled SAP and LCP steps."""
+    bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
+    if bad:
+        return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
+    fixed = np.asarray(model.body_fixed, dtype=bool)
+    dof = np.asarray(model.body_dof)
+    moving = np.flatnonzero(~fixed)
+    if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
+        return "bodies are not all free (6 dofs each, in body order) or fixed"
+    return ""
+
+
 def compiled_step_supported(model: Model) -> tuple[bool, str]:
     """(True, "") when the compiled step can advance ``model``, else (False, the reason).
 
@@ -55,14 +70,9 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
     except ValueError:
         return False, f"contact model {model.contact_model!r} is not one of sap, lagged, similar"
     del cm
-    bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
-    if bad:
-        return False, f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
-    fixed = np.asarray(model.body_fixed, dtype=bool)
-    dof = np.asarray(model.body_dof)
-    moving = np.flatnonzero(~fixed)
-    if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
-        return False, "bodies are not all free (6 dofs each, in body order) or fixed"
+    layout = free_body_layout_problem(model)
+    if layout:
+        return False, layout
     for name, arr, positive in (("stiffness", model.material_stiffness, True),
                                 ("friction", model.material_friction, False),
                                 ("dissipation_time", model.material_dissipation_time, False),

@@ -21,7 +21,7 @@ import numpy as np
 from convexsim.lcp.lemke import REBUILD_LU_MAX, LemkeOptions
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import SUPPORTED_SHAPES, _per_model, packed
+from convexsim.stepping.compiled import _per_model, free_body_layout_problem, packed
 
 _SUPPORTED: dict = {}
 _PACKED: dict = {}
@@ -40,14 +40,9 @@ def lcp_compiled_supported(model: Model) -> tuple[bool, str]:
         return False, "the model has kinematic trees (joints); the compiled LCP step is for free bodies"
     if s.lcp_restitution != 0.0:
         return False, "lcp_restitution > 0 (Moreau midpoint scheme) is taken by the reference step"
-    bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(t) for t in SUPPORTED_SHAPES})
-    if bad:
-        return False, f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
-    fixed = np.asarray(model.body_fixed, dtype=bool)
-    dof = np.asarray(model.body_dof)
-    moving = np.flatnonzero(~fixed)
-    if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
-        return False, "bodies are not all free (6 dofs each, in body order) or fixed"
+    layout = free_body_layout_problem(model)
+    if layout:
+        return False, layout
     mu = np.asarray(model.material_friction, dtype=float)
     if not np.all(np.isfinite(mu) & (mu >= 0)):
         return False, "a material's friction is not finite and ≥ 0"
