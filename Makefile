@@ -54,7 +54,7 @@ demo: $(VENV)/.core-installed
 # of the contact LCP. The other tests/lcp tests (textbook and random LCPs, the worked examples, trajectory
 # comparison) see no BLAS-dependent data, so rerunning them would check nothing new.
 # --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
-BLAS_RERUN := $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
+BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25
