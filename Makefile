@@ -44,13 +44,22 @@ demo: $(VENV)/.core-installed
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
 	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"
 
-# The LCP tests run again under other BLAS settings: Lemke's answers must not depend on the kernel
-# (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits of the contact LCP.
+# The suite runs on 2 pytest-xdist workers (CI has 2 cores), one test file per worker at a time
+# (--dist loadfile: a module's fixtures, e.g. the learn tests' fitted models, are built once).
+# `convexsim warmup` first compiles the numba kernels into NUMBA_CACHE_DIR once, so that the workers load
+# them instead of both compiling them (numba's cache writes are atomic renames, safe across processes).
+# The Lemke tests on real contact data (marker blas_variant: the captured contact LCPs, the perturbation
+# tests, LCP runs of the shipped scenes, the warm start along them) run again under other BLAS settings:
+# Lemke's answers must not depend on the kernel (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits
+# of the contact LCP. The other tests/lcp tests (textbook and random LCPs, the worked examples, trajectory
+# comparison) see no BLAS-dependent data, so rerunning them would check nothing new.
 # --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
+BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
 test: $(VENV)/.test-installed browser
-	$(PY) -m pytest -q --durations=25
-	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
-	OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/lcp
+	$(VENV)/bin/convexsim warmup
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25
+	OPENBLAS_NUM_THREADS=1 $(BLAS_RERUN)
+	OPENBLAS_CORETYPE=Prescott $(BLAS_RERUN)
 
 test-fast: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m "not slow"

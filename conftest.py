@@ -5,12 +5,21 @@
 * ``tests/`` goes on ``sys.path`` so that ``repo_paths`` (REPO, SCENES, STUDIES, DOCS) and
   ``model_builder`` are importable from every test directory; the ``repo`` fixture gives the root.
 * Hypothesis runs derandomized, without an example database, its caches under the root.
+* Every test starts with Ctrl-C deliverable (SIGINT unblocked, Python's KeyboardInterrupt handler): the
+  tests that interrupt a run (in this process or in a child, which inherits both) must not depend on how
+  the suite was started (a command put in the background of a non-interactive shell, e.g. ``make test &``
+  in a script, starts with SIGINT ignored, and so do the xdist workers and every child) nor on what an
+  earlier test in the same process did. A test that leaves SIGINT blocked, ignored or handled is named in
+  a warning.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,3 +49,36 @@ set_hypothesis_home_dir(REPO / ".hypothesis")   # its caches at the root (git-ig
 def repo() -> Path:
     """The repository root."""
     return REPO
+
+
+_SESSION_START = "(start of the session)"
+_previous_test = [_SESSION_START]
+
+
+def _sigint_ignored_by_the_kernel() -> bool:
+    """SIGINT's bit in this process's ignored-signal mask (Linux /proc; False where unavailable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return bool(mask >> (signal.SIGINT - 1) & 1)
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_is_deliverable(request):
+    """Reset SIGINT to unblocked with Python's default handler before each test (see the module docstring)."""
+    if threading.current_thread() is threading.main_thread():
+        found = []
+        if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+            found.append("blocked")
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is not signal.default_int_handler or _sigint_ignored_by_the_kernel():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            found.append(f"handled by {handler!r}" if handler is not signal.default_int_handler else "ignored")
+        if found and _previous_test[0] != _SESSION_START:   # inherited at the start: no warning
+            warnings.warn(f"SIGINT was {' and '.join(found)} after {_previous_test[0]}; reset",
+                          pytest.PytestWarning, stacklevel=1)
+    yield
+    _previous_test[0] = request.node.nodeid

@@ -40,6 +40,25 @@ WARMUP_SCENE = {
 """Every pair of moving shapes (sphere, box, capsule) and halfspace in contact at t = 0, so that a few
 steps reach the collision, SAP and LCP kernels of every shipped scene."""
 
+WARMUP_TREE_SCENE = {
+    "name": "warmup_tree",
+    "time_step": 1.0e-3,
+    "bodies": [
+        {"name": "ground", "fixed": True, "geometries": [{"shape": "halfspace"}]},
+        {"name": "bob", "mass": 1.0, "geometries": [{"shape": "sphere", "radius": 0.1}]},
+        {"name": "slider", "mass": 0.5, "geometries": [{"shape": "box", "size": [0.2, 0.2, 0.2]}]},
+    ],
+    "joints": [
+        {"name": "hinge", "type": "revolute", "child": "bob", "axis": [0, 1, 0], "position": [0, 0, 1.0999],
+         "child_offset": [0, 0, -1.0], "lower": 0.0, "upper": 0.5},
+        {"name": "slide", "type": "prismatic", "child": "slider", "axis": [1, 0, 0], "position": [0.5, 0, 0.0999],
+         "lower": 0.0, "upper": 0.1},
+    ],
+}
+"""Two one-joint trees (revolute, prismatic; each at a joint limit and touching the ground at t = 0), so that
+a few steps reach the kinematics, dynamics and joint-limit kernels of the articulated scenes (double_pendulum,
+gripper_lift, iiwa_push...)."""
+
 
 def write_bytecode() -> bool:
     """Write the bytecode cache (``__pycache__``) of convexsim's modules where it is missing or stale, so that
@@ -62,7 +81,7 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
     reference Python path, and the compiled single step of ``stepping.step``) and LCP (compiled and reference
-    paths); and write the modules'
+    paths), then of :data:`WARMUP_TREE_SCENE` with SAP and LCP (the articulated stepper); and write the modules'
     bytecode (:func:`write_bytecode`). Returns the wall time [s]; with ``progress`` the first-run notice is
     printed when there is anything to compile."""
     from convexsim.stepping import step
@@ -77,7 +96,10 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
                 run_model(model, state, duration=steps * model.time_step, path=path)
             if solver == "sap":
                 step(model, state, path="compiled")
+        for solver in ("sap", "lcp"):
+            model, state, _ = prepare(WARMUP_TREE_SCENE, solver=solver)
+            run_model(model, state, duration=steps * model.time_step)
     return _time.perf_counter() - t0
 
 
-__all__ = ["warm_up", "write_bytecode", "WARMUP_SCENE"]
+__all__ = ["warm_up", "write_bytecode", "WARMUP_SCENE", "WARMUP_TREE_SCENE"]

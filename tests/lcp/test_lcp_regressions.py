@@ -18,6 +18,8 @@ import pytest
 
 from convexsim.lcp.lemke import LemkeOptions, _check, lemke
 
+pytestmark = pytest.mark.blas_variant   # captured contact LCPs: rerun under other BLAS settings (Makefile)
+
 DATA = Path(__file__).parent / "data"
 CASES = ["fail_cold", "fail_warm", "z0fail_warm"]
 TRIALS = 100

@@ -47,6 +47,7 @@ def _run(scene, warm, monkeypatch, duration=None):
     return traj, rungs, zmin
 
 
+@pytest.mark.blas_variant
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("scene", [pytest.param(s, marks=pytest.mark.slow) if s in LONG else s
                                    for s in SMALL_SCENES])
@@ -68,6 +69,7 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
     assert not zmin or min(zmin) >= -1e-12
 
 
+@pytest.mark.blas_variant
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get(FULL_CLUTTER_ENV) != "1",
                     reason=f"12 min or more per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
@@ -94,6 +96,7 @@ this machine with default BLAS, OPENBLAS_CORETYPE=Prescott and OPENBLAS_NUM_THRE
 0 (docs/lcp.md §1, "The residual failure mode"); the stepper's fallback chain must solve every one."""
 
 
+@pytest.mark.blas_variant
 @pytest.mark.slow
 def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
     # Each perturbed answer must pass Lemke's final check on the step's unperturbed LCP (the
