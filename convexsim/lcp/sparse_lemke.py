@@ -40,7 +40,7 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, independent_basis)
+                                 _harris_tied_revised, _sparse_pattern, independent_basis)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -151,49 +151,117 @@ def _lex_less_rows(ra, ca, rb, cb, rel, abs_tol):
     return False
 
 
+@jit
+def _basis_csc(basis, colptr, colidx, colval, d, Bp, Bi, Bx):
+    """The basis matrix B in CSC form (column k: e_b for w_b, −M_·j for z_j, −d for z0). Returns nnz."""
+    n = basis.shape[0]
+    t = 0
+    for k in range(n):
+        Bp[k] = t
+        b = basis[k]
+        if b < n:
+            Bi[t] = b
+            Bx[t] = 1.0
+            t += 1
+        elif b < 2 * n:
+            for s in range(colptr[b - n], colptr[b - n + 1]):
+                Bi[t] = colidx[s]
+                Bx[t] = -colval[s]
+                t += 1
+        else:
+            for i in range(n):
+                Bi[t] = i
+                Bx[t] = -d[i]
+                t += 1
+    Bp[n] = t
+    return t
+
+
+@jit
+def _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
+    """x = B₀⁻¹b from SuperLU's factors (Pr·B₀·Pc = L·U, L unit lower, both CSC): y = Pr b, L and U column
+    sweeps, x = y permuted by Pc. The same operations as SuperLU's solve up to summation order."""
+    n = b.shape[0]
+    for i in range(n):
+        y[pr[i]] = b[i]
+    for j in range(n):
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Lp[j], Lp[j + 1]):
+                i = Li[k]
+                if i > j:
+                    y[i] -= Lx[k] * yj
+    for j in range(n - 1, -1, -1):
+        y[j] /= Udiag[j]
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Up[j], Up[j + 1]):
+                i = Ui[k]
+                if i < j:
+                    y[i] -= Ux[k] * yj
+    for i in range(n):
+        x[i] = y[pc[i]]
+
+
+@jit
+def _fill_floors(basis, qmax, mnorm, dmax, floors):
+    """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
+    n = basis.shape[0]
+    for i in range(n):
+        b = basis[i]
+        floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+
+
 # --------------------------------------------------------------------------------------------
 # the basis: sparse LU at the last refactorization + eta file
 # --------------------------------------------------------------------------------------------
 
 
 class _Basis:
-    """B⁻¹ = E_t ⋯ E_1 B₀⁻¹ with B₀ = LU (SuperLU) or the identity (cold start before the first refactor)."""
+    """B⁻¹ = E_t ⋯ E_1 B₀⁻¹ with B₀ = LU (SuperLU) or the identity (cold start before the first refactor).
+    M's columns come from its CSC copy (colptr, colidx, colval)."""
 
-    def __init__(self, Mc: scipy.sparse.csc_matrix, d: np.ndarray, cap: int):
+    def __init__(self, colptr, colidx, colval, d: np.ndarray, cap: int):
         n = d.shape[0]
-        self.Mc = Mc
+        self.colptr, self.colidx, self.colval = colptr, colidx, colval
         self.d = d
         self.n = n
         self.lu = None
         self.etas = np.empty((cap, n))
         self.eta_row = np.empty(cap, np.int64)
         self.neta = 0
-        self.full = False
+        nmax = 2 * n + colidx.shape[0]
+        self.Bp = np.empty(n + 1, np.int64)
+        self.Bi = np.empty(nmax, np.int64)
+        self.Bx = np.empty(nmax)
+        self.y = np.empty(n)
 
-    def column(self, var: int) -> tuple[np.ndarray, np.ndarray]:
-        """(original column a of the tableau [I | −M | −d] for variable var, as a dense vector)."""
+    def column(self, var: int) -> np.ndarray:
+        """The original column a of variable var in the tableau [I | −M | −d], dense."""
         n = self.n
         a = np.zeros(n)
         if var < n:
             a[var] = 1.0
         elif var < 2 * n:
-            j = var - n
-            lo, hi = self.Mc.indptr[j], self.Mc.indptr[j + 1]
-            a[self.Mc.indices[lo:hi]] = -self.Mc.data[lo:hi]
+            lo, hi = self.colptr[var - n], self.colptr[var - n + 1]
+            a[self.colidx[lo:hi]] = -self.colval[lo:hi]
         else:
             a[:] = -self.d
         return a
 
     def ftran(self, a: np.ndarray) -> np.ndarray:
-        """B⁻¹a (a copy)."""
-        x = self.lu.solve(a) if self.lu is not None else a.copy()
+        """B⁻¹a (a new array)."""
+        if self.lu is None:
+            x = a.copy()
+        else:
+            x = np.empty(self.n)
+            _lu_solve_csc(*self.factors, a, x, self.y)
         _apply_etas(x, self.etas, self.eta_row, self.neta)
         return x
 
     def ftran_many(self, A: np.ndarray) -> np.ndarray:
-        """B⁻¹A for a few columns (n × k)."""
-        X = self.lu.solve(A) if self.lu is not None else A.copy()
-        X = np.ascontiguousarray(X)
+        """B⁻¹A for a few columns (n × k, C order)."""
+        X = np.ascontiguousarray(self.lu.solve(np.asfortranarray(A)) if self.lu is not None else A.copy())
         for k in range(X.shape[1]):
             x = np.ascontiguousarray(X[:, k])
             _apply_etas(x, self.etas, self.eta_row, self.neta)
@@ -217,33 +285,25 @@ class _Basis:
         return True
 
     def factor(self, basis: np.ndarray) -> bool:
-        """B₀ = LU of the basis matrix from the original data; the eta file is emptied. False if B is
-        singular (an exactly zero pivot in SuperLU) or the factors are not finite."""
+        """B₀ = LU of the basis matrix from the original data (SuperLU, COLAMD order); the eta file is emptied.
+        False if B is singular (an exactly zero pivot) or the factors are not finite."""
         n = self.n
-        Mc = self.Mc
-        cols = []
-        for k in range(n):
-            b = int(basis[k])
-            if b < n:
-                cols.append((np.array([b]), np.array([1.0])))
-            elif b < 2 * n:
-                lo, hi = Mc.indptr[b - n], Mc.indptr[b - n + 1]
-                cols.append((Mc.indices[lo:hi], -Mc.data[lo:hi]))
-            else:
-                cols.append((np.arange(n), -self.d))
-        indptr = np.zeros(n + 1, np.int64)
-        indptr[1:] = np.cumsum([c[0].size for c in cols])
-        B = scipy.sparse.csc_matrix((np.concatenate([c[1] for c in cols]),
-                                     np.concatenate([c[0] for c in cols]), indptr), shape=(n, n))
+        nnz = _basis_csc(basis, self.colptr, self.colidx, self.colval, self.d, self.Bp, self.Bi, self.Bx)
+        B = scipy.sparse.csc_matrix((self.Bx[:nnz], self.Bi[:nnz], self.Bp), shape=(n, n))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", scipy.sparse.linalg.MatrixRankWarning)
                 lu = scipy.sparse.linalg.splu(B, permc_spec="COLAMD")
         except RuntimeError:   # "Factor is exactly singular"
             return False
-        if not (np.all(np.isfinite(lu.U.data)) and np.all(np.isfinite(lu.L.data))):
+        L, U = lu.L, lu.U
+        udiag = U.diagonal()
+        if not (np.all(np.isfinite(U.data)) and np.all(np.isfinite(L.data)) and np.all(udiag != 0.0)):
             return False
         self.lu = lu
+        self.factors = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data, U.indptr.astype(np.int64),
+                        U.indices.astype(np.int64), U.data, udiag, lu.perm_r.astype(np.int64),
+                        lu.perm_c.astype(np.int64))
         self.neta = 0
         return True
 
@@ -253,12 +313,11 @@ class _Basis:
 # --------------------------------------------------------------------------------------------
 
 
-def _final_resolve_sparse(Mc, Mr, mnorm, q, z, basis, check_tol):
+def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
     """``lemke._final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
     two candidates, check, clip tiny negatives. Returns (status, z, w, residual)."""
     n = q.shape[0]
     w = np.empty(n)
-    rp, ri, rv = Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64), Mr.data
     res = _check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
     a = np.sort(basis[(basis >= n) & (basis < 2 * n)] - n)
     if a.size:
@@ -335,12 +394,14 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     M = np.ascontiguousarray(M, dtype=np.float64)
     q = np.ascontiguousarray(q, dtype=np.float64)
     n = q.shape[0]
-    Mc = scipy.sparse.csc_matrix(M)
-    Mc.sort_indices()
-    Mr = Mc.tocsr()
-    Mr.sort_indices()
-    rp, ri, rv = Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64), Mr.data
-    mnorm = float(np.abs(Mr).sum(axis=1).max()) if n else 0.0
+    nnz = int(np.count_nonzero(M))
+    cp, rp = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    ci, ri = np.empty(nnz, np.int64), np.empty(nnz, np.int64)
+    cv, rv = np.empty(nnz), np.empty(nnz)
+    _sparse_pattern(M, cp, ci, cv, rp, ri, rv)
+    Mc = scipy.sparse.csc_matrix((cv, ci, cp), shape=(n, n))
+    Mr = scipy.sparse.csr_matrix((rv, ri, rp), shape=(n, n))
+    mnorm = float(abs(Mr).sum(axis=1).max()) if nnz else 0.0
     qmax = float(np.abs(q).max()) if n else 0.0
     start = basic is not None
     basis = np.arange(n, dtype=np.int64)
@@ -370,7 +431,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     if q.min() >= -e_rhs and not start:
         return result(0, 0, 0.0, _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol))
     every = refactor if refactor > 0 else REFACTOR_EVERY
-    B = _Basis(Mc, d, every)
+    B = _Basis(cp, ci, cv, d, every)
     s = SKETCH_COLUMNS
     rng = np.random.default_rng(seed)
     S = rng.choice(np.array([-1.0, 1.0]), size=(n, s))
@@ -451,7 +512,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
         c = B.ftran(a)
         if harris:
             _noise_scales(r, Y, s, float(np.sqrt(a @ a)), erhs, ecol)
-            floors[:] = np.where(basis < n, qmax, np.where(basis < 2 * n, qmax / max(mnorm, 1e-300), qmax / dmax))
+            _fill_floors(basis, qmax, mnorm, dmax, floors)
             ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
                                                   opts.harris_tol * n, opts.harris_pivot_ratio, z0_row, tied, cand,
                                                   floors)
@@ -521,7 +582,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     elif status != 0:
         w[:] = Mr @ z + q
         return result(status, pivots, z0v, np.inf)
-    st, zf, wf, res = _final_resolve_sparse(Mc, Mr, mnorm, q, z, basis, opts.check_tol)
+    st, zf, wf, res = _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, opts.check_tol)
     return result(st, pivots, z0v, res, zf, wf)
 
 
