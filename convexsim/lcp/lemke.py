@@ -1444,12 +1444,15 @@ _METHODS = ("auto", "revised", "tableau", "sparse")
 
 
 def _sparse_choice(M, opts: "LemkeOptions"):
-    """The sparse-LU kernel module if ``opts.method`` selects it for M ("sparse"; "auto" on large sparse M,
-    ``sparse_lemke.use_sparse``), else None (then "auto" means "revised")."""
+    """(the sparse-LU kernel module, nnz(M) or None) if ``opts.method`` selects it for M ("sparse"; "auto" on
+    large sparse M, ``sparse_lemke.use_sparse``), else (None, None) (then "auto" means "revised")."""
     if opts.method not in ("sparse", "auto"):
-        return None
+        return None, None
     from convexsim.lcp import sparse_lemke
-    return sparse_lemke if opts.method == "sparse" or sparse_lemke.use_sparse(M) else None
+    if opts.method == "sparse":
+        return sparse_lemke, None
+    nnz = sparse_lemke.use_sparse(M)
+    return (sparse_lemke, nnz) if nnz else (None, None)
 
 REBUILD_LU_MAX = 400
 """Revised Lemke: up to this size a rebuild uses the tableau's own LU and solves (so the two methods agree
@@ -1561,10 +1564,10 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
-    sparse = _sparse_choice(M, opts)
+    sparse, nnz = _sparse_choice(M, opts)
     if sparse is not None:
         return sparse.sparse_lemke(M, q, d=d, max_pivots=int(max_pivots), options=opts,
-                                   refactor=int(opts.refactor_every))
+                                   refactor=int(opts.refactor_every), nnz=nnz)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
     if opts.method in ("revised", "auto"):
@@ -1692,10 +1695,10 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
-    sparse = _sparse_choice(M, opts)
+    sparse, nnz = _sparse_choice(M, opts)
     if sparse is not None:
         return sparse.sparse_lemke(M, q, max_pivots=int(max_pivots), options=opts, refactor=int(opts.refactor_every),
-                                   basic=basic, rank_tol=rank_tol)
+                                   basic=basic, rank_tol=rank_tol, nnz=nnz)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
     alpha = np.array(basic, dtype=bool).reshape(n)

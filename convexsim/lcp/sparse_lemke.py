@@ -56,10 +56,14 @@ revised kernel otherwise."""
 AUTO_MAX_DENSITY = 0.1
 
 
-def use_sparse(M: np.ndarray) -> bool:
-    """``method="auto"``'s choice: n ≥ AUTO_MIN_SIZE and at most AUTO_MAX_DENSITY of M's entries nonzero."""
+def use_sparse(M: np.ndarray) -> int:
+    """``method="auto"``'s choice: n ≥ AUTO_MIN_SIZE and at most AUTO_MAX_DENSITY of M's entries nonzero.
+    Returns nnz(M) when chosen (≥ 1 then; the count is passed on to ``sparse_lemke``), else 0."""
     n = M.shape[0]
-    return n >= AUTO_MIN_SIZE and np.count_nonzero(M) <= AUTO_MAX_DENSITY * n * n
+    if n < AUTO_MIN_SIZE:
+        return 0
+    nnz = int(np.count_nonzero(M))
+    return max(nnz, 1) if nnz <= AUTO_MAX_DENSITY * n * n else 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +377,7 @@ def _warm_basis(M, Mc, q, alpha, rank_tol):
 
 
 def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
-                 basic=None, rank_tol: float = 1e-10, seed: int = 0) -> LemkeResult:
+                 basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
     """Lemke's method on LCP(M, q) with a sparse LU basis (module docstring); ``lemke`` / ``lemke_from_basis``
     call it for ``method="sparse"`` (and ``"auto"`` on large sparse M). Data must be validated by the caller.
 
@@ -385,6 +389,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
             rebuild before a tie decision", as in the dense kernel).
         basic: warm start from the complementary basis of this guess of basic z's (``lemke_from_basis``).
         seed: seed of the sketch's random signs.
+        nnz: M's nonzero count if known (saves an O(n²) pass).
 
     Returns:
         LemkeResult, statuses and fields as ``lemke``'s.
@@ -394,7 +399,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     M = np.ascontiguousarray(M, dtype=np.float64)
     q = np.ascontiguousarray(q, dtype=np.float64)
     n = q.shape[0]
-    nnz = int(np.count_nonzero(M))
+    nnz = int(np.count_nonzero(M)) if nnz is None else int(nnz)
     cp, rp = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
     ci, ri = np.empty(nnz, np.int64), np.empty(nnz, np.int64)
     cv, rv = np.empty(nnz), np.empty(nnz)
