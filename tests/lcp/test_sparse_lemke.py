@@ -214,3 +214,32 @@ def test_auto_choice():
     assert a.pivots == b.pivots and np.array_equal(a.z, b.z)
     assert not sparse_lemke.use_sparse(np.ones((700, 700)))
     assert sparse_lemke.use_sparse(_p_matrix(700, 1)[0])
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
+    # box_stack (0.3 s, islands of n = 200-280, resting degenerate manifolds) with "auto" sending every island
+    # to the sparse kernel, in lockstep with the default (dense revised at this size). Every step must be
+    # solved; the trajectories agree to |Δq| ≤ 1e-8 m, |Δv| ≤ 1e-6 m/s — the bounds of the warm-vs-cold
+    # lockstep test (test_warm_start.py): both answers pass the same check (t·s_w ≈ 5e-11 m/s per step), but
+    # the polyhedral-friction LCP is not unique in velocity on degenerate manifolds
+    from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext, lcp_stepper as stepper
+    from repo_paths import scene_file
+
+    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)
+    md, sd, _ = prepare(scene_file("box_stack"), solver="lcp")
+    ms, ss, _ = prepare(scene_file("box_stack"), solver="lcp")
+    ctx_d, ctx_s = StepContext(), StepContext()
+    dq = dv = 0.0
+    used = 0
+    for _ in range(300):
+        monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 10**9)
+        sd, _ = stepper.lcp_step(md, sd, ctx_d, warm_start=warm)
+        monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 0)
+        ss, info = stepper.lcp_step(ms, ss, ctx_s, warm_start=warm)
+        used += info.contacts.count > 0
+        dq = max(dq, float(np.abs(sd.q - ss.q).max()))
+        dv = max(dv, float(np.abs(sd.v - ss.v).max()))
+    assert used > 200
+    assert dq <= 1e-8 and dv <= 1e-6, (dq, dv)
