@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.sparse
 
 from convexsim.lcp import sparse_lemke
@@ -82,9 +83,6 @@ def _heap_like(bodies, m, d, seed):
     return M, q
 
 
-import scipy.linalg  # noqa: E402  (used by _heap_like)
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_p_matrix_same_solution_as_dense(seed):
     # unique solution: the two kernels must return the same z (to the rounding of cond ~ 10), also under
@@ -128,6 +126,7 @@ def test_captured_lcps_solved_under_perturbations(name, kind):
     # the robustness test of test_lcp_regressions with the sparse kernel forced (these LCPs are below the
     # auto size): every perturbed copy solved, every answer checked on the unperturbed data
     M, q, nw = _load(name)
+    assert np.array_equal(M[:nw, :nw], M[:nw, :nw].T)  # the perturbed block is the symmetric one
     rng = np.random.default_rng([BOX_STACK.index(name), ["rel16", "rel15", "q12"].index(kind), 7])
     failed, dense_failed = [], 0
     trials = 40
