@@ -47,7 +47,7 @@ SKETCH_COLUMNS = 8
 
 REFACTOR_EVERY = 100
 """Pivots between sparse refactorizations (the eta file's length at most); chosen by measurement on heap
-islands (docs/lcp.md §6)."""
+islands (docs/lcp.md §1, "Sparse-LU Lemke")."""
 
 AUTO_MIN_SIZE = 600
 """``method="auto"``: the sparse kernel for n ≥ this and M at most ``AUTO_MAX_DENSITY`` nonzero, the dense
