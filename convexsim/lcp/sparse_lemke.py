@@ -34,7 +34,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
 import scipy.sparse.linalg
 
