@@ -118,7 +118,10 @@ class LemkeOptions(NamedTuple):
             is "the largest pivot"; that cycled on Siconos' 40×40 ``lcp_tobenna`` (a degenerate vertex
             with exact zero rhs, where only the lexicographic rule prevents cycling), so the default
             1e-6 only excludes pivots a million times smaller than the best eligible one.
-        method: ``"revised"`` (default): keep only B⁻¹ and B⁻¹q and compute the entering column as B⁻¹a
+        method: ``"auto"`` (default): ``"sparse"`` for large sparse M (n ≥ ``sparse_lemke.AUTO_MIN_SIZE``, at
+            most ``AUTO_MAX_DENSITY`` nonzero), ``"revised"`` otherwise. ``"sparse"``: the basis as a sparse
+            LU with an eta file (``convexsim.lcp.sparse_lemke``; same rules, sketched noise scales, so the path
+            may differ from the dense kernels' on degenerate data). ``"revised"``: keep only B⁻¹ and B⁻¹q and compute the entering column as B⁻¹a
             (a sparse product: contact LCPs are a few percent dense); a pivot updates B⁻¹ on the pivot
             row's nonzero columns (at most k + 1, k the basic z's) and a rebuild inverts B with LAPACK.
             ``"tableau"``: the dense tableau B⁻¹[I | −M | −d | q] (2n + 2 columns per pivot). Both walk
@@ -136,7 +139,7 @@ class LemkeOptions(NamedTuple):
     ratio_test: str = "harris"
     harris_tol: float = 1000.0 * _EPS
     harris_pivot_ratio: float = 1e-6
-    method: str = "revised"
+    method: str = "auto"
 
 
 @dataclass
@@ -1437,7 +1440,19 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
 
 
 _RATIO_TESTS = {"textbook": 0, "harris": 1}
-_METHODS = ("revised", "tableau")
+_METHODS = ("auto", "revised", "tableau", "sparse")
+
+
+def _sparse_choice(M, opts: "LemkeOptions"):
+    """(the sparse-LU kernel module, nnz(M) or None) if ``opts.method`` selects it for M ("sparse"; "auto" on
+    large sparse M, ``sparse_lemke.use_sparse``), else (None, None) (then "auto" means "revised")."""
+    if opts.method not in ("sparse", "auto"):
+        return None, None
+    from convexsim.lcp import sparse_lemke
+    if opts.method == "sparse":
+        return sparse_lemke, None
+    nnz = sparse_lemke.use_sparse(M)
+    return (sparse_lemke, nnz) if nnz else (None, None)
 
 REBUILD_LU_MAX = 400
 """Revised Lemke: up to this size a rebuild uses the tableau's own LU and solves (so the two methods agree
@@ -1549,9 +1564,13 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
+    sparse, nnz = _sparse_choice(M, opts)
+    if sparse is not None:
+        return sparse.sparse_lemke(M, q, d=d, max_pivots=int(max_pivots), options=opts,
+                                   refactor=int(opts.refactor_every), nnz=nnz)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
-    if opts.method == "revised":
+    if opts.method in ("revised", "auto"):
         Bt, r, c, LU, perm, perm2, basis, vecs, ibuf, fbuf = ws.revised_views(n)
         status, pivots, z0, res = _run_revised(M, q, d, int(max_pivots), opts, refactor, harris, Bt, r, c, LU,
                                                perm, perm2, basis, vecs, ibuf, fbuf, 0)
@@ -1676,10 +1695,14 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     if n == 0:
         e = np.zeros(0)
         return LemkeResult(e, e.copy(), LemkeStatus.SOLVED, 0, 0.0, np.zeros(0, np.int64), e.copy(), 0.0)
+    sparse, nnz = _sparse_choice(M, opts)
+    if sparse is not None:
+        return sparse.sparse_lemke(M, q, max_pivots=int(max_pivots), options=opts, refactor=int(opts.refactor_every),
+                                   basic=basic, rank_tol=rank_tol, nnz=nnz)
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
     alpha = np.array(basic, dtype=bool).reshape(n)
-    revised = opts.method == "revised"
+    revised = opts.method in ("revised", "auto")
     if revised:
         Bt, r, c, LU, perm, perm2, basis, vecs, ibuf, fbuf = ws.revised_views(n)
         d = _warm_tableau(M, q, alpha, Bt.T, basis, rank_tol, rhs_out=r)

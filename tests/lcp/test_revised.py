@@ -161,4 +161,4 @@ def test_workspace_serves_both_methods():
 
 def test_unknown_method_is_refused():
     with pytest.raises(ValueError, match="method"):
-        lemke(np.eye(2), [-1.0, -1.0], options=LemkeOptions(method="sparse"))
+        lemke(np.eye(2), [-1.0, -1.0], options=LemkeOptions(method="bogus"))

@@ -1,0 +1,593 @@
+"""Revised Lemke with a sparse LU of the basis (``LemkeOptions.method="sparse"``; ``"auto"`` picks it for
+large sparse LCPs).
+
+The dense revised kernel (``lemke.py``) keeps B⁻¹ explicitly: a pivot on a heap island (n ≈ 2300, k ≈ 700
+basic z's) streams the n·k non-unit entries of B⁻¹ twice, 1.5–3 ms per pivot. Here the basis matrix B
+(columns: e_j for a basic w_j, −M_·j for a basic z_j, −d for z0) is kept as a sparse LU of the basis at the
+last refactorization, B₀ = LU (SuperLU, ``scipy.sparse.linalg.splu``), and the pivots since then as an eta
+file (product form: B⁻¹ = E_t ⋯ E_1 B₀⁻¹). A pivot costs one sparse solve with B₀ plus the etas (FTRAN of the
+entering column), an O(n·s) update of the rhs and of a sketch (below), and the ratio test: O(nnz(LU) + n·t)
+instead of O(n·k). Every ``refactor`` pivots B is factorized afresh from the original data (drift control,
+and the eta file stays short).
+
+The path follows the dense revised kernel's rules (docs/lcp.md §1): the Harris two-pass ratio test with
+negative rhs clamped, pivot candidates above their noise level, z0 first, the 1e-6 pivot filter and the
+lexicographic rule among the rest (rows of B⁻¹ by transposed solves, BTRAN), the bound shift, the early exit
+when the current point passes the final check, the round-off z0 rule and the final re-solve on the basis'
+z support with the check on the original (M, q). What differs is the rounding-noise scales of the Harris
+test, which the dense kernel reads from the rows of |B⁻¹|. A factorization does not give those rows; they
+are estimated from a random sketch kept alongside the rhs: Y = B⁻¹[S | diag(|q|) S] with S an n × s matrix
+of random signs (seeded, so the runs are reproducible), updated by the same pivots as the rhs, and
+
+    e_i = max(|r_i|, ‖Y_q,i‖₂/√s)       ≈ ‖B⁻¹_i· ∘ q‖₂ ≤ (|B⁻¹||q|)_i       (rhs noise scale)
+    f_i = ‖Y_S,i‖₂/√s · ‖a‖₂            ≈ ‖B⁻¹_i·‖₂‖a‖₂ ≥ (|B⁻¹||a|)_i      (entering column noise scale)
+
+E‖Y_i‖²/s equals the squared 2-norm of row i (weighted by |q| for Y_q). The rhs scale thus errs low (the
+Harris feasibility tolerance keeps the data floor max(e_i, floor_i) and never exceeds the dense one by more
+than the sketch's spread), and the column scale errs high (an entry near its noise level is then excluded
+from the pivot candidates a little earlier, the safe side). The path may therefore differ from the dense
+kernel's on degenerate problems; every answer passes the same final check on the original data.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+
+from convexsim._jit import jit
+from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
+                                 _harris_tied_revised, _sparse_pattern, independent_basis)
+
+SKETCH_COLUMNS = 8
+"""s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
+
+REFACTOR_EVERY = 100
+"""Pivots between sparse refactorizations (the eta file's length at most); chosen by measurement on heap
+islands (docs/lcp.md §1, "Sparse-LU Lemke")."""
+
+AUTO_MIN_SIZE = 600
+"""``method="auto"``: the sparse kernel for n ≥ this and M at most ``AUTO_MAX_DENSITY`` nonzero, the dense
+revised kernel otherwise."""
+
+AUTO_MAX_DENSITY = 0.1
+
+
+def use_sparse(M: np.ndarray) -> int:
+    """``method="auto"``'s choice: n ≥ AUTO_MIN_SIZE and at most AUTO_MAX_DENSITY of M's entries nonzero.
+    Returns nnz(M) when chosen (≥ 1 then; the count is passed on to ``sparse_lemke``), else 0."""
+    n = M.shape[0]
+    if n < AUTO_MIN_SIZE:
+        return 0
+    nnz = int(np.count_nonzero(M))
+    return max(nnz, 1) if nnz <= AUTO_MAX_DENSITY * n * n else 0
+
+
+# --------------------------------------------------------------------------------------------
+# numba helpers (the per-pivot vector work; the sparse solves are SuperLU's)
+# --------------------------------------------------------------------------------------------
+
+
+@jit
+def _apply_etas(x, etas, eta_row, neta):
+    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update)."""
+    for t in range(neta):
+        p = eta_row[t]
+        e = etas[t]
+        x[p] /= e[p]
+        xp = x[p]
+        if xp != 0.0:
+            for i in range(x.shape[0]):
+                x[i] -= e[i] * xp
+            x[p] = xp
+
+
+@jit
+def _apply_etas_transposed(y, etas, eta_row, neta):
+    """y ← E_1ᵀ ⋯ E_netaᵀ y (for a row of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹). Eᵀ changes
+    only entry p: y_p ← (y_p − Σ_{i≠p} c_i y_i)/c_p."""
+    for t in range(neta - 1, -1, -1):
+        p = eta_row[t]
+        e = etas[t]
+        s = 0.0
+        for i in range(y.shape[0]):
+            if i != p:
+                s += e[i] * y[i]
+        y[p] = (y[p] - s) / e[p]
+
+
+@jit
+def _pivot_vectors(r, Y, c, row):
+    """The pivot's Gauss–Jordan step on the rhs r and the sketch columns Y (n × 2s), entering column c."""
+    n = r.shape[0]
+    p = c[row]
+    r[row] /= p
+    rr = r[row]
+    for i in range(n):
+        if i != row:
+            r[i] -= c[i] * rr
+    for k in range(Y.shape[1]):
+        Y[row, k] /= p
+    for i in range(n):
+        if i != row:
+            ci = c[i]
+            if ci != 0.0:
+                for k in range(Y.shape[1]):
+                    Y[i, k] -= ci * Y[row, k]
+
+
+@jit
+def _noise_scales(r, Y, s, anorm, erhs, ecol):
+    """erhs_i = max(|r_i|, ‖Y_q,i‖/√s) + 1e-300, ecol_i = ‖Y_S,i‖/√s · ‖a‖₂ + 1e-300 (module docstring)."""
+    n = r.shape[0]
+    for i in range(n):
+        a = 0.0
+        b = 0.0
+        for k in range(s):
+            a += Y[i, k] * Y[i, k]
+            b += Y[i, s + k] * Y[i, s + k]
+        ecol[i] = np.sqrt(a / s) * anorm + 1e-300
+        erhs[i] = max(abs(r[i]), np.sqrt(b / s)) + 1e-300
+
+
+@jit
+def _lex_less_rows(ra, ca, rb, cb, rel, abs_tol):
+    """``lemke._lex_less`` on two rows of B⁻¹ given explicitly (ra, rb) with their pivots ca, cb."""
+    n = ra.shape[0]
+    scale = 0.0
+    for j in range(n):
+        scale = max(scale, abs(ra[j] / ca), abs(rb[j] / cb))
+    floor = abs_tol * scale
+    for j in range(n):
+        va = ra[j] / ca
+        vb = rb[j] / cb
+        diff = va - vb
+        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
+            continue
+        return diff < 0.0
+    for j in range(n):
+        diff = ra[j] / ca - rb[j] / cb
+        if diff != 0.0:
+            return diff < 0.0
+    return False
+
+
+@jit
+def _basis_csc(basis, colptr, colidx, colval, d, Bp, Bi, Bx):
+    """The basis matrix B in CSC form (column k: e_b for w_b, −M_·j for z_j, −d for z0). Returns nnz."""
+    n = basis.shape[0]
+    t = 0
+    for k in range(n):
+        Bp[k] = t
+        b = basis[k]
+        if b < n:
+            Bi[t] = b
+            Bx[t] = 1.0
+            t += 1
+        elif b < 2 * n:
+            for s in range(colptr[b - n], colptr[b - n + 1]):
+                Bi[t] = colidx[s]
+                Bx[t] = -colval[s]
+                t += 1
+        else:
+            for i in range(n):
+                Bi[t] = i
+                Bx[t] = -d[i]
+                t += 1
+    Bp[n] = t
+    return t
+
+
+@jit
+def _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
+    """x = B₀⁻¹b from SuperLU's factors (Pr·B₀·Pc = L·U, L unit lower, both CSC): y = Pr b, L and U column
+    sweeps, x = y permuted by Pc. The same operations as SuperLU's solve up to summation order."""
+    n = b.shape[0]
+    for i in range(n):
+        y[pr[i]] = b[i]
+    for j in range(n):
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Lp[j], Lp[j + 1]):
+                i = Li[k]
+                if i > j:
+                    y[i] -= Lx[k] * yj
+    for j in range(n - 1, -1, -1):
+        y[j] /= Udiag[j]
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Up[j], Up[j + 1]):
+                i = Ui[k]
+                if i < j:
+                    y[i] -= Ux[k] * yj
+    for i in range(n):
+        x[i] = y[pc[i]]
+
+
+@jit
+def _fill_floors(basis, qmax, mnorm, dmax, floors):
+    """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
+    n = basis.shape[0]
+    for i in range(n):
+        b = basis[i]
+        floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+
+
+# --------------------------------------------------------------------------------------------
+# the basis: sparse LU at the last refactorization + eta file
+# --------------------------------------------------------------------------------------------
+
+
+class _Basis:
+    """B⁻¹ = E_t ⋯ E_1 B₀⁻¹ with B₀ = LU (SuperLU) or the identity (cold start before the first refactor).
+    M's columns come from its CSC copy (colptr, colidx, colval)."""
+
+    def __init__(self, colptr, colidx, colval, d: np.ndarray, cap: int):
+        n = d.shape[0]
+        self.colptr, self.colidx, self.colval = colptr, colidx, colval
+        self.d = d
+        self.n = n
+        self.lu = None
+        self.etas = np.empty((cap, n))
+        self.eta_row = np.empty(cap, np.int64)
+        self.neta = 0
+        nmax = 2 * n + colidx.shape[0]
+        self.Bp = np.empty(n + 1, np.int64)
+        self.Bi = np.empty(nmax, np.int64)
+        self.Bx = np.empty(nmax)
+        self.y = np.empty(n)
+
+    def column(self, var: int) -> np.ndarray:
+        """The original column a of variable var in the tableau [I | −M | −d], dense."""
+        n = self.n
+        a = np.zeros(n)
+        if var < n:
+            a[var] = 1.0
+        elif var < 2 * n:
+            lo, hi = self.colptr[var - n], self.colptr[var - n + 1]
+            a[self.colidx[lo:hi]] = -self.colval[lo:hi]
+        else:
+            a[:] = -self.d
+        return a
+
+    def ftran(self, a: np.ndarray) -> np.ndarray:
+        """B⁻¹a (a new array)."""
+        if self.lu is None:
+            x = a.copy()
+        else:
+            x = np.empty(self.n)
+            _lu_solve_csc(*self.factors, a, x, self.y)
+        _apply_etas(x, self.etas, self.eta_row, self.neta)
+        return x
+
+    def ftran_many(self, A: np.ndarray) -> np.ndarray:
+        """B⁻¹A for a few columns (n × k, C order)."""
+        X = np.ascontiguousarray(self.lu.solve(np.asfortranarray(A)) if self.lu is not None else A.copy())
+        for k in range(X.shape[1]):
+            x = np.ascontiguousarray(X[:, k])
+            _apply_etas(x, self.etas, self.eta_row, self.neta)
+            X[:, k] = x
+        return X
+
+    def row(self, i: int) -> np.ndarray:
+        """Row i of B⁻¹ (BTRAN)."""
+        y = np.zeros(self.n)
+        y[i] = 1.0
+        _apply_etas_transposed(y, self.etas, self.eta_row, self.neta)
+        return self.lu.solve(y, trans="T") if self.lu is not None else y
+
+    def record(self, c: np.ndarray, row: int) -> bool:
+        """Append a pivot; False when the eta file is full (refactor first)."""
+        if self.neta >= self.etas.shape[0]:
+            return False
+        self.etas[self.neta] = c
+        self.eta_row[self.neta] = row
+        self.neta += 1
+        return True
+
+    def factor(self, basis: np.ndarray) -> bool:
+        """B₀ = LU of the basis matrix from the original data (SuperLU, COLAMD order); the eta file is emptied.
+        False if B is singular (an exactly zero pivot) or the factors are not finite."""
+        n = self.n
+        nnz = _basis_csc(basis, self.colptr, self.colidx, self.colval, self.d, self.Bp, self.Bi, self.Bx)
+        B = scipy.sparse.csc_matrix((self.Bx[:nnz], self.Bi[:nnz], self.Bp), shape=(n, n))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", scipy.sparse.linalg.MatrixRankWarning)
+                lu = scipy.sparse.linalg.splu(B, permc_spec="COLAMD")
+        except RuntimeError:   # "Factor is exactly singular"
+            return False
+        L, U = lu.L, lu.U
+        udiag = U.diagonal()
+        if not (np.all(np.isfinite(U.data)) and np.all(np.isfinite(L.data)) and np.all(udiag != 0.0)):
+            return False
+        self.lu = lu
+        self.factors = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data, U.indptr.astype(np.int64),
+                        U.indices.astype(np.int64), U.data, udiag, lu.perm_r.astype(np.int64),
+                        lu.perm_c.astype(np.int64))
+        self.neta = 0
+        return True
+
+
+# --------------------------------------------------------------------------------------------
+# the path
+# --------------------------------------------------------------------------------------------
+
+
+def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
+    """``lemke._final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
+    two candidates, check, clip tiny negatives. Returns (status, z, w, residual)."""
+    n = q.shape[0]
+    w = np.empty(n)
+    res = _check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
+    a = np.sort(basis[(basis >= n) & (basis < 2 * n)] - n)
+    if a.size:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", scipy.sparse.linalg.MatrixRankWarning)
+                x = scipy.sparse.linalg.splu(Mc[a][:, a].tocsc(), permc_spec="COLAMD").solve(-q[a])
+            zalt = np.zeros(n)
+            zalt[a] = x
+            walt = np.empty(n)
+            res_alt = _check_sparse(rp, ri, rv, mnorm, q, zalt, walt, check_tol)
+            if res_alt < res:
+                z, w, res = zalt, walt, res_alt
+        except RuntimeError:
+            pass
+    if not (res <= 1.0):
+        return 3, z, w, res
+    z = np.where(z < 0.0, 0.0, z)
+    res = _check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
+    return (0 if res <= 1.0 else 3), z, w, res
+
+
+def _warm_basis(M, Mc, q, alpha, rank_tol):
+    """The complementary basis of the guess α (z_i basic for i ∈ α; dependent columns of M_αα removed) as
+    (basis, d = B·1), or None if M_αα stays singular."""
+    n = q.shape[0]
+    for attempt in range(2):
+        a = np.flatnonzero(alpha)
+        if not a.size:
+            break
+        ok = True
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", scipy.sparse.linalg.MatrixRankWarning)
+                lu = scipy.sparse.linalg.splu(Mc[a][:, a].tocsc(), permc_spec="COLAMD")
+            piv = np.abs(lu.U.diagonal())
+            ok = bool(np.all(np.isfinite(piv)) and piv.min() > rank_tol * piv.max())
+        except RuntimeError:
+            ok = False
+        if ok:
+            break
+        if attempt:
+            return None
+        alpha[:] = independent_basis(M, alpha, rank_tol)
+    a = np.flatnonzero(alpha)
+    b = np.flatnonzero(~alpha)
+    basis = np.concatenate([n + a, b]).astype(np.int64)
+    d = np.zeros(n)
+    d[b] = 1.0
+    if a.size:
+        d -= np.asarray(Mc[:, a].sum(axis=1)).ravel()
+    return basis, d
+
+
+def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
+                 basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
+    """Lemke's method on LCP(M, q) with a sparse LU basis (module docstring); ``lemke`` / ``lemke_from_basis``
+    call it for ``method="sparse"`` (and ``"auto"`` on large sparse M). Data must be validated by the caller.
+
+    Args:
+        M, q, d: the LCP and covering vector (d ignored for the warm start, which uses d = B·1).
+        max_pivots: pivot cap (the first z0 pivot counts).
+        options: LemkeOptions (tolerances, ratio test).
+        refactor: pivots between refactorizations (≤ 0: ``REFACTOR_EVERY``; 0 in the options means "never
+            rebuild before a tie decision", as in the dense kernel).
+        basic: warm start from the complementary basis of this guess of basic z's (``lemke_from_basis``).
+        seed: seed of the sketch's random signs.
+        nnz: M's nonzero count if known (saves an O(n²) pass).
+
+    Returns:
+        LemkeResult, statuses and fields as ``lemke``'s.
+    """
+    opts = options or LemkeOptions()
+    harris = opts.ratio_test == "harris"
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    n = q.shape[0]
+    nnz = int(np.count_nonzero(M)) if nnz is None else int(nnz)
+    cp, rp = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    ci, ri = np.empty(nnz, np.int64), np.empty(nnz, np.int64)
+    cv, rv = np.empty(nnz), np.empty(nnz)
+    _sparse_pattern(M, cp, ci, cv, rp, ri, rv)
+    Mc = scipy.sparse.csc_matrix((cv, ci, cp), shape=(n, n))
+    Mr = scipy.sparse.csr_matrix((rv, ri, rp), shape=(n, n))
+    mnorm = float(abs(Mr).sum(axis=1).max()) if nnz else 0.0
+    qmax = float(np.abs(q).max()) if n else 0.0
+    start = basic is not None
+    basis = np.arange(n, dtype=np.int64)
+    if start:
+        alpha = np.array(basic, dtype=bool).reshape(n)
+        wb = _warm_basis(M, Mc, q, alpha, rank_tol)
+        if wb is None:
+            e = np.zeros(n)
+            return LemkeResult(e, q.copy(), LemkeStatus.NUMERICAL_FAILURE, 0, 0.0, basis, e.copy(), np.inf)
+        basis, d = wb
+    elif d is None:
+        d = np.ones(n)
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    dmax = float(np.abs(d).max()) if n else 0.0
+    z = np.zeros(n)
+    w = np.empty(n)
+    ray = np.zeros(n)
+
+    def result(status, pivots, z0, res, zz=None, ww=None):
+        zz = z if zz is None else zz
+        ww = w if ww is None else ww
+        return LemkeResult(zz, ww, LemkeStatus(int(status)), int(pivots), float(z0), basis.copy(), ray, float(res))
+
+    scale = max(1.0, mnorm, dmax)
+    piv_tol = opts.pivot_tol * n * scale
+    e_rhs = opts.rhs_tol * max(qmax, 1e-300)
+    if q.min() >= -e_rhs and not start:
+        return result(0, 0, 0.0, _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol))
+    every = refactor if refactor > 0 else REFACTOR_EVERY
+    B = _Basis(cp, ci, cv, d, every)
+    s = SKETCH_COLUMNS
+    rng = np.random.default_rng(seed)
+    S = rng.choice(np.array([-1.0, 1.0]), size=(n, s))
+    Sw = np.concatenate([S, np.abs(q)[:, None] * S], axis=1)
+    if start:
+        if not B.factor(basis):
+            e = np.zeros(n)
+            return result(3, 0, 0.0, np.inf, e, q.copy())
+        r = B.ftran(q)
+        Y = np.ascontiguousarray(B.ftran_many(Sw))
+    else:
+        r = q.copy()
+        Y = Sw.copy()
+    erhs = np.empty(n)
+    ecol = np.empty(n)
+    ratio_rel_tol = opts.ratio_rel_tol
+    if not np.all(np.isfinite(r)):
+        return result(3, 0, 0.0, np.inf)
+    walk = True
+    if not start:
+        best = float(np.min(q / d))
+        row0 = int(np.flatnonzero(q / d - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d)[-1])
+    else:
+        best = float(r.min())
+        _noise_scales(r, Y, s, 0.0, erhs, ecol)
+        row0 = int(np.flatnonzero(r - best <= ratio_rel_tol * abs(best) + 2.0 * opts.rhs_tol * erhs)[-1])
+        walk = best < 0.0
+        if walk:
+            zb = basis >= n
+            z[basis[zb] - n] = r[zb]
+            znorm = float(np.abs(r[zb]).max()) if zb.any() else 0.0
+            tt = opts.pivot_tol * n
+            lim = np.where(zb, tt * znorm, tt * (mnorm * znorm + qmax))
+            tight = bool(np.all(r >= -lim))
+            walk = not (tight and _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0)
+    pivots = 0
+    z0_row = -1
+    status = 0
+    entering = -1
+    tied = np.empty(n, np.int64)
+    cand = np.empty(n)
+    floors = np.empty(n)
+    t_check = opts.check_tol * n
+    since_refactor = 0
+    tie_refactor = max(8, n)
+
+    def do_pivot(c, row):
+        nonlocal since_refactor
+        if not B.record(c, row):
+            raise AssertionError("eta file overflow")   # refactor happens before it fills
+        _pivot_vectors(r, Y, c, row)
+        since_refactor += 1
+
+    def refactor_now() -> bool:
+        nonlocal r, Y, since_refactor
+        if not B.factor(basis):
+            return False
+        r = B.ftran(q)
+        Y = np.ascontiguousarray(B.ftran_many(Sw))
+        since_refactor = 0
+        return bool(np.all(np.isfinite(r)))
+
+    if walk:
+        c = -np.ones(n) if start else B.ftran(-d)
+        leaving = int(basis[row0])
+        basis[row0] = 2 * n
+        do_pivot(c, row0)
+        z0_row = row0
+        pivots = 1
+        entering = leaving + n if leaving < n else leaving - n
+        status = 1
+    while walk and pivots < max_pivots:
+        if B.neta >= every:
+            if not refactor_now():
+                status = 3
+                break
+        a = B.column(entering)
+        c = B.ftran(a)
+        if harris:
+            _noise_scales(r, Y, s, float(np.sqrt(a @ a)), erhs, ecol)
+            _fill_floors(basis, qmax, mnorm, dmax, floors)
+            ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
+                                                  opts.harris_tol * n, opts.harris_pivot_ratio, z0_row, tied, cand,
+                                                  floors)
+            found = ntied > 0
+        else:
+            ok = c > piv_tol
+            found = bool(ok.any())
+            if found:
+                rho = np.where(ok, r / np.where(ok, c, 1.0), np.inf)
+                imin = int(np.argmin(rho))
+                rho_min, cmin = rho[imin], c[imin]
+                _noise_scales(r, Y, s, 0.0, erhs, ecol)
+                sel = np.flatnonzero(ok & (rho - rho_min <= ratio_rel_tol * abs(rho_min)
+                                           + opts.rhs_tol * (erhs / np.where(ok, c, 1.0) + erhs[imin] / cmin)))
+                ntied = sel.size
+                tied[:ntied] = sel
+                z0_tied = bool(z0_row in sel)
+        if not found:
+            if not (np.all(np.isfinite(r)) and np.all(np.isfinite(c))):
+                status = 3
+                break
+            status = 2
+            if n <= entering < 2 * n:
+                ray[entering - n] = 1.0
+            zb = (basis >= n) & (basis < 2 * n)
+            ray[basis[zb] - n] = -c[zb]
+            break
+        if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and opts.refactor_every != 0:
+            if not refactor_now():
+                status = 3
+                break
+            continue
+        if z0_tied:
+            row = z0_row
+        else:
+            row = int(tied[0])
+            if ntied > 1:
+                rows = {int(i): B.row(int(i)) for i in tied[:ntied]}
+                for k in range(1, ntied):
+                    i = int(tied[k])
+                    if _lex_less_rows(rows[i], c[i], rows[row], c[row], opts.lex_rel_tol, opts.lex_abs_tol):
+                        row = i
+        if harris and r[row] < 0.0:
+            r[row] = 0.0
+        leaving = int(basis[row])
+        basis[row] = entering
+        do_pivot(c, row)
+        pivots += 1
+        if leaving == 2 * n:
+            status = 0
+            break
+        if harris and _early_exit_revised(r, basis, z, w, opts.check_tol, t_check, mnorm, qmax, dmax, q, rp, ri,
+                                          rv):
+            status = 0
+            break
+        entering = leaving + n if leaving < n else leaving - n
+    z[:] = 0.0
+    zb = (basis >= n) & (basis < 2 * n)
+    z[basis[zb] - n] = r[zb]
+    z0v = float(r[basis == 2 * n][0]) if np.any(basis == 2 * n) else 0.0
+    if status in (1, 2):
+        if _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0:
+            ray[:] = 0.0
+            status = 0
+        else:
+            return result(status, pivots, z0v, np.inf)
+    elif status != 0:
+        w[:] = Mr @ z + q
+        return result(status, pivots, z0v, np.inf)
+    st, zf, wf, res = _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, opts.check_tol)
+    return result(st, pivots, z0v, res, zf, wf)
+
+
+__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY"]

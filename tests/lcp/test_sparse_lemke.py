@@ -1,0 +1,244 @@
+"""The sparse-LU Lemke (``LemkeOptions.method="sparse"``, chosen by ``"auto"`` for large sparse LCPs) against the
+dense revised Lemke (the oracle).
+
+The sparse kernel walks the same rules but estimates the Harris noise scales from a sketch
+(``convexsim.lcp.sparse_lemke``), so on degenerate data its path may differ; what must hold:
+
+* where the solution is unique (P-matrices) both kernels return it, to 1e-10 relative (the solution's
+  rounding error is ~cond·ε; these P-matrices are well conditioned);
+* on contact LCPs (non-unique impulses) every answer passes Lemke's final check and an independent check on
+  the *unperturbed* data (perturbations ≤ 1e-15 relative are far below the check's t = 1e4·ε·n), and the
+  sparse kernel solves whatever the dense one solves;
+* rays and pivot limits are reported the same way (status, ray direction).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse
+
+from convexsim.lcp import sparse_lemke
+from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, lemke, lemke_from_basis
+from test_lcp_regressions import CASES, independent_check, load_case, passes_final_check, perturbed
+
+DATA = Path(__file__).parent / "data"
+SPARSE = LemkeOptions(method="sparse")
+DENSE = LemkeOptions(method="revised")
+BOX_STACK = CASES + ["box_stack_step52_lcp", "box_stack_step1842_lcp", "box_stack_prescott_step1951"]
+
+
+def _load(name):
+    if name in CASES:
+        M, q, nw = load_case(name)
+        return M, q, nw
+    d = np.load(DATA / f"{name}.npz")
+    M, q = d["M"], d["q"]
+    m = int(d["m"]) if "m" in d.files else q.shape[0] // 10
+    ndir = int(d["ndir"]) if "ndir" in d.files else 8
+    return M, q, m * (1 + ndir)
+
+
+def _heap():
+    """The captured mixed_clutter heap island (n = 1490) and its warm guess."""
+    d = np.load(DATA / "mixed_clutter_heap_t09.npz")
+    n = d["q"].shape[0]
+    M = scipy.sparse.csr_matrix((d["data"], d["indices"], d["indptr"]), shape=(n, n)).toarray()
+    return M, d["q"], d["guess"]
+
+
+def _p_matrix(n, seed, density=0.05):
+    """A sparse, well-conditioned P-matrix (diagonally dominant with positive diagonal, so every principal
+    minor is positive): the LCP has exactly one solution for every q."""
+    rng = np.random.default_rng(seed)
+    A = scipy.sparse.random(n, n, density, random_state=rng, data_rvs=rng.standard_normal).toarray()
+    np.fill_diagonal(A, 0.0)
+    M = A + np.diag(np.abs(A).sum(axis=1) + 1.0)
+    return M, rng.standard_normal(n)
+
+
+def _heap_like(bodies, m, d, seed):
+    """A contact LCP of a connected random heap: m contacts between neighbouring bodies of a chain with random
+    shortcuts (so the island is one), polyhedral cone with d directions, q pushing bodies into contact."""
+    from convexsim.stepping.lcp_stepper import build_contact_lcp
+
+    rng = np.random.default_rng(seed)
+    nv = 6 * bodies
+    blocks = []
+    for _ in range(bodies):
+        B = rng.standard_normal((6, 6))
+        blocks.append(np.linalg.inv(B @ B.T + 6 * np.eye(6)))
+    Ainv = scipy.linalg.block_diag(*blocks)
+    J = np.zeros((m, 3, nv))
+    for c in range(m):
+        a = c % bodies if c < bodies else int(rng.integers(bodies))
+        b = (a + 1 + int(rng.integers(3))) % bodies
+        J[c, :, 6 * a:6 * a + 6] = rng.standard_normal((3, 6))
+        J[c, :, 6 * b:6 * b + 6] = -rng.standard_normal((3, 6))
+    v_star = rng.standard_normal(nv)
+    M, q, _ = build_contact_lcp(Ainv, v_star, J, -0.1 * rng.random(m), np.full(m, 0.5), d)
+    return M, q
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_p_matrix_same_solution_as_dense(seed):
+    # unique solution: the two kernels must return the same z (to the rounding of cond ~ 10), also under
+    # bit-level perturbations of M and q, and warm-started from a random guess
+    M, q = _p_matrix(300 + 50 * seed, seed)
+    rng = np.random.default_rng(seed)
+    for trial in range(3):
+        Mp = M * (1.0 + 1e-16 * rng.standard_normal(M.shape)) if trial else M
+        qp = q * (1.0 + 1e-16 * rng.standard_normal(q.shape)) if trial else q
+        a = lemke(Mp, qp, options=SPARSE)
+        b = lemke(Mp, qp, options=DENSE)
+        assert a.solved and b.solved
+        np.testing.assert_allclose(a.z, b.z, rtol=0, atol=1e-10 * np.abs(b.z).max())
+        guess = rng.random(q.shape[0]) < 0.3
+        aw = lemke_from_basis(Mp, qp, guess, options=SPARSE)
+        bw = lemke_from_basis(Mp, qp, guess, options=DENSE)
+        assert aw.status == bw.status
+        if aw.solved:
+            np.testing.assert_allclose(aw.z, b.z, rtol=0, atol=1e-10 * np.abs(b.z).max())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_heap_like_contact_lcps_solved_and_checked(seed):
+    # n = 600-900 connected contact LCPs (above AUTO_MIN_SIZE): "auto" takes the sparse kernel; every answer
+    # passes the checks on the original data, with and without bit-level perturbations
+    M, q = _heap_like(60 + 10 * seed, 70 + 10 * seed, 8, seed)
+    assert sparse_lemke.use_sparse(M)
+    rng = np.random.default_rng(seed)
+    nw = (M.shape[0] // 10) * 9
+    for trial in range(4):
+        Mp, qp = perturbed(M, q, nw, "rel16", rng) if trial else (M, q)
+        a = lemke(Mp, qp)                      # auto -> sparse
+        b = lemke(Mp, qp, options=DENSE)
+        assert b.solved
+        assert a.solved and passes_final_check(M, q, a.z) and independent_check(M, q, a.z)
+
+
+@pytest.mark.parametrize("kind", ["rel16", "rel15", "q12"])
+@pytest.mark.parametrize("name", BOX_STACK)
+def test_captured_lcps_solved_under_perturbations(name, kind):
+    # the robustness test of test_lcp_regressions with the sparse kernel forced (these LCPs are below the
+    # auto size): every perturbed copy solved, every answer checked on the unperturbed data
+    M, q, nw = _load(name)
+    assert np.array_equal(M[:nw, :nw], M[:nw, :nw].T)  # the perturbed block is the symmetric one
+    rng = np.random.default_rng([BOX_STACK.index(name), ["rel16", "rel15", "q12"].index(kind), 7])
+    failed, dense_failed = [], 0
+    trials = 40
+    for trial in range(trials):
+        Mp, qp = perturbed(M, q, nw, kind, rng)
+        r = lemke(Mp, qp, options=SPARSE)
+        if not (r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)):
+            failed.append((trial, r.status.name, r.pivots))
+            b = lemke(Mp, qp, options=DENSE)
+            dense_failed += not (b.solved and passes_final_check(M, q, b.z))
+    if name != "box_stack_prescott_step1951":
+        assert not failed, f"{len(failed)}/{trials} failed: {failed[:5]}"
+    else:
+        # captured for the residual failure mode of the Harris rule: bare dense Lemke fails ≈ 4 % of
+        # bit-level copies (measured 5/150; the sparse kernel 3/150), the stepper's fallback chain covers
+        # them (docs/lcp.md §1). Here: at most 3 of 40, and each failed copy is reported as a failure
+        # (never a wrong "solved": every solved answer passed the checks above)
+        assert len(failed) <= 3, f"{len(failed)}/{trials} failed: {failed[:5]} (dense failed {dense_failed} of them)"
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_heap_lcp_cold_and_warm(warm):
+    # a real heap island (n = 1490): auto picks the sparse kernel; cold and warm, it solves what the dense
+    # kernel solves, under bit-level perturbations, each answer checked on the unperturbed data (the
+    # independent check at the final check's level t = 1e4·ε·n = 3.3e-9: its fixed 1e-9 is for n ≤ 450).
+    # The impulses are not unique on a heap (cold answers of the two kernels differ by 1e-3 in Σ p_n; the
+    # warm ones are equal), so only the checks compare them
+    M, q, guess = _heap()
+    assert sparse_lemke.use_sparse(M)
+    n = q.shape[0]
+    nw = (n // 10) * 9
+    rng = np.random.default_rng(11 + warm)
+    for trial in range(3):
+        Mp, qp = perturbed(M, q, nw, "rel16", rng) if trial else (M, q)
+        if warm:
+            a = lemke_from_basis(Mp, qp, guess, max_pivots=n // 2)
+            b = lemke_from_basis(Mp, qp, guess, max_pivots=n // 2, options=DENSE)
+        else:
+            a = lemke(Mp, qp)
+            b = lemke(Mp, qp, options=DENSE)
+        if b.solved:
+            assert a.solved
+        if a.solved:
+            assert passes_final_check(M, q, a.z) and independent_check(M, q, a.z, tol=1e4 * np.finfo(float).eps * n)
+
+
+def test_rays_and_pivot_limits_reported_alike():
+    # PSD M (copositive-plus): a secondary ray proves infeasibility; both kernels must end there with the
+    # same ray direction. z1 − z2 ≥ 1 and z2 − z1 ≥ 1 cannot both hold.
+    M = np.array([[1.0, -1.0, 0.0], [-1.0, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    q = np.array([-1.0, -1.0, -1.0])
+    a = lemke(M, q, options=SPARSE)
+    b = lemke(M, q, options=DENSE)
+    assert a.status == b.status == LemkeStatus.SECONDARY_RAY
+    np.testing.assert_allclose(a.ray, b.ray, atol=1e-12)
+    # the same infeasible pattern embedded in a large sparse P-part (auto size): still the same ray
+    P, qp = _p_matrix(700, 3)
+    Mbig = scipy.linalg.block_diag(P, M)
+    qbig = np.concatenate([qp, q])
+    a = lemke(Mbig, qbig)
+    b = lemke(Mbig, qbig, options=DENSE)
+    assert a.status == b.status == LemkeStatus.SECONDARY_RAY
+    assert np.array_equal(np.flatnonzero(a.ray), np.flatnonzero(b.ray))
+    # a pivot cap is reported as such
+    a = lemke(Mbig, qbig, max_pivots=5)
+    assert a.status == LemkeStatus.PIVOT_LIMIT and a.pivots == 5
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_textbook_path_pivot_counts(n):
+    # Murty's exponential example takes exactly 2ⁿ pivots on the textbook path (lexicographic rule, no
+    # early exit): the sparse kernel's path is the textbook path there
+    M = np.triu(np.full((n, n), 2.0), 1) + np.eye(n)
+    q = -np.array([sum(2.0 ** j for j in range(i + 1, n + 1)) for i in range(n)])
+    r = lemke(M, q, options=LemkeOptions(method="sparse", ratio_test="textbook"))
+    assert r.solved and r.pivots == 2 ** n
+
+
+def test_auto_choice():
+    # small or dense: the dense revised kernel (bit-identical result); large and sparse: the sparse one
+    M, q = _p_matrix(200, 1)
+    a = lemke(M, q)
+    b = lemke(M, q, options=DENSE)
+    assert a.pivots == b.pivots and np.array_equal(a.z, b.z)
+    assert not sparse_lemke.use_sparse(np.ones((700, 700)))
+    assert sparse_lemke.use_sparse(_p_matrix(700, 1)[0])
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
+    # box_stack (0.3 s, islands of n = 200-280, resting degenerate manifolds) with "auto" sending every island
+    # to the sparse kernel, in lockstep with the default (dense revised at this size). Every step must be
+    # solved; the trajectories agree to |Δq| ≤ 1e-8 m, |Δv| ≤ 1e-6 m/s — the bounds of the warm-vs-cold
+    # lockstep test (test_warm_start.py): both answers pass the same check (t·s_w ≈ 5e-11 m/s per step), but
+    # the polyhedral-friction LCP is not unique in velocity on degenerate manifolds
+    from convexsim.simulate import prepare
+    from convexsim.stepping import StepContext, lcp_stepper as stepper
+    from repo_paths import scene_file
+
+    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)
+    md, sd, _ = prepare(scene_file("box_stack"), solver="lcp")
+    ms, ss, _ = prepare(scene_file("box_stack"), solver="lcp")
+    ctx_d, ctx_s = StepContext(), StepContext()
+    dq = dv = 0.0
+    used = 0
+    for _ in range(300):
+        monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 10**9)
+        sd, _ = stepper.lcp_step(md, sd, ctx_d, warm_start=warm)
+        monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 0)
+        ss, info = stepper.lcp_step(ms, ss, ctx_s, warm_start=warm)
+        used += info.contacts.count > 0
+        dq = max(dq, float(np.abs(sd.q - ss.q).max()))
+        dv = max(dv, float(np.abs(sd.v - ss.v).max()))
+    assert used > 200
+    assert dq <= 1e-8 and dv <= 1e-6, (dq, dv)
