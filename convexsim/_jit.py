@@ -106,10 +106,11 @@ class LazySignatureDispatcher(CPUDispatcher):
 
 KERNEL_MODULES = (
     "geometry/boxes.py", "geometry/broadphase.py", "geometry/collide.py", "geometry/primitives.py",
-    "geometry/transforms.py", "lcp/lemke.py", "multibody/dynamics.py", "multibody/kinematics.py",
-    "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py", "sap/friction_cone.py",
-    "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py", "sap/supernodal.py",
-    "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py", "stepping/lcp_dense.py",
+    "geometry/transforms.py", "lcp/lemke.py", "lcp/sparse_lemke.py", "multibody/dynamics.py",
+    "multibody/kinematics.py", "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py",
+    "sap/friction_cone.py", "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py",
+    "sap/supernodal.py", "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py",
+    "stepping/lcp_dense.py",
 )
 """Every module of the package that defines kernels (paths relative to the package; a test keeps the list
 complete). Their sources make up :func:`kernel_sources_fingerprint`."""

@@ -77,6 +77,21 @@ def write_bytecode() -> bool:
         return False
 
 
+def _warm_sparse_lemke() -> None:
+    """The sparse-LU Lemke kernels (``method="auto"`` takes them for large sparse islands, which the warm-up
+    scenes do not have): one small LCP solved with ``method="sparse"``, cold and from a basis."""
+    import numpy as np
+
+    from convexsim.lcp.lemke import LemkeOptions, lemke, lemke_from_basis
+
+    n = 6
+    M = 2.0 * np.eye(n) + np.diag(np.full(n - 1, -0.5), 1) + np.diag(np.full(n - 1, -0.5), -1)
+    q = np.linspace(-1.0, 1.0, n)
+    opts = LemkeOptions(method="sparse")
+    lemke(M, q, options=opts)
+    lemke_from_basis(M, q, np.arange(n) < n // 2, options=opts)    # basic: a mask of the guessed basic z's
+
+
 def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
@@ -99,6 +114,7 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
         for solver in ("sap", "lcp"):
             model, state, _ = prepare(WARMUP_TREE_SCENE, solver=solver)
             run_model(model, state, duration=steps * model.time_step)
+        _warm_sparse_lemke()
     return _time.perf_counter() - t0
 
 

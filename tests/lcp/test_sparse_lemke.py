@@ -120,6 +120,7 @@ def test_heap_like_contact_lcps_solved_and_checked(seed):
         assert a.solved and passes_final_check(M, q, a.z) and independent_check(M, q, a.z)
 
 
+@pytest.mark.blas_variant
 @pytest.mark.parametrize("kind", ["rel16", "rel15", "q12"])
 @pytest.mark.parametrize("name", BOX_STACK)
 def test_captured_lcps_solved_under_perturbations(name, kind):
@@ -147,6 +148,7 @@ def test_captured_lcps_solved_under_perturbations(name, kind):
         assert len(failed) <= 3, f"{len(failed)}/{trials} failed: {failed[:5]} (dense failed {dense_failed} of them)"
 
 
+@pytest.mark.blas_variant
 @pytest.mark.parametrize("warm", [False, True])
 def test_heap_lcp_cold_and_warm(warm):
     # a real heap island (n = 1490): auto picks the sparse kernel; cold and warm, it solves what the dense
