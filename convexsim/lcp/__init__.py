@@ -21,5 +21,7 @@ from convexsim.lcp.lemke import (
     lemke_from_basis,
 )
 
+from convexsim.lcp import sparse_lemke as _sparse_lemke  # noqa: E402,F401 - registers the sparse-LU kernel
+
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
            "default_max_pivots", "lemke_from_basis"]

@@ -1443,12 +1443,25 @@ _RATIO_TESTS = {"textbook": 0, "harris": 1}
 _METHODS = ("auto", "revised", "tableau", "sparse")
 
 
+_SPARSE_KERNEL: list = []
+"""The sparse-LU kernel module (``convexsim.lcp.sparse_lemke``), registered by it when it is imported (the
+package ``convexsim.lcp`` imports it): that module builds on this one's kernels, so this one reaches it
+through the registration rather than an import (no import cycle)."""
+
+
+def register_sparse_kernel(module) -> None:
+    """Called by ``convexsim.lcp.sparse_lemke`` at import: methods "sparse" and "auto" use ``module``."""
+    _SPARSE_KERNEL[:] = [module]
+
+
 def _sparse_choice(M, opts: "LemkeOptions"):
     """(the sparse-LU kernel module, nnz(M) or None) if ``opts.method`` selects it for M ("sparse"; "auto" on
     large sparse M, ``sparse_lemke.use_sparse``), else (None, None) (then "auto" means "revised")."""
     if opts.method not in ("sparse", "auto"):
         return None, None
-    from convexsim.lcp import sparse_lemke
+    if not _SPARSE_KERNEL:
+        raise RuntimeError("the sparse-LU Lemke kernel is not registered (import convexsim.lcp, which does)")
+    sparse_lemke = _SPARSE_KERNEL[0]
     if opts.method == "sparse":
         return sparse_lemke, None
     nnz = sparse_lemke.use_sparse(M)

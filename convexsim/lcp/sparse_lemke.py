@@ -31,6 +31,7 @@ kernel's on degenerate problems; every answer passes the same final check on the
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -39,7 +40,7 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, independent_basis)
+                                 _harris_tied_revised, _sparse_pattern, independent_basis, register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -588,6 +589,9 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
         return result(status, pivots, z0v, np.inf)
     st, zf, wf, res = _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, opts.check_tol)
     return result(st, pivots, z0v, res, zf, wf)
+
+
+register_sparse_kernel(sys.modules[__name__])     # lemke's methods "sparse" and "auto" reach this module
 
 
 __all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY"]
