@@ -64,8 +64,27 @@ their 2–8 clipped points instead of 1 edge–edge point at an edge end (an edg
 hundredths of a degree of a face normal otherwise wins by ~1e-7 m and the point jumps between the ends
 of the contact segment from step to step). The deepest face point's phi errs by at most this length."""
 
-FACE_NORMAL_COS = 1.0 - 1e-9
-"""A contact normal with |n·e_i| above this is treated as the normal of box face i."""
+FACE_NORMAL_COS = 1.0 - 1e-4
+"""Capsule–box, separated: a gap direction with |n·e_i| above this (within ~0.8° of the normal of box
+face i) may take face i's clipped manifold (see ``_capsule_face_manifold_holds``)."""
+
+
+@jit
+def _capsule_box_tol(r: float, half: np.ndarray) -> float:
+    """Face-preference length [m] of capsule–box: FACE_TOL · min(r, smallest half extent) (r = 0: box only)."""
+    size = _min3(half)
+    if r > 0.0:
+        size = min(size, r)
+    return FACE_TOL * size
+
+
+@jit
+def _lowest(phi: np.ndarray, count: int) -> float:
+    """Smallest of phi[0..count−1]."""
+    lowest = phi[0]
+    for k in range(1, count):
+        lowest = min(lowest, phi[k])
+    return lowest
 
 
 @jit
@@ -289,13 +308,16 @@ def capsule_box(
             if dist - r > margin:
                 return 0
             n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
-            for i in range(3):
-                if abs(n_local[i]) >= FACE_NORMAL_COS:
-                    count = _capsule_face_contacts(
-                        P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
-                    )
-                    if count > 0:
-                        return count
+            i = 0
+            for k in range(1, 3):
+                if abs(n_local[k]) > abs(n_local[i]):
+                    i = k
+            if abs(n_local[i]) >= FACE_NORMAL_COS:  # nearly a face normal: the clipped face segment if it holds
+                count = _capsule_face_contacts(
+                    P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
+                )
+                if count > 0 and _lowest(phi, count) <= dist - r + _capsule_box_tol(r, half):
+                    return count
             n = rot_mul(Rb, scale3(n_local, -1.0))
             on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
             write_contact(0, dist - r, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
@@ -354,6 +376,13 @@ def capsule_box(
         n = rot_mul(Rb, unit3(best_face, -best_face_sign))
         write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
         return 1
+    tol = _capsule_box_tol(r, half)
+    if best_face_overlap - best_edge_overlap <= tol:  # nearly face-aligned: keep the face segment if it holds
+        count = _capsule_face_contacts(
+            P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
+        )
+        if count > 0 and _lowest(phi, count) <= -best_edge_overlap - r + tol:
+            return count
     # Edge axis: closest points between the segment and the box edge (along e_j) supporting n.
     e0 = np.zeros(3)
     for k in range(3):
