@@ -15,7 +15,11 @@ Methods:
   box face normals and the 3 axes d × e_j (exact penetration depth of the segment, plus r). When
   the contact normal is a box face normal, the segment is clipped to that face's rectangle and both
   ends of the clipped piece are reported (those with phi <= margin): a capsule lying on a face gets
-  2 contacts, otherwise 1 contact.
+  2 contacts, otherwise 1 contact. Nearly face-aligned capsules keep the face manifold (separated:
+  gap direction within ~0.8° of a face normal; penetrating: an edge axis beating the best face axis
+  by at most FACE_TOL · min(r, smallest half extent)) when its deepest clipped end reaches the exact
+  depth within FACE_TOL · min(r, smallest half extent): a capsule across a face overhanging an edge,
+  tilted by a hair, gets the 2 clipped ends, not 1 point at the box edge.
 * box–box: separating-axis test over 15 axes (3 + 3 face normals, 9 edge–edge crosses). Face axis:
   the incident face (the face of the other box most anti-parallel to the reference normal) is
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
