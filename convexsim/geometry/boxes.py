@@ -16,10 +16,12 @@ Methods:
   the contact normal is a box face normal, the segment is clipped to that face's rectangle and both
   ends of the clipped piece are reported (those with phi <= margin): a capsule lying on a face gets
   2 contacts, otherwise 1 contact. Nearly face-aligned capsules keep the face manifold (separated:
-  gap direction within ~0.8° of a face normal; penetrating: an edge axis beating the best face axis
-  by at most FACE_TOL · min(r, smallest half extent)) when its deepest clipped end reaches the exact
-  depth within FACE_TOL · min(r, smallest half extent): a capsule across a face overhanging an edge,
-  tilted by a hair, gets the 2 clipped ends, not 1 point at the box edge.
+  gap direction n within ~0.8° of a face normal e_i; penetrating: an edge axis L beating the best
+  face axis by at most FACE_TOL · min(r, smallest half extent)) when its deepest clipped end is the
+  exact contact seen along e_i (its height or depth times |n·e_i| or |L·e_i| equals the exact
+  distance or SAT overlap, as it does for the end clipped over the supporting edge): a capsule across
+  a face overhanging an edge, tilted by a hair, gets the 2 clipped ends, not 1 point at the box edge,
+  while a capsule end merely hanging beside an edge keeps its exact contact.
 * box–box: separating-axis test over 15 axes (3 + 3 face normals, 9 edge–edge crosses). Face axis:
   the incident face (the face of the other box most anti-parallel to the reference normal) is
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
@@ -69,8 +71,9 @@ hundredths of a degree of a face normal otherwise wins by ~1e-7 m and the point 
 of the contact segment from step to step). The deepest face point's phi errs by at most this length."""
 
 FACE_NORMAL_COS = 1.0 - 1e-4
-"""Capsule–box, separated: a gap direction with |n·e_i| above this (within ~0.8° of the normal of box
-face i) may take face i's clipped manifold (see ``_capsule_face_manifold_holds``)."""
+"""Capsule–box, separated: a gap direction n with |n·e_i| above this (within ~0.8° of the normal of box
+face i) takes face i's clipped segment when its deepest end is the closest contact seen along e_i
+(height · |n·e_i| = exact distance)."""
 
 
 @jit
@@ -320,7 +323,9 @@ def capsule_box(
                 count = _capsule_face_contacts(
                     P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
                 )
-                if count > 0 and _lowest(phi, count) <= dist - r + _capsule_box_tol(r, half):
+                # Kept if its deepest end is the closest contact seen along e_i: height·|n_i| = dist (exact
+                # for a segment ⊥ n; a segment end that merely hangs near the face's edge is rejected).
+                if count > 0 and (_lowest(phi, count) + r) * abs(n_local[i]) <= dist * (1.0 + 1e-9) + TINY:
                     return count
             n = rot_mul(Rb, scale3(n_local, -1.0))
             on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
@@ -385,7 +390,10 @@ def capsule_box(
         count = _capsule_face_contacts(
             P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
         )
-        if count > 0 and _lowest(phi, count) <= -best_edge_overlap - r + tol:
+        # Kept if its deepest end reaches the edge axis's depth seen along e_face: depth·|L·e_face| >=
+        # overlap (equality for the clipped end over the supporting edge, since L ⊥ d).
+        depth = -_lowest(phi, count) - r if count > 0 else -np.inf
+        if count > 0 and depth * abs(edge_normal[best_face]) >= best_edge_overlap * (1.0 - 1e-9) - TINY:
             return count
     # Edge axis: closest points between the segment and the box edge (along e_j) supporting n.
     e0 = np.zeros(3)

@@ -92,8 +92,8 @@ CASES = [(layout, offset, axis, tilt) for layout in LAYOUTS for offset in OFFSET
 def test_flat_capsule_on_box_face_gives_the_two_ends_of_the_segment(layout, offset, axis, tilt):
     """Two contacts at the ends of the core segment clipped to the top face, normal −z (capsule into box),
     phi = height of the end above the face − r. Near-flat means the face manifold is the contact segment;
-    for the overhanging layouts tilted down to an edge the exact SAT depth (over the box edge) differs from
-    the end's face depth by O(tilt² · depth) ≤ 1e-7 m, within the 1 % tolerance of the smallest size."""
+    for the overhanging layouts tilted down to an edge the exact (SAT) depth over the box edge is the
+    clipped end's face depth times cos(tilt), a relative O(tilt²) ≤ 1e-6 difference."""
     p0, p1 = tilted_segment(layout, offset, axis, tilt)
     phi, point, normal = pair(*capsule(p0, p1), *box(), margin=MARGIN)
     phi_e, point_e = expected_face_contacts(p0, p1)
@@ -279,3 +279,21 @@ def test_capsule_on_halfspace_gives_both_ends_and_is_continuous(offset, axis, ti
         phit, pointt, _ = pair(*ground, *capsule(a, b), margin=MARGIN)
         assert phit.size == 2
         np.testing.assert_allclose(sorted_rows(pointt), sorted_rows(point), atol=1e-8)
+
+
+@pytest.mark.parametrize("gap", [-1e-4, 1e-5])
+def test_capsule_end_near_a_box_edge_pointing_away_keeps_the_exact_contact(gap):
+    """Control (a configuration met in mixed_clutter): a capsule whose lower end hangs 0.45° off the −x face
+    normal beside the edge {x = −hx, z = −hz} while its axis points steeply away. The gap direction is nearly
+    the face normal, but the segment clipped to the face starts above the edge's end, ~1e-4 m shallower than
+    the exact contact: the exact end–edge contact (phi = gap, normal from the end's centre to the edge) must
+    be kept, not replaced by that shallower face point."""
+    half = np.array([0.04, 0.03, 0.02])
+    r, theta = 0.025, np.radians(0.45)
+    n_out = np.array([-np.cos(theta), 0.0, -np.sin(theta)])          # box -> capsule end
+    p1 = np.array([-0.04, -0.004, -0.02]) + (r + gap) * n_out
+    u = np.array([-0.35, 0.66, 0.67])
+    p0 = p1 + 0.08 * u / np.linalg.norm(u)
+    phi, _, normal = pair(*capsule(p0, p1, r), *box(half=half), margin=MARGIN)
+    assert phi == pytest.approx([gap], abs=TOL)
+    np.testing.assert_allclose(normal, [-n_out], atol=1e-12)
