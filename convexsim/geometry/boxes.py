@@ -15,7 +15,13 @@ Methods:
   box face normals and the 3 axes d × e_j (exact penetration depth of the segment, plus r). When
   the contact normal is a box face normal, the segment is clipped to that face's rectangle and both
   ends of the clipped piece are reported (those with phi <= margin): a capsule lying on a face gets
-  2 contacts, otherwise 1 contact.
+  2 contacts, otherwise 1 contact. Nearly face-aligned capsules keep the face manifold (separated:
+  gap direction n within ~0.8° of a face normal e_i; penetrating: an edge axis L beating the best
+  face axis by at most FACE_TOL · min(r, smallest half extent)) when its deepest clipped end is the
+  exact contact seen along e_i (its height or depth times |n·e_i| or |L·e_i| equals the exact
+  distance or SAT overlap, as it does for the end clipped over the supporting edge): a capsule across
+  a face overhanging an edge, tilted by a hair, gets the 2 clipped ends, not 1 point at the box edge,
+  while a capsule end merely hanging beside an edge keeps its exact contact.
 * box–box: separating-axis test over 15 axes (3 + 3 face normals, 9 edge–edge crosses). Face axis:
   the incident face (the face of the other box most anti-parallel to the reference normal) is
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
@@ -64,8 +70,28 @@ their 2–8 clipped points instead of 1 edge–edge point at an edge end (an edg
 hundredths of a degree of a face normal otherwise wins by ~1e-7 m and the point jumps between the ends
 of the contact segment from step to step). The deepest face point's phi errs by at most this length."""
 
-FACE_NORMAL_COS = 1.0 - 1e-9
-"""A contact normal with |n·e_i| above this is treated as the normal of box face i."""
+FACE_NORMAL_COS = 1.0 - 1e-4
+"""Capsule–box, separated: a gap direction n with |n·e_i| above this (within ~0.8° of the normal of box
+face i) takes face i's clipped segment when its deepest end is the closest contact seen along e_i
+(height · |n·e_i| = exact distance)."""
+
+
+@jit
+def _capsule_box_tol(r: float, half: np.ndarray) -> float:
+    """Face-preference length [m] of capsule–box: FACE_TOL · min(r, smallest half extent) (r = 0: box only)."""
+    size = _min3(half)
+    if r > 0.0:
+        size = min(size, r)
+    return FACE_TOL * size
+
+
+@jit
+def _lowest(phi: np.ndarray, count: int) -> float:
+    """Smallest of phi[0..count−1]."""
+    lowest = phi[0]
+    for k in range(1, count):
+        lowest = min(lowest, phi[k])
+    return lowest
 
 
 @jit
@@ -289,13 +315,18 @@ def capsule_box(
             if dist - r > margin:
                 return 0
             n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
-            for i in range(3):
-                if abs(n_local[i]) >= FACE_NORMAL_COS:
-                    count = _capsule_face_contacts(
-                        P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
-                    )
-                    if count > 0:
-                        return count
+            i = 0
+            for k in range(1, 3):
+                if abs(n_local[k]) > abs(n_local[i]):
+                    i = k
+            if abs(n_local[i]) >= FACE_NORMAL_COS:  # nearly a face normal: the clipped face segment if it holds
+                count = _capsule_face_contacts(
+                    P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
+                )
+                # Kept if its deepest end is the closest contact seen along e_i: height·|n_i| = dist (exact
+                # for a segment ⊥ n; a segment end that merely hangs near the face's edge is rejected).
+                if count > 0 and (_lowest(phi, count) + r) * abs(n_local[i]) <= dist * (1.0 + 1e-9) + TINY:
+                    return count
             n = rot_mul(Rb, scale3(n_local, -1.0))
             on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
             write_contact(0, dist - r, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
@@ -354,6 +385,16 @@ def capsule_box(
         n = rot_mul(Rb, unit3(best_face, -best_face_sign))
         write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
         return 1
+    tol = _capsule_box_tol(r, half)
+    if best_face_overlap - best_edge_overlap <= tol:  # nearly face-aligned: keep the face segment if it holds
+        count = _capsule_face_contacts(
+            P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
+        )
+        # Kept if its deepest end reaches the edge axis's depth seen along e_face: depth·|L·e_face| >=
+        # overlap (equality for the clipped end over the supporting edge, since L ⊥ d).
+        depth = -_lowest(phi, count) - r if count > 0 else -np.inf
+        if count > 0 and depth * abs(edge_normal[best_face]) >= best_edge_overlap * (1.0 - 1e-9) - TINY:
+            return count
     # Edge axis: closest points between the segment and the box edge (along e_j) supporting n.
     e0 = np.zeros(3)
     for k in range(3):

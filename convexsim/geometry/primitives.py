@@ -41,6 +41,15 @@ PARALLEL_SIN2 = 1e-12
 MIN_OVERLAP = 1e-9
 """Overlap length [m] of parallel segments below which one contact (not two) is produced."""
 
+NEAR_PARALLEL_SIN2 = 2e-4
+"""Capsule–capsule: segments within this sin² (~0.8°) of parallel may take the 2-point overlap manifold."""
+
+PARALLEL_TOL = 1e-2
+"""Capsule–capsule, nearly parallel: the 2 contacts at the ends of the overlap interval replace the single
+closest-point contact when the deeper of them is within PARALLEL_TOL · min(ra, rb) of the exact distance.
+A capsule lying on another one tilted by a hair (1e-6..1e-3 rad) then keeps both ends of its contact line
+instead of 1 point that jumps between them; the deepest reported phi errs by at most that length."""
+
 
 @jit("int64(float64[::1], float64, float64[::1], float64, float64[::1], float64, int64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def sphere_pair(
@@ -173,6 +182,45 @@ def sphere_capsule(
 
 
 @jit
+def _overlap_end_contacts(
+    p1: np.ndarray,
+    d1: np.ndarray,
+    ra: float,
+    p2: np.ndarray,
+    d2: np.ndarray,
+    rb: float,
+    fallback: np.ndarray,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Ball contacts at the two ends of the overlap of (nearly) parallel segments p1 + s d1, p2 + t d2.
+
+    The overlap is s ∈ [lo, hi], the projection of segment 2 onto segment 1 clamped to [0, 1]; at each
+    end x1 = p1 + s d1 the ball of radius ra meets the ball rb at x1's closest point on segment 2.
+    Returns 0 when the overlap is shorter than MIN_OVERLAP (no manifold), else the contacts with
+    phi <= margin.
+    """
+    a = dot3(d1, d1)
+    e = dot3(d2, d2)
+    s_p = dot3(sub3(p2, p1), d1) / a
+    s_q = dot3(sub3(axpy3(p2, 1.0, d2), p1), d1) / a
+    lo = max(0.0, min(s_p, s_q))
+    hi = min(1.0, max(s_p, s_q))
+    if (hi - lo) * np.sqrt(a) <= MIN_OVERLAP:
+        return 0
+    count = 0
+    for end in range(2):
+        s = lo if end == 0 else hi
+        x1 = axpy3(p1, s, d1)
+        t = min(max(dot3(sub3(x1, p2), d2) / e, 0.0), 1.0)
+        x2 = axpy3(p2, t, d2)
+        count += sphere_pair(x1, ra, x2, rb, fallback, margin, count, phi, point, normal)
+    return count
+
+
+@jit
 def capsule_capsule(
     ca: np.ndarray,
     Ra: np.ndarray,
@@ -190,7 +238,9 @@ def capsule_capsule(
     """Capsule vs capsule via the closest points of the two segments.
 
     Parallel segments whose projections overlap by more than MIN_OVERLAP give 2 contacts, at the
-    two ends of the overlap interval; otherwise 1 contact between the balls at the closest points.
+    two ends of the overlap interval; so do nearly parallel ones (sin² < NEAR_PARALLEL_SIN2) when the
+    deeper of these 2 is within PARALLEL_TOL · min(ra, rb) of the exact distance; otherwise 1 contact
+    between the balls at the closest points.
     When the segments intersect (closest points coincide) the normal is ±(d_a × d_b)/|d_a × d_b|,
     or a perpendicular of the axis if they are collinear, with the sign making n·(cb − ca) ≥ 0.
     """
@@ -215,22 +265,20 @@ def capsule_capsule(
         fallback = any_perpendicular(d2)
     if dot3(fallback, sub3(cb, ca)) < 0.0:
         fallback = scale3(fallback, -1.0)
-    parallel = a > 0.0 and e > 0.0 and cr2 <= PARALLEL_SIN2 * a * e
-    if parallel:
-        s_p = dot3(sub3(p2, p1), d1) / a
-        s_q = dot3(sub3(q2, p1), d1) / a
-        lo = max(0.0, min(s_p, s_q))
-        hi = min(1.0, max(s_p, s_q))
-        if (hi - lo) * np.sqrt(a) > MIN_OVERLAP:
-            count = 0
-            for end in range(2):
-                s = lo if end == 0 else hi
-                x1 = axpy3(p1, s, d1)
-                t = min(max(dot3(sub3(x1, p2), d2) / e, 0.0), 1.0)
-                x2 = axpy3(p2, t, d2)
-                count += sphere_pair(x1, ra, x2, rb, fallback, margin, count, phi, point, normal)
-            return count
     s, t = closest_params_segments(p1, q1, p2, q2)
     x1 = axpy3(p1, s, d1)
     x2 = axpy3(p2, t, d2)
+    if a > 0.0 and e > 0.0 and cr2 <= NEAR_PARALLEL_SIN2 * a * e:
+        exact = norm3(sub3(x2, x1)) - ra - rb
+        tol = PARALLEL_TOL * min(ra, rb)
+        if cr2 <= PARALLEL_SIN2 * a * e:
+            tol = np.inf  # parallel: the overlap ends are the contact line's ends
+        count = _overlap_end_contacts(p1, d1, ra, p2, d2, rb, fallback, margin, phi, point, normal)
+        if count > 0:
+            lowest = phi[0]
+            for k in range(1, count):
+                lowest = min(lowest, phi[k])
+            if lowest <= exact + tol:
+                return count
     return sphere_pair(x1, ra, x2, rb, fallback, margin, 0, phi, point, normal)
+
