@@ -339,3 +339,49 @@ def test_face_push_contacts_are_continuous_under_tiny_rotations(axis):
             np.testing.assert_allclose(sorted_rows(pointt), sorted_rows(point), atol=1e-9)
             np.testing.assert_allclose(np.sort(phit), np.sort(phi), atol=1e-9)
 
+
+
+def _sat_penetration(ca, Ra, ha, cb, Rb, hb):
+    """Independent reference: (overlap [m], unit axis A → B) of the separating-axis test over the 15 axes of
+    two boxes (3 + 3 face normals, 9 edge crosses). For penetrating boxes the smallest overlap is the exact
+    penetration depth (minimum translation distance)."""
+    axes = [Ra[:, i] for i in range(3)] + [Rb[:, j] for j in range(3)]
+    axes += [np.cross(Ra[:, i], Rb[:, j]) for i in range(3) for j in range(3)]
+    t = np.asarray(cb, float) - np.asarray(ca, float)
+    best = (np.inf, None)
+    for L in axes:
+        if np.linalg.norm(L) < 1e-6:
+            continue
+        L = L / np.linalg.norm(L)
+        overlap = np.sum(ha * np.abs(Ra.T @ L)) + np.sum(hb * np.abs(Rb.T @ L)) - abs(t @ L)
+        if overlap < best[0]:
+            best = (overlap, L * np.sign(t @ L))
+    return best
+
+
+def test_box_corner_dipping_beside_a_face_edge_keeps_the_exact_edge_contact():
+    """A box (4 × 3 × 2 cm half extents) turned by the rotation vector (1.2, −2.2, 1.2) rad, i.e. tilted
+    steeply away from a cube's top face, has its lowest corner 3e-5 m beyond the cube's top edge x = +0.05 and
+    2e-4 m below the face plane. One of its edges at that corner crosses the cube's edge ~1.1e-4 m deep: the
+    edge–edge axis (~42° off the face normal) is the minimum-overlap axis, and the face axis z (overlap 2e-4)
+    is within FACE_TOL · h_min = 2e-4 m of it. The face manifold (the box's downward face clipped to the top
+    face) lies above the face plane there; it used to replace the exact contact (phi = +1.6e-5 instead of
+    −1.1e-4). Expected: phi = −(SAT overlap) and normal = the SAT axis (independent 15-axis SAT, tolerance
+    1e-12 m / 1e-9 on round-off of O(0.1) numbers), both implied surface points on the boxes (1e-9 m)."""
+    ha, hb = np.array(CUBE), np.array([0.04, 0.03, 0.02])
+    rotvec = np.array([1.2, -2.2, 1.2])
+    q = axis_angle_quat(rotvec, np.linalg.norm(rotvec))
+    R = quat_to_rot(*q)
+    corner = R @ (np.array([-1.0, 1.0, 1.0]) * hb)                  # the box's lowest corner, from its centre
+    c = np.array([0.05 + 3e-5, 0.0, 0.05 - 2e-4]) - corner
+    overlap, axis = _sat_penetration(np.zeros(3), np.eye(3), ha, c, R, hb)
+    face_overlap = min(np.sum(ha * np.abs(L)) + np.sum(hb * np.abs(R.T @ L)) - abs(c @ L)
+                       for L in [*np.eye(3), *R.T])
+    assert abs(axis[2]) < 0.9 and 0.0 < face_overlap - overlap <= 1e-2 * 0.02   # precondition: the case above
+    a, b = box(CUBE, [0, 0, 0]), box(hb, c, q)
+    phi, point, normal = run(a, b, margin=0.01)
+    k = np.argmin(phi)
+    assert phi[k] == pytest.approx(-overlap, abs=1e-12)
+    assert overlap == pytest.approx(1.1e-4, abs=1e-5)
+    np.testing.assert_allclose(normal[k], axis, atol=1e-9)
+    assert_on_surfaces(a, b, phi[k], point[k], normal[k])
