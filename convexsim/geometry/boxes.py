@@ -27,9 +27,11 @@ Methods:
   clipped against the 4 side planes of the reference face (Sutherland–Hodgman), and every clipped
   vertex with depth <= margin along the reference normal is a contact (≤ 8). Edge axis: 1 contact
   at the closest points of the two supporting edges. Face axes win ties (relative bias 1e-6), and
-  an edge axis that beats the best face axis by at most FACE_TOL · (smallest half extent) keeps the
-  face manifold when its deepest point reaches the edge depth within that length (nearly
-  face-aligned boxes: 2–8 points, not 1 point jumping between the ends of the contact segment).
+  an edge axis L that beats the best face axis e_f by at most FACE_TOL · (smallest half extent)
+  keeps the face manifold when its deepest point is the edge contact seen along e_f (depth·|L·e_f|
+  = SAT overlap, as for the point clipped over the supporting edge): nearly face-aligned boxes get
+  2–8 points, not 1 point jumping between the ends of the contact segment, while a corner dipping
+  beside a face's edge keeps its exact edge–edge contact.
   Separated boxes (within the margin): exact distance from the 8 + 8 vertex–box and 144 edge–edge
   candidates; if the gap direction is within ~0.8° of a face normal the clipped face manifold is
   returned (its smallest phi is the exact distance), else 1 contact at the closest points.
@@ -63,12 +65,13 @@ FACE_BIAS = 1e-6
 """An edge axis replaces the best face axis only if its overlap is smaller by this relative amount."""
 
 FACE_TOL = 1e-2
-"""Box–box, penetrating: the face manifold is kept when the best edge axis separates by at most
-FACE_TOL · h_min more than the best face axis (h_min the smallest half extent of the two boxes) and the
-clipped face contacts reach that edge depth within the same length. Nearly face-aligned boxes then get
-their 2–8 clipped points instead of 1 edge–edge point at an edge end (an edge axis within a few
-hundredths of a degree of a face normal otherwise wins by ~1e-7 m and the point jumps between the ends
-of the contact segment from step to step). The deepest face point's phi errs by at most this length."""
+"""Box–box, penetrating: the face manifold is tried when the best edge axis L separates by at most
+FACE_TOL · h_min more than the best face axis e_f (h_min the smallest half extent of the two boxes), and
+kept only if its deepest clipped point is the edge contact seen along e_f (depth · |L·e_f| = edge overlap
+to 1e-9 relative). Nearly face-aligned boxes then get their 2–8 clipped points instead of 1 edge–edge
+point at an edge end (an edge axis within a few hundredths of a degree of a face normal otherwise wins by
+~1e-7 m and the point jumps between the ends of the contact segment from step to step), while a corner
+dipping beside a face's edge keeps its exact edge contact. This length only selects the axis to try."""
 
 FACE_NORMAL_COS = 1.0 - 1e-4
 """Capsule–box, separated: a gap direction n with |n·e_i| above this (within ~0.8° of the normal of box
@@ -723,12 +726,13 @@ def box_box(
     tol = FACE_TOL * min(_min3(ha), _min3(hb))
     if best_edge_sep - best_face_sep <= tol:  # nearly face-aligned: keep the face manifold if it holds
         count = _box_box_face_axis(ca, Ra, ha, cb, Rb, hb, t, best_face, margin, phi, point, normal)
-        if count > 0:
-            lowest = phi[0]
-            for k in range(1, count):
-                lowest = min(lowest, phi[k])
-            if lowest <= best_edge_sep + tol:
-                return count
+        # Kept if its deepest point is the edge contact seen along the face normal e_f: depth·|L·e_f| >=
+        # overlap (equality for the point clipped over the supporting edge, since L ⊥ that edge); a face
+        # whose clipped points lie above the supporting edge (a corner dipping beside an edge) is rejected.
+        face_axis = column3(Ra, best_face) if best_face < 3 else column3(Rb, best_face - 3)
+        depth = -_lowest(phi, count) if count > 0 else -np.inf
+        if count > 0 and depth * abs(dot3(best_L, face_axis)) >= -best_edge_sep * (1.0 - 1e-9) - TINY:
+            return count
     # Edge–edge: A's edge along A_i supporting +n, B's edge along B_j supporting −n.
     pa = ca
     pb = cb
