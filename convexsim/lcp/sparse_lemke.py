@@ -54,6 +54,13 @@ revised kernel otherwise."""
 
 AUTO_MAX_DENSITY = 0.1
 
+PIVOT_RATIO_MIN = 1e-3
+"""The Harris pass-2 pivot filter of this kernel is c_i ≥ max(``LemkeOptions.harris_pivot_ratio``, this)·c_max.
+With the options' 1e-6 the lexicographic rule took pivots 1e-6 of the largest eligible one on cold heap LCPs
+(e.g. 5.9e-6 against 4.3): B⁻¹'s entries jumped from O(1) to 1e6, the Harris tolerances (which scale with
+the rows of |B⁻¹||q|) to 5e-4 of ‖q‖∞, and the next ratio test let basic variables go to −4e-4: the path
+ended on a complementary but infeasible basis (NUMERICAL_FAILURE) after ≈ 1800 pivots (docs/lcp.md §6)."""
+
 
 def use_sparse(M: np.ndarray) -> int:
     """``method="auto"``'s choice: n ≥ AUTO_MIN_SIZE and at most AUTO_MAX_DENSITY of M's entries nonzero.
@@ -452,6 +459,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     erhs = np.empty(n)
     ecol = np.empty(n)
     ratio_rel_tol = opts.ratio_rel_tol
+    pivot_ratio = max(opts.harris_pivot_ratio, PIVOT_RATIO_MIN)
     if not np.all(np.isfinite(r)):
         return result(3, 0, 0.0, np.inf)
     walk = True
@@ -518,7 +526,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
             _noise_scales(r, Y, s, float(np.sqrt(a @ a)), erhs, ecol)
             _fill_floors(basis, qmax, mnorm, dmax, floors)
             ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
-                                                  opts.harris_tol * n, opts.harris_pivot_ratio, z0_row, tied, cand,
+                                                  opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,
                                                   floors)
             found = ntied > 0
         else:
@@ -590,4 +598,5 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     return result(st, pivots, z0v, res, zf, wf)
 
 
-__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY"]
+__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY",
+           "PIVOT_RATIO_MIN"]
