@@ -50,10 +50,10 @@ def _heap():
     return M, d["q"], d["guess"]
 
 
-def _heap_cold():
-    """A captured cold heap island (mixed_clutter, state at t = 1.0 s reached with SAP, then 18 cold LCP steps;
-    n = 2570) on which the first sparse Lemke run used to end in NUMERICAL_FAILURE."""
-    d = np.load(DATA / "mixed_clutter_heap_t10_cold.npz")
+def _heap_cold(name):
+    """A captured cold heap island on which the first sparse Lemke run used to end in NUMERICAL_FAILURE
+    (tests/lcp/data/README.md)."""
+    d = np.load(DATA / f"{name}.npz")
     n = d["q"].shape[0]
     M = scipy.sparse.csr_matrix((d["data"], d["indices"], d["indptr"]), shape=(n, n)).toarray()
     return M, d["q"]
@@ -186,21 +186,24 @@ def test_heap_lcp_cold_and_warm(warm):
 
 @pytest.mark.blas_variant
 @pytest.mark.parametrize("kind", ["exact", "rel16", "rel15", "q12"])
-def test_cold_heap_lcp_first_run_solves(kind):
-    # a cold heap LCP (n = 2570) whose first Lemke run failed in a cold mixed_clutter run: the lexicographic
-    # rule took a pivot 1e-6 of the largest eligible one, B⁻¹ grew to 1e6 and the path ended on an infeasible
-    # complementary basis after ≈ 1800 pivots (docs/lcp.md §6). With the pivot filter at PIVOT_RATIO_MIN the
-    # first cold run solves it, exact and under seeded bit-level / 1e-12 perturbations, each answer checked on
-    # the unperturbed data (independent check at the final check's level t = 1e4·ε·n, as for the t = 0.9 s
-    # heap above); and no fallback rung is needed in the stepper's chain
+@pytest.mark.parametrize("name", ["mixed_clutter_heap_t10_cold", "mixed_clutter_heap_t052_cold"])
+def test_cold_heap_lcp_first_run_solves(name, kind):
+    # cold heap LCPs whose first Lemke run failed in cold mixed_clutter runs (docs/lcp.md §6). t10 (n = 2570):
+    # the lexicographic rule took a pivot 1e-6 of the largest eligible one, B⁻¹ grew to 1e6 and the path ended
+    # on an infeasible complementary basis after ≈ 1800 pivots; the pivot filter (PIVOT_RATIO_MIN) avoids it.
+    # t052 (n = 1470, captured with that filter): the exact minimum-ratio pivot is 1e-7 of its column, the
+    # path ends infeasible after 860 pivots; the restart from the last basis solves it. Either way the kernel
+    # solves it (no fallback rung in the stepper's chain), exact and under seeded bit-level / 1e-12
+    # perturbations, each answer checked on the unperturbed data (independent check at the final check's
+    # level t = 1e4·ε·n, as for the t = 0.9 s heap above)
     from convexsim.stepping.lcp_stepper import solve_contact_lcp
 
-    M, q = _heap_cold()
+    M, q = _heap_cold(name)
     assert sparse_lemke.use_sparse(M)
     n = q.shape[0]
     nw = (n // 10) * 9
     assert np.array_equal(M[:nw, :nw], M[:nw, :nw].T)
-    rng = np.random.default_rng([17, ["exact", "rel16", "rel15", "q12"].index(kind)])
+    rng = np.random.default_rng([17 + len(name), ["exact", "rel16", "rel15", "q12"].index(kind)])
     Mp, qp = (M, q) if kind == "exact" else perturbed(M, q, nw, kind, rng)
     chain, first = solve_contact_lcp(Mp, qp, step=1018)
     assert chain is not None and chain.rung == "lemke", (first.status.name, first.pivots)
