@@ -211,6 +211,24 @@ def test_cold_heap_lcp_first_run_solves(name, kind):
     assert passes_final_check(M, q, chain.z) and independent_check(M, q, chain.z, tol=tol)
 
 
+@pytest.mark.blas_variant
+def test_cycling_heap_lcp_large_island_chain():
+    # a cold heap LCP (t = 0.64 s, n = 1910) on which Lemke with d = 1 cycles (pivot limit at every tried cap,
+    # 8000 to 95 500; a solved cold heap run takes ≈ 0.8·n). The stepper's chain on a large island stops the
+    # run at LARGE_ISLAND_PIVOTS·n and tries covering vectors first: solved on a covering rung (or by Lemke,
+    # should the path not cycle on some machine), within 3 runs, the answer checked on the original data
+    from convexsim.stepping import lcp_stepper as stepper
+
+    M, q = _heap_cold("mixed_clutter_heap_t064_cycling")
+    n = q.shape[0]
+    assert n >= stepper.LARGE_ISLAND_SIZE
+    res, first = stepper.solve_contact_lcp(M, q, step=639)
+    assert first.pivots <= stepper.LARGE_ISLAND_PIVOTS * n
+    assert res is not None and res.rung in ("lemke", "covering") and res.attempts <= 3
+    assert passes_final_check(M, q, res.z)
+    assert independent_check(M, q, res.z, tol=1e4 * np.finfo(float).eps * n)
+
+
 def test_rays_and_pivot_limits_reported_alike():
     # PSD M (copositive-plus): a secondary ray proves infeasibility; both kernels must end there with the
     # same ray direction. z1 − z2 ≥ 1 and z2 − z1 ≥ 1 cannot both hold.
