@@ -55,6 +55,13 @@ revised kernel otherwise."""
 
 AUTO_MAX_DENSITY = 0.1
 
+PIVOT_RATIO_MIN = 1e-3
+"""The Harris pass-2 pivot filter of this kernel is c_i ≥ max(``LemkeOptions.harris_pivot_ratio``, this)·c_max.
+With the options' 1e-6 the lexicographic rule took pivots 1e-6 of the largest eligible one on cold heap LCPs
+(e.g. 5.9e-6 against 4.3): B⁻¹'s entries jumped from O(1) to 1e6, the Harris tolerances (which scale with
+the rows of |B⁻¹||q|) to 5e-4 of ‖q‖∞, and the next ratio test let basic variables go to −4e-4: the path
+ended on a complementary but infeasible basis (NUMERICAL_FAILURE) after ≈ 1800 pivots (docs/lcp.md §6)."""
+
 
 def use_sparse(M: np.ndarray) -> int:
     """``method="auto"``'s choice: n ≥ AUTO_MIN_SIZE and at most AUTO_MAX_DENSITY of M's entries nonzero.
@@ -377,9 +384,20 @@ def _warm_basis(M, Mc, q, alpha, rank_tol):
 
 
 def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
-                 basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
+                 basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None,
+                 restart: bool = True) -> LemkeResult:
     """Lemke's method on LCP(M, q) with a sparse LU basis (module docstring); ``lemke`` / ``lemke_from_basis``
     call it for ``method="sparse"`` (and ``"auto"`` on large sparse M). Data must be validated by the caller.
+
+    A run that ends in NUMERICAL_FAILURE or on a secondary ray is restarted once (``restart``) from its last
+    basis: the complementary basis of its basic z's, factorized afresh from the original data, with the warm
+    start's covering vector d = B·1 (``lemke_from_basis``), within the pivots left. On cold heap LCPs a path
+    through a near-degenerate vertex can take a pivot ≈ 1e-7 of its column (the exact minimum ratio, not
+    noise); B⁻¹ then grows by that factor, the Harris tolerances with it, and the path ends on a complementary
+    but infeasible basis. That basis is close to a solution: the restart solves it in ≈ 200 pivots where
+    a new cold run takes ≈ 2000 (docs/lcp.md §6). The restart's answer passes the same final check on the
+    original (M, q); pivots count both runs. If the restart fails too, the first run's result is returned
+    (its status, ray and basis), with the pivots of both.
 
     Args:
         M, q, d: the LCP and covering vector (d ignored for the warm start, which uses d = B·1).
@@ -394,6 +412,28 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     Returns:
         LemkeResult, statuses and fields as ``lemke``'s.
     """
+    first = _sparse_lemke_run(M, q, d=d, max_pivots=max_pivots, options=options, refactor=refactor, basic=basic,
+                              rank_tol=rank_tol, seed=seed, nnz=nnz)
+    n = first.z.shape[0]
+    left = int(max_pivots) - first.pivots
+    if first.solved or not restart or first.status == LemkeStatus.PIVOT_LIMIT or left < 1:
+        return first
+    b = first.basis
+    alpha = np.zeros(n, bool)
+    alpha[b[(b >= n) & (b < 2 * n)] - n] = True
+    if not alpha.any():
+        return first
+    again = _sparse_lemke_run(M, q, max_pivots=left, options=options, refactor=refactor, basic=alpha,
+                              rank_tol=rank_tol, seed=seed, nnz=nnz)
+    pivots = first.pivots + again.pivots
+    if again.solved:
+        return LemkeResult(again.z, again.w, again.status, pivots, again.z0, again.basis, again.ray, again.residual)
+    return LemkeResult(first.z, first.w, first.status, pivots, first.z0, first.basis, first.ray, first.residual)
+
+
+def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
+                      basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
+    """One run of the sparse-LU path (``sparse_lemke`` without the restart)."""
     opts = options or LemkeOptions()
     harris = opts.ratio_test == "harris"
     M = np.ascontiguousarray(M, dtype=np.float64)
@@ -453,6 +493,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     erhs = np.empty(n)
     ecol = np.empty(n)
     ratio_rel_tol = opts.ratio_rel_tol
+    pivot_ratio = max(opts.harris_pivot_ratio, PIVOT_RATIO_MIN)
     if not np.all(np.isfinite(r)):
         return result(3, 0, 0.0, np.inf)
     walk = True
@@ -519,7 +560,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
             _noise_scales(r, Y, s, float(np.sqrt(a @ a)), erhs, ecol)
             _fill_floors(basis, qmax, mnorm, dmax, floors)
             ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
-                                                  opts.harris_tol * n, opts.harris_pivot_ratio, z0_row, tied, cand,
+                                                  opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,
                                                   floors)
             found = ntied > 0
         else:
@@ -594,4 +635,5 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
 register_sparse_kernel(sys.modules[__name__])     # lemke's methods "sparse" and "auto" reach this module
 
 
-__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY"]
+__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY",
+           "PIVOT_RATIO_MIN"]

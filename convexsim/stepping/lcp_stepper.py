@@ -21,8 +21,9 @@ non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction
 Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
 (Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
 unknowns, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
-seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d, and on M + ε‖M‖∞I; an answer
-of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
+seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d (these first on islands of
+≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n pivots), and on M + ε‖M‖∞I; an
+answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
 If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
 
 Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (Glocker–Studer 2005):
@@ -377,16 +378,26 @@ def basic_of(result: LemkeResult) -> np.ndarray:
     return mask
 
 
+LARGE_ISLAND_SIZE = 600
+"""Islands with at least this many unknowns (the sparse kernel's, ``sparse_lemke.AUTO_MIN_SIZE``) try the
+covering vectors before perturbed q, and their cold runs stop at ``LARGE_ISLAND_PIVOTS``·n pivots."""
+
+LARGE_ISLAND_PIVOTS = 5
+"""Pivot cap of a large island's cold runs, per unknown (unless ``solver.lcp_max_pivots`` is set). A cold heap
+run takes ≈ 0.8·n; a cycling one (mixed_clutter cold at t = 0.64 s, n = 1910) ran to the default 50·n
+(95 500 pivots, 16 s) once per rung, and only a covering vector solved it (≈ 1600 pivots; docs/lcp.md §6)."""
+
+
 def _fallback_attempts(M, q, step: int):
-    """The fallback rungs as (rung, M', q', d) tuples, seeded by the step index (reproducible runs)."""
+    """The fallback rungs as (rung, M', q', d) tuples, seeded by the step index (reproducible runs); on a large
+    island the covering vectors come first (``LARGE_ISLAND_SIZE``)."""
     n = q.shape[0]
     qscale = float(np.abs(q).max()) if n else 0.0
-    for k in range(FALLBACK_Q_TRIES):
-        rng = np.random.default_rng([step, 1, k])
-        yield "perturbed_q", M, q + 1e-12 * qscale * rng.standard_normal(n), None
-    for k in range(FALLBACK_COVERING_TRIES):
-        rng = np.random.default_rng([step, 2, k])
-        yield "covering", M, q, rng.uniform(0.5, 1.5, n)
+    perturbed = [("perturbed_q", M, q + 1e-12 * qscale * np.random.default_rng([step, 1, k]).standard_normal(n),
+                  None) for k in range(FALLBACK_Q_TRIES)]
+    covering = [("covering", M, q, np.random.default_rng([step, 2, k]).uniform(0.5, 1.5, n))
+                for k in range(FALLBACK_COVERING_TRIES)]
+    yield from (covering + perturbed if n >= LARGE_ISLAND_SIZE else perturbed + covering)
     mscale = float(np.abs(M).sum(axis=1).max()) if n else 0.0
     for eps in FALLBACK_REGULARIZATION:
         yield "regularized", M + eps * mscale * np.eye(n), q, None
@@ -401,7 +412,10 @@ def solve_contact_lcp(M, q, *, step: int = 0, max_pivots: int | None = None,
     Returns:
         (result or None if no rung solved it, the first Lemke run's result (a copy when it failed)).
     """
-    max_piv = max_pivots if max_pivots else default_max_pivots(q.shape[0])
+    n = q.shape[0]
+    max_piv = max_pivots if max_pivots else default_max_pivots(n)
+    if not max_pivots and n >= LARGE_ISLAND_SIZE:
+        max_piv = min(max_piv, LARGE_ISLAND_PIVOTS * n)
     first = lemke(M, q, max_pivots=max_piv, workspace=workspace)
     if first.status == LemkeStatus.SOLVED:
         return _ChainResult(first.z, "lemke", first.pivots, 1, basic_of(first)), first
@@ -424,7 +438,10 @@ def _solve_chain(M, q, layout, model: Model, state: State, kin, workspace,
     """``solve_contact_lcp`` for a step; if no rung solves it, ``LcpStepError`` from the first Lemke result
     (it names the contacts; ``contact_index`` maps the LCP's contacts to the step's)."""
     s = model.solver
-    max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(q.shape[0])
+    n = q.shape[0]
+    max_piv = s.lcp_max_pivots if s.lcp_max_pivots > 0 else default_max_pivots(n)
+    if s.lcp_max_pivots <= 0 and n >= LARGE_ISLAND_SIZE:
+        max_piv = min(max_piv, LARGE_ISLAND_PIVOTS * n)
     res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=max_piv, workspace=workspace)
     if res is not None:
         return res

@@ -50,6 +50,15 @@ def _heap():
     return M, d["q"], d["guess"]
 
 
+def _heap_cold(name):
+    """A captured cold heap island on which the first sparse Lemke run used to end in NUMERICAL_FAILURE
+    (tests/lcp/data/README.md)."""
+    d = np.load(DATA / f"{name}.npz")
+    n = d["q"].shape[0]
+    M = scipy.sparse.csr_matrix((d["data"], d["indices"], d["indptr"]), shape=(n, n)).toarray()
+    return M, d["q"]
+
+
 def _p_matrix(n, seed, density=0.05):
     """A sparse, well-conditioned P-matrix (diagonally dominant with positive diagonal, so every principal
     minor is positive): the LCP has exactly one solution for every q."""
@@ -173,6 +182,51 @@ def test_heap_lcp_cold_and_warm(warm):
             assert a.solved
         if a.solved:
             assert passes_final_check(M, q, a.z) and independent_check(M, q, a.z, tol=1e4 * np.finfo(float).eps * n)
+
+
+@pytest.mark.blas_variant
+@pytest.mark.parametrize("kind", ["exact", "rel16", "rel15", "q12"])
+@pytest.mark.parametrize("name", ["mixed_clutter_heap_t10_cold", "mixed_clutter_heap_t052_cold"])
+def test_cold_heap_lcp_first_run_solves(name, kind):
+    # cold heap LCPs whose first Lemke run failed in cold mixed_clutter runs (docs/lcp.md §6). t10 (n = 2570):
+    # the lexicographic rule took a pivot 1e-6 of the largest eligible one, B⁻¹ grew to 1e6 and the path ended
+    # on an infeasible complementary basis after ≈ 1800 pivots; the pivot filter (PIVOT_RATIO_MIN) avoids it.
+    # t052 (n = 1470, captured with that filter): the exact minimum-ratio pivot is 1e-7 of its column, the
+    # path ends infeasible after 860 pivots; the restart from the last basis solves it. Either way the kernel
+    # solves it (no fallback rung in the stepper's chain), exact and under seeded bit-level / 1e-12
+    # perturbations, each answer checked on the unperturbed data (independent check at the final check's
+    # level t = 1e4·ε·n, as for the t = 0.9 s heap above)
+    from convexsim.stepping.lcp_stepper import solve_contact_lcp
+
+    M, q = _heap_cold(name)
+    assert sparse_lemke.use_sparse(M)
+    n = q.shape[0]
+    nw = (n // 10) * 9
+    assert np.array_equal(M[:nw, :nw], M[:nw, :nw].T)
+    rng = np.random.default_rng([17 + len(name), ["exact", "rel16", "rel15", "q12"].index(kind)])
+    Mp, qp = (M, q) if kind == "exact" else perturbed(M, q, nw, kind, rng)
+    chain, first = solve_contact_lcp(Mp, qp, step=1018)
+    assert chain is not None and chain.rung == "lemke", (first.status.name, first.pivots)
+    tol = 1e4 * np.finfo(float).eps * n
+    assert passes_final_check(M, q, chain.z) and independent_check(M, q, chain.z, tol=tol)
+
+
+@pytest.mark.blas_variant
+def test_cycling_heap_lcp_large_island_chain():
+    # a cold heap LCP (t = 0.64 s, n = 1910) on which Lemke with d = 1 cycles (pivot limit at every tried cap,
+    # 8000 to 95 500; a solved cold heap run takes ≈ 0.8·n). The stepper's chain on a large island stops the
+    # run at LARGE_ISLAND_PIVOTS·n and tries covering vectors first: solved on a covering rung (or by Lemke,
+    # should the path not cycle on some machine), within 3 runs, the answer checked on the original data
+    from convexsim.stepping import lcp_stepper as stepper
+
+    M, q = _heap_cold("mixed_clutter_heap_t064_cycling")
+    n = q.shape[0]
+    assert n >= stepper.LARGE_ISLAND_SIZE
+    res, first = stepper.solve_contact_lcp(M, q, step=639)
+    assert first.pivots <= stepper.LARGE_ISLAND_PIVOTS * n
+    assert res is not None and res.rung in ("lemke", "covering") and res.attempts <= 3
+    assert passes_final_check(M, q, res.z)
+    assert independent_check(M, q, res.z, tol=1e4 * np.finfo(float).eps * n)
 
 
 def test_rays_and_pivot_limits_reported_alike():
