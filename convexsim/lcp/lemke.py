@@ -957,6 +957,32 @@ def _record_eta(etas, eta_row, neta, cap, c, row):
 
 
 @jit
+def pivot_rhs(r, c, row):
+    """The Gauss–Jordan pivot's update of the rhs r with entering column c on row ``row``:
+    r_row ← r_row / c_row, r_i ← r_i − c_i·r_row (i ≠ row)."""
+    r[row] /= c[row]
+    rr = r[row]
+    for i in range(r.shape[0]):
+        if i != row:
+            r[i] -= c[i] * rr
+
+
+@jit
+def revised_buffers(n, nnz, max_pivots, refactor):
+    """The revised kernel's work arrays sized for an n×n M with nnz nonzeros: M's CSC and CSR copies
+    (colptr, colidx, colval, rowptr, rowidx, rowval) and the eta file (etas, eta_row: one row per pivot up
+    to the next rebuild, min(max_pivots, rebuild interval or max(50, 2n)) + 1)."""
+    colptr = np.empty(n + 1, np.int64)
+    rowptr = np.empty(n + 1, np.int64)
+    colidx = np.empty(nnz, np.int64)
+    rowidx = np.empty(nnz, np.int64)
+    colval = np.empty(nnz)
+    rowval = np.empty(nnz)
+    cap = min(max_pivots, refactor if refactor > 0 else max(50, 2 * n)) + 1
+    return colptr, colidx, colval, rowptr, rowidx, rowval, np.empty((cap, n)), np.empty(cap, np.int64)
+
+
+@jit
 def _pivot_revised(Bt, r, c, row, wrow, qabs, erhs):
     """The Gauss–Jordan pivot on row ``row`` with entering column c, applied to B⁻¹ (stored transposed, Bt)
     and the rhs only: entry for entry the tableau's update of its first n columns and its rhs. Only B⁻¹'s
@@ -966,11 +992,7 @@ def _pivot_revised(Bt, r, c, row, wrow, qabs, erhs):
     after the pivot): one pass over the inverse per pivot."""
     n = Bt.shape[0]
     p = c[row]
-    r[row] /= p
-    rr = r[row]
-    for i in range(n):
-        if i != row:
-            r[i] -= c[i] * rr
+    pivot_rhs(r, c, row)
     for i in range(n):
         erhs[i] = 1e-300
     for j in range(n):
@@ -1477,16 +1499,8 @@ def _run_revised(M, q, d, max_pivots, opts, refactor, harris, Bt, r, c, LU, perm
     """``_lemke_revised_kernel`` with M's sparse copies (sized for its nonzeros) and the eta file (one column
     per pivot up to the next rebuild: min(max_pivots, rebuild interval or max(50, 2n)) + 1 columns)."""
     n = q.shape[0]
-    nnz = int(np.count_nonzero(M))
-    colptr = np.empty(n + 1, np.int64)
-    rowptr = np.empty(n + 1, np.int64)
-    colidx = np.empty(nnz, np.int64)
-    rowidx = np.empty(nnz, np.int64)
-    colval = np.empty(nnz)
-    rowval = np.empty(nnz)
-    cap = min(int(max_pivots), refactor if refactor > 0 else max(50, 2 * n)) + 1
-    etas = np.empty((cap, n))
-    eta_row = np.empty(cap, np.int64)
+    colptr, colidx, colval, rowptr, rowidx, rowval, etas, eta_row = revised_buffers(
+        n, int(np.count_nonzero(M)), int(max_pivots), int(refactor))
     B0t = np.empty((n, n)) if start == 1 or (refactor != 0 and n > REBUILD_LU_MAX) else np.empty((1, 1))
     return _lemke_revised_kernel(
         M, q, d, max_pivots, opts.pivot_tol, opts.ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol,

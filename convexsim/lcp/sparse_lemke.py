@@ -40,7 +40,8 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, independent_basis, register_sparse_kernel)
+                                 _harris_tied_revised, _sparse_pattern, independent_basis, pivot_rhs,
+                                 register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -111,11 +112,7 @@ def _pivot_vectors(r, Y, c, row):
     """The pivot's Gauss–Jordan step on the rhs r and the sketch columns Y (n × 2s), entering column c."""
     n = r.shape[0]
     p = c[row]
-    r[row] /= p
-    rr = r[row]
-    for i in range(n):
-        if i != row:
-            r[i] -= c[i] * rr
+    pivot_rhs(r, c, row)
     for k in range(Y.shape[1]):
         Y[row, k] /= p
     for i in range(n):

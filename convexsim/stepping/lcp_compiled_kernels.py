@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke import _lemke_revised_kernel
+from convexsim.lcp.lemke import _lemke_revised_kernel, revised_buffers
 from convexsim.stepping.compiled_kernels import (F_DT, _first_nonfinite_body, collide_and_filter,
                                                  contact_frame, free_motion_kernel, integrate_kernel,
                                                  jacobian_block, margin_shares)
@@ -149,15 +149,7 @@ def _lemke(M, q, max_pivots_setting, lpar, jpar):
         for j in range(n):
             if M[i, j] != 0.0:
                 nnz += 1
-    colptr = np.empty(n + 1, np.int64)
-    rowptr = np.empty(n + 1, np.int64)
-    colidx = np.empty(nnz, np.int64)
-    rowidx = np.empty(nnz, np.int64)
-    colval = np.empty(nnz)
-    rowval = np.empty(nnz)
-    cap = min(max_piv, refactor if refactor > 0 else max(50, 2 * n)) + 1
-    etas = np.empty((cap, n))
-    eta_row = np.empty(cap, np.int64)
+    colptr, colidx, colval, rowptr, rowidx, rowval, etas, eta_row = revised_buffers(n, nnz, max_piv, refactor)
     lu_max = jpar[J_LU_MAX]
     B0t = np.empty((n, n)) if (refactor != 0 and n > lu_max) else np.empty((1, 1))
     Bt = np.zeros((n, n))
