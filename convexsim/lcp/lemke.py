@@ -1484,6 +1484,8 @@ def _sparse_choice(M, opts: "LemkeOptions"):
     if not _SPARSE_KERNEL:
         raise RuntimeError("the sparse-LU Lemke kernel is not registered (import convexsim.lcp, which does)")
     sparse_lemke = _SPARSE_KERNEL[0]
+    if scipy.sparse.issparse(M):             # given in sparse form: the sparse kernel whatever the size
+        return sparse_lemke, int(M.nnz)
     if opts.method == "sparse":
         return sparse_lemke, None
     nnz = sparse_lemke.use_sparse(M)
@@ -1514,15 +1516,35 @@ def default_max_pivots(n: int) -> int:
     return max(1000, 50 * int(n))
 
 
+def as_sparse_lcp_matrix(M) -> "scipy.sparse.csr_matrix | None":
+    """M as a CSR matrix (float64, sorted indices, no stored zeros) if it is a scipy.sparse matrix, else None.
+
+    ``lemke`` and ``lemke_from_basis`` accept M in sparse form: it goes straight to the sparse-LU kernel
+    (``method`` "sparse" or "auto"; the dense methods get ``M.toarray()``), without an n × n dense copy."""
+    if not scipy.sparse.issparse(M):
+        return None
+    Mr = scipy.sparse.csr_matrix(M, dtype=np.float64, copy=True)
+    Mr.sum_duplicates()
+    Mr.eliminate_zeros()
+    Mr.sort_indices()
+    return Mr
+
+
 def _validate(M, q, d):
-    M = np.asarray(M, dtype=np.float64)
+    Ms = as_sparse_lcp_matrix(M)
+    M = Ms if Ms is not None else np.asarray(M, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"LCP matrix M must be square (n, n); got shape {M.shape}")
     n = M.shape[0]
     if q.shape != (n,):
         raise ValueError(f"LCP vector q must have shape ({n},) to match M {M.shape}; got {q.shape}")
-    if not np.all(np.isfinite(M)):
+    if Ms is not None:
+        if not np.all(np.isfinite(Ms.data)):
+            k = int(np.flatnonzero(~np.isfinite(Ms.data))[0])
+            i = int(np.searchsorted(Ms.indptr, k, side="right") - 1)
+            raise ValueError(f"LCP matrix M has a non-finite entry at ({i}, {int(Ms.indices[k])})")
+    elif not np.all(np.isfinite(M)):
         bad = np.argwhere(~np.isfinite(M))[0]
         raise ValueError(f"LCP matrix M has a non-finite entry at {tuple(int(i) for i in bad)}")
     if not np.all(np.isfinite(q)):
@@ -1536,7 +1558,7 @@ def _validate(M, q, d):
         if not np.all(np.isfinite(d)) or np.any(d <= 0.0):
             raise ValueError("covering vector d must be finite with every entry > 0 "
                              f"(got min {np.nanmin(d) if np.any(np.isfinite(d)) else d[0]})")
-    return np.ascontiguousarray(M), np.ascontiguousarray(q), np.ascontiguousarray(d)
+    return (M if Ms is not None else np.ascontiguousarray(M)), np.ascontiguousarray(q), np.ascontiguousarray(d)
 
 
 def _pivot_limits(n: int, opts: "LemkeOptions", max_pivots: int | None) -> tuple[int, int]:
@@ -1555,7 +1577,8 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     """Solve LCP(M, q): z ≥ 0, w = Mz + q ≥ 0, zᵀw = 0 by Lemke's method (Harris ratio test by default).
 
     Args:
-        M: matrix, shape (n, n).
+        M: matrix, shape (n, n): an array, or a scipy.sparse matrix (solved by the sparse-LU kernel unless
+            ``options.method`` names a dense one; no n × n dense copy is made).
         q: vector, shape (n,).
         d: covering vector, shape (n,), every entry > 0 (default all ones). It changes the path,
             hence pivot counts and, outside the P / copositive-plus classes, possibly the outcome.
@@ -1595,6 +1618,8 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     if sparse is not None:
         return sparse.sparse_lemke(M, q, d=d, max_pivots=int(max_pivots), options=opts,
                                    refactor=int(opts.refactor_every), nnz=nnz)
+    if scipy.sparse.issparse(M):             # a dense method asked for: the dense copy
+        M = np.ascontiguousarray(M.toarray())
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
     if opts.method in ("revised", "auto"):
@@ -1714,7 +1739,8 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     pass ``lemke``-ready data). Returns a LemkeResult (status NUMERICAL_FAILURE, 0 pivots, if M_αα
     is singular).
     """
-    M = np.ascontiguousarray(M, dtype=np.float64)
+    Ms = as_sparse_lcp_matrix(M)
+    M = Ms if Ms is not None else np.ascontiguousarray(M, dtype=np.float64)
     q = np.ascontiguousarray(q, dtype=np.float64)
     n = q.shape[0]
     opts = options or LemkeOptions()
@@ -1726,6 +1752,8 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     if sparse is not None:
         return sparse.sparse_lemke(M, q, max_pivots=int(max_pivots), options=opts, refactor=int(opts.refactor_every),
                                    basic=basic, rank_tol=rank_tol, nnz=nnz)
+    if Ms is not None:
+        M = np.ascontiguousarray(Ms.toarray())
     own = workspace is None
     ws = workspace if workspace is not None else LemkeWorkspace(n)
     alpha = np.array(basic, dtype=bool).reshape(n)

@@ -40,8 +40,8 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, independent_basis, pivot_rhs,
-                                 register_sparse_kernel)
+                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, independent_basis,
+                                 pivot_rhs, register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -369,7 +369,9 @@ def _warm_basis(M, Mc, q, alpha, rank_tol):
             break
         if attempt:
             return None
-        alpha[:] = independent_basis(M, alpha, rank_tol)
+        # the rank test on M_αα alone (no dense copy of M)
+        keep = independent_basis(Mc[a][:, a].toarray(), np.ones(a.size, bool), rank_tol)
+        alpha[a[~keep]] = False
     a = np.flatnonzero(alpha)
     b = np.flatnonzero(~alpha)
     basis = np.concatenate([n + a, b]).astype(np.int64)
@@ -397,7 +399,8 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     (its status, ray and basis), with the pivots of both.
 
     Args:
-        M, q, d: the LCP and covering vector (d ignored for the warm start, which uses d = B·1).
+        M, q, d: the LCP (M dense or scipy.sparse) and covering vector (d ignored for the warm start, which
+            uses d = B·1).
         max_pivots: pivot cap (the first z0 pivot counts).
         options: LemkeOptions (tolerances, ratio test).
         refactor: pivots between refactorizations (≤ 0: ``REFACTOR_EVERY``; 0 in the options means "never
@@ -428,14 +431,21 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     return LemkeResult(first.z, first.w, first.status, pivots, first.z0, first.basis, first.ray, first.residual)
 
 
-def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
-                      basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
-    """One run of the sparse-LU path (``sparse_lemke`` without the restart)."""
-    opts = options or LemkeOptions()
-    harris = opts.ratio_test == "harris"
+def _compressed_copies(M, nnz: int | None):
+    """(Mr, Mc, rowptr, rowidx, rowval, colptr, colidx, colval): M's CSR and CSC forms (int64 indices, sorted,
+    no stored zeros) from a dense array (one compiled pass; ``nnz`` its nonzero count if known) or from a
+    scipy.sparse matrix (no dense copy)."""
+    if scipy.sparse.issparse(M):
+        Mr = as_sparse_lcp_matrix(M)
+        Mc = Mr.tocsc()
+        Mc.sort_indices()
+        n = Mr.shape[0]
+        rp, ri = Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64)
+        cp, ci = Mc.indptr.astype(np.int64), Mc.indices.astype(np.int64)
+        rv, cv = Mr.data, Mc.data
+        return Mr, Mc, rp, ri, rv, cp, ci, cv
     M = np.ascontiguousarray(M, dtype=np.float64)
-    q = np.ascontiguousarray(q, dtype=np.float64)
-    n = q.shape[0]
+    n = M.shape[0]
     nnz = int(np.count_nonzero(M)) if nnz is None else int(nnz)
     cp, rp = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
     ci, ri = np.empty(nnz, np.int64), np.empty(nnz, np.int64)
@@ -443,6 +453,17 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     _sparse_pattern(M, cp, ci, cv, rp, ri, rv)
     Mc = scipy.sparse.csc_matrix((cv, ci, cp), shape=(n, n))
     Mr = scipy.sparse.csr_matrix((rv, ri, rp), shape=(n, n))
+    return Mr, Mc, rp, ri, rv, cp, ci, cv
+
+
+def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
+                      basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
+    """One run of the sparse-LU path (``sparse_lemke`` without the restart)."""
+    opts = options or LemkeOptions()
+    harris = opts.ratio_test == "harris"
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    n = q.shape[0]
+    Mr, Mc, rp, ri, rv, cp, ci, cv = _compressed_copies(M, nnz)
     mnorm = float(abs(Mr).sum(axis=1).max()) if nnz else 0.0
     qmax = float(np.abs(q).max()) if n else 0.0
     start = basic is not None
