@@ -40,8 +40,9 @@ import numpy as np
 import scipy.sparse
 
 from convexsim import dynamics
-from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
-                                 default_max_pivots, lemke, lemke_from_basis, solve_from_basis)
+from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check, _check_sparse,
+                                 as_sparse_lcp_matrix, default_max_pivots, lemke, lemke_from_basis,
+                                 solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
@@ -197,6 +198,80 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     return M, q, ContactLcpLayout(m, d, U, W, AinvW)
 
 
+def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np.ndarray, J_b: np.ndarray,
+                             body_a: np.ndarray, body_b: np.ndarray, bias: np.ndarray, mu: np.ndarray,
+                             num_directions: int) -> tuple[scipy.sparse.csr_matrix, np.ndarray, ContactLcpLayout]:
+    """``build_contact_lcp`` for a large island, from the per-body blocks, with M in sparse (CSR) form.
+
+    The same LCP (module docstring) up to summation order: W = [J_nᵀ D] is assembled from each contact's two
+    3 × 6 Jacobian blocks (D's columns u_j,1·J_t1 + u_j,2·J_t2 per block), A⁻¹ is block diagonal, and
+    M's impulse block Wᵀ A⁻¹ W is a sparse product (two impulse directions couple only through a shared
+    body). Nothing n × n or n_v × n is dense: the layout's W and A⁻¹W are sparse too (``velocity`` works
+    unchanged).
+
+    Args:
+        inv_blocks: A⁻¹ per body of the island, shape (nb, 6, 6).
+        v_star: free-motion velocity of the island's bodies, shape (6·nb,).
+        J_a, J_b: contact-frame Jacobian blocks (rows t1, t2, n) of each side, shape (m, 3, 6).
+        body_a, body_b: island-local body index of each side (−1: a fixed body), shape (m,).
+        bias, mu, num_directions: as ``build_contact_lcp``.
+
+    Returns:
+        (M as scipy.sparse.csr_matrix, q, layout).
+    """
+    m = J_a.shape[0]
+    nb = inv_blocks.shape[0]
+    nv = 6 * nb
+    mu = np.asarray(mu, float)
+    d = int(num_directions)
+    if d and d < 3:
+        raise ValueError(f"friction_directions must be ≥ 3 (or 0 for frictionless); got {d}")
+    if d and not np.any(mu > 0):
+        d = 0
+    U = friction_directions(d) if d else np.zeros((0, 2))
+    nw = m * (d + 1)
+    rows, cols, vals = [], [], []
+    for blocks, body in ((np.asarray(J_a, float), np.asarray(body_a)), (np.asarray(J_b, float), np.asarray(body_b))):
+        on = body >= 0
+        c = np.flatnonzero(on)
+        # Wᵀ rows of this side: the normal row of each contact, then its d direction rows (contact-major)
+        wt = [blocks[c, 2, :]]
+        r = [c]
+        if d:
+            wt.append(np.einsum("jk,ckl->cjl", U, blocks[c, :2, :]).reshape(-1, 6))
+            r.append((m + c[:, None] * d + np.arange(d)[None, :]).reshape(-1))
+        wt = np.concatenate(wt)
+        r = np.concatenate(r)
+        b = np.concatenate([body[c]] + ([np.repeat(body[c], d)] if d else []))
+        rows.append(np.repeat(r, 6))
+        cols.append((6 * b[:, None] + np.arange(6)[None, :]).reshape(-1))
+        vals.append(wt.reshape(-1))
+    Wt = scipy.sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                                 shape=(nw, nv))
+    Ainv = scipy.sparse.bsr_matrix((np.asarray(inv_blocks, float), np.arange(nb), np.arange(nb + 1)),
+                                   shape=(nv, nv)).tocsr()
+    WtAinv = (Wt @ Ainv).tocsr()
+    G = WtAinv @ Wt.T
+    G = (0.5 * (G + G.T)).tocoo()                              # symmetric by construction; remove round-off
+    nz = m * (d + 2) if d else m
+    q = np.zeros(nz)
+    q[:nw] = Wt @ np.asarray(v_star, float)
+    q[:m] += np.asarray(bias, float)
+    r, c, v = [G.row], [G.col], [G.data]
+    if d:
+        k = np.arange(m * d)
+        owner = rows_contact(m, d)
+        ci = np.arange(m)
+        r += [m + k, nw + ci, nw + owner]                      # E, μ, −Eᵀ
+        c += [nw + owner, ci, m + k]
+        v += [np.ones(m * d), mu, -np.ones(m * d)]
+    M = scipy.sparse.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))), shape=(nz, nz))
+    M.sum_duplicates()
+    M.eliminate_zeros()
+    M.sort_indices()
+    return M, q, ContactLcpLayout(m, d, U, Wt.T.tocsc(), WtAinv.T.tocsc())
+
+
 DENSE_ASSEMBLY_WORK = 2_000_000
 """``build_contact_lcp`` assembles with one compiled dense kernel (``_assemble_dense``) when
 n_v·n_w·(n_v + n_w) ≤ this (n_w = m(d + 1) impulse directions), through scipy.sparse products otherwise.
@@ -350,6 +425,13 @@ class _ChainResult:
     basic: np.ndarray | None = None
 
 
+def _row_sum_norm(M) -> float:
+    """‖M‖∞ (largest absolute row sum) of a dense or scipy.sparse M; 0 for an empty one."""
+    if M.shape[0] == 0:
+        return 0.0
+    return float(np.asarray(abs(M).sum(axis=1)).max())
+
+
 def _accept_on_original(M, q, z) -> np.ndarray | None:
     """z if it passes Lemke's final check on (M, q), else the re-solve on z's support if that passes, else None.
 
@@ -359,10 +441,17 @@ def _accept_on_original(M, q, z) -> np.ndarray | None:
     opts = LemkeOptions()
     w = np.empty(q.shape[0])
     z = np.ascontiguousarray(z, dtype=float)
-    bound = FALLBACK_MAX_GAIN * float(np.abs(q).max()) / max(float(np.abs(M).sum(axis=1).max()), 1e-300)
+    mnorm = _row_sum_norm(M)
+    bound = FALLBACK_MAX_GAIN * float(np.abs(q).max()) / max(mnorm, 1e-300)
     if not np.abs(z).max() <= bound:
         return None
-    if _check(M, q, z, w, opts.check_tol) <= 1.0:
+    if scipy.sparse.issparse(M):
+        Mr = as_sparse_lcp_matrix(M)
+        if _check_sparse(Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64), Mr.data, mnorm, q, z, w,
+                         opts.check_tol) <= 1.0:
+            return z.copy()
+        M = Mr.toarray()                       # the rare re-solve below: a dense copy is fine
+    elif _check(M, q, z, w, opts.check_tol) <= 1.0:
         return z.copy()
     r = solve_from_basis(M, q, z > 0.0, max_solves=1)
     return r.z.copy() if r.solved and np.abs(r.z).max() <= bound else None
@@ -398,9 +487,10 @@ def _fallback_attempts(M, q, step: int):
     covering = [("covering", M, q, np.random.default_rng([step, 2, k]).uniform(0.5, 1.5, n))
                 for k in range(FALLBACK_COVERING_TRIES)]
     yield from (covering + perturbed if n >= LARGE_ISLAND_SIZE else perturbed + covering)
-    mscale = float(np.abs(M).sum(axis=1).max()) if n else 0.0
+    mscale = _row_sum_norm(M)
+    eye = scipy.sparse.identity(n, format="csr") if scipy.sparse.issparse(M) else np.eye(n)
     for eps in FALLBACK_REGULARIZATION:
-        yield "regularized", M + eps * mscale * np.eye(n), q, None
+        yield "regularized", M + eps * mscale * eye, q, None
 
 
 def solve_contact_lcp(M, q, *, step: int = 0, max_pivots: int | None = None,
@@ -545,10 +635,23 @@ class _StepSolution:
     islands: int = 0
 
 
+SPARSE_ISLAND_SIZE = 600
+"""Islands with at least this many LCP unknowns are assembled in sparse form (``build_contact_lcp_sparse``) and
+solved by the sparse-LU Lemke without a dense n × n copy of M (the size from which the sparse kernel pays,
+``sparse_lemke.AUTO_MIN_SIZE``)."""
+
+
+def _island_size(m: int, d: int) -> int:
+    """LCP unknowns of an island of m contacts with d friction directions (0: frictionless)."""
+    return m * (d + 2) if d else m
+
+
 def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, warm: bool,
                    ctx: StepContext) -> _StepSolution:
     """Solve the step's contact LCP island by island (all at once with SPLIT_ISLANDS off): warm start per
-    island (from the previous step's solution), else the solve chain. Returns v⁺ and the impulses."""
+    island (from the previous step's solution), else the solve chain. Returns v⁺ and the impulses. J: the
+    dense contact Jacobians (m, 3, n_v), or None (built on the first small island that needs them; large
+    islands are assembled from the per-body blocks)."""
     s = model.solver
     m = kin.contacts.count
     mu = np.asarray(kin.params.mu, float)
@@ -572,8 +675,18 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
         cl = cl[cl >= 0]
         dofs = (6 * cl[:, None] + np.arange(6)[None, :]).reshape(-1)
         vs = v_star[dofs]
-        M, q, layout = build_contact_lcp(block_inverse(A_blocks[cl]), vs, J[idx][:, :, dofs], bias[idx],
-                                         mu[idx], s.friction_directions)
+        if _island_size(idx.size, d_global) >= SPARSE_ISLAND_SIZE:
+            local = np.full(A_blocks.shape[0], -1, np.int64)
+            local[cl] = np.arange(cl.size)
+            ca, cb = kin.clique_a[idx], kin.clique_b[idx]
+            M, q, layout = build_contact_lcp_sparse(
+                np.linalg.inv(A_blocks[cl]), vs, kin.J_a[idx], kin.J_b[idx], np.where(ca >= 0, local[ca], -1),
+                np.where(cb >= 0, local[cb], -1), bias[idx], mu[idx], s.friction_directions)
+        else:
+            if J is None:
+                J = dense_jacobian(kin, v_star.shape[0])
+            M, q, layout = build_contact_lcp(block_inverse(A_blocks[cl]), vs, J[idx][:, :, dofs], bias[idx],
+                                             mu[idx], s.friction_directions)
         var = _island_variables(idx, m, d_global, layout.num_directions)
         z = None
         basic = None
@@ -664,14 +777,13 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
             return State(state.t + dt, new.q, new.v, state.step + 1), LcpStepInfo(contacts=kin.contacts,
                                                                                   status="solved")
         return dynamics.integrate(model, state, v_star), LcpStepInfo(contacts=kin.contacts, status="solved")
-    J = dense_jacobian(kin, nv)
     phi = kin.contacts.phi
     if restitution:
         vn_before = contact_velocities(kin, state.v[bodies].reshape(-1))[:, 2]
         bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
     else:
         bias = gap_bias(phi, dt, s.lcp_stabilization)
-    sol = _solve_islands(model, state, kin, A_blocks, v_star, J, bias, warm, ctx)
+    sol = _solve_islands(model, state, kin, A_blocks, v_star, None, bias, warm, ctx)
     v_next, gamma = sol.v_next, sol.gamma
     info = LcpStepInfo(contacts=kin.contacts, gamma=gamma,
                        force_world=np.einsum("nij,nj->ni", kin.R_WC, gamma) / dt,

@@ -298,3 +298,58 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
         dv = max(dv, float(np.abs(sd.v - ss.v).max()))
     assert used > 200
     assert dq <= 1e-8 and dv <= 1e-6, (dq, dv)
+
+
+def test_sparse_input_same_path_as_dense_input():
+    # M handed over in CSR form (how the stepper passes large islands) runs the same sparse kernel on the same
+    # compressed copies as a dense M: identical status, pivots and z, cold and warm-started
+    M, q = _heap_cold("mixed_clutter_heap_t052_cold")
+    Ms = scipy.sparse.csr_matrix(M)
+    n = q.shape[0]
+    a, b = lemke(M, q, max_pivots=5 * n), lemke(Ms, q, max_pivots=5 * n)
+    assert a.solved and b.solved and a.pivots == b.pivots
+    np.testing.assert_array_equal(a.z, b.z)
+    from convexsim.stepping.lcp_stepper import basic_of
+
+    guess = basic_of(a)
+    guess[np.random.default_rng(0).choice(n, 40, replace=False)] ^= True        # a few wrong indices
+    aw, bw = lemke_from_basis(M, q, guess), lemke_from_basis(Ms, q, guess)
+    assert aw.status == bw.status and aw.pivots == bw.pivots
+    np.testing.assert_array_equal(aw.z, bw.z)
+    # a dense method asked for gets the dense copy: the dense kernel's own run on the array
+    P, qp = _p_matrix(300, 1)
+    c, e = lemke(scipy.sparse.csr_matrix(P), qp, options=DENSE), lemke(P, qp, options=DENSE)
+    assert c.solved and c.pivots == e.pivots
+    np.testing.assert_array_equal(c.z, e.z)
+
+
+def test_sparse_input_validated():
+    M = scipy.sparse.csr_matrix(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"non-finite entry at \(0, 1\)"):
+        lemke(M, [-1.0, -1.0])
+    with pytest.raises(ValueError, match="shape"):
+        lemke(scipy.sparse.identity(3, format="csr"), [-1.0, -1.0])
+
+
+def test_stepper_chain_on_sparse_island_matches_dense():
+    # the stepper's chain with a large island in CSR form: every rung accepts sparse M (the regularized rung
+    # adds a sparse εI, the acceptance check reads CSR); same rung, same z as the dense island
+    from convexsim.stepping import lcp_stepper as stepper
+
+    M, q = _heap_cold("mixed_clutter_heap_t064_cycling")
+    Ms = scipy.sparse.csr_matrix(M)
+    rd, fd = stepper.solve_contact_lcp(M, q, step=639)
+    rs, fs = stepper.solve_contact_lcp(Ms, q, step=639)
+    assert rd is not None and rs is not None and rd.rung == rs.rung and rd.pivots == rs.pivots
+    np.testing.assert_array_equal(rd.z, rs.z)
+    for (kd, Md, qd, dd), (ks, Mk, qk, dk) in zip(stepper._fallback_attempts(M, q, 639),
+                                                  stepper._fallback_attempts(Ms, q, 639)):
+        assert kd == ks and scipy.sparse.issparse(Mk)
+        np.testing.assert_array_equal(Mk.toarray(), Md)
+        np.testing.assert_array_equal(qk, qd)
+    # the acceptance check: the same verdict on both forms, for the answer and a corrupted copy
+    bad = rd.z.copy()
+    bad[int(np.argmax(bad))] *= 1.5
+    for z in (rd.z, bad):
+        a, b = stepper._accept_on_original(M, q, z), stepper._accept_on_original(Ms, q, z)
+        assert (a is None) == (b is None)
