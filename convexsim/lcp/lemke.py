@@ -127,6 +127,14 @@ class LemkeOptions(NamedTuple):
             ``"tableau"``: the dense tableau B⁻¹[I | −M | −d | q] (2n + 2 columns per pivot). Both walk
             the same path with the same rules; they differ in rounding only (docs/lcp.md §1, "Revised
             Lemke").
+        restart: a run that ends in NUMERICAL_FAILURE or on a secondary ray starts once more from its last
+            basis (the complementary basis of its basic z's, factorized afresh from the original data, with the
+            warm start's covering vector; ``lemke_from_basis``), within the pivots left. Near-degenerate
+            contact LCPs can end on a complementary basis that is infeasible by a few rounding units times
+            the basis condition; that basis is next to a solution and the restart takes 2–200 pivots
+            (docs/lcp.md §1, "Restart from the last basis"). An answer still has to pass the final check; if the
+            restart fails too, the first run's result is returned (pivots of both counted). False: one run.
+            Only with the Harris rule (``ratio_test="textbook"`` is always the classic single run).
     """
 
     pivot_tol: float = 10.0 * _EPS
@@ -140,6 +148,7 @@ class LemkeOptions(NamedTuple):
     harris_tol: float = 1000.0 * _EPS
     harris_pivot_ratio: float = 1e-6
     method: str = "auto"
+    restart: bool = True
 
 
 @dataclass
@@ -1617,7 +1626,7 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
     sparse, nnz = _sparse_choice(M, opts)
     if sparse is not None:
         return sparse.sparse_lemke(M, q, d=d, max_pivots=int(max_pivots), options=opts,
-                                   refactor=int(opts.refactor_every), nnz=nnz)
+                                   refactor=int(opts.refactor_every), nnz=nnz, restart=_restarts(opts))
     if scipy.sparse.issparse(M):             # a dense method asked for: the dense copy
         M = np.ascontiguousarray(M.toarray())
     own = workspace is None
@@ -1633,9 +1642,50 @@ def lemke(M, q, *, d=None, max_pivots: int | None = None, workspace: LemkeWorksp
             opts.lex_abs_tol, opts.check_tol, refactor, harris, opts.harris_tol, opts.harris_pivot_ratio,
             T, LU, perm, perm2, basis, vecs)
     z, w, ray = vecs[0], vecs[1], vecs[4]
-    if own:
+    failed = _restarts(opts) and status in (LemkeStatus.NUMERICAL_FAILURE, LemkeStatus.SECONDARY_RAY)
+    if own or failed:
         z, w, ray, basis = z.copy(), w.copy(), ray.copy(), basis.copy()
-    return LemkeResult(z, w, LemkeStatus(int(status)), int(pivots), float(z0), basis, ray, float(res))
+    first = LemkeResult(z, w, LemkeStatus(int(status)), int(pivots), float(z0), basis, ray, float(res))
+    if failed:
+        return _restart_from_last_basis(M, q, first, int(max_pivots), workspace, opts)
+    return first
+
+
+def _restarts(opts: "LemkeOptions") -> bool:
+    """Whether a failed run restarts from its last basis: ``opts.restart`` with the Harris rule (the textbook
+    rule stays the classic single path, whose pivot counts and failures the tests compare)."""
+    return bool(opts.restart) and opts.ratio_test == "harris"
+
+
+RESTART_MAX_GAIN = 1e8
+"""A restarted run's answer must have ‖M‖∞‖z‖∞ ≤ RESTART_MAX_GAIN·‖q‖∞ (``plausible_gain``). The final check is
+relative to s_w = ‖M‖∞‖z‖∞ + ‖q‖∞, so on an LCP without solution (its first run ended on a true secondary ray)
+a restart can end on a point with z ~ 1e15 that passes it; contact answers have gains ~1e3."""
+
+
+def plausible_gain(M, q, z) -> bool:
+    """‖M‖∞‖z‖∞ ≤ RESTART_MAX_GAIN·‖q‖∞ (M dense or scipy.sparse): the answer is not a huge z that passes the
+    relative final check only through its own size."""
+    mnorm = float(np.asarray(abs(M).sum(axis=1)).max()) if q.shape[0] else 0.0
+    return bool(mnorm * float(np.abs(z).max(initial=0.0)) <= RESTART_MAX_GAIN * float(np.abs(q).max(initial=0.0)))
+
+
+def _restart_from_last_basis(M, q, first: "LemkeResult", max_pivots: int, workspace, opts) -> "LemkeResult":
+    """``LemkeOptions.restart``: a failed run (numerical failure, secondary ray) continued from the
+    complementary basis of its basic z's by ``lemke_from_basis`` within the pivots left. Returns the restart's
+    result if it solved with a plausible gain (``plausible_gain``), else ``first``; pivots count both runs."""
+    n = q.shape[0]
+    left = max_pivots - first.pivots
+    b = first.basis
+    alpha = np.zeros(n, bool)
+    alpha[b[(b >= n) & (b < 2 * n)] - n] = True
+    if left < 1 or not alpha.any():
+        return first
+    again = lemke_from_basis(M, q, alpha, max_pivots=left, workspace=workspace, options=opts)
+    pivots = first.pivots + again.pivots
+    if again.solved and plausible_gain(M, q, again.z):
+        return LemkeResult(again.z, again.w, again.status, pivots, again.z0, again.basis, again.ray, again.residual)
+    return LemkeResult(first.z, first.w, first.status, pivots, first.z0, first.basis, first.ray, first.residual)
 
 
 def independent_basis(M, basic, rank_tol: float = 1e-10) -> np.ndarray:
@@ -1751,7 +1801,7 @@ def lemke_from_basis(M, q, basic, *, max_pivots: int | None = None, workspace: L
     sparse, nnz = _sparse_choice(M, opts)
     if sparse is not None:
         return sparse.sparse_lemke(M, q, max_pivots=int(max_pivots), options=opts, refactor=int(opts.refactor_every),
-                                   basic=basic, rank_tol=rank_tol, nnz=nnz)
+                                   basic=basic, rank_tol=rank_tol, nnz=nnz, restart=_restarts(opts))
     if Ms is not None:
         M = np.ascontiguousarray(Ms.toarray())
     own = workspace is None

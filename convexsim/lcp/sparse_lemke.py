@@ -41,7 +41,7 @@ import scipy.sparse.linalg
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
                                  _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, independent_basis,
-                                 pivot_rhs, register_sparse_kernel)
+                                 pivot_rhs, plausible_gain, register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -395,7 +395,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     noise); B⁻¹ then grows by that factor, the Harris tolerances with it, and the path ends on a complementary
     but infeasible basis. That basis is close to a solution: the restart solves it in ≈ 200 pivots where
     a new cold run takes ≈ 2000 (docs/lcp.md §6). The restart's answer passes the same final check on the
-    original (M, q); pivots count both runs. If the restart fails too, the first run's result is returned
+    original (M, q) and must have a plausible gain (``lemke.plausible_gain``); pivots count both runs. If the restart fails too, the first run's result is returned
     (its status, ray and basis), with the pivots of both.
 
     Args:
@@ -426,7 +426,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     again = _sparse_lemke_run(M, q, max_pivots=left, options=options, refactor=refactor, basic=alpha,
                               rank_tol=rank_tol, seed=seed, nnz=nnz)
     pivots = first.pivots + again.pivots
-    if again.solved:
+    if again.solved and plausible_gain(M, q, again.z):
         return LemkeResult(again.z, again.w, again.status, pivots, again.z0, again.basis, again.ray, again.residual)
     return LemkeResult(first.z, first.w, first.status, pivots, first.z0, first.basis, first.ray, first.residual)
 

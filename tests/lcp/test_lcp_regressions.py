@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convexsim.lcp.lemke import LemkeOptions, _check, lemke
+from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, _check, lemke
 
 pytestmark = pytest.mark.blas_variant   # captured contact LCPs: rerun under other BLAS settings (Makefile)
 
@@ -139,3 +139,44 @@ def test_noise_pivot_after_drift_is_caught_by_the_chain():
     for z in [r.z for r in answers if r.solved] + [res.z]:
         assert passes_final_check(M, q, z) and independent_check(M, q, z)
     assert all(r.solved for r in answers)
+
+
+@pytest.mark.blas_variant
+@pytest.mark.parametrize("case", range(3))
+def test_restart_from_last_basis_solves_wall_contact_islands(case):
+    """Three small mixed_clutter islands (a body on the floor at two points and against a bin wall at one;
+    data/README.md) on which a single Harris run ended on a complementary basis failing the final check (on the
+    development machine, at every pivot filter tried). With the restart from that basis (the default) bare
+    Lemke solves each, unperturbed and under 50 bit-level perturbations of each kind, every answer passing
+    the final check and the independent check on the unperturbed data. The restart takes few pivots: the
+    whole solve stays under 3× the single run's pivot count (measured: 21 → 23)."""
+    d = np.load(DATA / "mixed_clutter_wall_n30.npz")
+    M, q = d[f"M{case}"], d[f"q{case}"]
+    nw = 27                                            # 3 contacts × (1 + 8 directions): the symmetric block
+    assert np.allclose(M[:nw, :nw], M[:nw, :nw].T, rtol=0, atol=0)
+    single = lemke(M, q, options=LemkeOptions(restart=False))
+    r = lemke(M, q)
+    assert r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)
+    assert r.pivots <= 3 * single.pivots
+    rng = np.random.default_rng([7, case])
+    failed = []
+    for kind in ("rel16", "rel15", "q12"):
+        for trial in range(50):
+            Mp, qp = perturbed(M, q, nw, kind, rng)
+            r = lemke(Mp, qp)
+            if not (r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)):
+                failed.append((kind, trial, r.status.name, r.pivots))
+    assert not failed, f"{len(failed)}/150 failed: {failed[:5]}"
+
+
+def test_restart_keeps_a_true_secondary_ray():
+    """An infeasible LCP with PSD M (z1 − z2 ≥ 1 and z2 − z1 ≥ 1 cannot both hold): the ray is a certificate, and
+    the restart from the last basis must not turn it into an answer (it ends on a ray again, or on a huge z
+    refused by the gain bound). The first run's ray is returned."""
+    M = np.array([[1.0, -1.0, 0.0], [-1.0, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    q = np.array([-1.0, -1.0, -1.0])
+    single = lemke(M, q, options=LemkeOptions(restart=False))
+    r = lemke(M, q)
+    assert single.status == r.status == LemkeStatus.SECONDARY_RAY
+    np.testing.assert_array_equal(r.ray, single.ray)
+    assert r.pivots >= single.pivots
