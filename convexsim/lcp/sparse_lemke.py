@@ -83,17 +83,36 @@ def use_sparse(M: np.ndarray) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+ETA_DENSE_FRACTION = 0.25
+"""An eta column with more than this fraction of nonzeros is stored dense (n values, no indices): on heap LCPs
+the entering columns are dense (the z0 column −d makes B⁻¹ dense in its row), and a dense column is applied
+by contiguous loops that vectorize."""
+
+
 @jit
 def _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row):
-    """Append the pivot (entering column c, pivot row) to the eta file as c's nonzeros (increasing index) and
-    its pivot c_row. Returns the new count."""
+    """Append the pivot (entering column c, pivot row) to the eta file: the pivot c_row in ``eta_piv``, the
+    other entries of c in ``eta_val[eta_ptr[t]:eta_ptr[t+1]]``, either all n of them (dense; the pivot's slot
+    holds 0) or the nonzeros only, with their rows in ``eta_idx`` (increasing; a sparse column has fewer than
+    n entries). Returns the new count."""
+    n = c.shape[0]
     t = eta_ptr[neta]
-    for i in range(c.shape[0]):
-        ci = c[i]
-        if ci != 0.0:
-            eta_idx[t] = i
-            eta_val[t] = ci
-            t += 1
+    nnz = 0
+    for i in range(n):
+        if c[i] != 0.0:
+            nnz += 1
+    if nnz > ETA_DENSE_FRACTION * n:
+        for i in range(n):
+            eta_val[t + i] = c[i]
+        eta_val[t + row] = 0.0
+        t += n
+    else:
+        for i in range(n):
+            ci = c[i]
+            if ci != 0.0 and i != row:
+                eta_idx[t] = i
+                eta_val[t] = ci
+                t += 1
     eta_ptr[neta + 1] = t
     eta_row[neta] = row
     eta_piv[neta] = c[row]
@@ -102,30 +121,59 @@ def _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row):
 
 @jit
 def _apply_etas(x, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
-    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update),
-    over the stored nonzeros of each eta column only."""
+    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update:
+    x_p ← x_p/c_p, x_i ← x_i − c_i·x_p for i ≠ p), over the stored entries of each eta column."""
+    n = x.shape[0]
     for t in range(neta):
         p = eta_row[t]
         x[p] /= eta_piv[t]
         xp = x[p]
         if xp != 0.0:
-            for k in range(eta_ptr[t], eta_ptr[t + 1]):
-                x[eta_idx[k]] -= eta_val[k] * xp
+            lo = eta_ptr[t]
+            hi = eta_ptr[t + 1]
+            if hi - lo == n:
+                for i in range(n):
+                    x[i] -= eta_val[lo + i] * xp
+            else:
+                for k in range(lo, hi):
+                    x[eta_idx[k]] -= eta_val[k] * xp
             x[p] = xp
 
 
 @jit
-def _apply_etas_transposed(y, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
-    """y ← E_1ᵀ ⋯ E_netaᵀ y (for a row of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹). Eᵀ changes
-    only entry p: y_p ← (y_p − Σ_{i≠p} c_i y_i)/c_p (the sum over the stored nonzeros, increasing i)."""
+def _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
+    """y ← E_1ᵀ ⋯ E_netaᵀ e_i (for row i of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹); y must be zero on
+    entry. Eᵀ changes only entry p: y_p ← (y_p − Σ_{j≠p} c_j y_j)/c_p, so y's nonzeros are i and pivot rows
+    only; they are kept in ``nz`` (increasing) and a dense eta's sum runs over them alone, in increasing j (the
+    full sum's value: the other terms are zero). Returns the count of listed entries."""
+    n = y.shape[0]
+    y[i] = 1.0
+    nz[0] = i
+    m = 1
     for t in range(neta - 1, -1, -1):
         p = eta_row[t]
+        lo = eta_ptr[t]
+        hi = eta_ptr[t + 1]
         s = 0.0
-        for k in range(eta_ptr[t], eta_ptr[t + 1]):
-            i = eta_idx[k]
-            if i != p:
-                s += eta_val[k] * y[i]
-        y[p] = (y[p] - s) / eta_piv[t]
+        if hi - lo == n:
+            for k in range(m):
+                j = nz[k]
+                s += eta_val[lo + j] * y[j]
+        else:
+            for k in range(lo, hi):
+                s += eta_val[k] * y[eta_idx[k]]
+        yp = (y[p] - s) / eta_piv[t]
+        if y[p] == 0.0 and yp != 0.0:       # a new nonzero: p into the sorted list (unless listed)
+            k = 0
+            while k < m and nz[k] < p:
+                k += 1
+            if k == m or nz[k] != p:
+                for kk in range(m, k, -1):
+                    nz[kk] = nz[kk - 1]
+                nz[k] = p
+                m += 1
+        y[p] = yp
+    return m
 
 
 @jit
@@ -262,41 +310,64 @@ def _column(var, colptr, colidx, colval, d, a):
 
 
 @jit
-def _lu_solve_transposed_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
+def _csc_transpose(p, idx, val, tp, tidx, tval):
+    """(tp, tidx, tval) = the CSC arrays of Aᵀ (= A in CSR) for A in CSC (p, idx, val); rows in increasing order."""
+    n = p.shape[0] - 1
+    for j in range(n + 1):
+        tp[j] = 0
+    for k in range(p[n]):
+        tp[idx[k] + 1] += 1
+    for j in range(n):
+        tp[j + 1] += tp[j]
+    for j in range(n):
+        for k in range(p[j], p[j + 1]):
+            i = idx[k]
+            dst = tp[i]
+            tidx[dst] = j
+            tval[dst] = val[k]
+            tp[i] += 1
+    for j in range(n, 0, -1):
+        tp[j] = tp[j - 1]
+    tp[0] = 0
+
+
+@jit
+def _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, b, x, y):
     """x = B₀⁻ᵀb from SuperLU's factors: B₀⁻¹ = Pc U⁻¹ L⁻¹ Pr (``_lu_solve_csc``), so B₀⁻ᵀ = Prᵀ L⁻ᵀ U⁻ᵀ Pcᵀ:
-    y = Pcᵀb, a forward sweep with Uᵀ (U's columns read as rows), a backward sweep with Lᵀ (unit diagonal),
-    x = Prᵀy. The BTRAN of a row of B⁻¹ (SuperLU's ``solve(trans="T")`` up to summation order)."""
+    y = Pcᵀb, then Uᵀ and Lᵀ by column sweeps over the columns of Uᵀ and Lᵀ (U's and L's rows: their CSR
+    copies Utp/Uti/Utx, Ltp/Lti/Ltx, ``_csc_transpose``), skipping zero entries (b is a BTRAN'd unit vector,
+    sparse), x = Prᵀy. SuperLU's ``solve(trans="T")`` up to summation order."""
     n = b.shape[0]
     for i in range(n):
         y[pc[i]] = b[i]
     for j in range(n):
-        sj = y[j]
-        for k in range(Up[j], Up[j + 1]):
-            i = Ui[k]
-            if i < j:
-                sj -= Ux[k] * y[i]
-        y[j] = sj / Udiag[j]
+        y[j] /= Udiag[j]
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Utp[j], Utp[j + 1]):
+                i = Uti[k]
+                if i > j:
+                    y[i] -= Utx[k] * yj
     for j in range(n - 1, -1, -1):
-        sj = y[j]
-        for k in range(Lp[j], Lp[j + 1]):
-            i = Li[k]
-            if i > j:
-                sj -= Lx[k] * y[i]
-        y[j] = sj
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Ltp[j], Ltp[j + 1]):
+                i = Lti[k]
+                if i < j:
+                    y[i] -= Ltx[k] * yj
     for i in range(n):
         x[i] = y[pr[i]]
 
 
 @jit
-def _btran_row(i, has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta,
-               out, y, work):
-    """out = row i of B⁻¹ = E_t ⋯ E_1 B₀⁻¹ (transposed etas, then the transposed solve with B₀)."""
+def _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val, eta_row, eta_piv,
+               neta, out, y, work, nz):
+    """out = row i of B⁻¹ = E_t ⋯ E_1 B₀⁻¹ (transposed etas on eᵢ, then the transposed solve with B₀)."""
     for k in range(y.shape[0]):
         y[k] = 0.0
-    y[i] = 1.0
-    _apply_etas_transposed(y, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
+    _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
     if has_lu:
-        _lu_solve_transposed_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, y, out, work)
+        _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, y, out, work)
     else:
         for k in range(y.shape[0]):
             out[k] = y[k]
@@ -411,11 +482,11 @@ refactorization (eta file full, or a tie to be decided on a fresh basis), after 
 
 @jit
 def _walk(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, rowval,
-          has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc,
+          has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, Ltp, Lti, Ltx, Utp, Uti, Utx,
           eta_ptr, eta_idx, eta_val, eta_row, eta_piv, state,
           max_pivots, every, tie_refactor, harris, z0_row, qmax, mnorm, dmax, piv_tol, noise_tol, harris_tol,
           pivot_ratio, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol, check_tol, t_check,
-          a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray):
+          a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz):
     """The pivots of the path between two refactorizations, compiled: the Python loop of ``_sparse_lemke_run``
     (``compiled=False``) step for step — entering column by FTRAN (``_lu_solve_csc`` + etas), the ratio test
     (``_harris_sketch`` or ``_textbook_tied``), lexicographic ties on rows of B⁻¹ by BTRAN
@@ -471,12 +542,12 @@ def _walk(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, rowval,
         else:
             row = tied[0]
             if ntied > 1:
-                _btran_row(row, has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, eta_ptr, eta_idx, eta_val,
-                           eta_row, eta_piv, neta, row_b, y, work)
+                _btran_row(row, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val,
+                           eta_row, eta_piv, neta, row_b, y, work, nz)
                 for k in range(1, ntied):
                     i = tied[k]
-                    _btran_row(i, has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, eta_ptr, eta_idx, eta_val,
-                               eta_row, eta_piv, neta, row_a, y, work)
+                    _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx,
+                               eta_val, eta_row, eta_piv, neta, row_a, y, work, nz)
                     if _lex_less_rows(row_a, c[i], row_b, c[row], lex_rel_tol, lex_abs_tol):
                         row = i
                         row_b[:] = row_a
@@ -524,6 +595,7 @@ class _Basis:
         self.lu = None
         self.factors = (self._NO_INT, self._NO_INT, self._NO_FLOAT, self._NO_INT, self._NO_INT, self._NO_FLOAT,
                         self._NO_FLOAT, self._NO_INT, self._NO_INT)
+        self.tfactors = self.factors[:6]      # L and U in CSR form (for BTRAN)
         self.cap = cap
         self.eta_ptr = np.zeros(cap + 1, np.int64)
         self.eta_idx = np.empty(cap * n, np.int64)
@@ -572,8 +644,8 @@ class _Basis:
         compiled walk's own ``_btran_row``; SuperLU's ``solve(trans="T")`` agrees to round-off, but a
         lexicographic tie can turn on that round-off, so both paths use the same BTRAN)."""
         out = np.empty(self.n)
-        _btran_row(i, self.lu is not None, *self.factors, *self.eta_file, self.neta, out, np.empty(self.n),
-                   np.empty(self.n))
+        _btran_row(i, self.lu is not None, *self.tfactors, *self.factors[6:], *self.eta_file, self.neta, out,
+                   np.zeros(self.n), np.empty(self.n), np.empty(self.n + 1, np.int64))
         return out
 
     def record(self, c: np.ndarray, row: int) -> bool:
@@ -603,6 +675,12 @@ class _Basis:
         self.factors = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data, U.indptr.astype(np.int64),
                         U.indices.astype(np.int64), U.data, udiag, lu.perm_r.astype(np.int64),
                         lu.perm_c.astype(np.int64))
+        tf = []
+        for p, i, x in (self.factors[0:3], self.factors[3:6]):
+            tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
+            _csc_transpose(p, i, x, tp, ti, tx)
+            tf += [tp, ti, tx]
+        self.tfactors = tuple(tf)
         self.neta = 0
         return True
 
@@ -865,13 +943,15 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         state = np.array([pivots, entering, since_refactor, B.neta], np.int64)
         a, c, y, work, row_a, row_b, cand = (np.empty(n) for _ in range(7))
         rows = np.empty(n, np.int64)
+        nz = np.empty(n + 1, np.int64)
         no_tie_refactor = np.iinfo(np.int64).max
         while True:
-            code = _walk(basis, r, Y, s, q, d, cp, ci, cv, rp, ri, rv, B.lu is not None, *B.factors, *B.eta_file,
+            code = _walk(basis, r, Y, s, q, d, cp, ci, cv, rp, ri, rv, B.lu is not None, *B.factors, *B.tfactors,
+                         *B.eta_file,
                          state, int(max_pivots), every, tie_refactor if opts.refactor_every != 0 else no_tie_refactor,
                          harris, z0_row, qmax, mnorm, dmax, piv_tol, opts.pivot_tol * n, opts.harris_tol * n,
                          pivot_ratio, ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol, opts.lex_abs_tol,
-                         opts.check_tol, t_check, a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray)
+                         opts.check_tol, t_check, a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz)
             B.neta = int(state[3])
             if code != WALK_REFACTOR:
                 break
