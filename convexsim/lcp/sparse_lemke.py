@@ -835,7 +835,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     q = np.ascontiguousarray(q, dtype=np.float64)
     n = q.shape[0]
     Mr, Mc, rp, ri, rv, cp, ci, cv = _compressed_copies(M, nnz)
-    mnorm = float(abs(Mr).sum(axis=1).max()) if nnz else 0.0
+    mnorm = float(abs(Mr).sum(axis=1).max()) if Mr.nnz else 0.0
     qmax = float(np.abs(q).max()) if n else 0.0
     start = basic is not None
     basis = np.arange(n, dtype=np.int64)
