@@ -293,6 +293,36 @@ def _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
 
 
 @jit
+def _lu_solve_csc_many(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, B, X, W):
+    """X = B₀⁻¹B for the k columns of B (n × k, C order; W n × k work): ``_lu_solve_csc``'s sweeps with the k
+    columns side by side (the sketch's re-FTRAN after a refactorization)."""
+    n, k = B.shape
+    for i in range(n):
+        for m in range(k):
+            W[pr[i], m] = B[i, m]
+    for j in range(n):
+        for t in range(Lp[j], Lp[j + 1]):
+            i = Li[t]
+            if i > j:
+                lij = Lx[t]
+                for m in range(k):
+                    W[i, m] -= lij * W[j, m]
+    for j in range(n - 1, -1, -1):
+        dj = Udiag[j]
+        for m in range(k):
+            W[j, m] /= dj
+        for t in range(Up[j], Up[j + 1]):
+            i = Ui[t]
+            if i < j:
+                uij = Ux[t]
+                for m in range(k):
+                    W[i, m] -= uij * W[j, m]
+    for i in range(n):
+        for m in range(k):
+            X[i, m] = W[pc[i], m]
+
+
+@jit
 def _fill_floors(basis, qmax, mnorm, dmax, floors):
     """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
     n = basis.shape[0]
@@ -644,7 +674,13 @@ class _Basis:
 
     def ftran_many(self, A: np.ndarray) -> np.ndarray:
         """B⁻¹A for a few columns (n × k, C order)."""
-        X = np.ascontiguousarray(self.lu.solve(np.asfortranarray(A)) if self.lu is not None else A.copy())
+        if self.lu is None:
+            X = A.copy()
+        else:
+            X = np.empty_like(A)
+            _lu_solve_csc_many(*self.factors, A, X, np.empty_like(A))
+        if not self.neta:
+            return X
         for k in range(X.shape[1]):
             x = np.ascontiguousarray(X[:, k])
             _apply_etas(x, *self.eta_file, self.neta)
