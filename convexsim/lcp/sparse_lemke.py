@@ -19,8 +19,8 @@ full, or a tie to be decided on a fresh basis) and at the end. The Python loop (
 ``COMPILED``) is kept as the reference: the same kernels and arithmetic, so the same path. Eta columns are
 stored dense when more than a quarter of their entries are nonzero (on heap LCPs all are: −d, z0's column,
 fills B⁻¹), sparse otherwise. Per pivot at n = 2570 (heap LCP, cold): ≈ 0.11 ms in the kernel (the etas and
-the LU solve ≈ 2/3 of it, memory bound) plus ≈ 0.05 ms of refactorizations (SuperLU ≈ 3 ms each, every 100
-pivots; 50–200 measured, 100 is best).
+the LU solve ≈ 2/3 of it, memory bound) plus ≈ 0.05 ms of refactorizations (≈ 4 ms each with the re-FTRAN
+of q and the sketch, every 100 pivots; 50–200 measured, 100 is best).
 
 The path follows the dense revised kernel's rules (docs/lcp.md §1): the Harris two-pass ratio test with
 negative rhs clamped, pivot candidates above their noise level, z0 first, the 1e-6 pivot filter and the
