@@ -323,8 +323,10 @@ def _assert_same_run(a, b):
     np.testing.assert_allclose(a.z, b.z, rtol=0, atol=1e-9 * max(np.abs(b.z).max(), 1e-300))
 
 
-@pytest.mark.parametrize("perturb", [False, True])
-@pytest.mark.parametrize("case", [(n, False) for n in HEAPS] + [("mixed_clutter_heap_t09", True)])
+@pytest.mark.blas_variant
+@pytest.mark.parametrize("perturb", [False, True], ids=["exact", "rel15"])
+@pytest.mark.parametrize("case", [(n, False) for n in HEAPS] + [("mixed_clutter_heap_t09", True)],
+                         ids=[n[19:] + "-cold" for n in HEAPS] + ["t09-warm"])
 def test_compiled_walk_same_path_as_python_loop(case, perturb):
     # the compiled pivot loop (``_walk``) runs the Python loop's rules with the same kernels and arithmetic
     # (the fused noise scales and Harris test form the same values; BTRAN is one shared kernel), so on the
