@@ -10,6 +10,18 @@ entering column), an O(n·s) update of the rhs and of a sketch (below), and the 
 instead of O(n·k). Every ``refactor`` pivots B is factorized afresh from the original data (drift control,
 and the eta file stays short).
 
+The pivots between two refactorizations run in one compiled kernel (``_walk``): FTRAN (``_lu_solve_csc`` on
+SuperLU's factors, then the etas), the ratio test with the sketch's noise scales formed only for the rows
+with a positive pivot entry (``_harris_sketch``), lexicographic ties on rows of B⁻¹ (BTRAN: the transposed
+etas on the unit row, which touch only its nonzeros, then ``_lu_solve_transposed`` on CSR copies of L and U),
+the pivot on the rhs, sketch and eta file, the early exit. It returns to Python to refactorize (eta file
+full, or a tie to be decided on a fresh basis) and at the end. The Python loop (``compiled=False``,
+``COMPILED``) is kept as the reference: the same kernels and arithmetic, so the same path. Eta columns are
+stored dense when more than a quarter of their entries are nonzero (on heap LCPs all are: −d, z0's column,
+fills B⁻¹), sparse otherwise. Per pivot at n = 2570 (heap LCP, cold): ≈ 0.11 ms in the kernel (the etas and
+the LU solve ≈ 2/3 of it, memory bound) plus ≈ 0.05 ms of refactorizations (≈ 4 ms each with the re-FTRAN
+of q and the sketch, every 100 pivots; 50–200 measured, 100 is best).
+
 The path follows the dense revised kernel's rules (docs/lcp.md §1): the Harris two-pass ratio test with
 negative rhs clamped, pivot candidates above their noise level, z0 first, the 1e-6 pivot filter and the
 lexicographic rule among the rest (rows of B⁻¹ by transposed solves, BTRAN), the bound shift, the early exit
@@ -50,6 +62,10 @@ REFACTOR_EVERY = 100
 """Pivots between sparse refactorizations (the eta file's length at most); chosen by measurement on heap
 islands (docs/lcp.md §1, "Sparse-LU Lemke")."""
 
+COMPILED = True
+"""Run the pivots in the compiled kernel ``_walk`` (False: the Python loop, kept as the reference path;
+``sparse_lemke(..., compiled=...)`` overrides it per call)."""
+
 AUTO_MIN_SIZE = 600
 """``method="auto"``: the sparse kernel for n ≥ this and M at most ``AUTO_MAX_DENSITY`` nonzero, the dense
 revised kernel otherwise."""
@@ -79,32 +95,97 @@ def use_sparse(M: np.ndarray) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+ETA_DENSE_FRACTION = 0.25
+"""An eta column with more than this fraction of nonzeros is stored dense (n values, no indices): on heap LCPs
+the entering columns are dense (the z0 column −d makes B⁻¹ dense in its row), and a dense column is applied
+by contiguous loops that vectorize."""
+
+
 @jit
-def _apply_etas(x, etas, eta_row, neta):
-    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update)."""
+def _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row):
+    """Append the pivot (entering column c, pivot row) to the eta file: the pivot c_row in ``eta_piv``, the
+    other entries of c in ``eta_val[eta_ptr[t]:eta_ptr[t+1]]``, either all n of them (dense; the pivot's slot
+    holds 0) or the nonzeros only, with their rows in ``eta_idx`` (increasing; a sparse column has fewer than
+    n entries). Returns the new count."""
+    n = c.shape[0]
+    t = eta_ptr[neta]
+    nnz = 0
+    for i in range(n):
+        if c[i] != 0.0:
+            nnz += 1
+    if nnz > ETA_DENSE_FRACTION * n:
+        for i in range(n):
+            eta_val[t + i] = c[i]
+        eta_val[t + row] = 0.0
+        t += n
+    else:
+        for i in range(n):
+            ci = c[i]
+            if ci != 0.0 and i != row:
+                eta_idx[t] = i
+                eta_val[t] = ci
+                t += 1
+    eta_ptr[neta + 1] = t
+    eta_row[neta] = row
+    eta_piv[neta] = c[row]
+    return neta + 1
+
+
+@jit
+def _apply_etas(x, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
+    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update:
+    x_p ← x_p/c_p, x_i ← x_i − c_i·x_p for i ≠ p), over the stored entries of each eta column."""
+    n = x.shape[0]
     for t in range(neta):
         p = eta_row[t]
-        e = etas[t]
-        x[p] /= e[p]
+        x[p] /= eta_piv[t]
         xp = x[p]
         if xp != 0.0:
-            for i in range(x.shape[0]):
-                x[i] -= e[i] * xp
+            lo = eta_ptr[t]
+            hi = eta_ptr[t + 1]
+            if hi - lo == n:
+                for i in range(n):
+                    x[i] -= eta_val[lo + i] * xp
+            else:
+                for k in range(lo, hi):
+                    x[eta_idx[k]] -= eta_val[k] * xp
             x[p] = xp
 
 
 @jit
-def _apply_etas_transposed(y, etas, eta_row, neta):
-    """y ← E_1ᵀ ⋯ E_netaᵀ y (for a row of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹). Eᵀ changes
-    only entry p: y_p ← (y_p − Σ_{i≠p} c_i y_i)/c_p."""
+def _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
+    """y ← E_1ᵀ ⋯ E_netaᵀ e_i (for row i of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹); y must be zero on
+    entry. Eᵀ changes only entry p: y_p ← (y_p − Σ_{j≠p} c_j y_j)/c_p, so y's nonzeros are i and pivot rows
+    only; they are kept in ``nz`` (increasing) and a dense eta's sum runs over them alone, in increasing j (the
+    full sum's value: the other terms are zero). Returns the count of listed entries."""
+    n = y.shape[0]
+    y[i] = 1.0
+    nz[0] = i
+    m = 1
     for t in range(neta - 1, -1, -1):
         p = eta_row[t]
-        e = etas[t]
+        lo = eta_ptr[t]
+        hi = eta_ptr[t + 1]
         s = 0.0
-        for i in range(y.shape[0]):
-            if i != p:
-                s += e[i] * y[i]
-        y[p] = (y[p] - s) / e[p]
+        if hi - lo == n:
+            for k in range(m):
+                j = nz[k]
+                s += eta_val[lo + j] * y[j]
+        else:
+            for k in range(lo, hi):
+                s += eta_val[k] * y[eta_idx[k]]
+        yp = (y[p] - s) / eta_piv[t]
+        if y[p] == 0.0 and yp != 0.0:       # a new nonzero: p into the sorted list (unless listed)
+            k = 0
+            while k < m and nz[k] < p:
+                k += 1
+            if k == m or nz[k] != p:
+                for kk in range(m, k, -1):
+                    nz[kk] = nz[kk - 1]
+                nz[k] = p
+                m += 1
+        y[p] = yp
+    return m
 
 
 @jit
@@ -212,12 +293,327 @@ def _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
 
 
 @jit
+def _lu_solve_csc_many(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, B, X, W):
+    """X = B₀⁻¹B for the k columns of B (n × k, C order; W n × k work): ``_lu_solve_csc``'s sweeps with the k
+    columns side by side (the sketch's re-FTRAN after a refactorization)."""
+    n, k = B.shape
+    for i in range(n):
+        for m in range(k):
+            W[pr[i], m] = B[i, m]
+    for j in range(n):
+        for t in range(Lp[j], Lp[j + 1]):
+            i = Li[t]
+            if i > j:
+                lij = Lx[t]
+                for m in range(k):
+                    W[i, m] -= lij * W[j, m]
+    for j in range(n - 1, -1, -1):
+        dj = Udiag[j]
+        for m in range(k):
+            W[j, m] /= dj
+        for t in range(Up[j], Up[j + 1]):
+            i = Ui[t]
+            if i < j:
+                uij = Ux[t]
+                for m in range(k):
+                    W[i, m] -= uij * W[j, m]
+    for i in range(n):
+        for m in range(k):
+            X[i, m] = W[pc[i], m]
+
+
+@jit
 def _fill_floors(basis, qmax, mnorm, dmax, floors):
     """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
     n = basis.shape[0]
     for i in range(n):
         b = basis[i]
         floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+
+
+@jit
+def _column(var, colptr, colidx, colval, d, a):
+    """a = the original column of variable var in the tableau [I | −M | −d] (dense, into a); returns ‖a‖₂."""
+    n = a.shape[0]
+    for i in range(n):
+        a[i] = 0.0
+    if var < n:
+        a[var] = 1.0
+    elif var < 2 * n:
+        for k in range(colptr[var - n], colptr[var - n + 1]):
+            a[colidx[k]] = -colval[k]
+    else:
+        for i in range(n):
+            a[i] = -d[i]
+    ss = 0.0
+    for i in range(n):
+        ss += a[i] * a[i]
+    return np.sqrt(ss)
+
+
+@jit
+def _csc_transpose(p, idx, val, tp, tidx, tval):
+    """(tp, tidx, tval) = the CSC arrays of Aᵀ (= A in CSR) for A in CSC (p, idx, val); rows in increasing order."""
+    n = p.shape[0] - 1
+    for j in range(n + 1):
+        tp[j] = 0
+    for k in range(p[n]):
+        tp[idx[k] + 1] += 1
+    for j in range(n):
+        tp[j + 1] += tp[j]
+    for j in range(n):
+        for k in range(p[j], p[j + 1]):
+            i = idx[k]
+            dst = tp[i]
+            tidx[dst] = j
+            tval[dst] = val[k]
+            tp[i] += 1
+    for j in range(n, 0, -1):
+        tp[j] = tp[j - 1]
+    tp[0] = 0
+
+
+@jit
+def _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, b, x, y):
+    """x = B₀⁻ᵀb from SuperLU's factors: B₀⁻¹ = Pc U⁻¹ L⁻¹ Pr (``_lu_solve_csc``), so B₀⁻ᵀ = Prᵀ L⁻ᵀ U⁻ᵀ Pcᵀ:
+    y = Pcᵀb, then Uᵀ and Lᵀ by column sweeps over the columns of Uᵀ and Lᵀ (U's and L's rows: their CSR
+    copies Utp/Uti/Utx, Ltp/Lti/Ltx, ``_csc_transpose``), skipping zero entries (b is a BTRAN'd unit vector,
+    sparse), x = Prᵀy. SuperLU's ``solve(trans="T")`` up to summation order."""
+    n = b.shape[0]
+    for i in range(n):
+        y[pc[i]] = b[i]
+    for j in range(n):
+        y[j] /= Udiag[j]
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Utp[j], Utp[j + 1]):
+                i = Uti[k]
+                if i > j:
+                    y[i] -= Utx[k] * yj
+    for j in range(n - 1, -1, -1):
+        yj = y[j]
+        if yj != 0.0:
+            for k in range(Ltp[j], Ltp[j + 1]):
+                i = Lti[k]
+                if i < j:
+                    y[i] -= Ltx[k] * yj
+    for i in range(n):
+        x[i] = y[pr[i]]
+
+
+@jit
+def _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val, eta_row, eta_piv,
+               neta, out, y, work, nz):
+    """out = row i of B⁻¹ = E_t ⋯ E_1 B₀⁻¹ (transposed etas on eᵢ, then the transposed solve with B₀)."""
+    for k in range(y.shape[0]):
+        y[k] = 0.0
+    _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
+    if has_lu:
+        _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, y, out, work)
+    else:
+        for k in range(y.shape[0]):
+            out[k] = y[k]
+
+
+@jit
+def _harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_tol, tol, pivot_ratio, z0_row,
+                   tied, cand, rows):
+    """``_noise_scales`` + ``_fill_floors`` + ``lemke._harris_tied_revised`` in one pass: the noise scales and
+    data floors are formed only for the rows with c_i > piv_tol (the only ones the ratio test reads), and
+    passes 2–4 run over those rows only (listed in ``rows``). The same values and comparisons, row for row.
+    Returns (number of tied rows in ``tied``, whether z0's row is among the eligible ones)."""
+    n = c.shape[0]
+    theta = np.inf
+    m = 0
+    for i in range(n):
+        ci = c[i]
+        if ci > piv_tol:
+            a = 0.0
+            b = 0.0
+            for k in range(s):
+                a += Y[i, k] * Y[i, k]
+                b += Y[i, s + k] * Y[i, s + k]
+            ecol = np.sqrt(a / s) * anorm + 1e-300
+            erhs = max(abs(r[i]), np.sqrt(b / s)) + 1e-300
+            v = basis[i]
+            floor = qmax if v < n else (qmax / max(mnorm, 1e-300) if v < 2 * n else qmax / dmax)
+            cand[i] = 1.0 if ci > noise_tol * ecol else 0.0
+            delta = tol * max(erhs, floor)
+            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
+            rows[m] = i
+            m += 1
+    n_elig = 0
+    for k in range(m):
+        i = rows[k]
+        if cand[i] > 0.0 and max(r[i], 0.0) / c[i] <= theta:
+            n_elig += 1
+    if n_elig == 0:
+        for k in range(m):
+            i = rows[k]
+            if cand[i] == 0.0:
+                cand[i] = 1.0
+    cmax = 0.0
+    z0_ok = False
+    for k in range(m):
+        i = rows[k]
+        ci = c[i]
+        if cand[i] > 0.0 and max(r[i], 0.0) / ci <= theta:
+            cmax = max(cmax, ci)
+            if i == z0_row:
+                z0_ok = True
+    ntied = 0
+    for k in range(m):
+        i = rows[k]
+        ci = c[i]
+        if cand[i] > 0.0 and ci >= pivot_ratio * cmax and max(r[i], 0.0) / ci <= theta:
+            tied[ntied] = i
+            ntied += 1
+    return ntied, z0_ok
+
+
+@jit
+def _rhs_scale(r, Y, s, i):
+    """erhs_i of ``_noise_scales``."""
+    b = 0.0
+    for k in range(s):
+        b += Y[i, s + k] * Y[i, s + k]
+    return max(abs(r[i]), np.sqrt(b / s)) + 1e-300
+
+
+@jit
+def _textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied):
+    """The textbook ratio test of the Python loop (minimum ratio over c_i > piv_tol, ties within the relative
+    and noise tolerances; numpy's argmin order). Returns (number tied, z0's row tied)."""
+    n = c.shape[0]
+    imin = 0
+    rho_min = r[0] / c[0] if c[0] > piv_tol else np.inf
+    for i in range(1, n):
+        if np.isnan(rho_min):
+            break
+        rho = r[i] / c[i] if c[i] > piv_tol else np.inf
+        if rho < rho_min or np.isnan(rho):
+            imin = i
+            rho_min = rho
+    found = False
+    for i in range(n):
+        if c[i] > piv_tol:
+            found = True
+            break
+    if not found:
+        return 0, False
+    cmin = c[imin]
+    emin = _rhs_scale(r, Y, s, imin)
+    ntied = 0
+    z0_tied = False
+    for i in range(n):
+        ci = c[i]
+        if ci > piv_tol:
+            rho = r[i] / ci
+            if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (_rhs_scale(r, Y, s, i) / ci + emin / cmin):
+                tied[ntied] = i
+                ntied += 1
+                if i == z0_row:
+                    z0_tied = True
+    return ntied, z0_tied
+
+
+WALK_SOLVED, WALK_PIVOT_LIMIT, WALK_RAY, WALK_FAILED, WALK_REFACTOR = 0, 1, 2, 3, 4
+"""Return codes of ``_walk``: the first four are ``LemkeStatus`` values; WALK_REFACTOR asks the caller for a
+refactorization (eta file full, or a tie to be decided on a fresh basis), after which it calls again."""
+
+
+@jit
+def _walk(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, rowval,
+          has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, Ltp, Lti, Ltx, Utp, Uti, Utx,
+          eta_ptr, eta_idx, eta_val, eta_row, eta_piv, state,
+          max_pivots, every, tie_refactor, harris, z0_row, qmax, mnorm, dmax, piv_tol, noise_tol, harris_tol,
+          pivot_ratio, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol, check_tol, t_check,
+          a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz):
+    """The pivots of the path between two refactorizations, compiled: the Python loop of ``_sparse_lemke_run``
+    (``compiled=False``) step for step — entering column by FTRAN (``_lu_solve_csc`` + etas), the ratio test
+    (``_harris_sketch`` or ``_textbook_tied``), lexicographic ties on rows of B⁻¹ by BTRAN
+    (``_btran_row``), the rhs clamp, the pivot on r, Y and the eta file, the early exit.
+
+    state = [pivots, entering, pivots since the last refactorization, eta count] is read and written back.
+    Returns a ``WALK_*`` code: SOLVED (z0 left, or the early exit), PIVOT_LIMIT (``max_pivots`` reached),
+    RAY (no leaving row; ``ray`` set), FAILED (no leaving row with non-finite r or c), REFACTOR."""
+    n = r.shape[0]
+    pivots = state[0]
+    entering = state[1]
+    since = state[2]
+    neta = state[3]
+    code = WALK_PIVOT_LIMIT
+    while pivots < max_pivots:
+        if neta >= every:
+            code = WALK_REFACTOR
+            break
+        anorm = _column(entering, colptr, colidx, colval, d, a)
+        if has_lu:
+            _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, a, c, y)
+        else:
+            for i in range(n):
+                c[i] = a[i]
+        _apply_etas(c, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
+        if harris:
+            ntied, z0_tied = _harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_tol,
+                                            harris_tol, pivot_ratio, z0_row, tied, cand, rows)
+        else:
+            ntied, z0_tied = _textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
+        if ntied == 0:
+            finite = True
+            for i in range(n):
+                if not (np.isfinite(r[i]) and np.isfinite(c[i])):
+                    finite = False
+                    break
+            if not finite:
+                code = WALK_FAILED
+                break
+            if n <= entering < 2 * n:
+                ray[entering - n] = 1.0
+            for i in range(n):
+                v = basis[i]
+                if n <= v < 2 * n:
+                    ray[v - n] = -c[i]
+            code = WALK_RAY
+            break
+        if ntied > 1 and not z0_tied and since >= tie_refactor:
+            code = WALK_REFACTOR
+            break
+        if z0_tied:
+            row = z0_row
+        else:
+            row = tied[0]
+            if ntied > 1:
+                _btran_row(row, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val,
+                           eta_row, eta_piv, neta, row_b, y, work, nz)
+                for k in range(1, ntied):
+                    i = tied[k]
+                    _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx,
+                               eta_val, eta_row, eta_piv, neta, row_a, y, work, nz)
+                    if _lex_less_rows(row_a, c[i], row_b, c[row], lex_rel_tol, lex_abs_tol):
+                        row = i
+                        row_b[:] = row_a
+        if harris and r[row] < 0.0:
+            r[row] = 0.0
+        leaving = basis[row]
+        basis[row] = entering
+        neta = _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row)
+        _pivot_vectors(r, Y, c, row)
+        since += 1
+        pivots += 1
+        if leaving == 2 * n:
+            code = WALK_SOLVED
+            break
+        if harris and _early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
+                                          rowidx, rowval):
+            code = WALK_SOLVED
+            break
+        entering = leaving + n if leaving < n else leaving - n
+    state[0] = pivots
+    state[1] = entering
+    state[2] = since
+    state[3] = neta
+    return code
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,7 +623,11 @@ def _fill_floors(basis, qmax, mnorm, dmax, floors):
 
 class _Basis:
     """B⁻¹ = E_t ⋯ E_1 B₀⁻¹ with B₀ = LU (SuperLU) or the identity (cold start before the first refactor).
-    M's columns come from its CSC copy (colptr, colidx, colval)."""
+    M's columns come from its CSC copy (colptr, colidx, colval). The eta file keeps each pivot's entering
+    column as its nonzeros (eta_ptr, eta_idx, eta_val; CSC-like), its pivot row and pivot value."""
+
+    _NO_INT = np.zeros(1, np.int64)
+    _NO_FLOAT = np.zeros(1)
 
     def __init__(self, colptr, colidx, colval, d: np.ndarray, cap: int):
         n = d.shape[0]
@@ -235,8 +635,15 @@ class _Basis:
         self.d = d
         self.n = n
         self.lu = None
-        self.etas = np.empty((cap, n))
+        self.factors = (self._NO_INT, self._NO_INT, self._NO_FLOAT, self._NO_INT, self._NO_INT, self._NO_FLOAT,
+                        self._NO_FLOAT, self._NO_INT, self._NO_INT)
+        self.tfactors = self.factors[:6]      # L and U in CSR form (for BTRAN)
+        self.cap = cap
+        self.eta_ptr = np.zeros(cap + 1, np.int64)
+        self.eta_idx = np.empty(cap * n, np.int64)
+        self.eta_val = np.empty(cap * n)
         self.eta_row = np.empty(cap, np.int64)
+        self.eta_piv = np.empty(cap)
         self.neta = 0
         nmax = 2 * n + colidx.shape[0]
         self.Bp = np.empty(n + 1, np.int64)
@@ -244,18 +651,16 @@ class _Basis:
         self.Bx = np.empty(nmax)
         self.y = np.empty(n)
 
-    def column(self, var: int) -> np.ndarray:
-        """The original column a of variable var in the tableau [I | −M | −d], dense."""
-        n = self.n
-        a = np.zeros(n)
-        if var < n:
-            a[var] = 1.0
-        elif var < 2 * n:
-            lo, hi = self.colptr[var - n], self.colptr[var - n + 1]
-            a[self.colidx[lo:hi]] = -self.colval[lo:hi]
-        else:
-            a[:] = -self.d
-        return a
+    @property
+    def eta_file(self):
+        """The eta file's arrays, in the kernels' argument order (without the count)."""
+        return self.eta_ptr, self.eta_idx, self.eta_val, self.eta_row, self.eta_piv
+
+    def column(self, var: int) -> tuple[np.ndarray, float]:
+        """The original column a of variable var in the tableau [I | −M | −d], dense, and ‖a‖₂."""
+        a = np.empty(self.n)
+        anorm = _column(var, self.colptr, self.colidx, self.colval, self.d, a)
+        return a, anorm
 
     def ftran(self, a: np.ndarray) -> np.ndarray:
         """B⁻¹a (a new array)."""
@@ -264,32 +669,38 @@ class _Basis:
         else:
             x = np.empty(self.n)
             _lu_solve_csc(*self.factors, a, x, self.y)
-        _apply_etas(x, self.etas, self.eta_row, self.neta)
+        _apply_etas(x, *self.eta_file, self.neta)
         return x
 
     def ftran_many(self, A: np.ndarray) -> np.ndarray:
         """B⁻¹A for a few columns (n × k, C order)."""
-        X = np.ascontiguousarray(self.lu.solve(np.asfortranarray(A)) if self.lu is not None else A.copy())
+        if self.lu is None:
+            X = A.copy()
+        else:
+            X = np.empty_like(A)
+            _lu_solve_csc_many(*self.factors, A, X, np.empty_like(A))
+        if not self.neta:
+            return X
         for k in range(X.shape[1]):
             x = np.ascontiguousarray(X[:, k])
-            _apply_etas(x, self.etas, self.eta_row, self.neta)
+            _apply_etas(x, *self.eta_file, self.neta)
             X[:, k] = x
         return X
 
     def row(self, i: int) -> np.ndarray:
-        """Row i of B⁻¹ (BTRAN)."""
-        y = np.zeros(self.n)
-        y[i] = 1.0
-        _apply_etas_transposed(y, self.etas, self.eta_row, self.neta)
-        return self.lu.solve(y, trans="T") if self.lu is not None else y
+        """Row i of B⁻¹ (BTRAN: transposed etas, then the transposed solve with the stored factors, the
+        compiled walk's own ``_btran_row``; SuperLU's ``solve(trans="T")`` agrees to round-off, but a
+        lexicographic tie can turn on that round-off, so both paths use the same BTRAN)."""
+        out = np.empty(self.n)
+        _btran_row(i, self.lu is not None, *self.tfactors, *self.factors[6:], *self.eta_file, self.neta, out,
+                   np.zeros(self.n), np.empty(self.n), np.empty(self.n + 1, np.int64))
+        return out
 
     def record(self, c: np.ndarray, row: int) -> bool:
         """Append a pivot; False when the eta file is full (refactor first)."""
-        if self.neta >= self.etas.shape[0]:
+        if self.neta >= self.cap:
             return False
-        self.etas[self.neta] = c
-        self.eta_row[self.neta] = row
-        self.neta += 1
+        self.neta = _record_eta(*self.eta_file, self.neta, c, row)
         return True
 
     def factor(self, basis: np.ndarray) -> bool:
@@ -312,6 +723,12 @@ class _Basis:
         self.factors = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data, U.indptr.astype(np.int64),
                         U.indices.astype(np.int64), U.data, udiag, lu.perm_r.astype(np.int64),
                         lu.perm_c.astype(np.int64))
+        tf = []
+        for p, i, x in (self.factors[0:3], self.factors[3:6]):
+            tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
+            _csc_transpose(p, i, x, tp, ti, tx)
+            tf += [tp, ti, tx]
+        self.tfactors = tuple(tf)
         self.neta = 0
         return True
 
@@ -384,7 +801,7 @@ def _warm_basis(M, Mc, q, alpha, rank_tol):
 
 def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
                  basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None,
-                 restart: bool = True) -> LemkeResult:
+                 restart: bool = True, compiled: bool | None = None) -> LemkeResult:
     """Lemke's method on LCP(M, q) with a sparse LU basis (module docstring); ``lemke`` / ``lemke_from_basis``
     call it for ``method="sparse"`` (and ``"auto"`` on large sparse M). Data must be validated by the caller.
 
@@ -413,7 +830,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
         LemkeResult, statuses and fields as ``lemke``'s.
     """
     first = _sparse_lemke_run(M, q, d=d, max_pivots=max_pivots, options=options, refactor=refactor, basic=basic,
-                              rank_tol=rank_tol, seed=seed, nnz=nnz)
+                              rank_tol=rank_tol, seed=seed, nnz=nnz, compiled=compiled)
     n = first.z.shape[0]
     left = int(max_pivots) - first.pivots
     if first.solved or not restart or first.status == LemkeStatus.PIVOT_LIMIT or left < 1:
@@ -424,7 +841,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     if not alpha.any():
         return first
     again = _sparse_lemke_run(M, q, max_pivots=left, options=options, refactor=refactor, basic=alpha,
-                              rank_tol=rank_tol, seed=seed, nnz=nnz)
+                              rank_tol=rank_tol, seed=seed, nnz=nnz, compiled=compiled)
     pivots = first.pivots + again.pivots
     if again.solved and plausible_gain(M, q, again.z):
         return LemkeResult(again.z, again.w, again.status, pivots, again.z0, again.basis, again.ray, again.residual)
@@ -457,8 +874,10 @@ def _compressed_copies(M, nnz: int | None):
 
 
 def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None = None, refactor: int = -1,
-                      basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None) -> LemkeResult:
+                      basic=None, rank_tol: float = 1e-10, seed: int = 0, nnz: int | None = None,
+                      compiled: bool | None = None) -> LemkeResult:
     """One run of the sparse-LU path (``sparse_lemke`` without the restart)."""
+    compiled = COMPILED if compiled is None else bool(compiled)
     opts = options or LemkeOptions()
     harris = opts.ratio_test == "harris"
     q = np.ascontiguousarray(q, dtype=np.float64)
@@ -494,7 +913,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     if q.min() >= -e_rhs and not start:
         return result(0, 0, 0.0, _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol))
     every = refactor if refactor > 0 else REFACTOR_EVERY
-    B = _Basis(cp, ci, cv, d, every)
+    B = _Basis(cp, ci, cv, d, max(1, min(every, int(max_pivots))))
     s = SKETCH_COLUMNS
     rng = np.random.default_rng(seed)
     S = rng.choice(np.array([-1.0, 1.0]), size=(n, s))
@@ -567,15 +986,40 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         pivots = 1
         entering = leaving + n if leaving < n else leaving - n
         status = 1
+    if walk and compiled:
+        # the pivots between refactorizations in one kernel call; Python refactorizes when it asks
+        state = np.array([pivots, entering, since_refactor, B.neta], np.int64)
+        a, c, y, work, row_a, row_b, cand = (np.empty(n) for _ in range(7))
+        rows = np.empty(n, np.int64)
+        nz = np.empty(n + 1, np.int64)
+        no_tie_refactor = np.iinfo(np.int64).max
+        while True:
+            code = _walk(basis, r, Y, s, q, d, cp, ci, cv, rp, ri, rv, B.lu is not None, *B.factors, *B.tfactors,
+                         *B.eta_file,
+                         state, int(max_pivots), every, tie_refactor if opts.refactor_every != 0 else no_tie_refactor,
+                         harris, z0_row, qmax, mnorm, dmax, piv_tol, opts.pivot_tol * n, opts.harris_tol * n,
+                         pivot_ratio, ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol, opts.lex_abs_tol,
+                         opts.check_tol, t_check, a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz)
+            B.neta = int(state[3])
+            if code != WALK_REFACTOR:
+                break
+            if not refactor_now():
+                code = WALK_FAILED
+                break
+            state[2] = 0
+            state[3] = B.neta
+        pivots = int(state[0])
+        status = int(code)
+        walk = False
     while walk and pivots < max_pivots:
         if B.neta >= every:
             if not refactor_now():
                 status = 3
                 break
-        a = B.column(entering)
+        a, anorm = B.column(entering)
         c = B.ftran(a)
         if harris:
-            _noise_scales(r, Y, s, float(np.sqrt(a @ a)), erhs, ecol)
+            _noise_scales(r, Y, s, anorm, erhs, ecol)
             _fill_floors(basis, qmax, mnorm, dmax, floors)
             ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
                                                   opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,

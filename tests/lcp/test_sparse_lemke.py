@@ -353,3 +353,147 @@ def test_stepper_chain_on_sparse_island_matches_dense():
     for z in (rd.z, bad):
         a, b = stepper._accept_on_original(M, q, z), stepper._accept_on_original(Ms, q, z)
         assert (a is None) == (b is None)
+
+
+# --------------------------------------------------------------------------------------------
+# the compiled pivot loop against the Python reference loop
+# --------------------------------------------------------------------------------------------
+
+HEAPS = ["mixed_clutter_heap_t09", "mixed_clutter_heap_t10_cold", "mixed_clutter_heap_t052_cold",
+         "mixed_clutter_heap_t064_cycling"]
+
+
+def _heap_csr(name):
+    """A captured heap island with M in CSR form (as stored), q, and the warm guess if there is one."""
+    d = np.load(DATA / f"{name}.npz")
+    n = d["q"].shape[0]
+    M = scipy.sparse.csr_matrix((d["data"], d["indices"], d["indptr"]), shape=(n, n))
+    return M, d["q"], (d["guess"] if "guess" in d.files else None)
+
+
+def _assert_same_run(a, b):
+    """The two paths took the same pivots: status, pivot count and final basis equal, z to 1e-9 relative."""
+    assert (a.status, a.pivots) == (b.status, b.pivots)
+    assert np.array_equal(a.basis, b.basis)
+    np.testing.assert_allclose(a.z, b.z, rtol=0, atol=1e-9 * max(np.abs(b.z).max(), 1e-300))
+
+
+@pytest.mark.blas_variant
+@pytest.mark.parametrize("perturb", [False, True], ids=["exact", "rel15"])
+@pytest.mark.parametrize("case", [(n, False) for n in HEAPS] + [("mixed_clutter_heap_t09", True)],
+                         ids=[n[19:] + "-cold" for n in HEAPS] + ["t09-warm"])
+def test_compiled_walk_same_path_as_python_loop(case, perturb):
+    # the compiled pivot loop (``_walk``) runs the Python loop's rules with the same kernels and arithmetic
+    # (the fused noise scales and Harris test form the same values; BTRAN is one shared kernel), so on the
+    # captured heap LCPs -- cold, warm from the captured guess, and on ×(1 + 1e-15·r) copies of M's entries
+    # and q -- both take the same path: same status, pivot count (incl. the restart's) and final basis, z to
+    # 1e-9 relative (in fact bit for bit). The cycling LCP ends at the pivot cap 5n on both
+    name, warm = case
+    M, q, guess = _heap_csr(name)
+    n = q.shape[0]
+    if perturb:
+        rng = np.random.default_rng([HEAPS.index(name), warm])
+        M = M.copy()
+        M.data = M.data * (1.0 + 1e-15 * rng.standard_normal(M.data.shape[0]))
+        q = q * (1.0 + 1e-15 * rng.standard_normal(n))
+    basic = guess if warm else None
+    a = sparse_lemke.sparse_lemke(M, q, max_pivots=5 * n, basic=basic, nnz=M.nnz, compiled=False)
+    b = sparse_lemke.sparse_lemke(M, q, max_pivots=5 * n, basic=basic, nnz=M.nnz, compiled=True)
+    _assert_same_run(a, b)
+    if name != "mixed_clutter_heap_t064_cycling":
+        assert b.solved
+
+
+@pytest.mark.parametrize("variant", ["textbook", "refactor7", "no_tie_refactor", "ray"])
+def test_compiled_walk_same_path_other_rules(variant):
+    # the rarer branches of the compiled loop against the Python loop: the textbook ratio test, frequent
+    # refactorizations (eta file full every 7 pivots, and ties decided after a refactorization when more than
+    # n pivots passed since one), ``refactor_every = 0`` and a secondary ray (infeasible PSD block in a
+    # sparse P-part): same status, pivots, basis, z (and ray)
+    if variant == "ray":
+        P, qp = _p_matrix(700, 3)
+        M = scipy.linalg.block_diag(P, np.array([[1.0, -1.0, 0.0], [-1.0, 1.0, 0.0], [0.0, 0.0, 2.0]]))
+        q = np.concatenate([qp, [-1.0, -1.0, -1.0]])
+    else:
+        M, q = _heap_like(60, 70, 8, 2)
+    n = q.shape[0]
+    opts = {"textbook": LemkeOptions(method="sparse", ratio_test="textbook"),
+            "no_tie_refactor": LemkeOptions(method="sparse", refactor_every=0)}.get(variant, SPARSE)
+    refactor = 7 if variant == "refactor7" else -1
+    runs = [sparse_lemke.sparse_lemke(M, q, max_pivots=50 * n, options=opts, refactor=refactor, compiled=c)
+            for c in (False, True)]
+    _assert_same_run(*runs)
+    if variant == "ray":
+        assert runs[1].status == LemkeStatus.SECONDARY_RAY
+        assert np.array_equal(runs[0].ray, runs[1].ray)
+    else:
+        assert runs[1].solved
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_transposed_lu_solve_matches_superlu(seed):
+    # the compiled BTRAN's solve with B₀ᵀ from SuperLU's factors (L, U as CSR copies, perm_r, perm_c) against
+    # SuperLU's own ``solve(b, trans="T")`` (and the forward solve against ``solve(b)``), on random sparse
+    # nonsingular matrices (5 % nonzero plus a random diagonal; row-pivoted, so not diagonally dominant), for
+    # dense b and unit vectors. The two differ by summation order only, so by ≲ cond·ε·‖x‖∞ ≤ 2e-11·‖x‖∞
+    # (cond ≤ 1e5 asserted; measured ≤ 2e-14): checked at 1e-9·‖x‖∞, and the residual Aᵀx − b likewise
+    rng = np.random.default_rng(seed)
+    n = 60 + 80 * seed
+    A = scipy.sparse.random(n, n, 0.05, random_state=rng, data_rvs=rng.standard_normal, format="csc")
+    A = (A + scipy.sparse.diags(rng.uniform(0.5, 2.0, n) * rng.choice([-1.0, 1.0], n))).tocsc()
+    assert np.linalg.cond(A.toarray()) < 1e5
+    lu = scipy.sparse.linalg.splu(A, permc_spec="COLAMD")
+    L, U = lu.L.tocsc(), lu.U.tocsc()
+    f = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data, U.indptr.astype(np.int64),
+         U.indices.astype(np.int64), U.data)
+    t = []
+    for p, i, x in (f[0:3], f[3:6]):
+        tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
+        sparse_lemke._csc_transpose(p, i, x, tp, ti, tx)
+        t += [tp, ti, tx]
+    udiag, pr, pc = U.diagonal(), lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64)
+    x, y = np.empty(n), np.empty(n)
+    for b in [rng.standard_normal(n)] + [np.eye(n)[k] for k in rng.choice(n, 5, replace=False)]:
+        sparse_lemke._lu_solve_transposed(*t, udiag, pr, pc, b, x, y)
+        ref = lu.solve(b, trans="T")
+        np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+        np.testing.assert_allclose(A.T @ x, b, rtol=0, atol=1e-9 * np.abs(b).max())
+        sparse_lemke._lu_solve_csc(*f, udiag, pr, pc, b, x, y)
+        ref = lu.solve(b)
+        np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eta_file_ftran_btran_against_explicit_inverse(seed):
+    # the basis after a refactorization and a few pivots (eta file with dense and sparse columns, the sparse
+    # format for columns ≤ ETA_DENSE_FRACTION·n nonzero): FTRAN (B.ftran) and BTRAN (B.row, the compiled
+    # walk's kernel) against the explicit inverse of the current basis matrix [e_j | −M_·j | −d]; the basis
+    # stays well conditioned (each pivot's |c_p| is the largest entry), tolerance 1e-9·‖B⁻¹‖ (round-off)
+    rng = np.random.default_rng(seed)
+    n = 80
+    M, _ = _p_matrix(n, seed, density=0.03)
+    Mc = scipy.sparse.csc_matrix(M)
+    Mc.sort_indices()
+    d = np.ones(n)
+    B = sparse_lemke._Basis(Mc.indptr.astype(np.int64), Mc.indices.astype(np.int64), Mc.data, d, 12)
+    basis = np.arange(n, dtype=np.int64)
+    basis[rng.choice(n, n // 3, replace=False)] += n           # some z's basic
+    assert B.factor(basis)
+    dense = sparse = 0
+    for _ in range(12):
+        var = int(rng.choice(np.setdiff1d(np.arange(2 * n), basis)))
+        a, _ = B.column(var)
+        c = B.ftran(a)
+        row = int(np.argmax(np.abs(c)))
+        assert B.record(c, row)
+        basis[row] = var
+        dense += np.count_nonzero(c) > sparse_lemke.ETA_DENSE_FRACTION * n
+        sparse += np.count_nonzero(c) <= sparse_lemke.ETA_DENSE_FRACTION * n
+        Bm = np.column_stack([B.column(int(v))[0] for v in basis])
+        Binv = np.linalg.inv(Bm)
+        tol = 1e-9 * np.abs(Binv).max()
+        e = rng.standard_normal(n)
+        np.testing.assert_allclose(B.ftran(e), Binv @ e, rtol=0, atol=tol * np.abs(e).sum())
+        for i in rng.choice(n, 4, replace=False):
+            np.testing.assert_allclose(B.row(int(i)), Binv[i], rtol=0, atol=tol)
+    assert sparse > 0      # both eta formats were exercised (dense ones come with the z columns)
