@@ -308,11 +308,50 @@ def _classify(bptr, bcol, bval, q3, gamma, mu, U, normal_tol, slip_tol, sat_tol,
 
 
 @jit
-def _principal_subset(indptr, indices, data, cand, tol):
+def _eliminate(A, S, t, w, k, rows, cols):
+    """Eliminate the w (1 or 2) pivot rows/columns t..t+w−1 from the trailing rows and columns ≥ t + w of
+    A (in place), tracking the magnitudes of the terms in S."""
+    e = t + w
+    a, b, c, dd = A[t, t], 0.0, 0.0, 1.0
+    if w == 2:
+        b, c, dd = A[t, t + 1], A[t + 1, t], A[t + 1, t + 1]
+    det = a * dd - b * c
+    nr = 0
+    nc = 0
+    for u in range(e, k):
+        if A[u, t] != 0.0 or (w == 2 and A[u, t + 1] != 0.0):
+            rows[nr] = u
+            nr += 1
+        if A[t, u] != 0.0 or (w == 2 and A[t + 1, u] != 0.0):
+            cols[nc] = u
+            nc += 1
+    for x in range(nr):
+        u = rows[x]
+        if w == 1:
+            f0, f1 = A[u, t] / a, 0.0
+        else:                                           # [f0 f1] = A[u, t:t+2] · P⁻¹
+            f0 = (A[u, t] * dd - A[u, t + 1] * c) / det
+            f1 = (-A[u, t] * b + A[u, t + 1] * a) / det
+        for y in range(nc):
+            v = cols[y]
+            upd = f0 * A[t, v]
+            mag = abs(f0 * A[t, v])
+            if w == 2:
+                upd += f1 * A[t + 1, v]
+                mag += abs(f1 * A[t + 1, v])
+            A[u, v] -= upd
+            S[u, v] += mag
+
+
+@jit
+def _principal_subset(indptr, indices, data, cand, partner, tol):
     """The candidates (indices into M, in priority order) whose principal submatrix M_αα is nonsingular,
     chosen greedily: Gaussian elimination on M restricted to the candidates with diagonal pivots in the given
     order, skipping a candidate whose pivot is ≤ tol times the magnitude of the terms it was computed from
-    (cancellation: its row and column depend on the kept ones). Returns a bool mask over cand."""
+    (cancellation: its row and column depend on the kept ones). A candidate flagged ``partner`` (a λ after
+    its contact's β) whose predecessor failed is tried with it as a 2 × 2 pivot block (λ's diagonal is 0 and
+    a sliding contact's β column may depend on the kept ones, yet the pair's block [[G_jj, 1], [−1, 0]] is
+    nonsingular). Returns a bool mask over cand."""
     k = cand.shape[0]
     n = indptr.shape[0] - 1
     pos = np.full(n, -1, np.int64)
@@ -330,28 +369,24 @@ def _principal_subset(indptr, indices, data, cand, tol):
     keep = np.zeros(k, np.bool_)
     rows = np.empty(k, np.int64)
     cols = np.empty(k, np.int64)
-    for t in range(k):
+    t = 0
+    while t < k:
         piv = A[t, t]
-        if not (abs(piv) > tol * S[t, t] and abs(piv) > 0.0):
+        if abs(piv) > tol * S[t, t] and abs(piv) > 0.0:
+            keep[t] = True
+            _eliminate(A, S, t, 1, k, rows, cols)
+            t += 1
             continue
-        keep[t] = True
-        nr = 0
-        nc = 0
-        for u in range(t + 1, k):
-            if A[u, t] != 0.0:
-                rows[nr] = u
-                nr += 1
-            if A[t, u] != 0.0:
-                cols[nc] = u
-                nc += 1
-        for a in range(nr):
-            u = rows[a]
-            f = A[u, t] / piv
-            fa = abs(f)
-            for b in range(nc):
-                v = cols[b]
-                A[u, v] -= f * A[t, v]
-                S[u, v] += fa * abs(A[t, v])
+        if t + 1 < k and partner[t + 1]:
+            det = A[t, t] * A[t + 1, t + 1] - A[t, t + 1] * A[t + 1, t]
+            mag = S[t, t] * S[t + 1, t + 1] + S[t, t + 1] * S[t + 1, t]
+            if abs(det) > tol * mag and abs(det) > 0.0:
+                keep[t] = True
+                keep[t + 1] = True
+                _eliminate(A, S, t, 2, k, rows, cols)
+                t += 2
+                continue
+        t += 1
     return keep
 
 
@@ -455,17 +490,27 @@ def crash_guess(M, q, num_contacts: int, num_directions: int, *, sweeps: int = C
 
 
 def _nonsingular(guess: np.ndarray, csr, pn: np.ndarray, m: int, d: int) -> np.ndarray:
-    """The guess reduced to a subset whose M_αα is nonsingular (``_principal_subset``), in the priority order
-    normal impulses (largest p_n first), friction directions (by their contact's p_n), λ's: redundant
-    contacts (e.g. a fourth coplanar corner, more sticking contacts than a body pair's relative dofs) keep
-    their largest impulses, and a λ comes after the β it needs."""
+    """The guess reduced to a subset whose M_αα is nonsingular (``_principal_subset``), in the priority order:
+    normal impulses (largest p_n first), the friction directions of contacts without a basic λ (sticking), then
+    per contact with a basic λ (sliding or separating) its β's followed by λ (2 × 2 partner of the last β);
+    contacts by decreasing p_n within each group. Redundant contacts (a fourth coplanar corner, more sticking
+    contacts than a body pair's relative dofs) thus keep their largest impulses."""
     n = guess.shape[0]
-    contact = np.concatenate([np.arange(m), np.repeat(np.arange(m), d), np.arange(m)]) if d else np.arange(m)
-    kind = np.concatenate([np.zeros(m), np.ones(m * d), np.full(m, 2.0)]) if d else np.zeros(m)
+    if d:
+        contact = np.concatenate([np.arange(m), np.repeat(np.arange(m), d), np.arange(m)])
+        sliding = guess[m * (d + 1):]
+        group = np.concatenate([np.zeros(m), np.where(sliding[np.repeat(np.arange(m), d)], 2.0, 1.0),
+                                np.full(m, 2.0)])
+        within = np.concatenate([np.zeros(m), np.zeros(m * d), np.ones(m)])   # λ after its contact's β's
+    else:
+        contact, group, within = np.arange(m), np.zeros(m), np.zeros(m)
     cand = np.flatnonzero(guess)
-    order = np.lexsort((cand, -pn[contact[cand]], kind[cand]))
+    order = np.lexsort((cand, within[cand], contact[cand], -pn[contact[cand]], group[cand]))
     cand = np.ascontiguousarray(cand[order], np.int64)
-    keep = _principal_subset(*csr, cand, PRINCIPAL_TOL)
+    partner = np.zeros(cand.size, bool)
+    if d:
+        partner[1:] = (cand[1:] >= m * (d + 1)) & (contact[cand[:-1]] == contact[cand[1:]])
+    keep = _principal_subset(*csr, cand, partner, PRINCIPAL_TOL)
     out = np.zeros(n, bool)
     out[cand[keep]] = True
     return out

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse
 
 from convexsim import dynamics
+from convexsim.lcp.crash import crash_guess
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check,
                                  default_max_pivots, lemke, lemke_from_basis, solve_from_basis)
 from convexsim.model import Contacts, Model, State
@@ -271,9 +272,9 @@ class LcpStepInfo(StepInfo):
         warm_attempted: a previous basis was available and tried on some island (warm start on, an
             island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
-        warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
+        warm_solves: islands tried warm or from a crash basis (one factorization of M_αα each).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
-        rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
+        rung: what solved the LCP (``RUNGS``): "warm", "crash" (Lemke from the island's crash basis), "lemke", "perturbed_q", "covering", "regularized";
             "" for a step without contacts. With several contact islands, the furthest rung any needed.
         lemke_runs: cold Lemke runs (1 + fallback attempts per island not solved warm).
         islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
@@ -337,7 +338,7 @@ s_w = ‖M‖∞‖z‖∞ + ‖q‖∞, so a huge z can pass it on an LCP witho
 penetrating contacts (internal forces, no solution) z ~ 1/ε, gain ~1e13. Real contact answers: ~1e3
 (box_stack)."""
 
-RUNGS = ("warm", "lemke", "perturbed_q", "covering", "regularized")
+RUNGS = ("warm", "crash", "lemke", "perturbed_q", "covering", "regularized")
 """What solved a step's LCP, in the order tried (``LcpStepInfo.rung``; "" for a step without contacts)."""
 
 
@@ -523,6 +524,19 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
     return np.concatenate([idx, beta, m + m * d + idx])
 
 
+CRASH_START = True
+"""A large island (≥ LARGE_ISLAND_SIZE unknowns) not solved warm first tries Lemke from a crash basis computed
+from its own LCP (``lcp.crash.crash_guess``: a projected Gauss–Seidel estimate of each contact's stick/slip
+state), at most max(50, WARM_PIVOT_FRACTION·n) pivots, before the cold chain (rung "crash"; docs/lcp.md §6,
+"Crash basis for cold large islands")."""
+
+
+def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
+    """``_warm_solve`` from the island's crash basis (``CRASH_START``): (z or None, pivots, basic z's or None)."""
+    guess = crash_guess(M, q, layout.num_contacts, layout.num_directions)
+    return _warm_solve(M, q, guess, workspace)
+
+
 def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
     """Lemke started from the guessed basis (``lemke_from_basis``), at most max(50, WARM_PIVOT_FRACTION·n)
     pivots: (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check
@@ -583,6 +597,11 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
             sol.warm_solves += 1
             sol.pivots += piv
             rung = "warm"
+        if z is None and CRASH_START and q.shape[0] >= LARGE_ISLAND_SIZE:
+            z, piv, basic = _crash_solve(M, q, layout, ctx.lemke)
+            sol.warm_solves += 1
+            sol.pivots += piv
+            rung = "crash"
         if z is None:
             chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
             z, rung, basic = chain.z, chain.rung, chain.basic
