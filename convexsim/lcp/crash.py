@@ -50,7 +50,7 @@ NORMAL_TOL = 1e-6
 SLIP_TOL = 1e-4
 """A contact is guessed sliding when |v_t| > SLIP_TOL·max(‖q‖∞, tiny) (and its friction is saturated)."""
 
-PRINCIPAL_TOL = 1e-9
+PRINCIPAL_TOL = 1e-7
 """A guessed basic z is dropped when its elimination pivot is ≤ PRINCIPAL_TOL times the magnitude of the terms
 it came from (``_principal_subset``): its column of M_αα depends on the ones kept before it."""
 
