@@ -203,7 +203,8 @@ def _polygon_min(W, g, r, U):
         elif num > 0.0:
             t = 1.0
         x0, x1 = a0 + t * s0, a1 + t * s1
-        val = 0.5 * (x0 * (W[0, 0] * x0 + W[0, 1] * x1) + x1 * (W[1, 0] * x0 + W[1, 1] * x1)) + g[0] * x0 + g[1] * x1
+        val = (0.5 * (x0 * (W[0, 0] * x0 + W[0, 1] * x1) + x1 * (W[1, 0] * x0 + W[1, 1] * x1))
+               + g[0] * x0 + g[1] * x1)
         if val < best:
             best = val
             f[0], f[1] = x0, x1
@@ -491,9 +492,9 @@ def crash_guess(M, q, num_contacts: int, num_directions: int, *, sweeps: int = C
 
 def _nonsingular(guess: np.ndarray, csr, pn: np.ndarray, m: int, d: int) -> np.ndarray:
     """The guess reduced to a subset whose M_αα is nonsingular (``_principal_subset``), in the priority order:
-    normal impulses (largest p_n first), the friction directions of contacts without a basic λ (sticking), then
-    per contact with a basic λ (sliding or separating) its β's followed by λ (2 × 2 partner of the last β);
-    contacts by decreasing p_n within each group. Redundant contacts (a fourth coplanar corner, more sticking
+    normal impulses (largest p_n first), the friction directions of contacts without a basic λ (sticking),
+    then per contact with a basic λ (sliding or separating) its β's followed by λ (2 × 2 partner of the last
+    β); contacts by decreasing p_n within each group. Redundant contacts (a fourth coplanar corner, more sticking
     contacts than a body pair's relative dofs) thus keep their largest impulses."""
     n = guess.shape[0]
     if d:

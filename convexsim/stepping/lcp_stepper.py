@@ -20,8 +20,9 @@ non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction
 
 Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
 (Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
-unknowns, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
-seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d (these first on islands of
+unknowns, when on), on islands of ≥ LARGE_ISLAND_SIZE unknowns not solved warm Lemke from a crash basis
+computed from the island's own LCP (``CRASH_START``, ``lcp.crash``), then Lemke (Harris ratio test) on
+(M, q); if it fails, Lemke on seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d (these first on islands of
 ≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n pivots), and on M + ε‖M‖∞I; an
 answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
 If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
@@ -532,7 +533,8 @@ state), at most max(50, WARM_PIVOT_FRACTION·n) pivots, before the cold chain (r
 
 
 def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
-    """``_warm_solve`` from the island's crash basis (``CRASH_START``): (z or None, pivots, basic z's or None)."""
+    """``_warm_solve`` from the island's crash basis (``CRASH_START``): (z or None, pivots, basic z's or
+    None)."""
     guess = crash_guess(M, q, layout.num_contacts, layout.num_directions)
     return _warm_solve(M, q, guess, workspace)
 

@@ -69,9 +69,10 @@ def test_single_contact_guess_is_the_analytic_basis(case):
     # A point contact at the centre of mass: the Delassus matrix is I/MASS, so the step's answer is analytic.
     # Pressing (v*_n = −g·dt) with a tangential velocity 1 m/s along u_0 the friction saturates
     # (MASS·|v_t| ≫ μ·p_n): p_n = MASS·g·dt, β_4 = μ·p_n (u_4 = −u_0 opposes the slip), λ = |v_t⁺| =
-    # 1 − μ·p_n/MASS > 0: basic {p_n, β_4, λ}. With |v*_t| = 1 mm/s at 20° it sticks (MASS·|v*_t| < μ·p_n·cos 22.5°,
-    # the octagon's inradius): f = −MASS·v*_t at 200°, between u_4 (180°) and u_5 (225°): basic {p_n, β_4, β_5},
-    # λ = 0. Moving apart (v*_n = +0.5 m/s) with slip 1 m/s: p_n = 0, λ = 1 m/s, which needs a basic β_4 (at 0)
+    # 1 − μ·p_n/MASS > 0: basic {p_n, β_4, λ}. With |v*_t| = 1 mm/s at 20° it sticks
+    # (MASS·|v*_t| < μ·p_n·cos 22.5°, the octagon's inradius): f = −MASS·v*_t at 200°, between u_4 (180°) and
+    # u_5 (225°): basic {p_n, β_4, β_5}, λ = 0. Moving apart (v*_n = +0.5 m/s) with slip 1 m/s: p_n = 0,
+    # λ = 1 m/s, which needs a basic β_4 (at 0)
     # to keep M_αα nonsingular: basic {β_4, λ}.
     vt = {"sliding": (1.0, 0.0), "sticking": 1e-3 * np.array([np.cos(np.pi / 9), np.sin(np.pi / 9)]),
           "separating": (1.0, 0.0)}[case]
@@ -79,7 +80,8 @@ def test_single_contact_guess_is_the_analytic_basis(case):
     M, q, layout = _body([0.0, 0.0, 0.0], np.r_[0.0, 0.0, 0.0, vt[0], vt[1], vn], 0.0)
     n = q.shape[0]
     pn = MASS * G * DT
-    want = {"sliding": _basic(0, 5, 9, n=n), "sticking": _basic(0, 5, 6, n=n), "separating": _basic(5, 9, n=n)}[case]
+    want = {"sliding": _basic(0, 5, 9, n=n), "sticking": _basic(0, 5, 6, n=n),
+            "separating": _basic(5, 9, n=n)}[case]
     guess = crash_guess(M, q, 1, D)
     np.testing.assert_array_equal(guess, want)
     r = lemke_from_basis(M, q, guess)
@@ -119,7 +121,8 @@ def test_box_on_four_corners_guess_is_nonsingular():
 
 def test_pgs_impulses_carry_the_weight():
     # contact_state's PGS estimate on the same box: the normal impulses carry the weight, the contact
-    # velocities vanish (to the estimate's accuracy: 200 sweeps on a 4-contact problem, converged far below 1e-6)
+    # velocities vanish (to the estimate's accuracy: 200 sweeps on a 4-contact problem converge far below
+    # 1e-6 relative)
     corners = np.array([[sx * 0.2, sy * 0.1, -0.05] for sx in (-1, 1) for sy in (-1, 1)])
     M, q, _ = _body(corners, [0.0, 0.0, 0.0, 1e-4, 0.0, -G * DT], 0.0)
     gamma, vel = contact_state(M, q, 4, D)
