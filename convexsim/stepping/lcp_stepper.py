@@ -22,9 +22,9 @@ Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the s
 (Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
 unknowns, when on), on islands of ≥ LARGE_ISLAND_SIZE unknowns not solved warm Lemke from a crash basis
 computed from the island's own LCP (``CRASH_START``, ``lcp.crash``), then Lemke (Harris ratio test) on
-(M, q); if it fails, Lemke on seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d (these first on islands of
-≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n pivots), and on M + ε‖M‖∞I; an
-answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
+(M, q); if it fails, Lemke on seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d
+(these first on islands of ≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n
+pivots), and on M + ε‖M‖∞I; an answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
 If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
 
 Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (Glocker–Studer 2005):
