@@ -24,8 +24,8 @@ unknowns, when on), on islands of ≥ LARGE_ISLAND_SIZE unknowns not solved warm
 computed from the island's own LCP (``CRASH_START``, ``lcp.crash``), then Lemke (Harris ratio test) on
 (M, q); if it fails, Lemke on seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d
 (these first on islands of ≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n
-pivots), and on M + ε‖M‖∞I; an answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
-If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
+pivots), and on M + ε‖M‖∞I; an answer of a modified problem is accepted only if it passes Lemke's final
+check on the original (M, q). If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
 
 Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (Glocker–Studer 2005):
 q_M = q + (dt/2)v, contacts detected at q_M; active ones (φ_M ≤ 0) get the law 0 ≤ p_n ⊥ v_n⁺ + e·v_n⁻;
