@@ -64,17 +64,21 @@ SATURATION_TOL = 1e-3
 
 @jit
 def _dense_to_csr(M, nrow):
-    """CSR arrays (indptr, indices, data) of the first ``nrow`` rows and columns of a dense M."""
-    count = 0
-    for i in range(nrow):
-        for j in range(nrow):
-            if M[i, j] != 0.0:
-                count += 1
+    """CSR arrays (indptr, indices, data) of the first ``nrow`` rows and columns of a dense M (one pass; the
+    output arrays grow by doubling)."""
+    cap = max(16 * nrow, 16)
     indptr = np.zeros(nrow + 1, np.int64)
-    indices = np.empty(count, np.int64)
-    data = np.empty(count)
+    indices = np.empty(cap, np.int64)
+    data = np.empty(cap)
     k = 0
     for i in range(nrow):
+        if k + nrow > cap:
+            cap = max(2 * cap, k + nrow)
+            grown_i = np.empty(cap, np.int64)
+            grown_d = np.empty(cap)
+            grown_i[:k] = indices[:k]
+            grown_d[:k] = data[:k]
+            indices, data = grown_i, grown_d
         for j in range(nrow):
             v = M[i, j]
             if v != 0.0:
@@ -82,7 +86,7 @@ def _dense_to_csr(M, nrow):
                 data[k] = v
                 k += 1
         indptr[i + 1] = k
-    return indptr, indices, data
+    return indptr, indices[:k].copy(), data[:k].copy()
 
 
 @jit
