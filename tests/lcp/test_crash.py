@@ -184,3 +184,17 @@ def test_stepper_takes_the_crash_rung_on_large_islands(monkeypatch):
     assert runs[True][0]["crash"] >= 90, runs[True][0]
     assert np.abs(runs[True][1] - runs[False][1]).max() <= 1e-7
     assert np.abs(runs[True][2] - runs[False][2]).max() <= 1e-5
+
+
+def test_frictionless_guess():
+    # μ = 0: the LCP is the normal block alone (z = p_n, d = 0). Box on four corners pressed by gravity: the
+    # normal rows of four coplanar corners have rank 3 (vertical force, two tilting torques), so at most 3
+    # normals are kept, and Lemke from the guess carries the weight per step.
+    corners = np.array([[sx * 0.2, sy * 0.1, -0.05] for sx in (-1, 1) for sy in (-1, 1)])
+    M, q, layout = _body(corners, [0.0, 0.0, 0.0, 0.0, 0.0, -G * DT], 0.0, mu=0.0)
+    assert layout.num_directions == 0 and q.shape[0] == 4
+    guess = crash_guess(scipy.sparse.csr_matrix(M), q, 4, 0)
+    assert 1 <= guess.sum() <= 3
+    r = lemke_from_basis(M, q, guess)
+    assert r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)
+    np.testing.assert_allclose(r.z.sum(), MASS * G * DT, rtol=1e-9)

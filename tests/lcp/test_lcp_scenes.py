@@ -62,8 +62,8 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
     assert traj.num_frames == steps + 1 and traj.time[-1] == pytest.approx(duration, abs=1e-9)
     for arr in (traj.position, traj.quaternion, traj.linear_velocity, traj.angular_velocity):
         assert np.all(np.isfinite(arr))
-    assert sum(rungs.values()) == steps and set(rungs) <= {"", "warm", "lemke", "perturbed_q", "covering",
-                                                          "regularized"}
+    assert sum(rungs.values()) == steps and set(rungs) <= {"", "warm", "crash", "lemke", "perturbed_q",
+                                                          "covering", "regularized"}
     assert warm or rungs["warm"] == 0
     # normal impulses are compressive (z ≥ 0 up to the final check's tolerance)
     assert not zmin or min(zmin) >= -1e-12
