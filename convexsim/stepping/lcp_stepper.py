@@ -528,15 +528,23 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
 CRASH_START = True
 """A large island (≥ LARGE_ISLAND_SIZE unknowns) not solved warm first tries Lemke from a crash basis computed
 from its own LCP (``lcp.crash.crash_guess``: a projected Gauss–Seidel estimate of each contact's stick/slip
-state), at most max(50, WARM_PIVOT_FRACTION·n) pivots, before the cold chain (rung "crash"; docs/lcp.md §6,
+state), at most max(50, CRASH_PIVOT_FRACTION·n) pivots, before the cold chain (rung "crash"; docs/lcp.md §6,
 "Crash basis for cold large islands")."""
+
+CRASH_PIVOT_FRACTION = 0.75
+"""Pivot cap of the crash start, per unknown. Measured on cold heap islands (n = 1470–3120): 0.01–0.1·n on most,
+0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 s, against ≈ 0.75–0.9·n for a cold run;
+with the warm start's n/2 cap those hit the cap and paid the cold run on top (docs/lcp.md §6)."""
 
 
 def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
-    """``_warm_solve`` from the island's crash basis (``CRASH_START``): (z or None, pivots, basic z's or
-    None)."""
+    """Lemke from the island's crash basis (``CRASH_START``), at most max(50, CRASH_PIVOT_FRACTION·n) pivots:
+    (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check on
+    (M, q)."""
+    n = q.shape[0]
     guess = crash_guess(M, q, layout.num_contacts, layout.num_directions)
-    return _warm_solve(M, q, guess, workspace)
+    r = lemke_from_basis(M, q, guess, max_pivots=max(50, int(CRASH_PIVOT_FRACTION * n)), workspace=workspace)
+    return (r.z.copy() if r.solved else None), r.pivots, (basic_of(r) if r.solved else None)
 
 
 def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:

@@ -142,7 +142,7 @@ def test_crash_guess_solves_heap_lcps_in_few_pivots(name):
     res, first = solve_contact_lcp(M, q)
     assert res is not None
     cold_pivots = res.pivots
-    cap = max(50, n // 2)                                           # the stepper's crash pivot cap
+    cap = max(50, int(stepper.CRASH_PIVOT_FRACTION * n))           # the stepper's crash pivot cap
     rng = np.random.default_rng(HEAPS.index(name))
     for trial in range(4):
         qp = q if trial == 0 else q * (1.0 + 1e-15 * rng.standard_normal(n))
