@@ -532,8 +532,8 @@ state), at most max(50, CRASH_PIVOT_FRACTION·n) pivots, before the cold chain (
 "Crash basis for cold large islands")."""
 
 CRASH_PIVOT_FRACTION = 0.75
-"""Pivot cap of the crash start, per unknown. Measured on cold heap islands (n = 1470–3120): 0.01–0.1·n on most,
-0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 s, against ≈ 0.75–0.9·n for a cold run;
+"""Pivot cap of the crash start, per unknown. Measured on cold heap islands (n = 1470–3120): 0.01–0.1·n on
+most, 0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 s, against ≈ 0.75–0.9·n for a cold run;
 with the warm start's n/2 cap those hit the cap and paid the cold run on top (docs/lcp.md §6)."""
 
 
