@@ -537,6 +537,27 @@ most, 0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 
 with the warm start's n/2 cap those hit the cap and paid the cold run on top (docs/lcp.md §6)."""
 
 
+CRASH_BACKOFF_MAX = 16
+"""After a failed crash run the crash start is skipped for k steps, k = 1, 2, 4, … up to this with each
+failure in a row (reset by a success): crash runs fail in stretches of many steps, each failure costing up to
+CRASH_PIVOT_FRACTION·n pivots before the cold chain (docs/lcp.md §6)."""
+
+
+def _crash_allowed(ctx: StepContext, step: int) -> bool:
+    """Whether the crash start is tried at ``step`` (``CRASH_START`` and the backoff ``CRASH_BACKOFF_MAX``)."""
+    failed, skip = ctx.lcp_crash_failed
+    return CRASH_START and not 0 < step - failed <= skip
+
+
+def _crash_outcome(ctx: StepContext, step: int, solved: bool) -> None:
+    """Record a crash run's outcome in the context's backoff."""
+    failed, skip = ctx.lcp_crash_failed
+    if solved:
+        ctx.lcp_crash_failed = (failed, 0)
+    else:
+        ctx.lcp_crash_failed = (step, min(max(1, 2 * skip), CRASH_BACKOFF_MAX))
+
+
 def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
     """Lemke from the island's crash basis (``CRASH_START``), at most max(50, CRASH_PIVOT_FRACTION·n) pivots:
     (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check on
@@ -607,8 +628,9 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
             sol.warm_solves += 1
             sol.pivots += piv
             rung = "warm"
-        if z is None and CRASH_START and q.shape[0] >= LARGE_ISLAND_SIZE:
+        if z is None and q.shape[0] >= LARGE_ISLAND_SIZE and _crash_allowed(ctx, state.step):
             z, piv, basic = _crash_solve(M, q, layout, ctx.lemke)
+            _crash_outcome(ctx, state.step, z is not None)
             sol.warm_solves += 1
             sol.pivots += piv
             rung = "crash"

@@ -198,3 +198,24 @@ def test_frictionless_guess():
     r = lemke_from_basis(M, q, guess)
     assert r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)
     np.testing.assert_allclose(r.z.sum(), MASS * G * DT, rtol=1e-9)
+
+
+def test_crash_backoff_after_failures():
+    # A failed crash run skips the crash start for 1, 2, 4, … steps (up to CRASH_BACKOFF_MAX) while failures
+    # continue in a row; a success resets it. Steps where it is tried, always failing from step 0: 0, 2, 5,
+    # 10, 19, 36 (skips 1, 2, 4, 8, 16), then every 17 steps.
+    from convexsim.stepping import StepContext
+
+    assert stepper.CRASH_BACKOFF_MAX == 16
+    ctx = StepContext()
+    tried = []
+    for step in range(80):
+        if stepper._crash_allowed(ctx, step):
+            tried.append(step)
+            stepper._crash_outcome(ctx, step, solved=False)
+    assert tried == [0, 2, 5, 10, 19, 36, 53, 70]
+    stepper._crash_outcome(ctx, 80, solved=True)
+    assert all(stepper._crash_allowed(ctx, s) for s in range(81, 90))
+    # a context reused from an earlier step (the step index went back) is not held back
+    stepper._crash_outcome(ctx, 90, solved=False)
+    assert stepper._crash_allowed(ctx, 10)
