@@ -72,7 +72,7 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
 @pytest.mark.blas_variant
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get(FULL_CLUTTER_ENV) != "1",
-                    reason=f"warm ≈ 2.5 min, cold ≈ 7 min CPU per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
+                    reason=f"warm ≈ 2.5 min, cold ≈ 5.5 min CPU per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
 @pytest.mark.timeout(6 * 3600)
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_mixed_clutter_full_duration(warm, monkeypatch):
