@@ -28,6 +28,11 @@ the impulse), so the guess comes from a projected block Gauss–Seidel (PGS) sol
    contains f (f = β_j u_j + β_j+1 u_j+1, both ≥ 0: a representation that keeps M_αα nonsingular;
    the other representations of a sticking f differ by null-space moves of the β's).
 
+4. A nonsingular M_αα (``_nonsingular``): redundant contacts (four coplanar corners, more sticking directions
+   than a body pair's relative dofs) make the guessed M_αα singular; an elimination with diagonal pivots in
+   priority order (normals by decreasing p_n, sticking β's, each sliding contact's β then its λ, tried as a
+   2 × 2 pivot when the β alone depends on the kept ones) drops the dependent candidates.
+
 The guess is only a guess: ``lemke_from_basis`` repairs wrong indices by pivoting and its answer passes
 Lemke's final check on the original (M, q) either way. The guess depends only on (M, q) (no history).
 Cost: one pass over M's impulse block (reduction) and ``sweeps`` passes over G₃'s blocks (≈ 9·nnz/d²
