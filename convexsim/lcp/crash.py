@@ -27,7 +27,6 @@ the impulse), so the guess comes from a projected block Gauss–Seidel (PGS) sol
    sticking (or no slip): λ nonbasic (w_λ basic), and if f ≠ 0 the two adjacent directions whose sector
    contains f (f = β_j u_j + β_j+1 u_j+1, both ≥ 0: a representation that keeps M_αα nonsingular;
    the other representations of a sticking f differ by null-space moves of the β's).
-
 4. A nonsingular M_αα (``_nonsingular``): redundant contacts (four coplanar corners, more sticking directions
    than a body pair's relative dofs) make the guessed M_αα singular; an elimination with diagonal pivots in
    priority order (normals by decreasing p_n, sticking β's, each sliding contact's β then its λ, tried as a
@@ -35,8 +34,9 @@ the impulse), so the guess comes from a projected block Gauss–Seidel (PGS) sol
 
 The guess is only a guess: ``lemke_from_basis`` repairs wrong indices by pivoting and its answer passes
 Lemke's final check on the original (M, q) either way. The guess depends only on (M, q) (no history).
-Cost: one pass over M's impulse block (reduction) and ``sweeps`` passes over G₃'s blocks (≈ 9·nnz/d²
-work per sweep): a few ms at n ≈ 2500.
+Cost: one pass over M's impulse block (reduction), ``sweeps`` passes over G₃'s blocks (≈ 9·nnz/d² work per
+sweep) and the elimination on the guessed set: 6–30 ms at n = 1500–3100 with a CSR M (a dense M adds one
+O(n²) read, ≈ 15 ms at n = 3100).
 """
 
 from __future__ import annotations
