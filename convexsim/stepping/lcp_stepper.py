@@ -20,11 +20,12 @@ non-penetration, Stewart–Trinkle) and a penetration is removed at the fraction
 
 Solve chain (``_solve_chain``; ``LcpStepInfo.rung`` says which rung solved the step): the warm start
 (Lemke started from the previous step's basis, ``lemke_from_basis``, on islands of ≥ WARM_MIN_SIZE
-unknowns, when on), then Lemke (Harris ratio test) on (M, q); if it fails, Lemke on
-seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d (these first on islands of
-≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n pivots), and on M + ε‖M‖∞I; an
-answer of a modified problem is accepted only if it passes Lemke's final check on the original (M, q).
-If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
+unknowns, when on), on islands of ≥ LARGE_ISLAND_SIZE unknowns not solved warm Lemke from a crash basis
+computed from the island's own LCP (``CRASH_START``, ``lcp.crash``), then Lemke (Harris ratio test) on
+(M, q); if it fails, Lemke on seeded perturbations q + 1e-12·‖q‖∞·r, with other covering vectors d
+(these first on islands of ≥ LARGE_ISLAND_SIZE unknowns, whose cold runs stop at LARGE_ISLAND_PIVOTS·n
+pivots), and on M + ε‖M‖∞I; an answer of a modified problem is accepted only if it passes Lemke's final
+check on the original (M, q). If nothing passes, ``LcpStepError`` names the contacts from the first Lemke run.
 
 Newton restitution (``lcp_restitution`` = e > 0) uses Moreau's midpoint scheme (Glocker–Studer 2005):
 q_M = q + (dt/2)v, contacts detected at q_M; active ones (φ_M ≤ 0) get the law 0 ≤ p_n ⊥ v_n⁺ + e·v_n⁻;
@@ -40,6 +41,7 @@ import numpy as np
 import scipy.sparse
 
 from convexsim import dynamics
+from convexsim.lcp.crash import crash_guess
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check, _check_sparse,
                                  as_sparse_lcp_matrix, default_max_pivots, lemke, lemke_from_basis,
                                  solve_from_basis)
@@ -346,9 +348,9 @@ class LcpStepInfo(StepInfo):
         warm_attempted: a previous basis was available and tried on some island (warm start on, an
             island of ≥ WARM_MIN_SIZE unknowns).
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
-        warm_solves: islands tried warm (one factorization of M_αα each; 0 when not attempted).
+        warm_solves: islands tried warm or from a crash basis (one factorization of M_αα each).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
-        rung: what solved the LCP (``RUNGS``): "warm", "lemke", "perturbed_q", "covering", "regularized";
+        rung: what solved the LCP (``RUNGS``): "warm", "crash" (Lemke from the island's crash basis), "lemke", "perturbed_q", "covering", "regularized";
             "" for a step without contacts. With several contact islands, the furthest rung any needed.
         lemke_runs: cold Lemke runs (1 + fallback attempts per island not solved warm).
         islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
@@ -412,7 +414,7 @@ s_w = ‖M‖∞‖z‖∞ + ‖q‖∞, so a huge z can pass it on an LCP witho
 penetrating contacts (internal forces, no solution) z ~ 1/ε, gain ~1e13. Real contact answers: ~1e3
 (box_stack)."""
 
-RUNGS = ("warm", "lemke", "perturbed_q", "covering", "regularized")
+RUNGS = ("warm", "crash", "lemke", "perturbed_q", "covering", "regularized")
 """What solved a step's LCP, in the order tried (``LcpStepInfo.rung``; "" for a step without contacts)."""
 
 
@@ -613,6 +615,49 @@ def _island_variables(idx: np.ndarray, m: int, d_global: int, d_island: int) -> 
     return np.concatenate([idx, beta, m + m * d + idx])
 
 
+CRASH_START = True
+"""A large island (≥ LARGE_ISLAND_SIZE unknowns) not solved warm first tries Lemke from a crash basis computed
+from its own LCP (``lcp.crash.crash_guess``: a projected Gauss–Seidel estimate of each contact's stick/slip
+state), at most max(50, CRASH_PIVOT_FRACTION·n) pivots, before the cold chain (rung "crash"; docs/lcp.md §6,
+"Crash basis for cold large islands")."""
+
+CRASH_PIVOT_FRACTION = 0.75
+"""Pivot cap of the crash start, per unknown. Measured on cold heap islands (n = 1470–3120): 0.01–0.1·n on
+most, 0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 s, against ≈ 0.75–0.9·n for a cold run;
+with the warm start's n/2 cap those hit the cap and paid the cold run on top (docs/lcp.md §6)."""
+
+
+CRASH_BACKOFF_MAX = 16
+"""After a failed crash run the crash start is skipped for k steps, k = 1, 2, 4, … up to this with each
+failure in a row (reset by a success): crash runs fail in stretches of many steps, each failure costing up to
+CRASH_PIVOT_FRACTION·n pivots before the cold chain (docs/lcp.md §6)."""
+
+
+def _crash_allowed(ctx: StepContext, step: int) -> bool:
+    """Whether the crash start is tried at ``step`` (``CRASH_START`` and the backoff ``CRASH_BACKOFF_MAX``)."""
+    failed, skip = ctx.lcp_crash_failed
+    return CRASH_START and not 0 < step - failed <= skip
+
+
+def _crash_outcome(ctx: StepContext, step: int, solved: bool) -> None:
+    """Record a crash run's outcome in the context's backoff."""
+    failed, skip = ctx.lcp_crash_failed
+    if solved:
+        ctx.lcp_crash_failed = (failed, 0)
+    else:
+        ctx.lcp_crash_failed = (step, min(max(1, 2 * skip), CRASH_BACKOFF_MAX))
+
+
+def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
+    """Lemke from the island's crash basis (``CRASH_START``), at most max(50, CRASH_PIVOT_FRACTION·n) pivots:
+    (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check on
+    (M, q)."""
+    n = q.shape[0]
+    guess = crash_guess(M, q, layout.num_contacts, layout.num_directions)
+    r = lemke_from_basis(M, q, guess, max_pivots=max(50, int(CRASH_PIVOT_FRACTION * n)), workspace=workspace)
+    return (r.z.copy() if r.solved else None), r.pivots, (basic_of(r) if r.solved else None)
+
+
 def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
     """Lemke started from the guessed basis (``lemke_from_basis``), at most max(50, WARM_PIVOT_FRACTION·n)
     pivots: (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check
@@ -696,6 +741,12 @@ def _solve_islands(model: Model, state: State, kin, A_blocks, v_star, J, bias, w
             sol.warm_solves += 1
             sol.pivots += piv
             rung = "warm"
+        if z is None and q.shape[0] >= LARGE_ISLAND_SIZE and _crash_allowed(ctx, state.step):
+            z, piv, basic = _crash_solve(M, q, layout, ctx.lemke)
+            _crash_outcome(ctx, state.step, z is not None)
+            sol.warm_solves += 1
+            sol.pivots += piv
+            rung = "crash"
         if z is None:
             chain = _solve_chain(M, q, layout, model, state, kin, ctx.lemke, contact_index=idx)
             z, rung, basic = chain.z, chain.rung, chain.basic
