@@ -1,5 +1,6 @@
-"""Every small shipped scene runs its full duration with the LCP stepper, cold and warm (mixed_clutter: its
-first 0.32 s, see DURATION); along box_stack every step's LCP is also solved under bit-level perturbations.
+"""Every small shipped scene runs its full duration with the LCP stepper, cold and warm (mixed_clutter, the
+longest, in test_lcp_clutter.py so that the parallel suite can run it beside this file); along box_stack every
+step's LCP is also solved under bit-level perturbations.
 
 Why: which box_stack step broke the old Lemke depended on the BLAS kernel and thread count (the last
 bits of M and q). A scene that runs on one machine proves little; the perturbation test checks that
@@ -9,24 +10,13 @@ the answer does not hinge on those bits (docs/lcp.md §1, "Harris ratio test").
 from __future__ import annotations
 
 import collections
-import os
 
 import numpy as np
 import pytest
 
-SMALL_SCENES = ["box_stack", "sphere_drop", "box_slide", "incline_stick", "incline_slip", "capsule_roll",
-                "mixed_clutter"]
-LONG = {"box_stack"}  # 2000 steps of 20–28 contacts
-DURATION = {"mixed_clutter": 0.32}
-"""Shorter than the scene's 1.5 s in the default suite: once mixed_clutter's bodies land in one heap (≈ 150–230
-contacts in the big island, n ≈ 1500–2300 LCP variables) a step takes ≈ 0.2–1 s of CPU with the warm start
-and ≈ 0.5–10 s cold (≈ 1100–2300 pivots in the big island, more when a fallback rung runs), so the full run
-takes 12.5 min of CPU warm (measured) and roughly an hour cold (estimated; docs/lcp.md §6;
-``test_mixed_clutter_full_duration`` runs it on request). 0.32 s covers free fall and the first landings
-(up to ~100 contacts)."""
-
-FULL_CLUTTER_ENV = "CONVEXSIM_LCP_FULL_CLUTTER"
-"""Set to 1 to run mixed_clutter's full 1.5 s with --solver lcp, cold and warm (12.5 min warm, ≈ 1 h cold)."""
+SMALL_SCENES = ["box_stack", "sphere_drop", "box_slide", "incline_stick", "incline_slip", "capsule_roll"]
+LONG = {"box_stack"}
+"""Marked slow (not rerun under the BLAS variants): 2000 steps of 20–28 contacts."""
 
 
 def _run(scene, warm, monkeypatch, duration=None):
@@ -42,8 +32,7 @@ def _run(scene, warm, monkeypatch, duration=None):
         if info.contacts.count:
             zmin.append(float(info.gamma[:, 2].min()))
 
-    traj = simulate(f"scenes/{scene}.yaml", solver="lcp", step_callback=record,
-                    duration=duration or DURATION.get(scene))
+    traj = simulate(f"scenes/{scene}.yaml", solver="lcp", step_callback=record, duration=duration)
     return traj, rungs, zmin
 
 
@@ -52,12 +41,19 @@ def _run(scene, warm, monkeypatch, duration=None):
 @pytest.mark.parametrize("scene", [pytest.param(s, marks=pytest.mark.slow) if s in LONG else s
                                    for s in SMALL_SCENES])
 def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
+    check_full_run(scene, warm, monkeypatch)
+
+
+def check_full_run(scene, warm, monkeypatch):
+    """Run ``scene`` with --solver lcp over its full duration (warm start on or off) and check it: no failure,
+    every frame finite, every step solved by some rung (no "warm" rung cold), compressive normal impulses.
+    Returns the trajectory."""
     from convexsim.scene import load_scene
 
     spec = load_scene(f"scenes/{scene}.yaml")
     traj, rungs, zmin = _run(scene, warm, monkeypatch)
     assert traj.failure == ""
-    duration = DURATION.get(scene, spec.duration)
+    duration = spec.duration
     steps = int(round(duration / spec.time_step))
     assert traj.num_frames == steps + 1 and traj.time[-1] == pytest.approx(duration, abs=1e-9)
     for arr in (traj.position, traj.quaternion, traj.linear_velocity, traj.angular_velocity):
@@ -67,20 +63,7 @@ def test_scene_runs_full_duration_with_lcp(scene, warm, monkeypatch):
     assert warm or rungs["warm"] == 0
     # normal impulses are compressive (z ≥ 0 up to the final check's tolerance)
     assert not zmin or min(zmin) >= -1e-12
-
-
-@pytest.mark.blas_variant
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get(FULL_CLUTTER_ENV) != "1",
-                    reason=f"warm ≈ 2.5 min, cold ≈ 5.5 min CPU per run; set {FULL_CLUTTER_ENV}=1 (docs/lcp.md §6)")
-@pytest.mark.timeout(6 * 3600)
-@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_mixed_clutter_full_duration(warm, monkeypatch):
-    traj, rungs, zmin = _run("mixed_clutter", warm, monkeypatch, duration=1.5)
-    assert traj.failure == ""
-    assert traj.num_frames == 1501 and np.all(np.isfinite(traj.position))
-    assert sum(rungs.values()) == 1500 and (warm or rungs["warm"] == 0)
-    assert not zmin or min(zmin) >= -1e-12
+    return traj
 
 
 PERTURBATIONS_PER_STEP = 4
