@@ -649,13 +649,25 @@ def _crash_outcome(ctx: StepContext, step: int, solved: bool) -> None:
 
 
 def _crash_solve(M, q, layout, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
-    """Lemke from the island's crash basis (``CRASH_START``), at most max(50, CRASH_PIVOT_FRACTION·n) pivots:
-    (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check on
+    """Lemke from the island's crash basis (``CRASH_START``), at most max(50, CRASH_PIVOT_FRACTION·n) pivots in
+    all; if that run ends on a ray or fails numerically (not at the cap), once more from the guess without its
+    λ's: (z or None, pivots, the final basis' basic z's or None). A returned z passed Lemke's final check on
     (M, q)."""
     n = q.shape[0]
-    guess = crash_guess(M, q, layout.num_contacts, layout.num_directions)
-    r = lemke_from_basis(M, q, guess, max_pivots=max(50, int(CRASH_PIVOT_FRACTION * n)), workspace=workspace)
-    return (r.z.copy() if r.solved else None), r.pivots, (basic_of(r) if r.solved else None)
+    m, d = layout.num_contacts, layout.num_directions
+    cap = max(50, int(CRASH_PIVOT_FRACTION * n))
+    guess = crash_guess(M, q, m, d)
+    r = lemke_from_basis(M, q, guess, max_pivots=cap, workspace=workspace)
+    pivots = r.pivots
+    if not r.solved and r.status != LemkeStatus.PIVOT_LIMIT and d and cap - pivots > 0:
+        # a start basis whose path ends on a ray within a few pivots (seen on heap islands: 1–3 pivots, the same
+        # with other covering vectors): the same guess without the sliding multipliers λ takes ≈ 0.4·n pivots
+        # where a cold run takes ≈ 0.95·n (docs/lcp.md §6, "Crash basis for cold large islands")
+        reduced = guess.copy()
+        reduced[m + m * d:] = False
+        r = lemke_from_basis(M, q, reduced, max_pivots=cap - pivots, workspace=workspace)
+        pivots += r.pivots
+    return (r.z.copy() if r.solved else None), pivots, (basic_of(r) if r.solved else None)
 
 
 def _warm_solve(M, q, basic, workspace) -> tuple[np.ndarray | None, int, np.ndarray | None]:
