@@ -92,6 +92,25 @@ def _warm_sparse_lemke() -> None:
     lemke_from_basis(M, q, np.arange(n) < n // 2, options=opts)    # basic: a mask of the guessed basic z's
 
 
+def _warm_crash() -> None:
+    """The crash-basis kernels (``lcp.crash``; the LCP stepper's cold start on islands of ≥ 600 unknowns, which
+    the warm-up scenes do not have): the guess for a block resting on the ground at two points, dense and CSR."""
+    import numpy as np
+    import scipy.sparse
+
+    from convexsim.lcp.crash import crash_guess
+    from convexsim.stepping.lcp_stepper import build_contact_lcp
+
+    J = np.zeros((2, 3, 6))
+    for c, y in enumerate((-0.1, 0.1)):
+        J[c, :, :3] = np.eye(3)
+        J[c, 0, 5], J[c, 1, 5] = -y, 0.0
+    M, q, layout = build_contact_lcp(np.eye(6), np.array([0.0, 0.0, -0.01, 0.0, 0.0, 0.0]), J, np.zeros(2),
+                                     np.full(2, 0.5), 8)
+    for form in (M, scipy.sparse.csr_matrix(M)):
+        crash_guess(form, q, layout.num_contacts, layout.num_directions)
+
+
 def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
@@ -115,6 +134,7 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
             model, state, _ = prepare(WARMUP_TREE_SCENE, solver=solver)
             run_model(model, state, duration=steps * model.time_step)
         _warm_sparse_lemke()
+        _warm_crash()
     return _time.perf_counter() - t0
 
 
