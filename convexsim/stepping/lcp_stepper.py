@@ -621,16 +621,17 @@ from its own LCP (``lcp.crash.crash_guess``: a projected Gauss–Seidel estimate
 state), at most max(50, CRASH_PIVOT_FRACTION·n) pivots, before the cold chain (rung "crash"; docs/lcp.md §6,
 "Crash basis for cold large islands")."""
 
-CRASH_PIVOT_FRACTION = 0.75
+CRASH_PIVOT_FRACTION = 1.5
 """Pivot cap of the crash start, per unknown. Measured on cold heap islands (n = 1470–3120): 0.01–0.1·n on
-most, 0.37–0.54·n on the heap of a cold LCP run from t = 0 at t = 1.15–1.3 s, against ≈ 0.75–0.9·n for a cold run;
-with the warm start's n/2 cap those hit the cap and paid the cold run on top (docs/lcp.md §6)."""
+most, 0.37–0.70·n on the heap of a cold LCP run from t = 0 at t ≥ 1.15 s, against ≈ 0.8–1.05·n for a cold run
+on the same LCPs: even a poor guess beats the cold run, so the cap sits above the cold run's count (with
+0.75·n, late-heap crash runs hit it and paid the cold run on top; docs/lcp.md §6)."""
 
 
-CRASH_BACKOFF_MAX = 16
-"""After a failed crash run the crash start is skipped for k steps, k = 1, 2, 4, … up to this with each
-failure in a row (reset by a success): crash runs fail in stretches of many steps, each failure costing up to
-CRASH_PIVOT_FRACTION·n pivots before the cold chain (docs/lcp.md §6)."""
+CRASH_BACKOFF_MAX = 4
+"""After a failed crash run the crash start is skipped for k steps, k = 1, 2, 4 up to this with each failure in
+a row (reset by a success): crash runs fail in stretches, each failure costing up to CRASH_PIVOT_FRACTION·n
+pivots before the cold chain (docs/lcp.md §6)."""
 
 
 def _crash_allowed(ctx: StepContext, step: int) -> bool:

@@ -220,18 +220,23 @@ def test_frictionless_guess():
 
 def test_crash_backoff_after_failures():
     # A failed crash run skips the crash start for 1, 2, 4, … steps (up to CRASH_BACKOFF_MAX) while failures
-    # continue in a row; a success resets it. Steps where it is tried, always failing from step 0: 0, 2, 5,
-    # 10, 19, 36 (skips 1, 2, 4, 8, 16), then every 17 steps.
+    # continue in a row; a success resets it. Steps where it is tried, always failing from step 0, with the
+    # maximum 16: 0, 2, 5, 10, 19, 36 (skips 1, 2, 4, 8, 16), then every 17 steps; with 4: 0, 2, 5, 10, 15, …
     from convexsim.stepping import StepContext
 
-    assert stepper.CRASH_BACKOFF_MAX == 16
-    ctx = StepContext()
-    tried = []
-    for step in range(80):
-        if stepper._crash_allowed(ctx, step):
-            tried.append(step)
-            stepper._crash_outcome(ctx, step, solved=False)
-    assert tried == [0, 2, 5, 10, 19, 36, 53, 70]
+    for cap, expected in ((16, [0, 2, 5, 10, 19, 36, 53, 70]), (4, [0, 2, 5] + list(range(10, 80, 5)))):
+        stepper_cap = stepper.CRASH_BACKOFF_MAX
+        stepper.CRASH_BACKOFF_MAX = cap
+        try:
+            ctx = StepContext()
+            tried = []
+            for step in range(80):
+                if stepper._crash_allowed(ctx, step):
+                    tried.append(step)
+                    stepper._crash_outcome(ctx, step, solved=False)
+        finally:
+            stepper.CRASH_BACKOFF_MAX = stepper_cap
+        assert tried == expected, cap
     stepper._crash_outcome(ctx, 80, solved=True)
     assert all(stepper._crash_allowed(ctx, s) for s in range(81, 90))
     # a context reused from an earlier step (the step index went back) is not held back
