@@ -139,6 +139,18 @@ def friction_directions(d: int) -> np.ndarray:
     return np.stack([np.cos(a), np.sin(a)], axis=1)
 
 
+def _friction_setup(mu, num_directions: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """(μ as floats, d, the directions U (d × 2)): d = 0 when every μ is 0 (frictionless LCP); ValueError for
+    0 < d < 3."""
+    mu = np.asarray(mu, float)
+    d = int(num_directions)
+    if d and d < 3:
+        raise ValueError(f"friction_directions must be ≥ 3 (or 0 for frictionless); got {d}")
+    if d and not np.any(mu > 0):
+        d = 0
+    return mu, d, (friction_directions(d) if d else np.zeros((0, 2)))
+
+
 def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias: np.ndarray, mu: np.ndarray,
                       num_directions: int) -> tuple[np.ndarray, np.ndarray, ContactLcpLayout]:
     """The Anitescu–Potra / Stewart–Trinkle LCP (M, q) of one step (module docstring).
@@ -156,13 +168,7 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     """
     J = np.asarray(J, float)
     m, _, nv = J.shape
-    mu = np.asarray(mu, float)
-    d = int(num_directions)
-    if d and d < 3:
-        raise ValueError(f"friction_directions must be ≥ 3 (or 0 for frictionless); got {d}")
-    if d and not np.any(mu > 0):
-        d = 0
-    U = friction_directions(d) if d else np.zeros((0, 2))
+    mu, d, U = _friction_setup(mu, num_directions)
     nw = m * (d + 1)
     if nv * nw * (nv + nw) <= DENSE_ASSEMBLY_WORK:
         Ainv = np.ascontiguousarray(Ainv, dtype=float)
@@ -224,13 +230,7 @@ def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np
     m = J_a.shape[0]
     nb = inv_blocks.shape[0]
     nv = 6 * nb
-    mu = np.asarray(mu, float)
-    d = int(num_directions)
-    if d and d < 3:
-        raise ValueError(f"friction_directions must be ≥ 3 (or 0 for frictionless); got {d}")
-    if d and not np.any(mu > 0):
-        d = 0
-    U = friction_directions(d) if d else np.zeros((0, 2))
+    mu, d, U = _friction_setup(mu, num_directions)
     nw = m * (d + 1)
     rows, cols, vals = [], [], []
     for blocks, body in ((np.asarray(J_a, float), np.asarray(body_a)), (np.asarray(J_b, float), np.asarray(body_b))):
