@@ -82,3 +82,20 @@ def _ctrl_c_is_deliverable(request):
                           pytest.PytestWarning, stacklevel=1)
     yield
     _previous_test[0] = request.node.nodeid
+
+
+LONG_FILES_FIRST = ("tests/lcp/test_lcp_clutter.py", "tests/lcp/test_lcp_clutter_warm.py")
+"""Test files collected first. With ``-n 2 --dist loadfile`` xdist hands out files in collection order; the cold
+full mixed_clutter LCP run (≈ 3 min, one test) collected late kept one worker busy long after the other had
+finished (CI 2026-11-26: pytest 441 s, of which the last ≈ 2 min on one worker)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move the tests of ``LONG_FILES_FIRST`` to the front (in that order), the rest in collection order."""
+    rank = {path: k for k, path in enumerate(LONG_FILES_FIRST)}
+
+    def key(item):
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(path, len(rank))
+
+    items[:] = sorted(items, key=key)       # stable: the order within each group is kept

@@ -1072,32 +1072,50 @@ def _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, noise_tol, tol, pivot_rat
     """``_harris_tied`` on the revised data: entering column c, rhs r, noise scales erhs, ecol
     (``_pivot_revised``, ``_col_noise_all``). The same rule and the same arithmetic, row for row."""
     theta = np.inf
+    rows = np.empty(n, np.int64)
+    m = 0
     for i in range(n):
         ci = c[i]
         if ci > piv_tol:
             cand[i] = 1.0 if ci > noise_tol * ecol[i] else 0.0
             delta = tol * max(erhs[i], floors[i])
             theta = min(theta, (max(r[i], 0.0) + delta) / ci)
+            rows[m] = i
+            m += 1
         else:
             cand[i] = -1.0
+    return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)
+
+
+@jit
+def harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied):
+    """Passes 2–4 of the Harris ratio test over the candidate rows ``rows[:m]`` (increasing; c_i > piv_tol, cand_i
+    = 1 above the column's noise level, 0 below) with the pass-1 bound θ: the eligible rows (ratio max(r_i, 0)/c_i ≤
+    θ; when none is above the noise level, those below it become eligible), the largest eligible pivot c_max,
+    and the tied rows with c_i ≥ pivot_ratio·c_max. Returns (number of tied rows in ``tied``, whether z0's row is
+    eligible). Shared by the revised and the sparse kernels."""
     n_elig = 0
-    for i in range(n):
+    for k in range(m):
+        i = rows[k]
         if cand[i] > 0.0 and max(r[i], 0.0) / c[i] <= theta:
             n_elig += 1
     if n_elig == 0:
-        for i in range(n):
+        for k in range(m):
+            i = rows[k]
             if cand[i] == 0.0:
                 cand[i] = 1.0
     cmax = 0.0
     z0_ok = False
-    for i in range(n):
+    for k in range(m):
+        i = rows[k]
         ci = c[i]
         if cand[i] > 0.0 and max(r[i], 0.0) / ci <= theta:
             cmax = max(cmax, ci)
             if i == z0_row:
                 z0_ok = True
     ntied = 0
-    for i in range(n):
+    for k in range(m):
+        i = rows[k]
         ci = c[i]
         if cand[i] > 0.0 and ci >= pivot_ratio * cmax and max(r[i], 0.0) / ci <= theta:
             tied[ntied] = i

@@ -52,8 +52,8 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, independent_basis,
-                                 pivot_rhs, plausible_gain, register_sparse_kernel)
+                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, harris_passes,
+                                 independent_basis, pivot_rhs, plausible_gain, register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -442,33 +442,7 @@ def _harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_t
             theta = min(theta, (max(r[i], 0.0) + delta) / ci)
             rows[m] = i
             m += 1
-    n_elig = 0
-    for k in range(m):
-        i = rows[k]
-        if cand[i] > 0.0 and max(r[i], 0.0) / c[i] <= theta:
-            n_elig += 1
-    if n_elig == 0:
-        for k in range(m):
-            i = rows[k]
-            if cand[i] == 0.0:
-                cand[i] = 1.0
-    cmax = 0.0
-    z0_ok = False
-    for k in range(m):
-        i = rows[k]
-        ci = c[i]
-        if cand[i] > 0.0 and max(r[i], 0.0) / ci <= theta:
-            cmax = max(cmax, ci)
-            if i == z0_row:
-                z0_ok = True
-    ntied = 0
-    for k in range(m):
-        i = rows[k]
-        ci = c[i]
-        if cand[i] > 0.0 and ci >= pivot_ratio * cmax and max(r[i], 0.0) / ci <= theta:
-            tied[ntied] = i
-            ntied += 1
-    return ntied, z0_ok
+    return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)
 
 
 @jit
