@@ -53,11 +53,14 @@ demo: $(VENV)/.core-installed
 # Lemke's answers must not depend on the kernel (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits
 # of the contact LCP. The other tests/lcp tests (textbook and random LCPs, the worked examples, trajectory
 # comparison) see no BLAS-dependent data, so rerunning them would check nothing new.
+# --no-loadscope-reorder: files are handed out in collection order (conftest.py collects the two 1–3 minute
+# mixed_clutter LCP runs first), not by test count, which sent those one-test files last and left one worker
+# running them alone for minutes.
 # --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
 BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 	OPENBLAS_NUM_THREADS=1 $(BLAS_RERUN)
 	OPENBLAS_CORETYPE=Prescott $(BLAS_RERUN)
 

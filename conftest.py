@@ -85,9 +85,10 @@ def _ctrl_c_is_deliverable(request):
 
 
 LONG_FILES_FIRST = ("tests/lcp/test_lcp_clutter.py", "tests/lcp/test_lcp_clutter_warm.py")
-"""Test files collected first. With ``-n 2 --dist loadfile`` xdist hands out files in collection order; the cold
-full mixed_clutter LCP run (≈ 3 min, one test) collected late kept one worker busy long after the other had
-finished (CI 2026-11-26: pytest 441 s, of which the last ≈ 2 min on one worker)."""
+"""Test files collected first. With ``-n 2 --dist loadfile --no-loadscope-reorder`` (the Makefile) xdist hands out
+files in collection order (by default it sorts them by test count, which puts these one-test files last); the
+cold full mixed_clutter LCP run (≈ 3 min, one test) started last kept one worker busy long after the other had
+finished (CI 2026-11-26: pytest 441 s, of which the last ≈ 2–3 min on one worker)."""
 
 
 def pytest_collection_modifyitems(config, items):

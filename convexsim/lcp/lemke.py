@@ -826,11 +826,9 @@ def _final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, 
 @jit
 def _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval):
     """Compressed row (CSR) and column (CSC) copies of M's nonzeros, indices increasing (one row-wise pass
-    over M, then the transpose by counting). Returns nnz."""
+    over M, then the transpose by counting, ``compressed_transpose``). Returns nnz."""
     n = M.shape[0]
     k = 0
-    for j in range(n + 1):
-        colptr[j] = 0
     for i in range(n):
         rowptr[i] = k
         row = M[i]
@@ -838,22 +836,33 @@ def _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval):
             if row[j] != 0.0:
                 rowidx[k] = j
                 rowval[k] = row[j]
-                colptr[j + 1] += 1
                 k += 1
     rowptr[n] = k
-    for j in range(n):
-        colptr[j + 1] += colptr[j]
-    for i in range(n):
-        for t in range(rowptr[i], rowptr[i + 1]):
-            j = rowidx[t]
-            dst = colptr[j]
-            colidx[dst] = i
-            colval[dst] = rowval[t]
-            colptr[j] += 1
-    for j in range(n, 0, -1):
-        colptr[j] = colptr[j - 1]
-    colptr[0] = 0
+    compressed_transpose(rowptr, rowidx, rowval, colptr, colidx, colval)
     return k
+
+
+@jit
+def compressed_transpose(p, idx, val, tp, tidx, tval):
+    """(tp, tidx, tval) = the CSC arrays of Aᵀ (= A in CSR) for A in CSC (p, idx, val); rows in increasing order.
+    The same call turns CSR arrays into CSC ones. Shared by ``_sparse_pattern`` and the sparse kernel."""
+    n = p.shape[0] - 1
+    for j in range(n + 1):
+        tp[j] = 0
+    for k in range(p[n]):
+        tp[idx[k] + 1] += 1
+    for j in range(n):
+        tp[j + 1] += tp[j]
+    for j in range(n):
+        for k in range(p[j], p[j + 1]):
+            i = idx[k]
+            dst = tp[i]
+            tidx[dst] = j
+            tval[dst] = val[k]
+            tp[i] += 1
+    for j in range(n, 0, -1):
+        tp[j] = tp[j - 1]
+    tp[0] = 0
 
 
 @jit

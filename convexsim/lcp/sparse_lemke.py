@@ -52,8 +52,9 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, harris_passes,
-                                 independent_basis, pivot_rhs, plausible_gain, register_sparse_kernel)
+                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, compressed_transpose,
+                                 harris_passes, independent_basis, pivot_rhs, plausible_gain,
+                                 register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
@@ -352,32 +353,10 @@ def _column(var, colptr, colidx, colval, d, a):
 
 
 @jit
-def _csc_transpose(p, idx, val, tp, tidx, tval):
-    """(tp, tidx, tval) = the CSC arrays of Aᵀ (= A in CSR) for A in CSC (p, idx, val); rows in increasing order."""
-    n = p.shape[0] - 1
-    for j in range(n + 1):
-        tp[j] = 0
-    for k in range(p[n]):
-        tp[idx[k] + 1] += 1
-    for j in range(n):
-        tp[j + 1] += tp[j]
-    for j in range(n):
-        for k in range(p[j], p[j + 1]):
-            i = idx[k]
-            dst = tp[i]
-            tidx[dst] = j
-            tval[dst] = val[k]
-            tp[i] += 1
-    for j in range(n, 0, -1):
-        tp[j] = tp[j - 1]
-    tp[0] = 0
-
-
-@jit
 def _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, b, x, y):
     """x = B₀⁻ᵀb from SuperLU's factors: B₀⁻¹ = Pc U⁻¹ L⁻¹ Pr (``_lu_solve_csc``), so B₀⁻ᵀ = Prᵀ L⁻ᵀ U⁻ᵀ Pcᵀ:
     y = Pcᵀb, then Uᵀ and Lᵀ by column sweeps over the columns of Uᵀ and Lᵀ (U's and L's rows: their CSR
-    copies Utp/Uti/Utx, Ltp/Lti/Ltx, ``_csc_transpose``), skipping zero entries (b is a BTRAN'd unit vector,
+    copies Utp/Uti/Utx, Ltp/Lti/Ltx, ``compressed_transpose``), skipping zero entries (b is a BTRAN'd unit vector,
     sparse), x = Prᵀy. SuperLU's ``solve(trans="T")`` up to summation order."""
     n = b.shape[0]
     for i in range(n):
@@ -700,7 +679,7 @@ class _Basis:
         tf = []
         for p, i, x in (self.factors[0:3], self.factors[3:6]):
             tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
-            _csc_transpose(p, i, x, tp, ti, tx)
+            compressed_transpose(p, i, x, tp, ti, tx)
             tf += [tp, ti, tx]
         self.tfactors = tuple(tf)
         self.neta = 0

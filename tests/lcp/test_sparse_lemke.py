@@ -449,7 +449,7 @@ def test_transposed_lu_solve_matches_superlu(seed):
     t = []
     for p, i, x in (f[0:3], f[3:6]):
         tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
-        sparse_lemke._csc_transpose(p, i, x, tp, ti, tx)
+        sparse_lemke.compressed_transpose(p, i, x, tp, ti, tx)
         t += [tp, ti, tx]
     udiag, pr, pc = U.diagonal(), lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64)
     x, y = np.empty(n), np.empty(n)
