@@ -843,6 +843,16 @@ def _sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval):
 
 
 @jit
+def both_finite(a, b):
+    """Every entry of the vectors a and b (same length) is finite. Shared by the dense and sparse kernels' ray
+    test (a ray on non-finite data is a numerical failure)."""
+    for i in range(a.shape[0]):
+        if not (np.isfinite(a[i]) and np.isfinite(b[i])):
+            return False
+    return True
+
+
+@jit
 def compressed_transpose(p, idx, val, tp, tidx, tval):
     """(tp, tidx, tval) = the CSC arrays of Aᵀ (= A in CSR) for A in CSC (p, idx, val); rows in increasing order.
     The same call turns CSR arrays into CSC ones. Shared by ``_sparse_pattern`` and the sparse kernel."""
@@ -1384,12 +1394,7 @@ def _lemke_revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol
                         cmin = ci
                         imin = i
         if rho_min == np.inf:
-            finite = True
-            for i in range(n):
-                if not (np.isfinite(r[i]) and np.isfinite(c[i])):
-                    finite = False
-                    break
-            if not finite:
+            if not both_finite(r, c):
                 status = 3
                 break
             status = 2

@@ -52,8 +52,8 @@ import scipy.sparse.linalg
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, compressed_transpose,
-                                 harris_passes, independent_basis, pivot_rhs, plausible_gain,
+                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, both_finite,
+                                 compressed_transpose, harris_passes, independent_basis, pivot_rhs, plausible_gain,
                                  register_sparse_kernel)
 
 SKETCH_COLUMNS = 8
@@ -513,12 +513,7 @@ def _walk(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, rowval,
         else:
             ntied, z0_tied = _textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
         if ntied == 0:
-            finite = True
-            for i in range(n):
-                if not (np.isfinite(r[i]) and np.isfinite(c[i])):
-                    finite = False
-                    break
-            if not finite:
+            if not both_finite(r, c):
                 code = WALK_FAILED
                 break
             if n <= entering < 2 * n:
