@@ -1558,12 +1558,16 @@ def default_max_pivots(n: int) -> int:
 
 
 def as_sparse_lcp_matrix(M) -> "scipy.sparse.csr_matrix | None":
-    """M as a CSR matrix (float64, sorted indices, no stored zeros) if it is a scipy.sparse matrix, else None.
+    """M as a CSR matrix (float64, sorted indices, no duplicates, no stored zeros) if it is a scipy.sparse matrix,
+    else None: M itself if it is one already (no copy; the solvers never write to M), else a new one.
 
     ``lemke`` and ``lemke_from_basis`` accept M in sparse form: it goes straight to the sparse-LU kernel
     (``method`` "sparse" or "auto"; the dense methods get ``M.toarray()``), without an n × n dense copy."""
     if not scipy.sparse.issparse(M):
         return None
+    if (isinstance(M, scipy.sparse.csr_matrix) and M.dtype == np.float64 and M.has_canonical_format
+            and np.all(M.data != 0.0)):
+        return M            # already in this form (the stepper's islands, each solver stage after the first)
     Mr = scipy.sparse.csr_matrix(M, dtype=np.float64, copy=True)
     Mr.sum_duplicates()
     Mr.eliminate_zeros()

@@ -350,7 +350,8 @@ class LcpStepInfo(StepInfo):
         warm_accepted: the step's solution came from the warm start (it passed Lemke's final check).
         warm_solves: islands tried warm or from a crash basis (one factorization of M_αα each).
         pivots: Lemke pivots over every Lemke run of the step (fallback rungs included).
-        rung: what solved the LCP (``RUNGS``): "warm", "crash" (Lemke from the island's crash basis), "lemke", "perturbed_q", "covering", "regularized";
+        rung: what solved the LCP (``RUNGS``): "warm", "crash" (Lemke from the island's crash basis), "lemke",
+            "perturbed_q", "covering", "regularized";
             "" for a step without contacts. With several contact islands, the furthest rung any needed.
         lemke_runs: cold Lemke runs (1 + fallback attempts per island not solved warm).
         islands: contact islands solved separately (``contact_islands``; 1 with SPLIT_ISLANDS off).
