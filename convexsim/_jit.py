@@ -106,7 +106,8 @@ class LazySignatureDispatcher(CPUDispatcher):
 
 KERNEL_MODULES = (
     "geometry/boxes.py", "geometry/broadphase.py", "geometry/collide.py", "geometry/primitives.py",
-    "geometry/transforms.py", "lcp/crash.py", "lcp/lemke.py", "lcp/sparse_lemke.py", "multibody/dynamics.py",
+    "geometry/transforms.py", "lcp/crash.py", "lcp/lemke/checks.py", "lcp/lemke/revised.py",
+    "lcp/lemke/sparse_kernels.py", "lcp/lemke/tableau.py", "multibody/dynamics.py",
     "multibody/kinematics.py", "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py",
     "sap/friction_cone.py", "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py",
     "sap/supernodal.py", "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py",
