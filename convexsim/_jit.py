@@ -116,10 +116,14 @@ KERNEL_MODULES = (
 """Every module of the package that defines kernels (paths relative to the package; a test keeps the list
 complete). Their sources make up :func:`kernel_sources_fingerprint`."""
 
+KERNEL_FORMULA_MODULES = ("spatial.py",)
+"""Modules without kernels of their own whose plain functions kernels compile (``spatial.rotation_entries``, the
+quaternion → rotation formula, compiled by ``geometry/transforms.py``): their sources are in the fingerprint too."""
+
 
 @functools.lru_cache(maxsize=1)
 def kernel_sources_fingerprint() -> str:
-    """SHA-256 over the sources of :data:`KERNEL_MODULES` (hex).
+    """SHA-256 over the sources of :data:`KERNEL_MODULES` and :data:`KERNEL_FORMULA_MODULES` (hex).
 
     numba stamps a cached kernel with its own file only, but the cached machine code of a kernel includes
     the code of the kernels it calls, which may live in other files: after an edit of one of those (or an
@@ -131,7 +135,7 @@ def kernel_sources_fingerprint() -> str:
 
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for rel in KERNEL_MODULES:
+    for rel in KERNEL_MODULES + KERNEL_FORMULA_MODULES:
         digest.update(rel.encode())
         try:
             digest.update((root / rel).read_bytes())
@@ -172,4 +176,4 @@ def jit(signature_or_function=None, **options):
     return wrap
 
 
-__all__ = ["jit", "CACHE", "KERNEL_MODULES", "LazySignatureDispatcher", "kernel_sources_fingerprint"]
+__all__ = ["jit", "CACHE", "KERNEL_MODULES", "KERNEL_FORMULA_MODULES", "LazySignatureDispatcher", "kernel_sources_fingerprint"]

@@ -80,6 +80,24 @@ def test_kernel_modules_lists_every_module_that_defines_kernels():
     assert sorted(KERNEL_MODULES) == users
 
 
+def test_formula_modules_are_compiled_by_kernels_and_import_no_numba():
+    """A module in KERNEL_FORMULA_MODULES has a function some kernel module compiles, and stays numba-free."""
+    import ast
+    from pathlib import Path
+
+    from convexsim._jit import KERNEL_FORMULA_MODULES, KERNEL_MODULES
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    kernel_text = "".join((root / rel).read_text(encoding="utf-8") for rel in KERNEL_MODULES)
+    for rel in KERNEL_FORMULA_MODULES:
+        tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in imported if m.split(".")[0] == "numba" or m == "convexsim._jit"}, rel
+        module = "convexsim." + rel[:-3].replace("/", ".")
+        assert f"from {module} import" in kernel_text, rel
+
+
 PROBE = '''
 
 @jit
