@@ -471,7 +471,7 @@ def basic_of(result: LemkeResult) -> np.ndarray:
 
 
 LARGE_ISLAND_SIZE = 600
-"""Islands with at least this many unknowns (the sparse kernel's, ``sparse_lemke.AUTO_MIN_SIZE``) try the
+"""Islands with at least this many unknowns (the sparse kernel's, ``lemke.sparse.AUTO_MIN_SIZE``) try the
 covering vectors before perturbed q, and their cold runs stop at ``LARGE_ISLAND_PIVOTS``·n pivots."""
 
 LARGE_ISLAND_PIVOTS = 5
@@ -697,7 +697,7 @@ class _StepSolution:
 SPARSE_ISLAND_SIZE = 600
 """Islands with at least this many LCP unknowns are assembled in sparse form (``build_contact_lcp_sparse``) and
 solved by the sparse-LU Lemke without a dense n × n copy of M (the size from which the sparse kernel pays,
-``sparse_lemke.AUTO_MIN_SIZE``)."""
+``lemke.sparse.AUTO_MIN_SIZE``)."""
 
 
 def _island_size(m: int, d: int) -> int:
