@@ -10,10 +10,10 @@ entering column), an O(n·s) update of the rhs and of a sketch (below), and the 
 instead of O(n·k). Every ``refactor`` pivots B is factorized afresh from the original data (drift control,
 and the eta file stays short).
 
-The pivots between two refactorizations run in one compiled kernel (``_walk``): FTRAN (``_lu_solve_csc`` on
+The pivots between two refactorizations run in one compiled kernel (``sparse_kernels.walk_pivots``): FTRAN (``lu_solve_csc`` on
 SuperLU's factors, then the etas), the ratio test with the sketch's noise scales formed only for the rows
-with a positive pivot entry (``_harris_sketch``), lexicographic ties on rows of B⁻¹ (BTRAN: the transposed
-etas on the unit row, which touch only its nonzeros, then ``_lu_solve_transposed`` on CSR copies of L and U),
+with a positive pivot entry (``harris_sketch``), lexicographic ties on rows of B⁻¹ (BTRAN: the transposed
+etas on the unit row, which touch only its nonzeros, then ``lu_solve_transposed`` on CSR copies of L and U),
 the pivot on the rhs, sketch and eta file, the early exit. It returns to Python to refactorize (eta file
 full, or a tie to be decided on a fresh basis) and at the end. The Python loop (``compiled=False``,
 ``COMPILED``) is kept as the reference: the same kernels and arithmetic, so the same path. Eta columns are
@@ -213,7 +213,7 @@ class _Basis:
 
 
 def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
-    """``lemke.final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
+    """``tableau.final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
     two candidates, check, clip tiny negatives. Returns (status, z, w, residual)."""
     n = q.shape[0]
     w = np.empty(n)
@@ -286,7 +286,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     noise); B⁻¹ then grows by that factor, the Harris tolerances with it, and the path ends on a complementary
     but infeasible basis. That basis is close to a solution: the restart solves it in ≈ 200 pivots where
     a new cold run takes ≈ 2000 (docs/lcp.md §6). The restart's answer passes the same final check on the
-    original (M, q) and must have a plausible gain (``lemke.plausible_gain``); pivots count both runs. If the restart fails too, the first run's result is returned
+    original (M, q) and must have a plausible gain (``checks.plausible_gain``); pivots count both runs. If the restart fails too, the first run's result is returned
     (its status, ray and basis), with the pivots of both.
 
     Args:

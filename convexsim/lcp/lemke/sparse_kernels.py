@@ -136,7 +136,7 @@ def noise_scales(r, Y, s, anorm, erhs, ecol):
 
 @jit
 def lex_less_rows(ra, ca, rb, cb, rel, abs_tol):
-    """``lemke._lex_less`` on two rows of B⁻¹ given explicitly (ra, rb) with their pivots ca, cb."""
+    """``tableau._lex_less`` on two rows of B⁻¹ given explicitly (ra, rb) with their pivots ca, cb."""
     n = ra.shape[0]
     scale = 0.0
     for j in range(n):
@@ -397,7 +397,7 @@ def walk_pivots(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, ro
                 max_pivots, every, tie_refactor, harris, z0_row, qmax, mnorm, dmax, piv_tol, noise_tol, harris_tol,
                 pivot_ratio, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol, check_tol, t_check,
                 a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz):
-    """The pivots of the path between two refactorizations, compiled: the Python loop of ``_sparse_lemke_run``
+    """The pivots of the path between two refactorizations, compiled: the Python loop of ``sparse._sparse_lemke_run``
     (``compiled=False``) step for step — entering column by FTRAN (``lu_solve_csc`` + etas), the ratio test
     (``harris_sketch`` or ``textbook_tied``), lexicographic ties on rows of B⁻¹ by BTRAN
     (``btran_row``), the rhs clamp, the pivot on r, Y and the eta file, the early exit.
