@@ -239,17 +239,19 @@ def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
     bodies = int((~model.body_fixed).sum())
     sap = model.solver.kind == "sap"
     solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if sap else "")
-    warm = (f"; plus {d['warmup_s']:.2f} s compiling/loading kernels, not in ms/step"
+    # The compilation time is part of the wall time: say so, and that ms/step leaves it out.
+    warm = (f"{d['warmup_s']:.2f} s of it compiling/loading kernels, not in ms/step"
             if d["warmup_s"] >= 0.005 else "")
     lines = [
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
         f"steps      {d['steps']} ({traj.time[-1]:.4g} s simulated) in {d['wall_time_s']:.2f} s wall, "
         f"{d['ms_per_step']:.3f} ms/step" + (f"\n           ({rounding})" if rounding else "")
-        + (f"\n           ({warm[2:]})" if warm else ""),
+        + (f"\n           ({warm})" if warm else ""),
+    ] + ([f"path       {stats.path}"] if getattr(stats, "path", "") else []) + [
         _effort_line(d, sap),
         f"contacts   mean {d['mean_contacts']:.1f}, max {d['max_contacts']} per step",
-        _result_line(d, traj, sap),
+        _result_line(d, traj, sap, stats),
         f"output     {path} ({traj.num_frames} frames)",
     ]
     return "\n".join(lines)
@@ -266,14 +268,16 @@ def _effort_line(d: dict, sap: bool) -> str:
     return line + (f"; {warm} of {d['steps']} steps solved by the warm start" if warm else "")
 
 
-def _result_line(d: dict, traj, sap: bool) -> str:
-    """How the run ended, in words that cannot contradict each other."""
+def _result_line(d: dict, traj, sap: bool, stats=None) -> str:
+    """How the run ended, in words that cannot contradict each other; non-converged steps in one line
+    (count, first step, worst residual)."""
     n = d["unconverged_steps"]
-    unconverged = f"{n} step{'s' if n != 1 else ''} did not converge"
+    unconverged = (stats.unconverged_text() if hasattr(stats, "unconverged_text") else "") or \
+        f"{n} step{'s' if n != 1 else ''} did not converge"
     if traj.failure:
         return f"result     STOPPED EARLY: {traj.failure}" + (f" ({unconverged} before)" if n else "")
     if n:
-        hint = " (the run went on with the last iterate; --strict stops at the first)" if sap else ""
+        hint = "; the run went on with the last iterate (--strict stops at the first)" if sap else ""
         return f"result     completed; {unconverged}{hint}"
     return "result     completed, every step converged"
 
