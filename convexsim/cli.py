@@ -77,11 +77,35 @@ def _add_run(sub) -> None:
                    help="with --view/--html: draw each link's joint frame and axis (scenes with joints)")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
+    _add_display_flags(p)
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     _add_slip_curvature_flag(p)
     _add_unit_flag(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_display_flags(p) -> None:
+    """--forces, --force-scale, --contacts of `run` (with --view/--html) and `view`."""
+    p.add_argument("--forces", choices=["auto", "capped", "scaled", "top", "off"], default="auto",
+                   help="force arrows: capped (every contact, at most the scene radius long), scaled (not "
+                        "capped), top (the 12 largest forces of each frame), off (contact points only); "
+                        "auto (default): capped, or top when a frame has more than 40 contacts (the legend says so)")
+    p.add_argument("--force-scale", type=float, metavar="M_PER_N",
+                   help="arrow length per newton [m/N] (default: a quarter of the scene for the heaviest body's weight)")
+    p.add_argument("--contacts", choices=["on", "off"], default="on",
+                   help="off: no contact points and no force arrows")
+
+
+def _display_kwargs(args) -> dict:
+    """export_html / RunViewer / serve_trajectories keywords of the display flags."""
+    import math
+
+    scale = getattr(args, "force_scale", None)
+    if scale is not None and not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"--force-scale must be a finite number > 0 [m/N], got {scale!r}")
+    return {"forces": getattr(args, "forces", "auto"), "force_scale": scale,
+            "show_contacts": getattr(args, "contacts", "on") != "off"}
 
 
 def _add_slip_curvature_flag(p) -> None:
@@ -187,7 +211,7 @@ def _cmd_run(args, viewer=None) -> int:
         from convexsim import viz
 
         path = viz.export_html(trajectories, args.html, layout=args.layout,   # labels as on the --view page
-                               joint_frames=args.joint_frames)
+                               joint_frames=args.joint_frames, **_display_kwargs(args))
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
     if viewer is not None:
         if args.no_wait:               # publish the playback (for scripts), but announce no URL about to die
@@ -227,10 +251,16 @@ def _run_viewer(args):
             raise ValueError("--no-wait only applies to --view")
         if getattr(args, "joint_frames", False) and not getattr(args, "html", None):
             raise ValueError("--joint-frames draws in the viewer: use it together with --view or --html")
+        drawn = [f for f, on in (("--forces", getattr(args, "forces", "auto") != "auto"),
+                                 ("--force-scale", getattr(args, "force_scale", None) is not None),
+                                 ("--contacts", getattr(args, "contacts", "on") != "on")) if on]
+        if drawn and not getattr(args, "html", None):
+            raise ValueError(f"{drawn[0]} changes what the viewer draws: use it together with --view or --html")
+        _display_kwargs(args)
         return contextlib.nullcontext()
     from convexsim import viz
 
-    return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames)
+    return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames, **_display_kwargs(args))
 
 
 def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
@@ -450,6 +480,7 @@ def _add_view(sub) -> None:
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
     p.add_argument("--joint-frames", action="store_true",
                    help="draw each link's joint frame and axis (scenes with joints)")
+    _add_display_flags(p)
     p.set_defaults(func=cmd_view)
 
 
@@ -464,11 +495,12 @@ def cmd_view(args) -> int:
     check_comparable(trajs, list(args.trajectories), args.layout)
     labels = args.labels           # None: the playback's labels ("SAP (sap)", "LCP", …)
     if args.html:
-        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout, joint_frames=args.joint_frames)
+        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout, joint_frames=args.joint_frames,
+                               **_display_kwargs(args))
         print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)")
         return EXIT_OK
     viz.serve_trajectories(trajs, labels=labels, layout=args.layout, port=args.port,
-                           joint_frames=args.joint_frames)
+                           joint_frames=args.joint_frames, **_display_kwargs(args))
     return EXIT_OK
 
 
