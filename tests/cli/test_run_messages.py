@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+import pytest
+
 from convexsim.cli import EXIT_OK, main
 
 
@@ -59,3 +62,36 @@ def test_summary_says_the_compile_time_is_inside_the_wall_time():
     text = _summary(model, traj, stats, tmp := __import__("pathlib").Path("x.npz"))
     assert "0.96 s of it compiling/loading kernels, not in ms/step" in text and "plus" not in text
     assert tmp.name == "x.npz"
+
+
+@pytest.mark.parametrize("name", ["rest_penetration_vs_stiffness", "rest_penetration_vs_stiffness.yaml",
+                                  "studies/sliding_hop", "scenes/studies/sliding_hop",
+                                  "identification/mu_vs_noise"])
+def test_a_study_is_named_like_a_scene(name, repo):
+    from convexsim.studies.cli import resolve_study_path
+
+    path = resolve_study_path(name)
+    assert path.is_file() and path.resolve().is_relative_to((repo / "scenes" / "studies").resolve())
+    assert path.stem == name.rsplit("/", 1)[-1].removesuffix(".yaml")
+
+
+def test_a_study_name_that_does_not_exist_lists_the_studies():
+    from convexsim.studies.cli import resolve_study_path
+
+    with pytest.raises(FileNotFoundError, match="study files in .*sliding_hop.yaml"):
+        resolve_study_path("sliding_hopp")
+
+
+def test_the_shipped_urdf_arm_stands_on_a_post_and_swings_clear_of_it(repo):
+    """issue 27: the imported two_link_arm hung 1.25 m above its base with nothing under it."""
+    from convexsim.scene import load_scene
+    from convexsim.simulate import simulate
+
+    arm = repo / "scenes" / "robots" / "two_link_arm.urdf"
+    base = load_scene(str(arm)).bodies[0]
+    assert base.fixed
+    top = max(g.position[2] + g.size[2] / 2 for g in base.geometries)
+    assert top >= 1.5 - 0.05               # the post reaches the shoulder (z = 1.5)
+    traj = simulate(str(arm), duration=0.3, overrides=["joints.shoulder.initial_position=1.0"])
+    assert not traj.failure and int(traj.contact_offsets[-1]) == 0     # swings beside the post
+    assert np.ptp(traj.position[:, 2, 0]) > 0.1
