@@ -609,6 +609,7 @@ def cmd_bench(args) -> int:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver,
                                         slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
+    print(sap_bench.scene_table_legend(), flush=True)
     if not args.scenes:
         from convexsim import bench_lcp
 

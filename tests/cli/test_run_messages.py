@@ -95,3 +95,16 @@ def test_the_shipped_urdf_arm_stands_on_a_post_and_swings_clear_of_it(repo):
     traj = simulate(str(arm), duration=0.3, overrides=["joints.shoulder.initial_position=1.0"])
     assert not traj.failure and int(traj.contact_offsets[-1]) == 0     # swings beside the post
     assert np.ptp(traj.position[:, 2, 0]) > 0.1
+
+
+def test_every_bench_scene_column_has_a_legend():
+    from convexsim import bench
+
+    header = bench.scene_table_header()
+    titles = [t for t in bench.SCENE_TABLE_LEGEND]
+    # the header is exactly these titles, right- or left-aligned in fixed widths
+    assert "".join(header.split()) == "".join("".join(t.split()) for t in titles)
+    legend = bench.scene_table_legend()
+    for t in titles:
+        assert f"  {t} " in legend
+    assert len(legend.splitlines()) == len(titles)
