@@ -69,15 +69,32 @@ def test_pickles_as_itself():
 
 
 def test_kernel_modules_lists_every_module_that_defines_kernels():
-    """The cache fingerprint covers exactly the modules that import the kernel decorator."""
+    """kernel_modules() is every module that imports the kernel decorator (derived, never by hand)."""
     from pathlib import Path
 
-    from convexsim._jit import KERNEL_MODULES
+    from convexsim._jit import kernel_modules
 
     root = Path(__file__).resolve().parents[1] / "convexsim"
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if p.name != "_jit.py" and "_jit import" in p.read_text(encoding="utf-8"))
-    assert sorted(KERNEL_MODULES) == users
+    assert list(kernel_modules()) == users
+    assert "geometry/boxes.py" in users and "stepping/compiled_kernels.py" in users
+
+
+def test_a_kernels_fingerprint_covers_its_import_closure_only():
+    """The stepper's kernels depend on collision's files (an edit there must recompile them); collision's
+    kernels do not depend on the stepper's (an edit there must not recompile them)."""
+    from pathlib import Path
+
+    from convexsim._jit import import_closure
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    stepper = set(import_closure(root / "stepping" / "compiled_kernels.py"))
+    boxes = set(import_closure(root / "geometry" / "boxes.py"))
+    assert root / "geometry" / "transforms.py" in stepper and root / "geometry" / "boxes.py" in stepper
+    assert root / "geometry" / "transforms.py" in boxes
+    assert root / "stepping" / "compiled_kernels.py" not in boxes
+    assert not any("stepping" in f.parts or "lcp" in f.parts for f in boxes)
 
 
 PROBE = '''
