@@ -537,10 +537,10 @@ def _add_bench(sub) -> None:
 
 def cmd_bench(args) -> int:
     if args.startup:
-        from convexsim import bench_startup
+        from convexsim.tools import bench_startup
 
         return bench_startup.main()
-    from convexsim import bench as sap_bench
+    from convexsim.tools import bench as sap_bench
 
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
@@ -554,7 +554,7 @@ def cmd_bench(args) -> int:
             return EXIT_OK
         print()
     if args.vs:
-        from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
+        from convexsim.tools.compare_engines.bench import DEFAULT_SCENES, bench_vs
 
         chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
         return bench_vs([(_resolve_scene(s), s, d) for s, d in chosen], args.vs)
@@ -574,7 +574,7 @@ def cmd_bench(args) -> int:
                                         slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
     if not args.scenes:
-        from convexsim import bench_lcp
+        from convexsim.tools import bench_lcp
 
         print()
         print(bench_lcp.format_lcp_small_table(bench_lcp.run_lcp_small_bench()), flush=True)
@@ -643,8 +643,8 @@ def _add_warmup(sub) -> None:
 
 
 def cmd_warmup(args) -> int:
-    from convexsim.kernels import uncached_kernels
-    from convexsim.warmup import warm_up
+    from convexsim.tools.kernels import uncached_kernels
+    from convexsim.tools.warmup import warm_up
 
     before = set(uncached_kernels())
     seconds = warm_up(progress=True)

@@ -97,6 +97,24 @@ def test_a_kernels_fingerprint_covers_its_import_closure_only():
     assert not any("stepping" in f.parts or "lcp" in f.parts for f in boxes)
 
 
+def test_the_rotation_formula_module_is_in_the_closure_of_the_kernels_that_compile_it():
+    """spatial.rotation_entries is plain Python that geometry.transforms compiles into its kernels: its file is
+    in the cache fingerprint of every kernel module that reaches transforms (an edit of the formula recompiles
+    them), and it imports no numba (numpy callers use it without the JIT)."""
+    import ast
+    from pathlib import Path
+
+    from convexsim._jit import import_closure
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    for rel in ("geometry/transforms.py", "geometry/boxes.py", "stepping/compiled_kernels.py"):
+        assert root / "spatial.py" in import_closure(root / rel), rel
+    tree = ast.parse((root / "spatial.py").read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.split(".")[0] == "numba" or m == "convexsim._jit"}
+
+
 PROBE = '''
 
 @jit

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time as _time
 
-from convexsim.kernels import KernelClock
 from convexsim.simulate import prepare, run_model
+from convexsim.tools.kernels import KernelClock
 
 WARMUP_SCENE = {
     "name": "warmup",
