@@ -573,10 +573,10 @@ def _add_bench(sub) -> None:
 
 def cmd_bench(args) -> int:
     if args.startup:
-        from convexsim import bench_startup
+        from convexsim.tools import bench_startup
 
         return bench_startup.main()
-    from convexsim import bench as sap_bench
+    from convexsim.tools import bench as sap_bench
 
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
@@ -590,7 +590,7 @@ def cmd_bench(args) -> int:
             return EXIT_OK
         print()
     if args.vs:
-        from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
+        from convexsim.tools.compare_engines.bench import DEFAULT_SCENES, bench_vs
 
         chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
         return bench_vs([(_resolve_scene(s), s, d) for s, d in chosen], args.vs)
@@ -611,7 +611,7 @@ def cmd_bench(args) -> int:
         print(sap_bench.scene_row(row), flush=True)
     print(sap_bench.scene_table_legend(), flush=True)
     if not args.scenes:
-        from convexsim import bench_lcp
+        from convexsim.tools import bench_lcp
 
         print()
         print(bench_lcp.format_lcp_small_table(bench_lcp.run_lcp_small_bench()), flush=True)
@@ -674,17 +674,24 @@ def cmd_seeds(args) -> int:
 def _add_warmup(sub) -> None:
     p = sub.add_parser("warmup", help="compile the numba kernels now (first run; `make demo` does it)",
                        description="Compile the numba kernels of every solver path (or load them from the "
-                                   "disk cache) on a tiny scene, so that the next run starts at full speed. "
-                                   "The first time takes about half a minute; later it takes a few seconds.")
+                                   "disk cache) on tiny scenes, so that the next run starts at full speed. "
+                                   "The SAP and LCP kernels compile in parallel processes (one per core); "
+                                   "a progress line every 10 s while they compile. Later calls load them "
+                                   "from the cache in a few seconds.")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="processes to compile in (default: one per core, at most 2)")
     p.set_defaults(func=cmd_warmup)
 
 
 def cmd_warmup(args) -> int:
-    from convexsim.kernels import uncached_kernels
-    from convexsim.warmup import warm_up
+    from convexsim.tools.kernels import uncached_kernels
+    from convexsim.tools.warmup import warm_up
 
     before = set(uncached_kernels())
-    seconds = warm_up(progress=True)
+    if before:
+        print(f"warmup: compiling {len(before)} kernels (first run or changed sources; cached for later runs)…",
+              file=sys.stderr, flush=True)
+    seconds = warm_up(progress=True, jobs=args.jobs)
     compiled = len(before - set(uncached_kernels()))
     what = f"compiled {compiled} kernels" if compiled else "kernels already compiled (loaded from the cache)"
     print(f"warmup: {what} in {seconds:.1f} s")

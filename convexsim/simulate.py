@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
-from convexsim.kernels import KernelClock
+from convexsim.tools.kernels import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import PATHS, ConvergenceWarning, SimulationError, StepInfo
 

@@ -1,7 +1,7 @@
-"""Benchmarks: random SAP problems vs size (``python -m convexsim.bench``) and scene stepping
+"""Benchmarks: random SAP problems vs size (``python -m convexsim.tools.bench``) and scene stepping
 (:func:`scene_benchmark`, printed by ``convexsim bench``).
 
-    python -m convexsim.bench [--sizes 10 100 1000] [--repeats 3] [--seed 0]
+    python -m convexsim.tools.bench [--sizes 10 100 1000] [--repeats 3] [--seed 0]
 
 Each problem is one "sap"-model time step (dt = 10 ms) of N free rigid bodies (6-dof cliques, angular-first
 [ω; v]) resting on the ground and touching neighbours, ~3 contacts per body (see :func:`contact_layout`;
@@ -284,8 +284,8 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    """CLI entry point: ``python -m convexsim.bench``."""
-    parser = argparse.ArgumentParser(prog="python -m convexsim.bench", description=__doc__.split("\n")[0])
+    """CLI entry point: ``python -m convexsim.tools.bench``."""
+    parser = argparse.ArgumentParser(prog="python -m convexsim.tools.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="numbers of bodies")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per size (median reported)")
     parser.add_argument("--seed", type=int, default=0)
