@@ -18,7 +18,7 @@ def rotation_entries(w, x, y, z):
 
     The package's one quaternion → rotation formula. Scalars or arrays of one shape (entries of that shape);
     numba compiles it as it stands (``geometry.transforms.quat_to_rot``), so keep it plain arithmetic. Its
-    source is part of the kernel cache fingerprint (``convexsim._jit.KERNEL_FORMULA_MODULES``)."""
+    file is in the cache fingerprint of every kernel module that imports it (``convexsim._jit``)."""
     return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
             2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
             2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))

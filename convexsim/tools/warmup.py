@@ -3,6 +3,7 @@ bytecode of convexsim's modules."""
 
 from __future__ import annotations
 
+import sys
 import time as _time
 
 from convexsim.simulate import prepare, run_model
@@ -111,31 +112,148 @@ def _warm_crash() -> None:
         crash_guess(form, q, layout.num_contacts, layout.num_directions)
 
 
-def warm_up(*, steps: int = 3, progress: bool = True) -> float:
-    """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
-    :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
-    reference Python path, and the compiled single step of ``stepping.step``) and LCP (compiled and reference
-    paths), then of :data:`WARMUP_TREE_SCENE` with SAP and LCP (the articulated stepper); and write the modules'
-    bytecode (:func:`write_bytecode`). Returns the wall time [s]; with ``progress`` the first-run notice is
-    printed when there is anything to compile."""
+def _warm_sap(steps: int) -> None:
+    """The SAP kernels: ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar
+    (the compiled run loop, the reference Python path, the compiled single step of ``stepping.step``), then
+    of :data:`WARMUP_TREE_SCENE` (the articulated stepper)."""
     from convexsim.stepping import step
+
+    for model_name in ("sap", "lagged", "similar"):
+        model, state, _ = prepare(WARMUP_SCENE, solver="sap", contact_model=model_name)
+        for path in ("compiled", "reference"):
+            run_model(model, state, duration=steps * model.time_step, path=path)
+        step(model, state, path="compiled")
+    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
+    run_model(model, state, duration=steps * model.time_step)
+
+
+def _warm_lcp(steps: int) -> None:
+    """The LCP kernels: :data:`WARMUP_SCENE` on the compiled LCP step and its reference, the tree scene on the
+    LCP stepper, the sparse-LU Lemke kernels and the crash basis."""
+    model, state, _ = prepare(WARMUP_SCENE, solver="lcp", contact_model="sap")
+    for path in ("compiled", "reference"):
+        run_model(model, state, duration=steps * model.time_step, path=path)
+    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
+    run_model(model, state, duration=steps * model.time_step)
+    _warm_sparse_lemke()
+    _warm_crash()
+
+
+GROUPS = {"sap": _warm_sap, "lcp": _warm_lcp}
+"""The warm-up's independent parts (their kernels barely overlap), compiled in parallel processes when the
+machine has the cores: on 2 cores the warm-up takes about as long as the larger part (LCP, about half of
+the total) instead of the sum."""
+
+PROGRESS_EVERY_S = 10.0
+"""A compilation that is still running prints a progress line at least this often [s]."""
+
+
+class _Progress:
+    """Counts the convexsim kernels compiled in this process (numba's ``numba:compile`` events) and prints
+    ``compiling kernels [label]: N compiled, T s`` to stderr every :data:`PROGRESS_EVERY_S` seconds from a
+    background thread, so that a long compilation is never silent."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.label, self.enabled = label, enabled
+        self.compiled = 0
+        self._stop = None
+
+    def __enter__(self):
+        import threading
+
+        from numba.core import event
+
+        progress = self
+
+        class _Count(event.Listener):
+            def on_start(self, ev):
+                pass
+
+            def on_end(self, ev):
+                d = ev.data.get("dispatcher")
+                if d is not None and getattr(d.py_func, "__module__", "").startswith("convexsim"):
+                    progress.compiled += 1
+
+        self._listener = _Count()
+        event.register("numba:compile", self._listener)
+        self._t0 = _time.perf_counter()
+        if self.enabled:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._report, daemon=True)
+            self._thread.start()
+        return self
+
+    def _report(self) -> None:
+        while not self._stop.wait(PROGRESS_EVERY_S):
+            if self.compiled:
+                print(f"compiling kernels [{self.label}]: {self.compiled} compiled, "
+                      f"{_time.perf_counter() - self._t0:.0f} s", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc) -> None:
+        from numba.core import event
+
+        event.unregister("numba:compile", self._listener)
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+
+
+def _start_group_process(name: str, steps: int, progress: bool):
+    """``python -m convexsim.tools.warmup --group NAME`` in a child process (same environment, hence the same
+    NUMBA_CACHE_DIR; numba's cache writes are atomic renames, safe across processes); its progress lines go
+    to this process's stderr."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "convexsim.tools.warmup", "--group", name, "--steps", str(steps)]
+    if not progress:
+        cmd.append("--quiet")
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+
+
+def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None) -> float:
+    """Compile (or load from the disk cache) the kernels a run needs: the parts of :data:`GROUPS` (SAP:
+    ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar on the compiled and
+    reference paths, and of :data:`WARMUP_TREE_SCENE`; LCP: the same scenes on the LCP stepper, sparse Lemke,
+    the crash basis), in ``jobs`` processes at once (default: one per core, at most one per part); and write
+    the modules' bytecode (:func:`write_bytecode`). Returns the wall time [s]. With ``progress`` a line on
+    stderr at least every :data:`PROGRESS_EVERY_S` s while kernels compile. A part whose child process fails
+    is warmed up again in this process (its error then surfaces here)."""
+    import os
 
     t0 = _time.perf_counter()
     write_bytecode()
-    with KernelClock(notice=progress):
-        for solver, model_name in (("sap", "sap"), ("sap", "lagged"), ("sap", "similar"), ("lcp", "sap")):
-            model, state, _ = prepare(WARMUP_SCENE, solver=solver, contact_model=model_name)
-            paths = ("compiled", "reference")       # LCP too: the compiled LCP step and its reference
-            for path in paths:
-                run_model(model, state, duration=steps * model.time_step, path=path)
-            if solver == "sap":
-                step(model, state, path="compiled")
-        for solver in ("sap", "lcp"):
-            model, state, _ = prepare(WARMUP_TREE_SCENE, solver=solver)
-            run_model(model, state, duration=steps * model.time_step)
-        _warm_sparse_lemke()
-        _warm_crash()
+    jobs = min(len(GROUPS), os.cpu_count() or 1) if jobs is None else max(1, min(int(jobs), len(GROUPS)))
+    names = list(GROUPS)
+    here, elsewhere = names[:len(names) - (jobs - 1)], names[len(names) - (jobs - 1):]
+    children = [(name, _start_group_process(name, steps, progress)) for name in elsewhere]
+    try:
+        with KernelClock(notice=False), _Progress("+".join(here), progress):
+            for name in here:
+                GROUPS[name](steps)
+    finally:
+        failed = [name for name, child in children if child.wait() != 0]
+    for name in failed:                       # rerun here: the child's error, if it is real, is raised now
+        with KernelClock(notice=False), _Progress(name, progress):
+            GROUPS[name](steps)
     return _time.perf_counter() - t0
 
 
-__all__ = ["warm_up", "write_bytecode", "WARMUP_SCENE", "WARMUP_TREE_SCENE"]
+def _main(argv=None) -> int:
+    """``python -m convexsim.tools.warmup --group NAME``: one part of the warm-up (a child of :func:`warm_up`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m convexsim.tools.warmup")
+    parser.add_argument("--group", choices=sorted(GROUPS), required=True)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    with KernelClock(notice=False), _Progress(args.group, not args.quiet):
+        GROUPS[args.group](args.steps)
+    return 0
+
+
+__all__ = ["warm_up", "write_bytecode", "GROUPS", "WARMUP_SCENE", "WARMUP_TREE_SCENE"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

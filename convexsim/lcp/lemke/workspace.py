@@ -31,7 +31,7 @@ class LemkeWorkspace:
         self.perm = np.zeros(cap, np.int64)
         self.perm2 = np.zeros(cap, np.int64)
         self.basis = np.zeros(cap, np.int64)
-        self.vecs = np.zeros((6, cap))
+        self.vecs = np.zeros(6 * cap)            # (6, n) views are C-contiguous for every n
         self.ibuf = np.zeros(4 * cap, np.int64)
         self.fbuf = np.zeros(8 * cap)
 
@@ -43,7 +43,7 @@ class LemkeWorkspace:
             self.tableau = np.zeros(cap * (2 * cap + 2))
         T = self.tableau[: n * (2 * n + 2)].reshape(n, 2 * n + 2)
         lu = self.lu[: n * n].reshape(n, n)
-        return T, lu, self.perm[:n], self.perm2[:n], self.basis[:n], self.vecs[:, :n]
+        return T, lu, self.perm[:n], self.perm2[:n], self.basis[:n], self.vecs[:6 * n].reshape(6, n)
 
     def revised_views(self, n: int):
         """Views for the revised kernel: ((B⁻¹)ᵀ (n, n), rhs (n,), column (n,), lu, perm, perm2, basis, vecs,
@@ -56,4 +56,4 @@ class LemkeWorkspace:
         lu = self.lu[: n * n].reshape(n, n)
         f = self.fbuf
         return (Bt, f[:n], f[cap:cap + n], lu, self.perm[:n], self.perm2[:n], self.basis[:n],
-                self.vecs[:, :n], self.ibuf[:4 * n], f[2 * cap:2 * cap + 6 * n])
+                self.vecs[:6 * n].reshape(6, n), self.ibuf[:4 * n], f[2 * cap:2 * cap + 6 * n])
