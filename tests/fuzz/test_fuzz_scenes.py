@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 from fuzz_kit import NASTY_VALUES, check_cli, error_lines, get, paths
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from repo_paths import SCENES
 
@@ -147,10 +147,12 @@ def check_scene_document(doc, tmp: Path, run: bool) -> int:
     status, _, err = check_cli(["validate", str(path)])
     assert status in (0, 2)
     if status == 2:
+        event("refused")
         lines = error_lines(err)
         assert lines and all(str(path) in ln or ln.startswith("  - ") for ln in lines), err
         return status
     duration = _runnable(doc) if run else None
+    event("validated" if duration is None else "ran two steps")
     if duration is not None:
         out = tmp / "run.npz"
         out.unlink(missing_ok=True)
