@@ -527,7 +527,11 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
     try:
         try:
             data, node = _compose_and_construct(text, _FastLoader)
-        except yaml.YAMLError:
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            if "nesting depth" in str(err) and mark is not None:   # libyaml's limit (1000): the Python
+                raise _YamlShapeError(f"collections nested more than {MAX_YAML_DEPTH} deep",   # loader would
+                                      mark.line + 1) from None                              # recurse slowly
             data, node = _compose_and_construct(text, _Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
