@@ -46,7 +46,7 @@ def evaluate(model, train: LearnData, test: LearnData) -> dict:
         "converged": [bool(c) for c in model.info.converged],
         "rmse": rmse,
         "std_y": std_y,
-        "rmse_over_std": rmse / std_y,
+        "rmse_over_std": rmse / std_y if std_y > 0 else (0.0 if rmse == 0 else math.inf),   # constant test Y
         "baseline_rmse": base,
         "baseline_ratio": base / rmse if rmse > 0 else math.inf,
         "mode_accuracy": acc,
