@@ -394,6 +394,8 @@ def _read_npz(path: Path) -> Trajectory:
     if not (np.isfinite(kwargs["time_step"]) and kwargs["time_step"] >= 0):
         raise TrajectoryFormatError(f"{path}: field 'time_step' is {kwargs['time_step']}, expected a finite "
                                     "number of seconds >= 0")
+    if kwargs["scene_yaml"].strip():
+        _check_scene_yaml(path, kwargs["scene_yaml"])
     try:
         meta = json.loads(meta_text)
     except ValueError as exc:
@@ -404,6 +406,19 @@ def _read_npz(path: Path) -> Trajectory:
     except TrajectoryFormatError as exc:
         raise TrajectoryFormatError(f"{path}: {exc}") from None
     return traj
+
+
+def _check_scene_yaml(path: Path, text: str) -> None:
+    """``scene_yaml`` is YAML (within the scene reader's limits: no alias bombs, recursion or deep nesting) of a
+    mapping; whether it is a valid scene is for the commands that compile it (view, identify) to say."""
+    from convexsim.scene.load import SceneError, _read_yaml   # pydantic and yaml only for a file with a scene
+
+    try:
+        data, _ = _read_yaml(text, "scene_yaml")
+    except SceneError as exc:
+        raise TrajectoryFormatError(f"{path}: field 'scene_yaml': {exc.problems[0]}") from None
+    if not isinstance(data, dict):
+        raise TrajectoryFormatError(f"{path}: field 'scene_yaml' does not hold a scene (a YAML mapping)")
 
 
 def _clip(text: str, limit: int = 60) -> str:

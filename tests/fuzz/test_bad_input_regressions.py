@@ -177,3 +177,23 @@ def test_extreme_but_legal_values_run_or_are_refused_cleanly(dt, duration, solve
     traj = load_trajectory(out)            # written either way; the loader checks finiteness
     if status == 0:
         assert not traj.failure and traj.num_frames == round(float(duration) / float(dt)) + 1
+
+
+@pytest.mark.parametrize("text", ["{", "a: &a [*a]", "- just a list"], ids=["invalid", "recursive", "list"])
+def test_unreadable_stored_scene_is_refused_by_the_loader(text, box_slide, tmp_path):
+    """A `scene_yaml` that is not YAML of a mapping: identify crashed with yaml's ScannerError (and view's
+    safe_load would recurse or expand an alias bomb); the loader now refuses it naming the field."""
+    path = _rewrite(box_slide, tmp_path / "s.npz", scene_yaml=np.asarray(text))
+    with pytest.raises(TrajectoryFormatError, match="'scene_yaml'"):
+        load_trajectory(path)
+    for argv in (["identify", path, "--method", "mpec", "--out", tmp_path / "id"], ["view", path, "--html", tmp_path / "v.html"]):
+        status, _, err = check_cli(argv)
+        lines = error_lines(err)
+        assert status == 2 and len(lines) == 1 and str(path) in lines[0] and "scene_yaml" in lines[0], err
+
+
+def test_stored_scene_that_does_not_validate_is_refused_by_identify_naming_file_and_field(box_slide, tmp_path):
+    path = _rewrite(box_slide, tmp_path / "s.npz", scene_yaml=np.asarray("bodies: [{name: b, mass: -1}]"))
+    status, _, err = check_cli(["identify", path, "--method", "mpec", "--out", tmp_path / "id"])
+    lines = error_lines(err)
+    assert status == 2 and len(lines) == 1 and str(path) in lines[0] and "scene_yaml" in lines[0], err
