@@ -65,9 +65,11 @@ def _mutate(draw, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
         if kind == "truncate":
             arrays[key] = np.take(arr, range(max(arr.shape[axis] - draw(st.integers(1, 3)), 0)), axis=axis)
         else:
-            arrays[key] = np.concatenate([arr, np.take(arr, [0] * draw(st.integers(1, 2)), axis=axis)]
-                                         if arr.shape[axis] else [arr, np.zeros_like(arr, shape=(1, *arr.shape[1:]))],
-                                         axis=axis)
+            n = draw(st.integers(1, 2))
+            shape = list(arr.shape)
+            shape[axis] = n
+            extra = np.take(arr, [0] * n, axis=axis) if arr.shape[axis] else np.zeros_like(arr, shape=shape)
+            arrays[key] = np.concatenate([arr, extra], axis=axis)
     elif kind == "dtype":
         dtype = draw(st.sampled_from(DTYPES))
         try:
