@@ -138,7 +138,7 @@ def test_random_argument_lists(files, tmp_path, data):
 
 
 @pytest.mark.slow
-@settings(max_examples=600, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=400, deadline=None, suppress_health_check=SUPPRESS)
 @given(data=st.data())
 def test_random_argument_lists_many(files, tmp_path, data):
     argv = _argv_case(files, tmp_path, data)

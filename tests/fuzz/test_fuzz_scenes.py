@@ -190,7 +190,7 @@ def test_mutated_scenes_that_validate_run_two_steps(case, tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=1500, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_documents(max_mutations=4), via_cli=st.integers(0, 3))
 def test_mutated_scenes_validate_cleanly_many(case, via_cli, tmp_path):
     doc, _ = case
@@ -198,7 +198,7 @@ def test_mutated_scenes_validate_cleanly_many(case, via_cli, tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=250, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_documents(max_mutations=2))
 def test_mutated_scenes_run_two_steps_many(case, tmp_path):
     doc, _ = case

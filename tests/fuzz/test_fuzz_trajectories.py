@@ -50,7 +50,9 @@ SCALARS = ["", "sap", "lcp", "rigid", "xyz", "{", "[1, 2]", "null", "name: x", "
 def _mutate(draw, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
     """One mutation of the file's arrays; returns (arrays, description)."""
     arrays = dict(arrays)
-    key = draw(st.sampled_from(sorted(arrays) + ["metadata_json", "scene_yaml", "time_step", "solver_kind"]))
+    if not arrays:
+        return arrays, "unchanged"
+    key = draw(st.sampled_from(sorted(arrays)))      # the 0-d fields (scene_yaml, metadata_json, ...) included
     arr = arrays[key]
     kind = draw(st.sampled_from(["remove", "reshape", "truncate", "extend", "dtype", "nonfinite", "scalar",
                                  "text", "transpose", "empty", "huge", "negative"]))
@@ -173,7 +175,7 @@ def test_broken_trajectories_through_view_and_identify(case, good, good_arrays, 
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=500, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=broken_files(max_mutations=3))
 def test_broken_trajectories_many(case, good, good_arrays, tmp_path):
     n, data = case
@@ -193,7 +195,7 @@ def test_broken_trajectories_through_view_and_identify_many(case, good, good_arr
 
 
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=2, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=broken_files(max_mutations=1))
 def test_identify_on_mutated_trajectories_that_load(case, good, good_arrays, tmp_path):
     """identify runs its fits (seconds each) on the mutants that load: status 0, 1 or 2, no traceback."""

@@ -171,7 +171,7 @@ def test_mutated_urdf_files_that_validate_run_two_steps(case, tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=800, deadline=None, suppress_health_check=SUPPRESS)
+@settings(max_examples=400, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_urdfs(max_mutations=4))
 def test_mutated_urdf_files_many(case, tmp_path):
     _, text, _ = case
