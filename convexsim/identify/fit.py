@@ -87,9 +87,10 @@ def model_and_frames(traj: Trajectory) -> tuple[Model, list[State]]:
     """The trajectory's scene compiled, and one State per frame (from the recorded poses and velocities)."""
     from convexsim.simulate import prepare
 
-    if not traj.scene_yaml:
+    scene = yaml.safe_load(traj.scene_yaml) if traj.scene_yaml.strip() else None
+    if not isinstance(scene, dict):         # "", "null", a comment: YAML of no mapping (load_trajectory's gate)
         raise IdentificationError("the trajectory holds no scene (scene_yaml is empty)")
-    model, _, _ = prepare(yaml.safe_load(traj.scene_yaml))
+    model, _, _ = prepare(scene)
     if traj.num_frames < 3:
         raise IdentificationError(f"the trajectory has {traj.num_frames} frames; at least 3 are needed")
     dt = np.diff(traj.time)
