@@ -411,10 +411,10 @@ def _read_npz(path: Path) -> Trajectory:
 def _check_scene_yaml(path: Path, text: str) -> None:
     """``scene_yaml`` is YAML (within the scene reader's limits: no alias bombs, recursion or deep nesting) of a
     mapping; whether it is a valid scene is for the commands that compile it (view, identify) to say."""
-    from convexsim.scene.load import SceneError, _read_yaml   # pydantic and yaml only for a file with a scene
+    from convexsim.scene.load import SceneError, parse_scene_yaml   # pydantic, yaml: only for a file with a scene
 
     try:
-        data, _ = _read_yaml(text, "scene_yaml")
+        data, _ = parse_scene_yaml(text, "scene_yaml")
     except SceneError as exc:
         raise TrajectoryFormatError(f"{path}: field 'scene_yaml': {exc.problems[0]}") from None
     if not isinstance(data, dict):

@@ -555,6 +555,13 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
     return ({} if data is None else data), node
 
 
+def parse_scene_yaml(text: str, source: str) -> tuple[Any, Any]:
+    """(data, node tree) of scene YAML text, not validated, through the scene reader's checks (syntax,
+    duplicate keys, nesting depth, recursive aliases, alias bombs); SceneError naming ``source`` otherwise.
+    ``load_trajectory`` checks a trajectory's ``scene_yaml`` with it."""
+    return _read_yaml(text, source)
+
+
 def _duplicate_keys(node: Any, loc: Loc) -> list[tuple[Loc, str, int, int]]:
     """(path, key, line, first line) of every key repeated within one YAML mapping, depth first."""
     out: list[tuple[Loc, str, int, int]] = []
@@ -862,6 +869,7 @@ __all__ = [
     "load_scene",
     "scene_from_dict",
     "scene_from_yaml",
+    "parse_scene_yaml",
     "apply_overrides",
     "dump_scene",
     "with_overrides",
