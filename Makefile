@@ -48,7 +48,7 @@ demo: $(VENV)/.core-installed
 # (--dist loadfile: a module's fixtures, e.g. the learn tests' fitted models, are built once).
 # `convexsim warmup` first compiles the numba kernels into NUMBA_CACHE_DIR once, so that the workers load
 # them instead of both compiling them (numba's cache writes are atomic renames, safe across processes).
-# The Lemke tests on real contact data (marker blas_variant: the captured contact LCPs, the perturbation
+# The Lemke tests on real contact data (marker roundoff: the captured contact LCPs, the perturbation
 # tests, LCP runs of the shipped scenes, the warm start along them) run again under other BLAS settings:
 # Lemke's answers must not depend on the kernel (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits
 # of the contact LCP. The other tests/lcp tests (textbook and random LCPs, the worked examples, trajectory
@@ -57,7 +57,7 @@ demo: $(VENV)/.core-installed
 # mixed_clutter LCP runs first), not by test count, which sent those one-test files last and left one worker
 # running them alone for minutes.
 # --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
-BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
+BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "roundoff and not slow" tests/lcp
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25

@@ -67,7 +67,7 @@ def _trajectory(name, duration, monkeypatch, work):
     return np.array(qs), np.array(vs)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name,duration", [("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 0.3)])
 def test_trajectories_equal_reference_assembly(monkeypatch, name, duration):
     from convexsim.stepping import lcp_stepper as stepper

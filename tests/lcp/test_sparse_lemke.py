@@ -129,7 +129,7 @@ def test_heap_like_contact_lcps_solved_and_checked(seed):
         assert a.solved and passes_final_check(M, q, a.z) and independent_check(M, q, a.z)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("kind", ["rel16", "rel15", "q12"])
 @pytest.mark.parametrize("name", BOX_STACK)
 def test_captured_lcps_solved_under_perturbations(name, kind):
@@ -157,7 +157,7 @@ def test_captured_lcps_solved_under_perturbations(name, kind):
         assert len(failed) <= 3, f"{len(failed)}/{trials} failed: {failed[:5]} (dense failed {dense_failed} of them)"
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("warm", [False, True])
 def test_heap_lcp_cold_and_warm(warm):
     # a real heap island (n = 1490): auto picks the sparse kernel; cold and warm, it solves what the dense
@@ -184,7 +184,7 @@ def test_heap_lcp_cold_and_warm(warm):
             assert passes_final_check(M, q, a.z) and independent_check(M, q, a.z, tol=1e4 * np.finfo(float).eps * n)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("kind", ["exact", "rel16", "rel15", "q12"])
 @pytest.mark.parametrize("name", ["mixed_clutter_heap_t10_cold", "mixed_clutter_heap_t052_cold"])
 def test_cold_heap_lcp_first_run_solves(name, kind):
@@ -211,7 +211,7 @@ def test_cold_heap_lcp_first_run_solves(name, kind):
     assert passes_final_check(M, q, chain.z) and independent_check(M, q, chain.z, tol=tol)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_cycling_heap_lcp_large_island_chain():
     # a cold heap LCP (t = 0.64 s, n = 1910) on which Lemke with d = 1 cycles (pivot limit at every tried cap,
     # 8000 to 95 500; a solved cold heap run takes ≈ 0.8·n). The stepper's chain on a large island stops the
@@ -378,7 +378,7 @@ def _assert_same_run(a, b):
     np.testing.assert_allclose(a.z, b.z, rtol=0, atol=1e-9 * max(np.abs(b.z).max(), 1e-300))
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("perturb", [False, True], ids=["exact", "rel15"])
 @pytest.mark.parametrize("case", [(n, False) for n in HEAPS] + [("mixed_clutter_heap_t09", True)],
                          ids=[n[19:] + "-cold" for n in HEAPS] + ["t09-warm"])
