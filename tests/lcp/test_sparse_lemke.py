@@ -300,6 +300,7 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
     assert dq <= 1e-8 and dv <= 1e-6, (dq, dv)
 
 
+@pytest.mark.roundoff
 def test_sparse_input_same_path_as_dense_input():
     # M handed over in CSR form (how the stepper passes large islands) runs the same sparse kernel on the same
     # compressed copies as a dense M: identical status, pivots and z, cold and warm-started
@@ -331,6 +332,7 @@ def test_sparse_input_validated():
         lemke(scipy.sparse.identity(3, format="csr"), [-1.0, -1.0])
 
 
+@pytest.mark.roundoff
 def test_stepper_chain_on_sparse_island_matches_dense():
     # the stepper's chain with a large island in CSR form: every rung accepts sparse M (the regularized rung
     # adds a sparse εI, the acceptance check reads CSR); same rung, same z as the dense island
@@ -378,6 +380,7 @@ def _assert_same_run(a, b):
     np.testing.assert_allclose(a.z, b.z, rtol=0, atol=1e-9 * max(np.abs(b.z).max(), 1e-300))
 
 
+@pytest.mark.numba_target
 @pytest.mark.roundoff
 @pytest.mark.parametrize("perturb", [False, True], ids=["exact", "rel15"])
 @pytest.mark.parametrize("case", [(n, False) for n in HEAPS] + [("mixed_clutter_heap_t09", True)],
@@ -404,6 +407,8 @@ def test_compiled_walk_same_path_as_python_loop(case, perturb):
         assert b.solved
 
 
+@pytest.mark.roundoff
+@pytest.mark.numba_target
 @pytest.mark.parametrize("variant", ["textbook", "refactor7", "no_tie_refactor", "ray"])
 def test_compiled_walk_same_path_other_rules(variant):
     # the rarer branches of the compiled loop against the Python loop: the textbook ratio test, frequent

@@ -56,6 +56,7 @@ def test_p_matrix_any_guess_gives_the_unique_solution(seed):
         np.testing.assert_allclose(Mp @ r.z + qp, r.w, rtol=0, atol=1e-12 * scale)
 
 
+@pytest.mark.numba_target
 @pytest.mark.roundoff
 @pytest.mark.parametrize("name", CASES)
 def test_empty_guess_is_the_cold_path(name):
