@@ -58,7 +58,6 @@ def _contact_like(m, d, seed, bodies=4):
 
 
 @pytest.mark.roundoff
-@pytest.mark.numba_target
 @pytest.mark.parametrize("rule", ["harris", "textbook"])
 @pytest.mark.parametrize("seed", range(8))
 def test_random_p_matrix_identical_runs(seed, rule):
@@ -71,7 +70,6 @@ def test_random_p_matrix_identical_runs(seed, rule):
 
 
 @pytest.mark.roundoff
-@pytest.mark.numba_target
 @pytest.mark.parametrize("refactor", [-1, 7])
 @pytest.mark.parametrize("seed", range(6))
 def test_contact_like_lcps_identical_runs(seed, refactor):
@@ -84,7 +82,6 @@ def test_contact_like_lcps_identical_runs(seed, refactor):
     assert a.pivots > (7 if refactor == 7 else 1)
 
 
-@pytest.mark.numba_target
 @pytest.mark.roundoff
 @pytest.mark.parametrize("name", CAPTURED + CASES)
 def test_captured_box_stack_lcps_identical_runs(name):

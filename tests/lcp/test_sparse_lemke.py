@@ -273,7 +273,7 @@ def test_auto_choice():
 
 @pytest.mark.parametrize("warm", [False, True])
 def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
-    # box_stack (0.3 s, islands of n = 200-280, resting degenerate manifolds) with "auto" sending every island
+    # box_stack (0.15 s, islands of n = 200-280, resting degenerate manifolds) with "auto" sending every island
     # to the sparse kernel, in lockstep with the default (dense revised at this size). Every step must be
     # solved; the trajectories agree to |Δq| ≤ 1e-8 m, |Δv| ≤ 1e-6 m/s — the bounds of the warm-vs-cold
     # lockstep test (test_warm_start.py): both answers pass the same check (t·s_w ≈ 5e-11 m/s per step), but
@@ -288,7 +288,7 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
     ctx_d, ctx_s = StepContext(), StepContext()
     dq = dv = 0.0
     used = 0
-    for _ in range(300):
+    for _ in range(150):        # the stack settles within ~30 steps; the rest is the resting degenerate case
         monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 10**9)
         sd, _ = stepper.lcp_step(md, sd, ctx_d, warm_start=warm)
         monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 0)
@@ -296,7 +296,7 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
         used += info.contacts.count > 0
         dq = max(dq, float(np.abs(sd.q - ss.q).max()))
         dv = max(dv, float(np.abs(sd.v - ss.v).max()))
-    assert used > 200
+    assert used > 100
     assert dq <= 1e-8 and dv <= 1e-6, (dq, dv)
 
 
