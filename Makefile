@@ -59,9 +59,9 @@ demo: $(VENV)/.core-installed
 # arithmetic: Lemke on real contact data, paths, pivots, rungs, trajectories compared exactly between two code
 # paths) run again under the BLAS kernels of other processors: Haswell (the AVX2 kernel of AMD and older
 # Intel machines; here also one BLAS thread) and Prescott (SSE3). The main run uses this machine's own kernel
-# (SkylakeX on AVX-512). Then the ones marked `numba_target` too (numba kernels decide the branch, and their
-# kernels compile in seconds) run with numba generating code for a generic x86-64 CPU, in a cache of their
-# own (they compile again there: NUMBA_CPU_NAME is part of numba's cache key). The slow ones are not rerun.
+# (SkylakeX on AVX-512). Then the ones marked `numba_target` too (a numba kernel decides the branch; the Lemke
+# kernels, ≈ 1 min of CPU to compile) run with numba generating code for a generic x86-64 CPU, in a cache of
+# their own (compiled again there). The slow ones are not rerun. Costs: README "Testing".
 PYTEST        := $(PY) -m pytest -q
 PARALLEL      := -n 2 --dist loadfile --no-loadscope-reorder
 ROUNDOFF      := $(PYTEST) $(PARALLEL) -p no:cacheprovider -m "roundoff and not slow"
