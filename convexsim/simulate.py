@@ -275,7 +275,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         from convexsim.stepping.compiled import supported_cached
 
         ok, reason = supported_cached(model)
-        if ok:
+        if ok and not model.has_trees:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
         if path == "compiled" and model.solver.kind == "lcp" and not model.has_trees:

@@ -134,6 +134,38 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
             f[p] += f[b]
 
 
+@jit
+def forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, mass, com, inertia, armature, damping,
+                       gravity, v, dt, tree_vstart, tree_nv, A, v_star):
+    """A = M(q) + dt·D (nv, nv) and v* = v + dt·A⁻¹ (−C(q, v) v − g(q) − D v) of a forest, written
+    (numba twin of ``reference_step.free_motion``; no applied torques). Several trees in one set of
+    arrays (parents first, parent −1 = world) give a block-diagonal M; v* is solved tree by tree on
+    the blocks ``tree_vstart[k] : tree_vstart[k] + tree_nv[k]``. Units: M [kg, kg·m, kg·m²], v [rad/s, m/s]."""
+    nb = parent.shape[0]
+    nv = v.shape[0]
+    Ib = np.empty((nb, 6, 6))
+    spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, Ib)
+    Ic = Ib.copy()
+    crba_kernel(parent, dofadr, nvj, S, Ic, A)
+    for d in range(nv):
+        A[d, d] += armature[d]
+    for d in range(nv):
+        A[d, d] += dt * damping[d]
+    zero = np.zeros(nv)
+    tau = np.empty(nv)
+    rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, zero, gravity, np.zeros((nb, 6)), tau)
+    force = np.empty(nv)
+    for d in range(nv):
+        force[d] = -(tau[d] + armature[d] * 0.0) - damping[d] * v[d]
+    for k in range(tree_nv.shape[0]):
+        s, n = tree_vstart[k], tree_nv[k]
+        if n == 0:
+            continue
+        x = np.linalg.solve(np.ascontiguousarray(A[s:s + n, s:s + n]), np.ascontiguousarray(force[s:s + n]))
+        for i in range(n):
+            v_star[s + i] = v[s + i] + dt * x[i]
+
+
 def spatial_inertias(model: MultibodyModel, kin: Kinematics) -> np.ndarray:
     """Spatial inertias about O in W, shape (nbody, 6, 6)."""
     out = np.empty((model.nbody, 6, 6))
@@ -216,6 +248,7 @@ def potential_energy(model: MultibodyModel, q) -> float:
 
 __all__ = [
     "bias_forces",
+    "forest_free_motion",
     "body_spatial_mass",
     "gravity_forces",
     "inverse_dynamics",

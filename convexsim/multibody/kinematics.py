@@ -119,6 +119,63 @@ def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
                     S[3 + k, d + 3 + k] = 1.0
 
 
+@jit
+def path_point_jacobian(parent, dofadr, nvj, S, body, px, py, pz, dof0, out):
+    """J (3, n) with v_P = J v[dof0:dof0 + n] for the point momentarily at p = (px, py, pz) [m] (world) and
+    fixed in ``body``: column d = S_lin,d − p × S_ang,d over the dofs of the joints on the body's path to
+    the world, zero elsewhere (:meth:`Kinematics.spatial_jacobian`, linear rows). ``out`` is written."""
+    out[:, :] = 0.0
+    b = body
+    while b >= 0:
+        d = dofadr[b]
+        for k in range(nvj[b]):
+            col = d + k
+            a0, a1, a2 = S[0, col], S[1, col], S[2, col]
+            c = col - dof0
+            out[0, c] = S[3, col] - (py * a2 - pz * a1)
+            out[1, c] = S[4, col] - (pz * a0 - px * a2)
+            out[2, c] = S[5, col] - (px * a1 - py * a0)
+        b = parent[b]
+
+
+@jit
+def quat_exp_times(rx, ry, rz, bw, bx, by, bz):
+    """exp(r) ⊗ b renormalized: the unit quaternion of the rotation vector r = θ·u [rad] (cos θ/2, sin(θ/2) u,
+    with sin(θ/2)/θ ≈ ½ − θ²/48 below θ = 1e-8, as ``spatial.quat_exp``) times the quaternion b (w, x, y, z),
+    divided by its norm. Returns (w, x, y, z)."""
+    theta = math.sqrt(rx * rx + ry * ry + rz * rz)
+    half = 0.5 * theta
+    k = 0.5 - theta ** 2 / 48.0 if theta < 1e-8 else math.sin(half) / theta
+    aw = math.cos(half)
+    ax, ay, az = k * rx, k * ry, k * rz
+    qw = aw * bw - ax * bx - ay * by - az * bz
+    qx = aw * bx + ax * bw + ay * bz - az * by
+    qy = aw * by - ax * bz + ay * bw + az * bx
+    qz = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    return qw / n, qx / n, qy / n, qz / n
+
+
+@jit
+def integrate_q_kernel(jtype, qadr, dofadr, q, v, dt, q_out):
+    """q_out = q advanced by dt at constant v (numba twin of :func:`integrate_q`): 1-dof joints q + dt v;
+    quaternions exp(dt ω) ⊗ quat renormalized (:func:`quat_exp_times`); FREE positions p + dt ṗ."""
+    for i in range(q.shape[0]):
+        q_out[i] = q[i]
+    for b in range(jtype.shape[0]):
+        t, a, d = jtype[b], qadr[b], dofadr[b]
+        if t == REVOLUTE or t == PRISMATIC:
+            q_out[a] = q[a] + dt * v[d]
+        elif t == BALL or t == FREE:
+            qa = a + 3 if t == FREE else a
+            w, x, y, z = quat_exp_times(dt * v[d], dt * v[d + 1], dt * v[d + 2], q[qa], q[qa + 1], q[qa + 2],
+                                        q[qa + 3])
+            q_out[qa], q_out[qa + 1], q_out[qa + 2], q_out[qa + 3] = w, x, y, z
+            if t == FREE:
+                for k in range(3):
+                    q_out[a + k] = q[a + k] + dt * v[d + 3 + k]
+
+
 class Kinematics:
     """Poses and motion subspaces of every body of a tree at one configuration q.
 
@@ -298,6 +355,9 @@ __all__ = [
     "forward_kinematics",
     "forward_kinematics_reference",
     "integrate_q",
+    "integrate_q_kernel",
+    "path_point_jacobian",
+    "quat_exp_times",
     "joint_transform_reference",
     "normalize_q",
     "qdot",

@@ -87,6 +87,13 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         if model.solver.kind == "lcp":
             from convexsim.stepping.lcp_trees import lcp_trees_step
             return lcp_trees_step(model, state, ctx)
+        if path != "reference":
+            ok, reason = supported_cached(model)
+            if ok:
+                from convexsim.stepping.compiled_trees import compiled_tree_step
+                return compiled_tree_step(model, state, ctx, strict=strict)
+            if path == "compiled":
+                raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
         from convexsim.stepping.articulated import articulated_sap_step
         return articulated_sap_step(model, state, ctx, strict=strict)
     if model.solver.kind == "lcp":            # lcp_step chooses its compiled or reference path

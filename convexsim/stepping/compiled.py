@@ -39,15 +39,25 @@ _SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "facto
                      "numerical_failure")
 
 
-def free_body_layout_problem(model: Model) -> str:
+def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
     """Why the compiled kernels cannot take ``model``'s bodies and shapes ("" if they can): every shape
-    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed. Shared by the
-    compiled SAP and LCP steps."""
+    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed (or, with
+    ``links_allowed``, a link of a kinematic tree). Shared by the compiled SAP and LCP steps."""
     bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
     if bad:
         return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
     fixed = np.asarray(model.body_fixed, dtype=bool)
     dof = np.asarray(model.body_dof)
+    if links_allowed and model.forest is not None:
+        fixed = fixed.copy()
+        for t in model.forest.trees:
+            fixed[t.bodies] = True                # links: neither free nor fixed, their rows come from FK
+        if np.any(dof[np.asarray(model.body_fixed, dtype=bool)] != -1):
+            return "a fixed body has dofs"
+        moving = np.flatnonzero(~fixed)
+        if not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
+            return "bodies are not all free (6 dofs each, in body order), fixed or links"
+        return ""
     moving = np.flatnonzero(~fixed)
     if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
         return "bodies are not all free (6 dofs each, in body order) or fixed"
@@ -57,20 +67,26 @@ def free_body_layout_problem(model: Model) -> str:
 def compiled_step_supported(model: Model) -> tuple[bool, str]:
     """(True, "") when the compiled step can advance ``model``, else (False, the reason).
 
-    Conditions: the SAP solver (not LCP); no kinematic trees (joints); every body free (6 dofs) or fixed; geometry shapes among
-    sphere, box, capsule, halfspace; contact model sap, lagged or similar; every material with
-    stiffness > 0, friction >= 0, dissipation >= 0 (the reference path rejects others when it builds
-    the problem)."""
+    Conditions: the SAP solver (not LCP); every body free (6 dofs), fixed or a link of a kinematic tree
+    whose joints, limits, actuators and couplers ``compiled_trees.tree_layout_problem`` accepts (no cone
+    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace; contact model
+    sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
+    reference path rejects others when it builds the problem). Tree models step by
+    ``compiled_trees.compiled_tree_step``, free-body models by :func:`compiled_step`."""
     if model.solver.kind != "sap":
         return False, f"solver.kind is {model.solver.kind!r}; the compiled step is the SAP step"
     if model.has_trees:
-        return False, "the model has kinematic trees (joints); the compiled step is for free bodies"
+        from convexsim.stepping.compiled_trees import tree_layout_problem
+
+        why = tree_layout_problem(model)
+        if why:
+            return False, why
     try:
         cm = ContactModel(model.contact_model)
     except ValueError:
         return False, f"contact model {model.contact_model!r} is not one of sap, lagged, similar"
     del cm
-    layout = free_body_layout_problem(model)
+    layout = free_body_layout_problem(model, links_allowed=model.has_trees)
     if layout:
         return False, layout
     for name, arr, positive in (("stiffness", model.material_stiffness, True),
@@ -129,7 +145,7 @@ class PackedModel:
         f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
         self.model_arrays = (
             f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
-            np.flatnonzero(~fixed).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
+            np.flatnonzero(np.asarray(model.body_dof) >= 0).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
             np.ascontiguousarray(model.geom_type, dtype=np.int64), f(model.geom_size), geom_body,
             f(model.geom_pos), f(model.geom_quat), rho,
             f(np.asarray(model.material_stiffness)[mat]), f(np.asarray(model.material_friction)[mat]),
@@ -148,6 +164,7 @@ class PackedModel:
 
 _PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
 _SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
+_PACKED_FOREST: dict = {}
 
 
 def _per_model(cache: dict, model: Model, build):

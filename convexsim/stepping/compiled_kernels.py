@@ -725,6 +725,47 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
 
 
 @jit
+def contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d):
+    """(kind (nc,), cpar (nc, NPAR)) of the contacts: combined materials (``contacts.combined_parameters``)
+    and the contact model's kernel parameters (``friction_cone.regularization`` for SAP with the Delassus
+    estimate w [1/kg], ``hunt_crossley.hc_kernel_parameters`` with the normal velocities vn0 [m/s] at v0)."""
+    dt = fpar[F_DT]
+    nc = phi.shape[0]
+    kind_code = ipar[I_CONTACT_KIND]
+    kind = np.full(nc, kind_code, np.int64)
+    cpar = np.zeros((nc, NPAR))
+    k_arr = np.empty(nc)
+    mu_arr = np.empty(nc)
+    tau_arr = np.empty(nc)
+    d_arr = np.empty(nc)
+    for c in range(nc):
+        ga = geoms[c, 0]
+        gb = geoms[c, 1]
+        ka = geom_k[ga]
+        kb = geom_k[gb]
+        ksum = ka + kb
+        musum = geom_mu[ga] + geom_mu[gb]
+        k_arr[c] = ka * kb / ksum if ksum > 0 else 0.0
+        d_arr[c] = (kb * geom_d[ga] + ka * geom_d[gb]) / ksum if ksum > 0 else 0.0
+        mu_arr[c] = 2 * geom_mu[ga] * geom_mu[gb] / musum if musum > 0 else 0.0
+        tau_arr[c] = geom_tau[ga] + geom_tau[gb]
+    if kind_code == KIND_SAP:
+        for c in range(nc):
+            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
+                                            phi[c])
+            cpar[c, 0] = mu_arr[c]
+            cpar[c, 1] = Rt
+            cpar[c, 2] = Rn
+            cpar[c, 5] = vn_hat
+    else:
+        fe0 = np.empty(nc)
+        for c in range(nc):
+            fe0[c] = -k_arr[c] * phi[c]
+        hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
+    return kind, cpar
+
+
+@jit
 def _no_prepared(status, bad, nmov):
     """What :func:`step_prepare` returns for a step that stops before collision."""
     e0 = np.zeros(0)
@@ -838,36 +879,9 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
         if not w[c] > 0.0:
             w[c] = 1.0
     kind_code = ipar[I_CONTACT_KIND]
-    kind = np.full(nc, kind_code, np.int64)
-    cpar = np.zeros((nc, NPAR))
-    k_arr = np.empty(nc)
-    mu_arr = np.empty(nc)
-    tau_arr = np.empty(nc)
-    d_arr = np.empty(nc)
-    for c in range(nc):
-        ga = geoms[c, 0]
-        gb = geoms[c, 1]
-        ka = geom_k[ga]
-        kb = geom_k[gb]
-        ksum = ka + kb
-        musum = geom_mu[ga] + geom_mu[gb]
-        k_arr[c] = ka * kb / ksum if ksum > 0 else 0.0
-        d_arr[c] = (kb * geom_d[ga] + ka * geom_d[gb]) / ksum if ksum > 0 else 0.0
-        mu_arr[c] = 2 * geom_mu[ga] * geom_mu[gb] / musum if musum > 0 else 0.0
-        tau_arr[c] = geom_tau[ga] + geom_tau[gb]
-    if kind_code == KIND_SAP:
+    vn0 = np.empty(nc if kind_code != KIND_SAP else 0)
+    if kind_code != KIND_SAP:
         for c in range(nc):
-            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
-                                            phi[c])
-            cpar[c, 0] = mu_arr[c]
-            cpar[c, 1] = Rt
-            cpar[c, 2] = Rn
-            cpar[c, 5] = vn_hat
-    else:
-        fe0 = np.empty(nc)
-        vn0 = np.empty(nc)
-        for c in range(nc):
-            fe0[c] = -k_arr[c] * phi[c]
             acc = 0.0
             p0 = J_full_ptr[c, 0]
             m0 = body_dof[geom_body[geoms[c, 0]]]
@@ -882,7 +896,7 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
                     t += J_values[J_full_ptr[c, 1] + 12 + j] * v[geom_body[geoms[c, 1]], j]
                 acc += t
             vn0[c] = acc
-        hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
+    kind, cpar = contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d)
     edges, constraint_edge = _clique_graph(cl_red)
     island, nisl = _islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
