@@ -42,7 +42,8 @@ from convexsim.sap import blocks
 from convexsim.sap.constraints import KIND_SAP, NPAR
 from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_LIMIT, KIND_PD, LIMIT_STIFFNESS,
                                              holonomic_row_kernel, limit_in_window, pd_row_kernel)
-from convexsim.stepping.compiled_kernels import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, STEP_BAD_MARGIN, STEP_NONFINITE_END,
+from convexsim.stepping.compiled_kernels import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, RUN_CHUNK_END, RUN_DONE,
+                                                 RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN, STEP_NONFINITE_END,
                                                  STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
                                                  STEP_TOO_LARGE, _CONVERGED, _clique_graph,
                                                  _first_nonfinite_body, _islands, collide_and_filter,
@@ -439,3 +440,73 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                 force, act_force, lim_force, nr)
     return (STEP_OK, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force, act_force,
             lim_force, nr)
+
+
+@jit
+def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_steps, record_every,
+                    fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, st,
+                    c_body, c_point, c_normal, c_phi, c_force):
+    """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
+    steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
+    return value as ``compiled_kernels.run_kernel``, plus per frame the actuator forces fr_act (frames, nact)
+    and limit forces fr_lim (frames, nlim) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
+    step, as the Python loop does."""
+    geom_body = mb[9]
+    dt = fpar[F_DT]
+    nf = 0
+    ncr = 0
+    taken = 0
+    t = t0
+    q_new = np.empty_like(q)
+    v_new = np.empty_like(v)
+    tq_new = np.empty_like(tq)
+    tv_new = np.empty_like(tv)
+    while taken < max_steps and k0 + taken < n_total:
+        k = k0 + taken
+        record = (k + 1) % record_every == 0 or k + 1 == n_total
+        if record and nf >= fr_step.shape[0]:
+            return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
+        (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force,
+         act_force, lim_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_new, v_new,
+                                                         tq_new, tv_new)
+        if status != STEP_OK:
+            return status, taken, nf, ncr, bad, sap_status, iterations
+        nc = phi.shape[0]
+        if record:
+            if ncr + nc > c_phi.shape[0]:
+                return RUN_NEED_CONTACT_SPACE, taken, nf, ncr, -1, 0, nc
+            fr_step[nf] = k + 1
+            fr_q[nf] = q_new
+            fr_v[nf] = v_new
+            quiet = nc == 0 and nrows == 0           # no problem solved: StepInfo's defaults
+            fr_stat[nf, 0] = 0 if quiet else iterations
+            fr_stat[nf, 1] = 1 if (quiet or sap_status == 0) else 0
+            fr_stat[nf, 2] = 0 if quiet else ls_evals
+            fr_stat[nf, 3] = 0 if quiet else sap_status
+            fr_resid[nf] = 0.0 if quiet else resid
+            fr_nc[nf] = nc
+            fr_act[nf] = act_force
+            fr_lim[nf] = lim_force
+            for c in range(nc):
+                c_body[ncr + c, 0] = geom_body[geoms[c, 0]]
+                c_body[ncr + c, 1] = geom_body[geoms[c, 1]]
+                c_phi[ncr + c] = phi[c]
+                for i in range(3):
+                    c_point[ncr + c, i] = point[c, i]
+                    c_normal[ncr + c, i] = normal[c, i]
+                    c_force[ncr + c, i] = force[c, i]
+            ncr += nc
+            nf += 1
+        q[:, :] = q_new
+        v[:, :] = v_new
+        tq[:] = tq_new
+        tv[:] = tv_new
+        quiet = nc == 0 and nrows == 0
+        st[taken, 0] = 0 if quiet else iterations
+        st[taken, 1] = nc
+        st[taken, 2] = 1 if (quiet or sap_status == 0) else 0
+        st[taken, 3] = 0 if quiet else ls_evals
+        taken += 1
+        t += dt
+    code = RUN_DONE if k0 + taken >= n_total else RUN_CHUNK_END
+    return code, taken, nf, ncr, -1, 0, 0
