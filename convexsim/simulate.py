@@ -443,7 +443,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
         pf = packed_forest(model)
         tq = np.array(state.tree_q, dtype=np.float64, order="C")
         tv = np.array(state.tree_v, dtype=np.float64, order="C")
-        force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names])
+        force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names],
+                       [f"constraint:{n}" for n in pf.coupler_names])
         compiled_step = compiled_tree_step      # noqa: F811 - the step taken outside the run kernel
     t, k = float(state.t), int(state.step)
     step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
@@ -461,7 +462,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
         if trees:
             bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
-                        fr_lim=np.empty((frames, len(pf.limit_names))))
+                        fr_lim=np.empty((frames, len(pf.limit_names))),
+                        fr_con=np.empty((frames, len(pf.coupler_names))))
 
     def contact_buffers(rows: int) -> None:
         if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
@@ -484,7 +486,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
                         args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k - step0, n_steps, chunk,
                         record_every, bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"],
-                        bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], st, bufs["c_body"],
+                        bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], bufs["fr_con"], st,
+                        bufs["c_body"],
                         bufs["c_point"], bufs["c_normal"], bufs["c_phi"], bufs["c_force"])
                 else:
                     code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
@@ -513,7 +516,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                         rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
                                          fr_stat[f, 2], n_c, rows)
                         if trees:
-                            rec.forces[-1] = _tree_frame_forces(force_names, bufs["fr_act"][f], bufs["fr_lim"][f])
+                            rec.forces[-1] = _tree_frame_forces(force_names, bufs["fr_act"][f], bufs["fr_lim"][f],
+                                                                bufs["fr_con"][f])
                         f += 1
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
@@ -551,11 +555,13 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     return end.trajectory(metadata)
 
 
-def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray) -> dict:
-    """A frame's named forces (``StepInfo.named_forces``) from the tree run kernel's actuator and limit rows."""
+def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> dict:
+    """A frame's named forces (``StepInfo.named_forces``) from the tree run kernel's actuator, limit and
+    joint-coupler rows."""
     out = {n: np.array([f]) for n, f in zip(names[0], act)}
     for n, f in zip(names[1], lim):          # one entry per limited joint (a joint's limits summed)
         out[n] = out[n] + f if n in out else np.array([f])
+    out.update({n: np.array([f]) for n, f in zip(names[2], con)})
     return out
 
 

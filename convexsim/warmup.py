@@ -115,7 +115,8 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
     """Compile (or load from the disk cache) the kernels a run needs: ``steps`` steps of
     :data:`WARMUP_SCENE` with SAP (contact models sap, lagged, similar; both the compiled run loop and the
     reference Python path, and the compiled single step of ``stepping.step``) and LCP (compiled and reference
-    paths), then of :data:`WARMUP_TREE_SCENE` with SAP and LCP (the articulated stepper); and write the modules'
+    paths), then of :data:`WARMUP_TREE_SCENE` with SAP (the compiled tree run loop and single step, and the reference
+    articulated step) and LCP; and write the modules'
     bytecode (:func:`write_bytecode`). Returns the wall time [s]; with ``progress`` the first-run notice is
     printed when there is anything to compile."""
     from convexsim.stepping import step
@@ -133,6 +134,9 @@ def warm_up(*, steps: int = 3, progress: bool = True) -> float:
         for solver in ("sap", "lcp"):
             model, state, _ = prepare(WARMUP_TREE_SCENE, solver=solver)
             run_model(model, state, duration=steps * model.time_step)
+            if solver == "sap":       # the reference (articulated) step and the compiled single tree step
+                run_model(model, state, duration=steps * model.time_step, path="reference")
+                step(model, state, path="compiled")
         _warm_sparse_lemke()
         _warm_crash()
     return _time.perf_counter() - t0

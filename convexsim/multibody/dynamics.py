@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics
+from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics, small_matmul, small_matvec
 from convexsim.multibody.model import JOINT_NV, MultibodyModel
 
 
@@ -33,13 +33,13 @@ def spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, out):
     """Spatial inertia about O in W of every body into out (nbody, 6, 6)."""
     for b in range(mass.shape[0]):
         R = R_WB[b]
-        c = p_WB[b] + R @ com[b]
-        Ic = R @ inertia[b] @ R.T
+        c = p_WB[b] + small_matvec(R, com[b])
+        Ic = small_matmul(small_matmul(R, inertia[b]), R.T)
         m = mass[b]
         cx = np.zeros((3, 3))
         cx[0, 1], cx[0, 2], cx[1, 2] = -c[2], c[1], -c[0]
         cx[1, 0], cx[2, 0], cx[2, 1] = c[2], -c[1], c[0]
-        out[b, :3, :3] = Ic + m * (cx @ cx.T)
+        out[b, :3, :3] = Ic + m * small_matmul(cx, cx.T)
         out[b, :3, 3:] = m * cx
         out[b, 3:, :3] = m * cx.T
         out[b, 3:, 3:] = 0.0
@@ -57,16 +57,16 @@ def crba_kernel(parent, dofadr, nvj, S, Ib, M):
         n = nvj[b]
         if n > 0:
             d = dofadr[b]
-            Sb = np.ascontiguousarray(S[:, d:d + n])
-            F = Ib[b] @ Sb
-            Mbb = np.ascontiguousarray(Sb.T) @ F
+            Sb = S[:, d:d + n]
+            F = small_matmul(Ib[b], Sb)
+            Mbb = small_matmul(Sb.T, F)
             M[d:d + n, d:d + n] = 0.5 * (Mbb + Mbb.T)  # exactly symmetric
             j = parent[b]
             while j >= 0:
                 nj = nvj[j]
                 if nj > 0:
                     dj = dofadr[j]
-                    blk = np.ascontiguousarray(S[:, dj:dj + nj].T) @ F
+                    blk = small_matmul(S[:, dj:dj + nj].T, F)
                     M[dj:dj + nj, d:d + n] = blk
                     M[d:d + n, dj:dj + nj] = blk.T
                 j = parent[j]
@@ -111,8 +111,8 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
         Ap = a0 if p < 0 else A[p]
         n = nvj[b]
         d = dofadr[b]
-        Sb = np.ascontiguousarray(S[:, d:d + n])
-        vJ = Sb @ np.ascontiguousarray(v[d:d + n])
+        Sb = S[:, d:d + n]
+        vJ = small_matvec(Sb, v[d:d + n])
         V[b] = Vp + vJ
         t = jtype[b]
         if t == FREE:
@@ -122,13 +122,13 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
             c = _cross_motion(Vp, vJ)
         else:
             c = np.zeros(6)
-        A[b] = Ap + Sb @ np.ascontiguousarray(a[d:d + n]) + c
-        IV = Ib[b] @ V[b]
-        f[b] = Ib[b] @ A[b] + _cross_force(V[b], IV) - f_ext[b]
+        A[b] = Ap + small_matvec(Sb, a[d:d + n]) + c
+        IV = small_matvec(Ib[b], V[b])
+        f[b] = small_matvec(Ib[b], A[b]) + _cross_force(V[b], IV) - f_ext[b]
     for b in range(nb - 1, -1, -1):
         n = nvj[b]
         d = dofadr[b]
-        tau[d:d + n] = np.ascontiguousarray(S[:, d:d + n].T) @ f[b]
+        tau[d:d + n] = small_matvec(S[:, d:d + n].T, f[b])
         p = parent[b]
         if p >= 0:
             f[p] += f[b]

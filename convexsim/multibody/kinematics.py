@@ -30,6 +30,34 @@ FIXED, REVOLUTE, PRISMATIC, BALL, FREE = (int(t) for t in JointType)
 
 
 @jit
+def small_matmul(A, B):
+    """A @ B for small matrices by explicit loops (k ascending): a numba ``@`` calls BLAS, whose call costs
+    more than the product at the sizes of a tree's kinematics (3 x 3, 6 x 6, 6 x nv_joint)."""
+    n, m, p = A.shape[0], A.shape[1], B.shape[1]
+    out = np.empty((n, p))
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(m):
+                acc += A[i, k] * B[k, j]
+            out[i, j] = acc
+    return out
+
+
+@jit
+def small_matvec(A, x):
+    """A @ x for a small matrix and vector by explicit loops (:func:`small_matmul`)."""
+    n, m = A.shape[0], A.shape[1]
+    out = np.empty(n)
+    for i in range(n):
+        acc = 0.0
+        for k in range(m):
+            acc += A[i, k] * x[k]
+        out[i] = acc
+    return out
+
+
+@jit
 def _axis_rotation(ax: float, ay: float, az: float, theta: float) -> np.ndarray:
     """Rodrigues: rotation by θ [rad] about the unit axis (ax, ay, az)."""
     c, s = math.cos(theta), math.sin(theta)
@@ -55,22 +83,22 @@ def fk_kernel(parent, jtype, axis, jpos, jrot, qadr, q, R_WB, p_WB, R_WJ):
         else:
             RP = R_WB[p]
             pP = p_WB[p]
-        RJ = RP @ jrot[b]
-        pJ = pP + RP @ jpos[b]
+        RJ = small_matmul(RP, jrot[b])
+        pJ = pP + small_matvec(RP, jpos[b])
         t = jtype[b]
         a = qadr[b]
         if t == REVOLUTE:
-            RB = RJ @ _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a])
+            RB = small_matmul(RJ, _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a]))
             pB = pJ
         elif t == PRISMATIC:
             RB = RJ.copy()
-            pB = pJ + q[a] * (RJ @ axis[b])
+            pB = pJ + q[a] * small_matvec(RJ, axis[b])
         elif t == BALL:
-            RB = RJ @ quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3])
+            RB = small_matmul(RJ, quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3]))
             pB = pJ
         elif t == FREE:
-            RB = RJ @ quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6])
-            pB = pJ + RJ @ q[a:a + 3]
+            RB = small_matmul(RJ, quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6]))
+            pB = pJ + small_matvec(RJ, q[a:a + 3])
         else:
             RB = RJ.copy()
             pB = pJ
@@ -95,7 +123,7 @@ def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
         d = dofadr[b]
         p = p_WB[b]
         if t == REVOLUTE or t == PRISMATIC:
-            u = R_WJ[b] @ axis[b]
+            u = small_matvec(R_WJ[b], axis[b])
             if t == REVOLUTE:
                 col[0], col[1], col[2] = u[0], u[1], u[2]
                 _cross_into(p[0], p[1], p[2], u[0], u[1], u[2], col, 3)
@@ -361,5 +389,7 @@ __all__ = [
     "joint_transform_reference",
     "normalize_q",
     "qdot",
+    "small_matmul",
+    "small_matvec",
     "subspace_kernel",
 ]

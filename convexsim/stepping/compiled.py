@@ -5,8 +5,10 @@ call (``compiled_kernels.step_kernel``); ``run_compiled`` (used by ``simulate.ru
 steps per numba call (``compiled_kernels.run_kernel``). The reference Python path stays in
 ``sap_stepper`` and is what the tests compare against.
 
-Which models: :func:`compiled_step_supported` is the one place that decides (free bodies only, the
-shipped primitive shapes, the SAP solver with any of its contact models, valid materials).
+Which models: :func:`compiled_step_supported` is the one place that decides (free bodies, fixed bodies and
+the links of kinematic trees that ``compiled_trees.tree_layout_problem`` accepts, the shipped primitive
+shapes, the SAP solver with any of its contact models, valid materials). Models with trees step by
+``compiled_trees.compiled_tree_step`` (and ``tree_kernels.tree_run_kernel`` in the run loop).
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
 contact graph). A step with an island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is taken in

@@ -5,8 +5,9 @@ kernel cannot express, and the Python entry point.
 computed by one numba call (``tree_kernels.tree_step_kernel``). :func:`tree_layout_problem` says which tree
 models it takes (``compiled.compiled_step_supported`` asks it): revolute, prismatic, ball, free and fixed
 joints; joint limits on 1-dof joints, implicit PD actuators, couplers within a tree; every tree with the
-model's gravity. Refused (the reference step then runs, with the reason): cone limits on ball joints, body
-constraints between trees, free bodies and the world (``Forest.constraints``). A step driven by a
+model's gravity; joint couplers between 1-dof joints of any trees (``Forest.constraints``). Refused (the
+reference step then runs, with the reason): cone limits on ball joints, welds and distances between
+bodies. A step driven by a
 controller (``ctx.controls`` with targets or torques) is taken by the reference step, and so is a step
 whose island exceeds the dense limit (``compiled.ISLAND_MAX_DOFS``).
 """
@@ -19,6 +20,7 @@ import warnings
 import numpy as np
 
 from convexsim.model import Contacts, Model, State
+from convexsim.multibody.forest import JointCoupler
 from convexsim.multibody.model import JOINT_NV, JointType
 from convexsim.multibody.reference_step import ConeLimit
 from convexsim.stepping import compiled_kernels as K
@@ -32,9 +34,14 @@ def tree_layout_problem(model: Model) -> str:
     forest = model.forest
     if forest is None:
         return ""
-    if forest.constraints:
-        return ("body constraints between trees, free bodies and the world (welds, distances, couplers) "
-                "are not in the compiled step")
+    for c in forest.constraints:
+        if not isinstance(c, JointCoupler):
+            return (f"constraint {c.name!r}: welds and distances between bodies are not in the compiled step "
+                    "(joint couplers are)")
+        for name in (c.joint, c.reference):
+            k, j = forest.joint_index[name]
+            if int(forest.trees[k].model.joint_type[j]) not in _ONE_DOF:
+                return f"coupler {c.name!r}: joint {name!r} is not a 1-dof joint"
     g = np.asarray(model.gravity, dtype=float)
     for t in forest.trees:
         m = t.model
@@ -69,7 +76,8 @@ class PackedForest:
     State.tree_q / tree_v), the Model body of each forest body and back, the tree of each Model body, which
     Model bodies move, the body each tree hangs from, and the per-body sweep flag of the margin shares
     (free bodies and links ≥ 0). ``ra``: the joint rows' data (limits, actuators with their targets,
-    couplers; per-tree ranges ``*_ptr``). ``limit_names``, ``actuator_names``: reporting."""
+    couplers; per-tree ranges ``*_ptr``; then the scene's joint couplers between trees, ``forest.JointCoupler``).
+    ``limit_names``, ``actuator_names``, ``coupler_names``: reporting."""
 
     def __init__(self, model: Model):
         forest = model.forest
@@ -150,10 +158,23 @@ class PackedForest:
                 cp["rho"].append(c.rho)
                 cp["offset"].append(c.offset)
             cp_ptr.append(len(cp["di"]))
+        jc = {k: [] for k in ("di", "qi", "ti", "dj", "qj", "tj", "rho", "offset")}
+        self.coupler_names = tuple(c.name for c in forest.constraints)
+        for c in forest.constraints:               # JointCoupler only (tree_layout_problem)
+            for name, tag in ((c.joint, "i"), (c.reference, "j")):
+                k, j = forest.joint_index[name]
+                t = trees[k]
+                jc["d" + tag].append(t.model.joint_dofadr[j] + t.v_start)
+                jc["q" + tag].append(t.model.joint_qadr[j] + t.q_start)
+                jc["t" + tag].append(k)
+            jc["rho"].append(c.rho)
+            jc["offset"].append(c.offset)
         self.ra = (i64(lim_ptr), i64(lim_dof), i64(lim_qadr), f64(lim_lo), f64(lim_hi), i64(act_ptr),
                    i64(act["dof"]), i64(act["qadr"]), f64(act["kp"]), f64(act["kd"]), f64(act["uff"]),
                    f64(act["effort"]), f64(act["vel"]), i64(tptr), f64(times), f64(values), i64(cp_ptr),
-                   i64(cp["di"]), i64(cp["qi"]), i64(cp["dj"]), i64(cp["qj"]), f64(cp["rho"]), f64(cp["offset"]))
+                   i64(cp["di"]), i64(cp["qi"]), i64(cp["dj"]), i64(cp["qj"]), f64(cp["rho"]), f64(cp["offset"]),
+                   i64(jc["di"]), i64(jc["qi"]), i64(jc["ti"]), i64(jc["dj"]), i64(jc["qj"]), i64(jc["tj"]),
+                   f64(jc["rho"]), f64(jc["offset"]))
         self.actuator_names = tuple(self.actuator_names)
 
 
@@ -192,7 +213,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
     tv = np.ascontiguousarray(state.tree_v, dtype=np.float64)
     q_out, v_out, tq_out, tv_out = np.empty_like(q), np.empty_like(v), np.empty_like(tq), np.empty_like(tv)
     (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force, act_force,
-     lim_force, nrows) = tree_step_kernel(args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv,
+     lim_force, con_force, nrows) = tree_step_kernel(args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv,
                                          q_out, v_out, tq_out, tv_out)
     if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
         return _reference(model, state, ctx, strict)
@@ -212,6 +233,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
                         momentum_residual=float(resid), line_search_evaluations=int(ls_evals),
                         actuator_force=act_force)
     info.limit_force = limit
+    info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, con_force)}
     info.actuator_names = pf.actuator_names
     if status == K.STEP_SOLVER_FAILED or (sap_status != 0 and status == K.STEP_OK):
         msg = f"SAP (articulated) did not converge ({info.status}) after {info.iterations} iterations"

@@ -73,9 +73,10 @@ def tree_rows(fa, ra, t, dt, tq, tv, A, v_star, row_tree, row_kind, row_owner, r
     kind, owner (index into the packed limits, actuators or couplers), J (nv_tree; tree-local dofs, in the
     first n columns of row_J[r]) and par (R, v̂, γ_lo, γ_hi). Returns the number of rows."""
     tree_vstart = fa[14]
-    (lim_ptr, lim_dof, lim_qadr, lim_lower, lim_upper, act_ptr, act_dof, act_qadr, act_kp, act_kd, act_uff,
-     act_effort, act_vel, act_tptr, act_times, act_values, cp_ptr, cp_di, cp_qi, cp_dj, cp_qj, cp_rho,
-     cp_offset) = ra
+    lim_ptr, lim_dof, lim_qadr, lim_lower, lim_upper = ra[0], ra[1], ra[2], ra[3], ra[4]
+    act_ptr, act_dof, act_qadr, act_kp, act_kd, act_uff = ra[5], ra[6], ra[7], ra[8], ra[9], ra[10]
+    act_effort, act_vel, act_tptr, act_times, act_values = ra[11], ra[12], ra[13], ra[14], ra[15]
+    cp_ptr, cp_di, cp_qi, cp_dj, cp_qj, cp_rho, cp_offset = ra[16], ra[17], ra[18], ra[19], ra[20], ra[21], ra[22]
     nr = 0
     for k in range(tree_vstart.shape[0]):
         s0 = tree_vstart[k]
@@ -127,6 +128,30 @@ def tree_rows(fa, ra, t, dt, tq, tv, A, v_star, row_tree, row_kind, row_owner, r
 
 
 @jit
+def joint_coupler_rows(ra, dt, tq, A, jr_index, jr_par):
+    """Rows of the scene's joint couplers q_i = ρ q_j + Δ between 1-dof joints of any trees (``forest.JointCoupler``,
+    as ``body_constraints.constraint_rows`` builds them: g = q_i − ρ q_j − Δ, J = e_i − ρ e_j over the
+    forest's dofs, w = Σ J²/A_kk, rigid ``holonomic_row_kernel``; a row that moves no dof is skipped).
+    Writes the coupler index and (R, v̂, −∞, ∞) of each row; returns the number of rows."""
+    jc_di, jc_qi, jc_dj, jc_qj, jc_rho, jc_offset = ra[23], ra[24], ra[26], ra[27], ra[29], ra[30]
+    n_out = 0
+    for n in range(jc_di.shape[0]):
+        di, dj, rho = jc_di[n], jc_dj[n], jc_rho[n]
+        if di == dj:
+            w = (1.0 - rho) * (1.0 - rho) / A[di, di]
+        else:
+            w = 1.0 * 1.0 / A[di, di] + rho * rho / A[dj, dj]
+        if not w > 0.0:
+            continue
+        g = tq[jc_qi[n]] - rho * tq[jc_qj[n]] - jc_offset[n]
+        R, v_hat = holonomic_row_kernel(dt, g, w, np.inf, 0.0, BETA_JOINT)
+        jr_index[n_out] = n
+        jr_par[n_out, 0], jr_par[n_out, 1], jr_par[n_out, 2], jr_par[n_out, 3] = R, v_hat, -np.inf, np.inf
+        n_out += 1
+    return n_out
+
+
+@jit
 def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves, tree_base):
     """The contacts without those within one tree, between a link and the fixed body its tree hangs from,
     and between two bodies without dofs (``articulated.detect_contacts``), in their order."""
@@ -161,7 +186,8 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
 
     Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual, geoms (nc, 2),
     phi, point, normal, gamma (nc, 3), force_world (nc, 3) [N], actuator_force (nact,) [N·m or N],
-    limit_force (nlim,) [N·m or N], number of joint rows). Status STEP_TOO_LARGE (an island above the
+    limit_force (nlim,) [N·m or N], joint-coupler force (ncoupler,) [N·m or N] (γ/dt on its joint), number of
+    joint rows). Status STEP_TOO_LARGE (an island above the
     dense limit) and STEP_BAD_MARGIN leave the outputs unwritten: the caller takes the reference step."""
     (gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size, geom_body, geom_pos,
      geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d) = mb
@@ -181,12 +207,13 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     bad = _first_nonfinite_body(q, v)
     if bad >= 0:
         return (STEP_NONFINITE_START, bad, 0, 0, 0, 0.0, e2, np.zeros(0), e3, e3, e3, e3, act_force, lim_force,
-                0)
+                np.zeros(ra[23].shape[0]), 0)
     share = np.empty(fixed.shape[0])
     margin_shares(fpar, fixed, body_sweep, body_rb, v, share)
     for b in range(share.shape[0]):
         if not math.isfinite(share[b]):
-            return (STEP_BAD_MARGIN, b, 0, 0, 0, 0.0, e2, np.zeros(0), e3, e3, e3, e3, act_force, lim_force, 0)
+            return (STEP_BAD_MARGIN, b, 0, 0, 0, 0.0, e2, np.zeros(0), e3, e3, e3, e3, act_force, lim_force,
+                    np.zeros(ra[23].shape[0]), 0)
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, geom_type, geom_size,
                                                    geom_body, geom_pos, geom_quat, geom_rho, q, v)
     geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
@@ -212,6 +239,12 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     row_J = np.empty((nmax_rows, max_tree))
     row_par = np.empty((nmax_rows, 4))
     nr = tree_rows(fa, ra, t, dt, tq, tv, A_tree, vs_tree, row_tree, row_kind, row_owner, row_J, row_par)
+    njc = ra[23].shape[0]
+    jc_ti, jc_tj, jc_di, jc_dj, jc_rho = ra[25], ra[28], ra[23], ra[26], ra[29]
+    jr_index = np.empty(njc, np.int64)
+    jr_par = np.empty((njc, 4))
+    njr = joint_coupler_rows(ra, dt, tq, A_tree, jr_index, jr_par)
+    con_force = np.zeros(njc)
     # cliques: free bodies 0..nmov-1, then every tree with dofs
     tree_clique = -np.ones(ntree, np.int64)
     ncl_all = nmov
@@ -268,6 +301,9 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                 used[side_cl[c, s]] = True
     for r in range(nr):
         used[tree_clique[row_tree[r]]] = True
+    for r in range(njr):
+        used[tree_clique[jc_ti[jr_index[r]]]] = True
+        used[tree_clique[jc_tj[jr_index[r]]]] = True
     new_index = -np.ones(ncl_all, np.int64)
     ncl = 0
     for m in range(ncl_all):
@@ -310,9 +346,14 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                 vs_red[cstart[k] + i] = vs_tree[s0 + i]
                 v_red[cstart[k] + i] = tv[s0 + i]
     # constraints: contacts, then joint rows; Jacobian blocks (3 x n_c, row-major)
-    nk = nc + nr
+    nk = nc + nr + njr
     for r in range(nr):
         nJ += 3 * tree_nv[row_tree[r]]
+    for r in range(njr):
+        n = jr_index[r]
+        nJ += 3 * tree_nv[jc_ti[n]]
+        if jc_tj[n] != jc_ti[n]:
+            nJ += 3 * tree_nv[jc_tj[n]]
     J_values = np.zeros(nJ)
     J_ptr = -np.ones((nk, 2), np.int64)
     cl_red = -np.ones((nk, 2), np.int64)
@@ -370,6 +411,31 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
         for j in range(n):
             J_values[off + j] = row_J[r, j]
         off += 3 * n
+    for r in range(njr):                       # joint couplers: one side per tree, sides in clique order
+        i = nc + nr + r
+        n = jr_index[r]
+        ti, tj = jc_ti[n], jc_tj[n]
+        kind[i] = KIND_COUPLER
+        for j in range(4):
+            cpar[i, j] = jr_par[r, j]
+        if ti == tj:
+            cl_red[i, 0] = new_index[tree_clique[ti]]
+            J_ptr[i, 0] = off
+            J_values[off + jc_di[n] - tree_vstart[ti]] += 1.0
+            J_values[off + jc_dj[n] - tree_vstart[ti]] -= jc_rho[n]
+            off += 3 * tree_nv[ti]
+        else:
+            first = 0 if tree_clique[ti] < tree_clique[tj] else 1
+            for s_ in range(2):
+                tk = ti if s_ == 0 else tj
+                side = s_ if first == 0 else 1 - s_
+                cl_red[i, side] = new_index[tree_clique[tk]]
+                J_ptr[i, side] = off
+                if s_ == 0:
+                    J_values[off + jc_di[n] - tree_vstart[tk]] = 1.0
+                else:
+                    J_values[off + jc_dj[n] - tree_vstart[tk]] = -jc_rho[n]
+                off += 3 * tree_nv[tk]
     # Newton
     v_next = np.empty(6 * nmov + nvt)
     for i in range(6 * nmov):
@@ -391,7 +457,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
         for i in range(nisl):
             if isl_size[i] > ipar[I_ISLAND_MAX_DOFS]:
                 return (STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, gamma, force, act_force,
-                        lim_force, nr)
+                        lim_force, con_force, nr + njr)
         sn, sn_edges = no_supernodal()
         status, iterations, ls_evals, rr, ss, gamma_all, too_large = newton_solve(
             fpar, ipar, cstart, sizes, A_ptr, A_red, vs_red, cl_red, J_ptr, J_values, kind, cpar, v_red, edges,
@@ -413,6 +479,8 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                     if row_J[r, j] != 0.0:
                         d = j
                 lim_force[row_owner[r]] += row_J[r, d] * g / dt
+        for r in range(njr):
+            con_force[jr_index[r]] = gamma_all[nc + nr + r, 0] / dt
         for m in range(ncl_all):
             k = new_index[m]
             if k < 0:
@@ -426,7 +494,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                     finite = False
             if ipar[I_STRICT] != 0 or not finite:
                 return (STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal,
-                        gamma, force, act_force, lim_force, nr)
+                        gamma, force, act_force, lim_force, con_force, nr + njr)
     # integration: free bodies, trees, link rows by forward kinematics at the new q
     integrate_kernel(fpar, moving, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
     for i in range(nvt):
@@ -437,19 +505,19 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     bad = _first_nonfinite_body(q_out, v_out)
     if bad >= 0:
         return (STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
-                force, act_force, lim_force, nr)
+                force, act_force, lim_force, con_force, nr + njr)
     return (STEP_OK, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force, act_force,
-            lim_force, nr)
+            lim_force, con_force, nr + njr)
 
 
 @jit
 def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_steps, record_every,
-                    fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, st,
+                    fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, fr_con, st,
                     c_body, c_point, c_normal, c_phi, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
     steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
     return value as ``compiled_kernels.run_kernel``, plus per frame the actuator forces fr_act (frames, nact)
-    and limit forces fr_lim (frames, nlim) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
+    and limit forces fr_lim (frames, nlim) and joint-coupler forces fr_con (frames, ncoupler) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
     step, as the Python loop does."""
     geom_body = mb[9]
     dt = fpar[F_DT]
@@ -467,7 +535,7 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
         (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force,
-         act_force, lim_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_new, v_new,
+         act_force, lim_force, con_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_new, v_new,
                                                          tq_new, tv_new)
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, sap_status, iterations
@@ -487,6 +555,7 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
             fr_nc[nf] = nc
             fr_act[nf] = act_force
             fr_lim[nf] = lim_force
+            fr_con[nf] = con_force
             for c in range(nc):
                 c_body[ncr + c, 0] = geom_body[geoms[c, 0]]
                 c_body[ncr + c, 1] = geom_body[geoms[c, 1]]

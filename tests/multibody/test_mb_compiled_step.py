@@ -158,11 +158,13 @@ Q_BOUND = 1e-9
 V_BOUND = 1e-8
 
 
-@pytest.mark.parametrize("scene", SCENES)
+@pytest.mark.parametrize("scene", SCENES + ("iiwa_push:lagged",))
 def test_compiled_and_reference_runs_agree(scene):
     """0.2 s of each scene (the limit scene started near its limit) on both paths: tree_q, tree_v and the
     bodies' q, v agree within Q_BOUND, V_BOUND; the contact sets, actuator and limit forces agree."""
     kw = {}
+    if scene.endswith(":lagged"):                        # a Hunt–Crossley contact model on a tree scene
+        scene, kw = scene.split(":")[0], dict(contact_model="lagged")
     if scene == "pendulum_limit":
         kw = dict(overrides=["joints[0].initial_position=0.32"])
     _, sc, ic = _run(scene, 0.2, "compiled", **kw)
@@ -241,3 +243,69 @@ def test_run_loop_records_what_the_step_by_step_compiled_path_computes(scene):
         assert np.array_equal(getattr(traj, f), getattr(ref, f)), f
     assert list(traj.constraint_force_names) == list(ref.constraint_force_names)
     assert np.array_equal(traj.constraint_force, ref.constraint_force)
+
+
+COUPLED = """
+time_step: 0.001
+bodies:
+  - {name: bob, mass: 1.0, inertia: [1.0e-4, 1.0e-4, 1.0e-4]}
+  - {name: wheel, mass: 2.0, inertia: [0.05, 0.05, 0.1]}
+  - {name: arm, mass: 0.5, inertia: [1.0e-3, 1.0e-3, 1.0e-3]}
+  - {name: hand, mass: 0.2, inertia: [1.0e-4, 1.0e-4, 1.0e-4]}
+joints:
+  - {name: swing, type: revolute, child: bob, axis: [0, 1, 0], position: [0, 0, 2], child_offset: [0, 0, -0.5],
+     initial_position: 0.3}
+  - {name: turn, type: revolute, child: wheel, axis: [0, 0, 1], position: [1, 0, 0], damping: 2.0}
+  - {name: shoulder, type: revolute, child: arm, axis: [1, 0, 0], position: [-1, 0, 1], child_offset: [0, 0, -0.3],
+     initial_position: 0.5}
+  - {name: elbow, type: revolute, parent: arm, child: hand, axis: [1, 0, 0], position: [0, 0, -0.3],
+     child_offset: [0, 0, -0.2]}
+actuators:
+  - {joint: turn, kp: 50, kd: 5, target: 0.2}
+constraints:
+  - {type: coupler, name: gear, joint: swing, reference: turn, ratio: 2.0, offset: 0.1}
+  - {type: coupler, name: mimic, joint: elbow, reference: shoulder, ratio: -0.5, offset: 0.0}
+"""
+
+
+def test_joint_couplers_across_and_within_trees_agree_with_the_reference():
+    """Joint couplers (scene ``constraints:``) between two trees (two-clique rows) and within one tree take
+    the compiled step; 0.2 s agree with the reference within Q_BOUND, V_BOUND, and so do the couplers'
+    forces (StepInfo.constraint_force)."""
+    model, _, _ = prepare(COUPLED)
+    assert compiled_step_supported(model) == (True, "")
+    _, sc, ic = _run(COUPLED, 0.2, "compiled")
+    _, sr, ir = _run(COUPLED, 0.2, "reference")
+    for a, r in zip(sc[1:], sr[1:]):
+        assert np.max(np.abs(a.tree_q - r.tree_q)) < Q_BOUND
+        assert np.max(np.abs(a.tree_v - r.tree_v)) < V_BOUND
+    for a, r in zip(ic, ir):
+        assert a.constraint_force.keys() == r.constraint_force.keys() == {"gear", "mimic"}
+        for k in a.constraint_force:
+            assert a.constraint_force[k] == pytest.approx(r.constraint_force[k], rel=1e-5, abs=1e-6)
+    assert abs(ic[-1].constraint_force["gear"][0]) > 0.1
+
+
+def test_welds_cone_limits_and_controllers_take_the_reference_step_with_a_reason():
+    from convexsim.multibody.forest import Controls
+
+    weld = """
+time_step: 0.001
+bodies:
+  - {name: l1, mass: 1.0, inertia: [0.02, 0.03, 0.04]}
+  - {name: box, mass: 2.0, position: [0.4, 0.1, 0.5], inertia: [0.05, 0.07, 0.09]}
+joints:
+  - {name: j1, type: revolute, child: l1, axis: [0, 1, 0], position: [0, 0, 1.5], child_offset: [0, 0, -0.3]}
+constraints:
+  - {type: weld, name: glue, body_a: l1, body_b: box}
+"""
+    model, state, _ = prepare(weld)
+    ok, reason = compiled_step_supported(model)
+    assert not ok and "glue" in reason
+    with pytest.raises(ValueError, match="glue"):
+        step(model, state, path="compiled")
+    model, state, _ = prepare("iiwa_push")
+    ctx = StepContext(controls=Controls(targets={"iiwa_joint_1": 0.1}))
+    s_auto, _ = step(model, state, ctx)
+    s_ref, _ = step(model, state, StepContext(controls=Controls(targets={"iiwa_joint_1": 0.1})), path="reference")
+    assert np.array_equal(s_auto.tree_q, s_ref.tree_q)       # the controller's step is the reference step
