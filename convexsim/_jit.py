@@ -110,7 +110,7 @@ KERNEL_MODULES = (
     "multibody/kinematics.py", "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py",
     "sap/friction_cone.py", "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py",
     "sap/supernodal.py", "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py",
-    "stepping/lcp_dense.py",
+    "stepping/lcp_dense.py", "stepping/tree_kernels.py",
 )
 """Every module of the package that defines kernels (paths relative to the package; a test keeps the list
 complete). Their sources make up :func:`kernel_sources_fingerprint`."""

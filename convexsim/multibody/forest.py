@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from convexsim._jit import jit
-from convexsim.multibody.kinematics import Kinematics, path_point_jacobian
+from convexsim.geometry.transforms import rot_to_quat
+from convexsim.multibody.kinematics import Kinematics
 from convexsim.multibody.model import MultibodyModel
 from convexsim.multibody.reference_step import (Coupler, JointLimit, PdActuator, constraint_rows,
                                                 free_motion)
@@ -216,89 +216,12 @@ class Forest:
         return out
 
 
-@jit
-def rot_to_quat(R, out):
-    """Unit quaternion (w, x, y, z) of the rotation matrix R into out (4,): Shepperd's method, the largest of
-    (tr R, R00, R11, R22) as pivot, then normalized and w >= 0 (numba; :func:`matrix_to_quat`)."""
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    i = 0
-    best = tr
-    for k in range(3):
-        if R[k, k] > best:
-            best = R[k, k]
-            i = k + 1
-    if i == 0:
-        s = 2.0 * math.sqrt(1.0 + tr)
-        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
-    elif i == 1:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
-    elif i == 2:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    sign = 1.0 if w / n >= 0.0 else -1.0
-    out[0], out[1], out[2], out[3] = sign * w / n, sign * x / n, sign * y / n, sign * z / n
-
-
 def matrix_to_quat(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method, the largest pivot; w >= 0)."""
+    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method, the largest pivot; w >= 0;
+    ``geometry.transforms.rot_to_quat``)."""
     out = np.empty(4)
-    rot_to_quat(np.ascontiguousarray(R, dtype=float), out)
+    rot_to_quat(np.ascontiguousarray(R, dtype=float), out)     # convexsim.geometry.transforms
     return out
-
-
-@jit
-def link_rows_kernel(parent, dofadr, nvj, com, R_WB, p_WB, S, v, link_body, body_q, body_v):
-    """Every forest body's row of body_q (COM position, quaternion of R_WB) and body_v (ω_W, v_COM,W) from
-    the forest's kinematics at q (R_WB, p_WB, S) and its velocities v; row ``link_body[b]`` for forest body b
-    (the numba twin of :func:`link_rows`)."""
-    J = np.empty((3, v.shape[0]))
-    quat = np.empty(4)
-    for b in range(parent.shape[0]):
-        m = link_body[b]
-        R = R_WB[b]
-        c = p_WB[b] + R @ com[b]
-        for i in range(3):
-            body_q[m, i] = c[i]
-        rot_to_quat(R, quat)
-        for i in range(4):
-            body_q[m, 3 + i] = quat[i]
-        w0 = 0.0
-        w1 = 0.0
-        w2 = 0.0
-        j = b
-        while j >= 0:
-            for k in range(nvj[j]):
-                col = dofadr[j] + k
-                w0 += S[0, col] * v[col]
-                w1 += S[1, col] * v[col]
-                w2 += S[2, col] * v[col]
-            j = parent[j]
-        path_point_jacobian(parent, dofadr, nvj, S, b, c[0], c[1], c[2], 0, J)
-        body_v[m, 0], body_v[m, 1], body_v[m, 2] = w0, w1, w2
-        for i in range(3):
-            acc = 0.0
-            for col in range(v.shape[0]):
-                acc += J[i, col] * v[col]
-            body_v[m, 3 + i] = acc
-
-
-@jit
-def pd_target(t, times, values, velocity):
-    """(q_d, v_d) of a piecewise-linear target through (times, values) at time t [s] (numba twin of
-    :meth:`Actuator.target`): q_d by linear interpolation, held outside; v_d = ``velocity`` unless it is NaN,
-    else the slope of the current segment (0 outside)."""
-    q_d = np.interp(t, times, values)
-    if not math.isnan(velocity):
-        return q_d, velocity
-    for i in range(times.shape[0] - 1):
-        if times[i] <= t < times[i + 1]:
-            return q_d, (values[i + 1] - values[i]) / (times[i + 1] - times[i])
-    return q_d, 0.0
 
 
 def link_rows(tree: Tree, q: np.ndarray, v: np.ndarray, kin: Kinematics | None = None):
@@ -365,4 +288,4 @@ def tree_step_data(tree: Tree, q: np.ndarray, v: np.ndarray, dt: float, t: float
 
 
 __all__ = ["Actuator", "Controls", "Coupler", "Distance", "Forest", "JointCoupler", "Weld", "JointLimit", "Tree", "current_actuators",
-           "link_rows", "link_rows_kernel", "matrix_to_quat", "pd_target", "rot_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]
+           "link_rows", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]

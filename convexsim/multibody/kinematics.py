@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.geometry.transforms import quat_to_rot
+from convexsim.geometry.transforms import quat_to_rot, rot_to_quat
 from convexsim.multibody.model import JointType, MultibodyModel
 from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
 
@@ -202,6 +202,42 @@ def integrate_q_kernel(jtype, qadr, dofadr, q, v, dt, q_out):
             if t == FREE:
                 for k in range(3):
                     q_out[a + k] = q[a + k] + dt * v[d + 3 + k]
+
+
+@jit
+def link_rows_kernel(parent, dofadr, nvj, com, R_WB, p_WB, S, v, link_body, body_q, body_v):
+    """Every forest body's row of body_q (COM position, quaternion of R_WB) and body_v (ω_W, v_COM,W) from
+    the forest's kinematics at q (R_WB, p_WB, S) and its velocities v; row ``link_body[b]`` for forest body b
+    (the numba twin of ``multibody.forest.link_rows``)."""
+    J = np.empty((3, v.shape[0]))
+    quat = np.empty(4)
+    for b in range(parent.shape[0]):
+        m = link_body[b]
+        R = R_WB[b]
+        c = p_WB[b] + R @ com[b]
+        for i in range(3):
+            body_q[m, i] = c[i]
+        rot_to_quat(R, quat)
+        for i in range(4):
+            body_q[m, 3 + i] = quat[i]
+        w0 = 0.0
+        w1 = 0.0
+        w2 = 0.0
+        j = b
+        while j >= 0:
+            for k in range(nvj[j]):
+                col = dofadr[j] + k
+                w0 += S[0, col] * v[col]
+                w1 += S[1, col] * v[col]
+                w2 += S[2, col] * v[col]
+            j = parent[j]
+        path_point_jacobian(parent, dofadr, nvj, S, b, c[0], c[1], c[2], 0, J)
+        body_v[m, 0], body_v[m, 1], body_v[m, 2] = w0, w1, w2
+        for i in range(3):
+            acc = 0.0
+            for col in range(v.shape[0]):
+                acc += J[i, col] * v[col]
+            body_v[m, 3 + i] = acc
 
 
 class Kinematics:
@@ -387,6 +423,7 @@ __all__ = [
     "path_point_jacobian",
     "quat_exp_times",
     "joint_transform_reference",
+    "link_rows_kernel",
     "normalize_q",
     "qdot",
     "small_matmul",

@@ -210,6 +210,20 @@ def pd_row_kernel(dt, q0, q_target, v_target, u_ff, kp, kd, w, beta):
     return 1.0 / (dt * c), (-kp * (q0 - q_target) + kd * v_target + u_ff) / c
 
 
+@jit
+def pd_target(t, times, values, velocity):
+    """(q_d, v_d) of a piecewise-linear target through (times, values) at time t [s] (numba twin of
+    ``multibody.forest.Actuator.target``): q_d by linear interpolation, held outside; v_d = ``velocity`` unless it is NaN,
+    else the slope of the current segment (0 outside)."""
+    q_d = np.interp(t, times, values)
+    if not math.isnan(velocity):
+        return q_d, velocity
+    for i in range(times.shape[0] - 1):
+        if times[i] <= t < times[i + 1]:
+            return q_d, (values[i + 1] - values[i]) / (times[i + 1] - times[i])
+    return q_d, 0.0
+
+
 def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, kp: float, kd: float,
            effort: float, w: float, beta: float = BETA_JOINT) -> np.ndarray:
     """Row of an implicit PD actuator (effort limit e > 0, may be inf): (R, v̂, −dt e, dt e).
@@ -246,6 +260,7 @@ __all__ = [
     "pd_gains_kernel",
     "pd_row",
     "pd_row_kernel",
+    "pd_target",
     "row_impulse",
     "row_impulse_cost",
     "rows_along_ray",

@@ -6,7 +6,7 @@ steps per numba call (``compiled_kernels.run_kernel``). The reference Python pat
 ``sap_stepper`` and is what the tests compare against.
 
 Which models: :func:`compiled_step_supported` is the one place that decides (free bodies, fixed bodies and
-the links of kinematic trees that ``compiled_trees.tree_layout_problem`` accepts, the shipped primitive
+the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive
 shapes, the SAP solver with any of its contact models, valid materials). Models with trees step by
 ``compiled_trees.compiled_tree_step`` (and ``tree_kernels.tree_run_kernel`` in the run loop).
 
@@ -66,11 +66,56 @@ def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
     return ""
 
 
+def tree_layout_problem(model: Model) -> str:
+    """Why the compiled tree step (``compiled_trees``) cannot take ``model``'s trees ("" if it can): cone
+    limits, welds and distances, joint rows on joints with more than one dof, a tree's gravity other than
+    the model's are refused."""
+    from convexsim.multibody.forest import JointCoupler
+    from convexsim.multibody.model import JointType
+    from convexsim.multibody.reference_step import ConeLimit
+
+    one_dof = (int(JointType.REVOLUTE), int(JointType.PRISMATIC))
+    forest = model.forest
+    if forest is None:
+        return ""
+    for c in forest.constraints:
+        if not isinstance(c, JointCoupler):
+            return (f"constraint {c.name!r}: welds and distances between bodies are not in the compiled step "
+                    "(joint couplers are)")
+        for name in (c.joint, c.reference):
+            k, j = forest.joint_index[name]
+            if int(forest.trees[k].model.joint_type[j]) not in one_dof:
+                return f"coupler {c.name!r}: joint {name!r} is not a 1-dof joint"
+    g = np.asarray(model.gravity, dtype=float)
+    for t in forest.trees:
+        m = t.model
+        if not np.array_equal(np.asarray(m.gravity, dtype=float), g):
+            return f"tree {t.joint_names[0]!r}: its gravity differs from the model's"
+        for lim in t.limits:
+            if isinstance(lim, ConeLimit):
+                return f"joint {t.joint_names[lim.joint]!r}: cone limits are not in the compiled step"
+            if int(m.joint_type[lim.joint]) not in one_dof:
+                return f"joint {t.joint_names[lim.joint]!r}: a limit on a joint with more than one dof"
+            if not lim.lower <= lim.upper:
+                return f"joint {t.joint_names[lim.joint]!r}: lower limit above the upper"
+        for a in t.actuators:
+            if int(m.joint_type[a.joint]) not in one_dof:
+                return f"actuator {a.name!r}: not on a 1-dof joint"
+            if not (a.effort > 0 and a.kp >= 0 and a.kd >= 0 and a.kp + a.kd > 0 and math.isfinite(a.kp)
+                    and math.isfinite(a.kd)):
+                return f"actuator {a.name!r}: gains or effort out of range"
+        for cp in t.couplers:
+            for j in (cp.joint_i, cp.joint_j):
+                if int(m.joint_type[j]) not in one_dof:
+                    return f"coupler on joint {t.joint_names[j]!r}: not a 1-dof joint"
+    return ""
+
+
 def compiled_step_supported(model: Model) -> tuple[bool, str]:
     """(True, "") when the compiled step can advance ``model``, else (False, the reason).
 
     Conditions: the SAP solver (not LCP); every body free (6 dofs), fixed or a link of a kinematic tree
-    whose joints, limits, actuators and couplers ``compiled_trees.tree_layout_problem`` accepts (no cone
+    whose joints, limits, actuators and couplers ``tree_layout_problem`` accepts (no cone
     limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace; contact model
     sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
     reference path rejects others when it builds the problem). Tree models step by
@@ -78,8 +123,6 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
     if model.solver.kind != "sap":
         return False, f"solver.kind is {model.solver.kind!r}; the compiled step is the SAP step"
     if model.has_trees:
-        from convexsim.stepping.compiled_trees import tree_layout_problem
-
         why = tree_layout_problem(model)
         if why:
             return False, why

@@ -2,8 +2,8 @@
 kernel cannot express, and the Python entry point.
 
 ``compiled_tree_step(model, state, ctx)`` returns what ``articulated.articulated_sap_step`` returns,
-computed by one numba call (``tree_kernels.tree_step_kernel``). :func:`tree_layout_problem` says which tree
-models it takes (``compiled.compiled_step_supported`` asks it): revolute, prismatic, ball, free and fixed
+computed by one numba call (``tree_kernels.tree_step_kernel``). ``compiled.tree_layout_problem`` says which
+tree models it takes (``compiled.compiled_step_supported`` asks it): revolute, prismatic, ball, free and fixed
 joints; joint limits on 1-dof joints, implicit PD actuators, couplers within a tree; every tree with the
 model's gravity; joint couplers between 1-dof joints of any trees (``Forest.constraints``). Refused (the
 reference step then runs, with the reason): cone limits on ball joints, welds and distances between
@@ -20,52 +20,11 @@ import warnings
 import numpy as np
 
 from convexsim.model import Contacts, Model, State
-from convexsim.multibody.forest import JointCoupler
-from convexsim.multibody.model import JOINT_NV, JointType
-from convexsim.multibody.reference_step import ConeLimit
+from convexsim.multibody.model import JOINT_NV
 from convexsim.stepping import compiled_kernels as K
+from convexsim.stepping.compiled import (_PACKED_FOREST, _SAP_STATUS_NAMES, _nonfinite_error, _per_model,
+                                         packed)
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
-
-_ONE_DOF = (int(JointType.REVOLUTE), int(JointType.PRISMATIC))
-
-
-def tree_layout_problem(model: Model) -> str:
-    """Why the compiled tree step cannot take ``model``'s trees ("" if it can)."""
-    forest = model.forest
-    if forest is None:
-        return ""
-    for c in forest.constraints:
-        if not isinstance(c, JointCoupler):
-            return (f"constraint {c.name!r}: welds and distances between bodies are not in the compiled step "
-                    "(joint couplers are)")
-        for name in (c.joint, c.reference):
-            k, j = forest.joint_index[name]
-            if int(forest.trees[k].model.joint_type[j]) not in _ONE_DOF:
-                return f"coupler {c.name!r}: joint {name!r} is not a 1-dof joint"
-    g = np.asarray(model.gravity, dtype=float)
-    for t in forest.trees:
-        m = t.model
-        if not np.array_equal(np.asarray(m.gravity, dtype=float), g):
-            return f"tree {t.joint_names[0]!r}: its gravity differs from the model's"
-        for lim in t.limits:
-            if isinstance(lim, ConeLimit):
-                return f"joint {t.joint_names[lim.joint]!r}: cone limits are not in the compiled step"
-            if int(m.joint_type[lim.joint]) not in _ONE_DOF:
-                return f"joint {t.joint_names[lim.joint]!r}: a limit on a joint with more than one dof"
-            if not lim.lower <= lim.upper:
-                return f"joint {t.joint_names[lim.joint]!r}: lower limit above the upper"
-        for a in t.actuators:
-            if int(m.joint_type[a.joint]) not in _ONE_DOF:
-                return f"actuator {a.name!r}: not on a 1-dof joint"
-            if not (a.effort > 0 and a.kp >= 0 and a.kd >= 0 and a.kp + a.kd > 0 and math.isfinite(a.kp)
-                    and math.isfinite(a.kd)):
-                return f"actuator {a.name!r}: gains or effort out of range"
-        for cp in t.couplers:
-            for j in (cp.joint_i, cp.joint_j):
-                if int(m.joint_type[j]) not in _ONE_DOF:
-                    return f"coupler on joint {t.joint_names[j]!r}: not a 1-dof joint"
-    return ""
-
 
 class PackedForest:
     """The forest of a model as the flat arrays of ``tree_kernels`` (built once per model).
@@ -180,8 +139,6 @@ class PackedForest:
 
 def packed_forest(model: Model) -> PackedForest:
     """The PackedForest of ``model`` (built on first use, kept while the model lives)."""
-    from convexsim.stepping.compiled import _PACKED_FOREST, _per_model
-
     return _per_model(_PACKED_FOREST, model, PackedForest)
 
 
@@ -199,7 +156,6 @@ def _has_controls(ctx) -> bool:
 def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
     """One SAP step of a tree model by ``tree_kernels.tree_step_kernel`` (same contract as
     ``articulated.articulated_sap_step``; module docstring for the steps the reference takes instead)."""
-    from convexsim.stepping.compiled import _SAP_STATUS_NAMES, _nonfinite_error, packed
     from convexsim.stepping.tree_kernels import tree_step_kernel
 
     if _has_controls(ctx):
@@ -246,4 +202,4 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
 
 
-__all__ = ["PackedForest", "compiled_tree_step", "packed_forest", "tree_layout_problem"]
+__all__ = ["PackedForest", "compiled_tree_step", "packed_forest"]

@@ -12,7 +12,7 @@ The stages, in the order of the reference step, each calling the kernel of the m
    CRBA, RNEA, implicit joint damping) and of the free bodies (``compiled_kernels.free_motion_kernel``);
 3. joint rows of every tree, as ``multibody.reference_step.constraint_rows`` builds them: limit sides in
    their window (``joint_constraints.limit_in_window``, near-rigid ``holonomic_row_kernel``), PD actuators
-   with the targets at t (``forest.pd_target``, ``joint_constraints.pd_row_kernel``), couplers;
+   with the targets at t (``joint_constraints.pd_target``, ``pd_row_kernel``), couplers;
 4. contact frames, Jacobian blocks (``compiled_kernels.jacobian_block`` on free bodies, R_WCᵀ J_P with the
    tree's point Jacobian ``kinematics.path_point_jacobian`` on links), Delassus estimate and contact
    kernel parameters (``compiled_kernels.contact_parameters``);
@@ -21,7 +21,7 @@ The stages, in the order of the reference step, each calling the kernel of the m
    row is a constraint of kind ≥ ``sap.constraints.KIND_ROW_MIN`` whose block carries J in its first row);
 6. integration: free bodies by ``compiled_kernels.integrate_kernel``, trees by
    ``kinematics.integrate_q_kernel``; link rows of q, v by forward kinematics at the new q
-   (``forest.link_rows_kernel``).
+   (``kinematics.link_rows_kernel``).
 
 The forest is packed once per model into flat arrays (``stepping.compiled_trees.PackedForest``), one
 MultibodyModel-like set of arrays for all trees (parents first; the trees' q and v are ``State.tree_q`` and
@@ -36,12 +36,12 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.multibody.dynamics import forest_free_motion
-from convexsim.multibody.forest import link_rows_kernel, pd_target
-from convexsim.multibody.kinematics import fk_kernel, integrate_q_kernel, path_point_jacobian, subspace_kernel
+from convexsim.multibody.kinematics import (fk_kernel, integrate_q_kernel, link_rows_kernel, path_point_jacobian,
+                                            subspace_kernel)
 from convexsim.sap import blocks
 from convexsim.sap.constraints import KIND_SAP, NPAR
 from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_LIMIT, KIND_PD, LIMIT_STIFFNESS,
-                                             holonomic_row_kernel, limit_in_window, pd_row_kernel)
+                                             holonomic_row_kernel, limit_in_window, pd_row_kernel, pd_target)
 from convexsim.stepping.compiled_kernels import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, RUN_CHUNK_END, RUN_DONE,
                                                  RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN, STEP_NONFINITE_END,
                                                  STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,

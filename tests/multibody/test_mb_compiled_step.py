@@ -12,8 +12,9 @@ import pytest
 
 from mb_trees import random_q, random_tree
 from convexsim.multibody.dynamics import forest_free_motion
-from convexsim.multibody.forest import link_rows, link_rows_kernel, tree_step_data
-from convexsim.multibody.kinematics import (Kinematics, integrate_q, integrate_q_kernel, path_point_jacobian)
+from convexsim.multibody.forest import link_rows, tree_step_data
+from convexsim.multibody.kinematics import (Kinematics, integrate_q, integrate_q_kernel, link_rows_kernel,
+                                            path_point_jacobian)
 from convexsim.multibody.model import JOINT_NV
 from convexsim.multibody.reference_step import free_motion
 from convexsim.simulate import prepare
