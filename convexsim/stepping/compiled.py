@@ -20,6 +20,7 @@ The run loop (``run_kernel``) stops before such a step and the caller takes it w
 
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 
