@@ -72,6 +72,24 @@ def rot_to_quat(R, out):
 
 
 @jit
+def quat_exp_times(rx, ry, rz, bw, bx, by, bz):
+    """exp(r) ⊗ b renormalized: the unit quaternion of the rotation vector r = θ·u [rad] (cos θ/2, sin(θ/2) u,
+    with sin(θ/2)/θ ≈ ½ − θ²/48 below θ = 1e-8, as ``spatial.quat_exp``) times the quaternion b (w, x, y, z),
+    divided by its norm. Returns (w, x, y, z)."""
+    theta = math.sqrt(rx * rx + ry * ry + rz * rz)
+    half = 0.5 * theta
+    k = 0.5 - theta ** 2 / 48.0 if theta < 1e-8 else math.sin(half) / theta
+    aw = math.cos(half)
+    ax, ay, az = k * rx, k * ry, k * rz
+    qw = aw * bw - ax * bx - ay * by - az * bz
+    qx = aw * bx + ax * bw + ay * bz - az * by
+    qy = aw * by - ax * bz + ay * bw + az * bx
+    qz = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    return qw / n, qx / n, qy / n, qz / n
+
+
+@jit
 def geom_world_poses_kernel(
     q: np.ndarray, geom_body: np.ndarray, geom_pos: np.ndarray, geom_quat: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:

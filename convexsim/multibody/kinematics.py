@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.geometry.transforms import quat_to_rot, rot_to_quat
+from convexsim.geometry.transforms import quat_exp_times, quat_to_rot, rot_to_quat
 from convexsim.multibody.model import JointType, MultibodyModel
 from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
 
@@ -167,27 +167,9 @@ def path_point_jacobian(parent, dofadr, nvj, S, body, px, py, pz, dof0, out):
 
 
 @jit
-def quat_exp_times(rx, ry, rz, bw, bx, by, bz):
-    """exp(r) ⊗ b renormalized: the unit quaternion of the rotation vector r = θ·u [rad] (cos θ/2, sin(θ/2) u,
-    with sin(θ/2)/θ ≈ ½ − θ²/48 below θ = 1e-8, as ``spatial.quat_exp``) times the quaternion b (w, x, y, z),
-    divided by its norm. Returns (w, x, y, z)."""
-    theta = math.sqrt(rx * rx + ry * ry + rz * rz)
-    half = 0.5 * theta
-    k = 0.5 - theta ** 2 / 48.0 if theta < 1e-8 else math.sin(half) / theta
-    aw = math.cos(half)
-    ax, ay, az = k * rx, k * ry, k * rz
-    qw = aw * bw - ax * bx - ay * by - az * bz
-    qx = aw * bx + ax * bw + ay * bz - az * by
-    qy = aw * by - ax * bz + ay * bw + az * bx
-    qz = aw * bz + ax * by - ay * bx + az * bw
-    n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-    return qw / n, qx / n, qy / n, qz / n
-
-
-@jit
 def integrate_q_kernel(jtype, qadr, dofadr, q, v, dt, q_out):
     """q_out = q advanced by dt at constant v (numba twin of :func:`integrate_q`): 1-dof joints q + dt v;
-    quaternions exp(dt ω) ⊗ quat renormalized (:func:`quat_exp_times`); FREE positions p + dt ṗ."""
+    quaternions exp(dt ω) ⊗ quat renormalized (``geometry.transforms.quat_exp_times``); FREE positions p + dt ṗ."""
     for i in range(q.shape[0]):
         q_out[i] = q[i]
     for b in range(jtype.shape[0]):
@@ -421,7 +403,6 @@ __all__ = [
     "integrate_q",
     "integrate_q_kernel",
     "path_point_jacobian",
-    "quat_exp_times",
     "joint_transform_reference",
     "link_rows_kernel",
     "normalize_q",

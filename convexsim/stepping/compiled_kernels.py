@@ -38,7 +38,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import sweep_and_prune_pairs
 from convexsim.geometry.collide import narrow_phase
-from convexsim.geometry.transforms import geom_world_poses_kernel
+from convexsim.geometry.transforms import geom_world_poses_kernel, quat_exp_times
 from convexsim.sap import blocks, supernodal
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
 from convexsim.sap.friction_cone import regularization
@@ -378,32 +378,12 @@ def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
             v_out[b, i] = v_next[6 * m + i]
         for i in range(3):
             q_out[b, i] = q[b, i] + dt * v_out[b, 3 + i]
-        r0 = dt * v_out[b, 0]
-        r1 = dt * v_out[b, 1]
-        r2 = dt * v_out[b, 2]
-        theta = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
-        half = 0.5 * theta
-        if theta < 1e-8:
-            k = 0.5 - theta ** 2 / 48.0
-        else:
-            k = math.sin(half) / theta
-        aw = math.cos(half)
-        ax = k * r0
-        ay = k * r1
-        az = k * r2
-        bw = q[b, 3]
-        bx = q[b, 4]
-        by = q[b, 5]
-        bz = q[b, 6]
-        qw = aw * bw - ax * bx - ay * by - az * bz
-        qx = aw * bx + ax * bw + ay * bz - az * by
-        qy = aw * by - ax * bz + ay * bw + az * bx
-        qz = aw * bz + ax * by - ay * bx + az * bw
-        nrm = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        q_out[b, 3] = qw / nrm
-        q_out[b, 4] = qx / nrm
-        q_out[b, 5] = qy / nrm
-        q_out[b, 6] = qz / nrm
+        qw, qx, qy, qz = quat_exp_times(dt * v_out[b, 0], dt * v_out[b, 1], dt * v_out[b, 2], q[b, 3], q[b, 4],
+                                        q[b, 5], q[b, 6])
+        q_out[b, 3] = qw
+        q_out[b, 4] = qx
+        q_out[b, 5] = qy
+        q_out[b, 6] = qz
 
 
 @jit

@@ -181,6 +181,8 @@ def test_compiled_and_reference_runs_agree(scene):
         assert np.max(np.abs(a.tree_v - r.tree_v)) < _v_bound(sr)
         assert np.max(np.abs(a.q - r.q)) < Q_BOUND
         assert np.max(np.abs(a.v - r.v)) < _v_bound(sr)
+    for a, r in zip(ic, ir):
+        assert a.contacts.count == r.contacts.count
         assert a.actuator_names == r.actuator_names
         assert np.allclose(a.actuator_force, r.actuator_force, rtol=1e-5, atol=1e-6)
         assert a.limit_force.keys() == r.limit_force.keys()
