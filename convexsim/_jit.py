@@ -104,53 +104,139 @@ class LazySignatureDispatcher(CPUDispatcher):
         return super()._compile_for_args(*args, **kws)
 
 
-KERNEL_MODULES = (
-    "geometry/boxes.py", "geometry/broadphase.py", "geometry/collide.py", "geometry/primitives.py",
-    "geometry/transforms.py", "lcp/crash.py", "lcp/lemke.py", "lcp/sparse_lemke.py", "multibody/dynamics.py",
-    "multibody/kinematics.py", "sap/block_sparse.py", "sap/blocks.py", "sap/constraints.py",
-    "sap/friction_cone.py", "sap/hunt_crossley.py", "sap/joint_constraints.py", "sap/linesearch.py",
-    "sap/supernodal.py", "stepping/compiled_kernels.py", "stepping/lcp_compiled_kernels.py",
-    "stepping/lcp_dense.py", "stepping/tree_kernels.py",
-)
-"""Every module of the package that defines kernels (paths relative to the package; a test keeps the list
-complete). Their sources make up :func:`kernel_sources_fingerprint`."""
+_PACKAGE_ROOT = None
 
 
-@functools.lru_cache(maxsize=1)
-def kernel_sources_fingerprint() -> str:
-    """SHA-256 over the sources of :data:`KERNEL_MODULES` (hex).
+def _package_root():
+    """The directory of the ``convexsim`` package (this file's folder)."""
+    global _PACKAGE_ROOT
+    if _PACKAGE_ROOT is None:
+        from pathlib import Path
+
+        _PACKAGE_ROOT = Path(__file__).resolve().parent
+    return _PACKAGE_ROOT
+
+
+def kernel_modules() -> tuple[str, ...]:
+    """Every module of the package that defines kernels (it imports this decorator), as paths relative to
+    the package, sorted. Derived from the sources, so it cannot go stale."""
+    root = _package_root()
+    return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                        if p.name != "_jit.py" and "_jit import" in p.read_text(encoding="utf-8")))
+
+
+def _module_file(dotted: str):
+    """The source file of the convexsim module ``dotted`` (a package's ``__init__.py``), or None."""
+    parts = dotted.split(".")
+    if parts[0] != "convexsim":
+        return None
+    base = _package_root().joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_imports(path) -> tuple:
+    """Source files of the convexsim modules that the file ``path`` imports (every ``import`` statement,
+    function-local ones included; ``from pkg import name`` counts ``pkg.name`` when it is a module, else
+    ``pkg``)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return ()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = []
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                names.append(sub if _module_file(sub) is not None else node.module)
+        else:
+            continue
+        for name in names:
+            f = _module_file(name)
+            if f is not None and f != path:
+                found.add(f)
+    return tuple(sorted(found))
+
+
+def import_closure(path) -> tuple:
+    """``path`` and every convexsim source file it reaches through imports, transitively (sorted)."""
+    seen = {path}
+    todo = [path]
+    while todo:
+        for f in _direct_imports(todo.pop()):
+            if f not in seen:
+                seen.add(f)
+                todo.append(f)
+    return tuple(sorted(seen))
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_sources_fingerprint(module_file=None) -> str:
+    """SHA-256 (hex) over the sources of the convexsim files that ``module_file`` (a path; None: every
+    kernel module) reaches through its imports.
 
     numba stamps a cached kernel with its own file only, but the cached machine code of a kernel includes
-    the code of the kernels it calls, which may live in other files: after an edit of one of those (or an
-    upgrade of convexsim) numba would silently run the old callee. Every convexsim kernel's cache stamp
-    also carries this fingerprint (:func:`_stamp_with_sources`), so any change to any kernel module
-    invalidates the cached kernels and they are compiled again."""
+    the code of the kernels it calls and the values of the module constants it reads, which may live in
+    other files: after an edit of one of those (or an upgrade of convexsim) numba would silently run the
+    old callee. Every convexsim kernel's cache stamp also carries this fingerprint of its own module's
+    import closure (:func:`_stamp_with_sources`): an edit invalidates the cached kernels of the modules
+    that can reach the edited file, and only those (an edit of the stepper does not recompile
+    collision)."""
     import hashlib
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent
+    root = _package_root()
+    if module_file is None:
+        files = set()
+        for rel in kernel_modules():
+            files.update(import_closure(root / rel))
+    else:
+        files = import_closure(Path(module_file).resolve())
     digest = hashlib.sha256()
-    for rel in KERNEL_MODULES:
-        digest.update(rel.encode())
+    for f in sorted(files):
         try:
-            digest.update((root / rel).read_bytes())
+            digest.update(str(f.relative_to(root)).encode())
+        except ValueError:                   # a kernel defined outside the package (a test's)
+            digest.update(f.name.encode())
+        try:
+            digest.update(f.read_bytes())
         except OSError:                      # a missing module changes the fingerprint too
             digest.update(b"<missing>")
     return digest.hexdigest()
 
 
+def _defining_file(func):
+    """The resolved source file of the module that defines ``func`` (None if unknown)."""
+    from pathlib import Path
+
+    module = sys.modules.get(getattr(func, "__module__", None) or "")
+    filename = getattr(module, "__file__", None) or getattr(getattr(func, "__code__", None), "co_filename", None)
+    return Path(filename).resolve() if filename else None
+
+
 def _stamp_with_sources(disp):
-    """Add :func:`kernel_sources_fingerprint` to the disk-cache stamp of the dispatcher ``disp`` (numba
-    internals, best effort: without them the cache keeps numba's own per-file stamp)."""
+    """Add the fingerprint of the import closure of the kernel's module (:func:`kernel_sources_fingerprint`)
+    to the disk-cache stamp of the dispatcher ``disp`` (numba internals, best effort: without them the
+    cache keeps numba's own per-file stamp)."""
     cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
-        cache_file._source_stamp = (cache_file._source_stamp, kernel_sources_fingerprint())
+        cache_file._source_stamp = (cache_file._source_stamp,
+                                    kernel_sources_fingerprint(_defining_file(disp.py_func)))
     return disp
 
 
 def jit(signature_or_function=None, **options):
     """``numba.njit`` with convexsim's flags (:data:`CACHE`, no fastmath, numpy's error model) and a
-    disk-cache stamp that covers every kernel module (:func:`kernel_sources_fingerprint`).
+    disk-cache stamp that covers the kernel's module and every convexsim file it imports
+    (:func:`kernel_sources_fingerprint`).
 
     Use as ``@jit``, ``@jit(inline="never")`` or with explicit signatures, ``@jit("int64(float64[::1])")``:
     then a :class:`LazySignatureDispatcher`, compiled for them on first use rather than at import."""
@@ -171,4 +257,4 @@ def jit(signature_or_function=None, **options):
     return wrap
 
 
-__all__ = ["jit", "CACHE", "KERNEL_MODULES", "LazySignatureDispatcher", "kernel_sources_fingerprint"]
+__all__ = ["jit", "CACHE", "LazySignatureDispatcher", "import_closure", "kernel_modules", "kernel_sources_fingerprint"]

@@ -77,11 +77,35 @@ def _add_run(sub) -> None:
                    help="with --view/--html: draw each link's joint frame and axis (scenes with joints)")
     p.add_argument("--no-wait", action="store_true",
                    help="with --view: stop the viewer as soon as the run(s) end instead of waiting for Ctrl-C")
+    _add_display_flags(p)
     p.add_argument("--strict", action="store_true", help="stop at the first SAP step that does not converge")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     _add_slip_curvature_flag(p)
     _add_unit_flag(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_display_flags(p) -> None:
+    """--forces, --force-scale, --contacts of `run` (with --view/--html) and `view`."""
+    p.add_argument("--forces", choices=["auto", "capped", "scaled", "top", "off"], default="auto",
+                   help="force arrows: capped (every contact, at most the scene radius long), scaled (not "
+                        "capped), top (the 12 largest forces of each frame), off (contact points only); "
+                        "auto (default): capped, or top when a frame has more than 40 contacts (the legend says so)")
+    p.add_argument("--force-scale", type=float, metavar="M_PER_N",
+                   help="arrow length per newton [m/N] (default: a quarter of the scene for the heaviest body's weight)")
+    p.add_argument("--contacts", choices=["on", "off"], default="on",
+                   help="off: no contact points and no force arrows")
+
+
+def _display_kwargs(args) -> dict:
+    """export_html / RunViewer / serve_trajectories keywords of the display flags."""
+    import math
+
+    scale = getattr(args, "force_scale", None)
+    if scale is not None and not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"--force-scale must be a finite number > 0 [m/N], got {scale!r}")
+    return {"forces": getattr(args, "forces", "auto"), "force_scale": scale,
+            "show_contacts": getattr(args, "contacts", "on") != "off"}
 
 
 def _add_slip_curvature_flag(p) -> None:
@@ -187,7 +211,7 @@ def _cmd_run(args, viewer=None) -> int:
         from convexsim import viz
 
         path = viz.export_html(trajectories, args.html, layout=args.layout,   # labels as on the --view page
-                               joint_frames=args.joint_frames)
+                               joint_frames=args.joint_frames, **_display_kwargs(args))
         _print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)", quiet=args.quiet)
     if viewer is not None:
         if args.no_wait:               # publish the playback (for scripts), but announce no URL about to die
@@ -227,10 +251,16 @@ def _run_viewer(args):
             raise ValueError("--no-wait only applies to --view")
         if getattr(args, "joint_frames", False) and not getattr(args, "html", None):
             raise ValueError("--joint-frames draws in the viewer: use it together with --view or --html")
+        drawn = [f for f, on in (("--forces", getattr(args, "forces", "auto") != "auto"),
+                                 ("--force-scale", getattr(args, "force_scale", None) is not None),
+                                 ("--contacts", getattr(args, "contacts", "on") != "on")) if on]
+        if drawn and not getattr(args, "html", None):
+            raise ValueError(f"{drawn[0]} changes what the viewer draws: use it together with --view or --html")
+        _display_kwargs(args)
         return contextlib.nullcontext()
     from convexsim import viz
 
-    return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames)
+    return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames, **_display_kwargs(args))
 
 
 def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
@@ -239,17 +269,19 @@ def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
     bodies = int((~model.body_fixed).sum())
     sap = model.solver.kind == "sap"
     solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if sap else "")
-    warm = (f"; plus {d['warmup_s']:.2f} s compiling/loading kernels, not in ms/step"
+    # The compilation time is part of the wall time: say so, and that ms/step leaves it out.
+    warm = (f"{d['warmup_s']:.2f} s of it compiling/loading kernels, not in ms/step"
             if d["warmup_s"] >= 0.005 else "")
     lines = [
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
         f"steps      {d['steps']} ({traj.time[-1]:.4g} s simulated) in {d['wall_time_s']:.2f} s wall, "
         f"{d['ms_per_step']:.3f} ms/step" + (f"\n           ({rounding})" if rounding else "")
-        + (f"\n           ({warm[2:]})" if warm else ""),
+        + (f"\n           ({warm})" if warm else ""),
+    ] + ([f"path       {stats.path}"] if getattr(stats, "path", "") else []) + [
         _effort_line(d, sap),
         f"contacts   mean {d['mean_contacts']:.1f}, max {d['max_contacts']} per step",
-        _result_line(d, traj, sap),
+        _result_line(d, traj, sap, stats),
         f"output     {path} ({traj.num_frames} frames)",
     ]
     return "\n".join(lines)
@@ -266,14 +298,16 @@ def _effort_line(d: dict, sap: bool) -> str:
     return line + (f"; {warm} of {d['steps']} steps solved by the warm start" if warm else "")
 
 
-def _result_line(d: dict, traj, sap: bool) -> str:
-    """How the run ended, in words that cannot contradict each other."""
+def _result_line(d: dict, traj, sap: bool, stats=None) -> str:
+    """How the run ended, in words that cannot contradict each other; non-converged steps in one line
+    (count, first step, worst residual)."""
     n = d["unconverged_steps"]
-    unconverged = f"{n} step{'s' if n != 1 else ''} did not converge"
+    unconverged = (stats.unconverged_text() if hasattr(stats, "unconverged_text") else "") or \
+        f"{n} step{'s' if n != 1 else ''} did not converge"
     if traj.failure:
         return f"result     STOPPED EARLY: {traj.failure}" + (f" ({unconverged} before)" if n else "")
     if n:
-        hint = " (the run went on with the last iterate; --strict stops at the first)" if sap else ""
+        hint = "; the run went on with the last iterate (--strict stops at the first)" if sap else ""
         return f"result     completed; {unconverged}{hint}"
     return "result     completed, every step converged"
 
@@ -446,6 +480,7 @@ def _add_view(sub) -> None:
     p.add_argument("--port", type=int, help="HTTP port of the viewer (default: a free port)")
     p.add_argument("--joint-frames", action="store_true",
                    help="draw each link's joint frame and axis (scenes with joints)")
+    _add_display_flags(p)
     p.set_defaults(func=cmd_view)
 
 
@@ -460,11 +495,12 @@ def cmd_view(args) -> int:
     check_comparable(trajs, list(args.trajectories), args.layout)
     labels = args.labels           # None: the playback's labels ("SAP (sap)", "LCP", …)
     if args.html:
-        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout, joint_frames=args.joint_frames)
+        path = viz.export_html(trajs, args.html, labels=labels, layout=args.layout, joint_frames=args.joint_frames,
+                               **_display_kwargs(args))
         print(f"HTML animation: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)")
         return EXIT_OK
     viz.serve_trajectories(trajs, labels=labels, layout=args.layout, port=args.port,
-                           joint_frames=args.joint_frames)
+                           joint_frames=args.joint_frames, **_display_kwargs(args))
     return EXIT_OK
 
 
@@ -537,10 +573,10 @@ def _add_bench(sub) -> None:
 
 def cmd_bench(args) -> int:
     if args.startup:
-        from convexsim import bench_startup
+        from convexsim.tools import bench_startup
 
         return bench_startup.main()
-    from convexsim import bench as sap_bench
+    from convexsim.tools import bench as sap_bench
 
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
@@ -554,7 +590,7 @@ def cmd_bench(args) -> int:
             return EXIT_OK
         print()
     if args.vs:
-        from convexsim.compare_engines.bench import DEFAULT_SCENES, bench_vs
+        from convexsim.tools.compare_engines.bench import DEFAULT_SCENES, bench_vs
 
         chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
         return bench_vs([(_resolve_scene(s), s, d) for s, d in chosen], args.vs)
@@ -573,8 +609,9 @@ def cmd_bench(args) -> int:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver,
                                         slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
+    print(sap_bench.scene_table_legend(), flush=True)
     if not args.scenes:
-        from convexsim import bench_lcp
+        from convexsim.tools import bench_lcp
 
         print()
         print(bench_lcp.format_lcp_small_table(bench_lcp.run_lcp_small_bench()), flush=True)
@@ -637,17 +674,24 @@ def cmd_seeds(args) -> int:
 def _add_warmup(sub) -> None:
     p = sub.add_parser("warmup", help="compile the numba kernels now (first run; `make demo` does it)",
                        description="Compile the numba kernels of every solver path (or load them from the "
-                                   "disk cache) on a tiny scene, so that the next run starts at full speed. "
-                                   "The first time takes about half a minute; later it takes a few seconds.")
+                                   "disk cache) on tiny scenes, so that the next run starts at full speed. "
+                                   "The SAP and LCP kernels compile in parallel processes (one per core); "
+                                   "a progress line every 10 s while they compile. Later calls load them "
+                                   "from the cache in a few seconds.")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="processes to compile in (default: one per core, at most 2)")
     p.set_defaults(func=cmd_warmup)
 
 
 def cmd_warmup(args) -> int:
-    from convexsim.kernels import uncached_kernels
-    from convexsim.warmup import warm_up
+    from convexsim.tools.kernels import uncached_kernels
+    from convexsim.tools.warmup import warm_up
 
     before = set(uncached_kernels())
-    seconds = warm_up(progress=True)
+    if before:
+        print(f"warmup: compiling {len(before)} kernels (first run or changed sources; cached for later runs)…",
+              file=sys.stderr, flush=True)
+    seconds = warm_up(progress=True, jobs=args.jobs)
     compiled = len(before - set(uncached_kernels()))
     what = f"compiled {compiled} kernels" if compiled else "kernels already compiled (loaded from the cache)"
     print(f"warmup: {what} in {seconds:.1f} s")

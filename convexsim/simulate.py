@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
-from convexsim.kernels import KernelClock
+from convexsim.tools.kernels import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import PATHS, ConvergenceWarning, SimulationError, StepInfo
 
@@ -111,6 +111,15 @@ class Recorder:
             time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
 
 
+class RunConvergenceWarning(ConvergenceWarning):
+    """The one warning a run issues at its first non-converged step (the rest are counted in RunStats)."""
+
+
+_PER_STEP_WARNING = r"step \d+ \(t = "
+"""The steppers' per-step ConvergenceWarning messages ("step 11 (t = 0.011 s): SAP did not converge …"),
+silenced during a run: the run warns once (RunConvergenceWarning) and counts the rest."""
+
+
 @dataclass
 class RunStats:
     """Summary of a run for the CLI and studies. ``ms_per_step`` is (wall time − warm-up) / steps: the
@@ -127,19 +136,61 @@ class RunStats:
     warmup_s: float = 0.0
     """Wall time [s] spent compiling numba kernels or loading them from the disk cache during the run;
     not counted in ``ms_per_step``."""
+    path: str = ""
+    """Which stepper ran: "compiled step" or "Python path: <why the compiled step was not eligible>"."""
+    first_unconverged_step: int = -1
+    """Step number (``state.step`` before it) of the first step that did not converge; -1 if none."""
+    first_unconverged_time: float = math.nan
+    worst_residual: float = math.nan
+    """Largest SAP momentum residual of the non-converged steps whose residual is known (NaN: none)."""
+    start_step: int = 0
+    start_time: float = 0.0
+    time_step: float = 0.0
+    solver_name: str = "SAP"
+    warn_first_unconverged: bool = True
+    """Issue one ConvergenceWarning at the first non-converged step (the per-step warnings of the
+    steppers are silenced during a run; the summary counts them)."""
 
     def add(self, info: StepInfo) -> None:
         """Account for one step."""
-        self.add_counts(info.iterations, info.contacts.count, info.converged, info.line_search_evaluations)
+        self.add_counts(info.iterations, info.contacts.count, info.converged, info.line_search_evaluations,
+                        residual=getattr(info, "momentum_residual", math.nan), status=info.status)
         self.warm_started_steps += int(getattr(info, "warm_accepted", False))
 
-    def add_counts(self, iterations: int, contacts: int, converged: bool, ls_evals: int) -> None:
-        """Account for one step from its counts."""
+    def add_counts(self, iterations: int, contacts: int, converged: bool, ls_evals: int, *,
+                   residual: float = math.nan, status: str = "") -> None:
+        """Account for one step from its counts (``residual``: its momentum residual, if known)."""
         self.steps += 1
         self.iterations.append(int(iterations))
         self.contacts.append(int(contacts))
-        self.unconverged_steps += int(not converged)
         self.line_search_evaluations += int(ls_evals)
+        if converged:
+            return
+        self.unconverged_steps += 1
+        if residual == residual and not residual <= self.worst_residual:    # NaN-aware max
+            self.worst_residual = float(residual)
+        if self.first_unconverged_step < 0:
+            self.first_unconverged_step = self.start_step + self.steps - 1
+            self.first_unconverged_time = self.start_time + (self.steps - 1) * self.time_step
+            if self.warn_first_unconverged:
+                why = f"{status}, " if status else ""
+                res = f", momentum residual {residual:.3g}" if residual == residual else ""
+                warnings.warn(f"{self.solver_name} did not converge at step {self.first_unconverged_step} "
+                              f"(t = {self.first_unconverged_time:.6g} s; {why}{int(iterations)} iterations{res}); "
+                              "the run goes on with the last iterate, later non-converged steps are only "
+                              "counted (run summary)", RunConvergenceWarning, stacklevel=2)
+
+    def unconverged_text(self) -> str:
+        """"89 steps did not converge (first at step 11, t = 0.011 s; worst momentum residual 0.031)", or ""."""
+        n = self.unconverged_steps
+        if not n:
+            return ""
+        text = f"{n} step{'s' if n != 1 else ''} did not converge (first at step {self.first_unconverged_step}"
+        if self.first_unconverged_time == self.first_unconverged_time:
+            text += f", t = {self.first_unconverged_time:.6g} s"
+        if self.worst_residual == self.worst_residual:
+            text += f"; worst momentum residual {self.worst_residual:.3g}"
+        return text + ")"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (ms/step, mean/max iterations and contacts)."""
@@ -155,6 +206,9 @@ class RunStats:
             "mean_contacts": float(nc.mean()),
             "max_contacts": int(nc.max()),
             "unconverged_steps": self.unconverged_steps,
+            "first_unconverged_step": self.first_unconverged_step,
+            "worst_unconverged_residual": self.worst_residual if self.worst_residual == self.worst_residual else None,
+            "path": self.path,
             "line_search_evaluations": self.line_search_evaluations,
             "warm_started_steps": self.warm_started_steps,
         }
@@ -293,10 +347,9 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     n_steps, _ = plan_steps(duration, model.time_step)
     rec = Recorder(model)
     rec.record(state, None)
-    stats = RunStats()
+    stats = RunStats(path=path_text(model, path, step_callback))
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
-    with end, warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    with end:
         for k in range(n_steps):
             if controller is not None:
                 ctx.controls = Controls.from_output(controller(model, state), model.forest)
@@ -333,8 +386,16 @@ class _RunEnd:
         self.t0 = _time.perf_counter()
         self.bar = _ProgressBar(n_steps, enabled=progress)
         self.clock = KernelClock(notice=progress)
+        state = current_state()
+        stats.start_step, stats.start_time, stats.time_step = int(state.step), float(state.t), model.time_step
+        stats.solver_name = model.solver.kind.upper()
+        self._warnings = warnings.catch_warnings()
 
     def __enter__(self) -> "_RunEnd":
+        self._warnings.__enter__()
+        # The steppers' per-step convergence warnings are silenced: RunStats warns once at the first and
+        # counts them all (one line in the run summary).
+        warnings.filterwarnings("ignore", message=_PER_STEP_WARNING, category=ConvergenceWarning)
         self.clock.__enter__()
         return self
 
@@ -343,6 +404,7 @@ class _RunEnd:
             self.clock.__exit__(exc_type, exc, tb)
         finally:
             self.bar.close()
+            self._warnings.__exit__(None, None, None)
         if exc_type is None:
             return False
         if issubclass(exc_type, SimulationError):
@@ -472,6 +534,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     c_normal=np.empty((rows, 3)), c_phi=np.empty(rows), c_force=np.empty((rows, 3)))
 
     contact_buffers(256)
+    stats.path = "compiled step (compiled run loop)"
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
     with end:
         while k < k_end:
@@ -505,8 +568,10 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                                         for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
                 for i in range(taken):
                     t += dt
-                    stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3])
-                    if f < nf and fr_step[f] == base + i + 1:
+                    framed = f < nf and fr_step[f] == base + i + 1
+                    stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3],
+                                     residual=float(fres[f]) if framed else math.nan)
+                    if framed:
                         n_c = int(fnc[f])
                         rows = None
                         if n_c:
@@ -563,6 +628,24 @@ def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.n
         out[n] = out[n] + f if n in out else np.array([f])
     out.update({n: np.array([f]) for n, f in zip(names[2], con)})
     return out
+
+
+def path_text(model: Model, path: str, step_callback: StepCallback | None) -> str:
+    """Which stepper the step-by-step loop of ``run_model`` takes, and why not the compiled run loop."""
+    if path == "reference":
+        return "Python path: path='reference' was asked for"
+    if model.solver.kind == "lcp" and not model.has_trees:
+        from convexsim.stepping.lcp_compiled import lcp_supported_cached
+
+        ok, reason = lcp_supported_cached(model)
+        return "compiled LCP step" if ok else f"Python path: {reason}"
+    from convexsim.stepping.compiled import supported_cached
+
+    ok, reason = supported_cached(model)
+    if ok:
+        return ("compiled step, one call per step (a step callback, e.g. the live viewer, sees every step)"
+                if step_callback is not None else "compiled step")
+    return f"Python path: {reason}"
 
 
 class TerminationRequest(KeyboardInterrupt):
@@ -715,4 +798,5 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
+           "RunConvergenceWarning", "path_text",
            "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]

@@ -1,5 +1,8 @@
-"""Rotations and cross products: the one numpy home for this math (numba kernels use
-``convexsim.geometry.transforms.quat_to_rot``, its scalar twin, tested equal to ``quat_to_matrix``).
+"""Rotations and cross products: the one home of this math.
+
+``rotation_entries`` is the package's one quaternion → rotation formula: plain arithmetic, so the same code
+serves numpy arrays (``quat_to_matrix``) and numba kernels (``convexsim.geometry.transforms`` compiles it into
+``quat_to_rot``). This module itself imports no numba.
 
 Quaternions are (w, x, y, z), scalar first; every function broadcasts over leading axes.
 """
@@ -9,27 +12,29 @@ from __future__ import annotations
 import numpy as np
 
 
-def quat_to_matrix(quat, normalize: bool = True) -> np.ndarray:
-    """Rotation matrices R of quaternions (w, x, y, z): shape (..., 4) -> (..., 3, 3).
+def rotation_entries(w, x, y, z):
+    """The nine entries of the rotation matrix of the unit quaternion (w, x, y, z), row by row:
+    R = I + 2w[u]ₓ + 2[u]ₓ² with u = (x, y, z).
 
-    R = I + 2w[u]ₓ + 2[u]ₓ² with u = (x, y, z) for a unit quaternion. ``normalize=False`` skips the
-    normalization for quaternions already of unit norm (the simulation state's, renormalized every step).
+    The package's one quaternion → rotation formula. Scalars or arrays of one shape (entries of that shape);
+    numba compiles it as it stands (``geometry.transforms.quat_to_rot``), so keep it plain arithmetic. Its
+    file is in the cache fingerprint of every kernel module that imports it (``convexsim._jit``)."""
+    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
+
+
+def quat_to_matrix(quat, normalize: bool = True) -> np.ndarray:
+    """Rotation matrices R of quaternions (w, x, y, z): shape (..., 4) -> (..., 3, 3) (``rotation_entries``).
+
+    ``normalize=False`` skips the normalization for quaternions already of unit norm (the simulation state's,
+    renormalized every step).
     """
     q = np.asarray(quat, dtype=np.float64)
     if normalize:
         q = q / np.linalg.norm(q, axis=-1, keepdims=True)
     w, x, y, z = np.moveaxis(q, -1, 0)
-    R = np.empty(q.shape[:-1] + (3, 3))
-    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    R[..., 0, 1] = 2 * (x * y - w * z)
-    R[..., 0, 2] = 2 * (x * z + w * y)
-    R[..., 1, 0] = 2 * (x * y + w * z)
-    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    R[..., 1, 2] = 2 * (y * z - w * x)
-    R[..., 2, 0] = 2 * (x * z - w * y)
-    R[..., 2, 1] = 2 * (y * z + w * x)
-    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return R
+    return np.stack(rotation_entries(w, x, y, z), axis=-1).reshape(q.shape[:-1] + (3, 3))
 
 
 def quat_multiply(a, b) -> np.ndarray:
@@ -64,4 +69,4 @@ def skew(r) -> np.ndarray:
     return S
 
 
-__all__ = ["quat_to_matrix", "quat_multiply", "quat_exp", "skew"]
+__all__ = ["rotation_entries", "quat_to_matrix", "quat_multiply", "quat_exp", "skew"]

@@ -107,9 +107,9 @@ def test_no_import_cycles():
     assert _cycles(import_graph()) == []
 
 
-SOLVER_PACKAGES = ("convexsim.sap", "convexsim.lcp.lemke", "convexsim.geometry")
+SOLVER_PACKAGES = ("convexsim.sap", "convexsim.lcp", "convexsim.geometry")
 FORBIDDEN_FOR_SOLVERS = ("convexsim.scene", "convexsim.cli", "convexsim.studies", "convexsim.viz",
-                         "convexsim.stepping", "convexsim.simulate", "convexsim.learn")
+                         "convexsim.stepping", "convexsim.simulate", "convexsim.learn", "convexsim.tools")
 
 
 @pytest.mark.parametrize("solver", SOLVER_PACKAGES)
@@ -118,6 +118,65 @@ def test_solver_packages_import_no_higher_layer(solver):
     bad = {(m, t) for m, ts in g.items() if m == solver or m.startswith(solver + ".")
            for t in ts if t.startswith(FORBIDDEN_FOR_SOLVERS)}
     assert not bad, f"{solver} imports higher layers: {sorted(bad)}"
+
+
+TOOLS = "convexsim.tools"
+TOOL_USERS = {"convexsim.cli": None, "convexsim.simulate": {"convexsim.tools.kernels"}}
+"""Who may import the tools (``convexsim.tools``: benchmarks, engine comparison, warm-up, kernel bookkeeping):
+the CLI, which runs them, and ``simulate``, which times a run's compilation with ``kernels.KernelClock``."""
+
+
+def test_only_the_cli_imports_the_tools():
+    """The tools sit on top: besides themselves, only the CLI imports them (and ``simulate`` the kernel clock)."""
+    g = import_graph()
+    bad = {(m, t) for m, ts in g.items() if not (m == TOOLS or m.startswith(TOOLS + "."))
+           for t in ts if (t == TOOLS or t.startswith(TOOLS + "."))
+           and not (m in TOOL_USERS and (TOOL_USERS[m] is None or t in TOOL_USERS[m]))}
+    assert not bad, sorted(bad)
+
+
+def test_the_lemke_package_is_layered():
+    """Inside ``convexsim.lcp.lemke`` the kernels (tableau, revised, sparse) import no entry point (``solve``)
+    and no module imports the package itself: the layers options/result/checks -> kernels -> warm -> sparse
+    -> solve have no back edge (no registry, no private imports between them)."""
+    g = import_graph()
+    pkg = "convexsim.lcp.lemke"
+    inside = {m: {t for t in ts if t.startswith(pkg + ".") or t == pkg} for m, ts in g.items()
+              if m.startswith(pkg + ".")}
+    assert all(pkg not in ts for ts in inside.values()), inside
+    assert all(f"{pkg}.solve" not in ts for m, ts in inside.items()), inside
+
+
+PRIVATE_IMPORTS_PENDING = {
+    ("convexsim.stepping.compiled", "convexsim.stepping.contacts", "_geom_sweep_radius"),
+    ("convexsim.stepping.articulated", "convexsim.stepping.contacts", "_geom_sweep_radius"),
+    ("convexsim.stepping.articulated", "convexsim.stepping.contacts", "_select"),
+    ("convexsim.stepping.lcp_compiled", "convexsim.stepping.compiled", "_per_model"),
+    ("convexsim.stepping.lcp_compiled_kernels", "convexsim.stepping.compiled_kernels", "_first_nonfinite_body"),
+}
+"""Imports of another module's private names left to the rewrite of ``stepping/compiled*.py`` and
+``stepping/articulated.py`` (``contacts`` exports ``geom_sweep_radius`` and ``select_contacts``); the list only
+shrinks."""
+
+
+def private_imports() -> set[tuple[str, str, str]]:
+    """(importing module, imported module, name) for every ``from X import _name`` between two of our modules."""
+    modules = _modules()
+    out = set()
+    for mod, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                src = _resolve(node.module, modules)
+                for a in node.names:
+                    if src is not None and src != mod and a.name.startswith("_") and not a.name.startswith("__"):
+                        out.add((mod, src, a.name))
+    return out
+
+
+def test_no_module_imports_another_modules_private_names():
+    """What modules share is public in its owning module: no ``from convexsim.x import _y`` across modules."""
+    found = private_imports()
+    assert found <= PRIVATE_IMPORTS_PENDING, sorted(found - PRIVATE_IMPORTS_PENDING)
 
 
 def test_core_never_imports_the_viewer():

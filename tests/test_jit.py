@@ -69,15 +69,50 @@ def test_pickles_as_itself():
 
 
 def test_kernel_modules_lists_every_module_that_defines_kernels():
-    """The cache fingerprint covers exactly the modules that import the kernel decorator."""
+    """kernel_modules() is every module that imports the kernel decorator (derived, never by hand)."""
     from pathlib import Path
 
-    from convexsim._jit import KERNEL_MODULES
+    from convexsim._jit import kernel_modules
 
     root = Path(__file__).resolve().parents[1] / "convexsim"
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if p.name != "_jit.py" and "_jit import" in p.read_text(encoding="utf-8"))
-    assert sorted(KERNEL_MODULES) == users
+    assert list(kernel_modules()) == users
+    assert "geometry/boxes.py" in users and "stepping/compiled_kernels.py" in users
+
+
+def test_a_kernels_fingerprint_covers_its_import_closure_only():
+    """The stepper's kernels depend on collision's files (an edit there must recompile them); collision's
+    kernels do not depend on the stepper's (an edit there must not recompile them)."""
+    from pathlib import Path
+
+    from convexsim._jit import import_closure
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    stepper = set(import_closure(root / "stepping" / "compiled_kernels.py"))
+    boxes = set(import_closure(root / "geometry" / "boxes.py"))
+    assert root / "geometry" / "transforms.py" in stepper and root / "geometry" / "boxes.py" in stepper
+    assert root / "geometry" / "transforms.py" in boxes
+    assert root / "stepping" / "compiled_kernels.py" not in boxes
+    assert not any("stepping" in f.parts or "lcp" in f.parts for f in boxes)
+
+
+def test_the_rotation_formula_module_is_in_the_closure_of_the_kernels_that_compile_it():
+    """spatial.rotation_entries is plain Python that geometry.transforms compiles into its kernels: its file is
+    in the cache fingerprint of every kernel module that reaches transforms (an edit of the formula recompiles
+    them), and it imports no numba (numpy callers use it without the JIT)."""
+    import ast
+    from pathlib import Path
+
+    from convexsim._jit import import_closure
+
+    root = Path(__file__).resolve().parents[1] / "convexsim"
+    for rel in ("geometry/transforms.py", "geometry/boxes.py", "stepping/compiled_kernels.py"):
+        assert root / "spatial.py" in import_closure(root / rel), rel
+    tree = ast.parse((root / "spatial.py").read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.split(".")[0] == "numba" or m == "convexsim._jit"}
 
 
 PROBE = '''

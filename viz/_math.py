@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convexsim.spatial import quat_to_matrix  # noqa: F401  (re-exported for the viewer)
+from convexsim.spatial import quat_to_matrix  # the core's formula (also re-exported for the viewer)
 
 
 def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:
@@ -24,20 +24,10 @@ def pose_matrix(p, q=(1.0, 0.0, 0.0, 0.0), scale=(1.0, 1.0, 1.0)) -> np.ndarray:
 
 def pose_matrices(p, q, scale=None) -> np.ndarray:
     """Vectorized ``pose_matrix``: (n, 4, 4) from positions p (n, 3) [m], unit quaternions q (n, 4)
-    (w, x, y, z) and optional scales (n, 3). R = I + 2w[v]× + 2[v]×², v = (x, y, z)."""
+    (w, x, y, z) and optional scales (n, 3); R by the core's ``quat_to_matrix`` (no normalization)."""
     p = np.asarray(p, dtype=np.float64).reshape(-1, 3)
     q = np.asarray(q, dtype=np.float64).reshape(-1, 4)
-    w, x, y, z = q.T
-    R = np.empty((q.shape[0], 3, 3))
-    R[:, 0, 0] = 1 - 2 * (y * y + z * z)
-    R[:, 0, 1] = 2 * (x * y - w * z)
-    R[:, 0, 2] = 2 * (x * z + w * y)
-    R[:, 1, 0] = 2 * (x * y + w * z)
-    R[:, 1, 1] = 1 - 2 * (x * x + z * z)
-    R[:, 1, 2] = 2 * (y * z - w * x)
-    R[:, 2, 0] = 2 * (x * z - w * y)
-    R[:, 2, 1] = 2 * (y * z + w * x)
-    R[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    R = quat_to_matrix(q, normalize=False)
     if scale is not None:
         R = R * np.asarray(scale, dtype=np.float64).reshape(-1, 1, 3)
     T = np.zeros((q.shape[0], 4, 4))

@@ -32,7 +32,7 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
                 models: Sequence[Model] | None = None, max_fps: float = 60.0,
                 max_contacts: int = 300, autoplay: bool = True, loop: bool = True,
                 title: str | None = None, follow: str = "auto", joint_frames: bool = False,
-                report: bool = False) -> Path:
+                forces: str = "auto", report: bool = False) -> Path:
     """Write one standalone HTML animation of ``trajectories`` (same scene) to ``out_path``.
 
     The page embeds meshcat's viewer and every drawing command: it needs no server and no network.
@@ -54,6 +54,9 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
             percentile of the nonzero contact force magnitudes of all runs); arrows are capped at R.
         force_threshold: no arrow at or below this force [N]; default 1e-3·f_ref.
         show_contacts: draw contact points and force arrows.
+        forces: "auto" (every contact's arrow, capped at R, unless a frame has more than 40 contacts: then
+            the 12 largest forces of each frame only, and the legend says so), "capped", "scaled" (not
+            capped), "top" (the largest only) or "off" (contact points, no arrows).
         models: compiled scene(s) (default: compiled from each trajectory's ``scene_yaml``).
         max_fps: at most this many animation frames per simulated second.
         max_contacts: at most this many contact markers per trajectory and frame (largest forces first).
@@ -72,7 +75,7 @@ def export_html(trajectories: Sequence[Trajectory], out_path: str | os.PathLike,
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
                            force_threshold=force_threshold, show_contacts=show_contacts,
                            max_contacts=max_contacts, max_fps=max_fps, autoplay=autoplay, loop=loop,
-                           title=title, follow=follow, joint_frames=joint_frames)
+                           title=title, follow=follow, joint_frames=joint_frames, forces=forces)
     pb = build_playback(trajectories, opts, models=models)
     path = write_page(pb, out_path)
     if report:

@@ -121,8 +121,13 @@ class LiveViewer:
                  port: int | None = None, max_rate_hz: float = 30.0, max_duty: float = 0.25,
                  show_contacts: bool = True, follow: str = "auto", open_browser: bool = False,
                  server: MeshcatServer | None = None, out=None, announce: bool = True, threaded: bool = True,
-                 joint_frames: bool = False,
+                 joint_frames: bool = False, forces: str = "auto", force_scale: float | None = None,
                  clock=time.perf_counter, sleep=time.sleep):
+        from .playback import FORCE_MODES
+
+        if forces not in FORCE_MODES:
+            raise ValueError(f"forces must be one of {', '.join(FORCE_MODES)}, got {forces!r}")
+        self.forces, self._user_force_scale = forces, force_scale
         self.model = model
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
         self._rate_default = self.rate_target
@@ -185,7 +190,8 @@ class LiveViewer:
                              bounds.center + 1.25 * (bounds.hi - bounds.center))
         self._radius = bounds.radius
         self._center = bounds.center
-        self._force_scale = nice_scale(REFERENCE_ARROW * bounds.radius / self._force_ref)
+        self._force_scale = (self._user_force_scale if self._user_force_scale is not None
+                             else nice_scale(REFERENCE_ARROW * bounds.radius / self._force_ref))
         self._force_threshold = 1e-3 * self._force_ref
         ground = bounds
         if self.follow != "off":        # the run may go far: a wider ground to roll on
@@ -218,17 +224,24 @@ class LiveViewer:
         nc = fr.contact_point.shape[0]
         force = fr.contact_force if fr.contact_force is not None else np.zeros((nc, 3))
         mag = np.linalg.norm(force, axis=1) if nc else np.zeros(0)
-        show = np.flatnonzero((mag > self._force_threshold) | (fr.contact_phi <= 0.0))[:100]
+        from .playback import MANY_CONTACTS, TOP_ARROWS
+
+        show = np.flatnonzero((mag > self._force_threshold) | (fr.contact_phi <= 0.0))
+        show = show[np.argsort(-mag[show], kind="stable")][:100]          # the largest forces first
+        if self.forces == "top" or (self.forces == "auto" and show.size > MANY_CONTACTS):
+            show = show[:TOP_ARROWS]                                     # readable on piles (legend says so)
         cmds = self._grow_pool(show.size)
         quats = quat_from_y_to(force[show]) if show.size else np.zeros((0, 4))
-        lengths = np.minimum(mag[show] * self._force_scale, self._radius)          # clamped at R
+        lengths = mag[show] * self._force_scale
+        if self.forces != "scaled":
+            lengths = np.minimum(lengths, self._radius)                       # clamped at R
         arrows = pose_matrices(np.zeros((show.size, 3)), quats,
                                np.column_stack([np.ones(show.size), lengths, np.ones(show.size)]))
         points = fr.contact_point[show]
         for k in range(self._slots):
             slot = f"{LIVE_PREFIX}/contacts/c{k}"
             on = k < show.size
-            arrow_on = on and mag[show[k]] > self._force_threshold
+            arrow_on = on and mag[show[k]] > self._force_threshold and self.forces != "off"
             if on:
                 cmds.append(_transform_cmd(slot, translation_matrix(points[k])))
                 if arrow_on:
@@ -260,6 +273,22 @@ class LiveViewer:
             self._following = True
         return target
 
+    def _force_note(self) -> str:
+        """The legend's arrow line: the scale, and which arrows are drawn when not all of them."""
+        from .playback import MANY_CONTACTS, TOP_ARROWS
+
+        if not self.show_contacts:
+            return ""
+        if self.forces == "off":
+            return "contact points only, no force arrows"
+        text = force_legend(self._force_scale, self._force_threshold,
+                            self._radius if self.forces != "scaled" else np.inf)
+        if self.forces == "top":
+            text = f"arrows for the {TOP_ARROWS} largest forces only; " + text
+        elif self.forces == "auto":
+            text = f"above {MANY_CONTACTS} contacts, arrows for the {TOP_ARROWS} largest forces only; " + text
+        return text
+
     def _frame_commands(self, fr: _Frame) -> list[dict]:
         Ts = pose_matrices(fr.q[self._moving, :3], fr.q[self._moving, 3:7])
         cmds = [_transform_cmd(p, T) for p, T in zip(self._body_paths, Ts)]
@@ -271,8 +300,7 @@ class LiveViewer:
         status = {"title": f"{self.model.name} — live ({self.model.solver.kind.upper()})", "live": True,
                   "t": fr.t, "step": fr.step, "rate": fr.rate, "contacts": nshow,
                   "following": bool(target is not None),
-                  "note": (force_legend(self._force_scale, self._force_threshold, self._radius)
-                           if self.show_contacts else "")}
+                  "note": self._force_note()}
         cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
         return cmds
 
@@ -486,7 +514,7 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
                        show_contacts: bool = True, open_browser: bool = False, port: int | None = None,
                        html_out: str | Path | None = None, models: Sequence[Model] | None = None,
                        follow: str = "auto", block: bool = True, out=None,
-                       joint_frames: bool = False) -> MeshcatServer | None:
+                       joint_frames: bool = False, forces: str = "auto") -> MeshcatServer | None:
     """Serve the playback of ``trajectories`` on our 127.0.0.1-only Meshcat server.
 
     Prints the URL and "Ctrl-C to stop", blocks until SIGINT/SIGTERM, then stops the server (no
@@ -496,7 +524,7 @@ def serve_trajectories(trajectories: Sequence[Trajectory], *, labels: Sequence[s
     out = out or sys.stdout
     opts = PlaybackOptions(labels=labels, layout=layout, offset=offset, force_scale=force_scale,
                            force_threshold=force_threshold, show_contacts=show_contacts, follow=follow,
-                           joint_frames=joint_frames)
+                           joint_frames=joint_frames, forces=forces)
     pb = build_playback(trajectories, opts, models=models)
     if html_out is not None:
         from .export import write_page
@@ -530,7 +558,9 @@ class RunViewer:
     """
 
     def __init__(self, *, realtime: bool | float = False, port: int | None = None, open_browser: bool = False,
-                 out=None, layout: str = "auto", follow: str = "auto", joint_frames: bool = False):
+                 out=None, layout: str = "auto", follow: str = "auto", joint_frames: bool = False,
+                 forces: str = "auto", force_scale: float | None = None, show_contacts: bool = True):
+        self.forces, self.force_scale, self.show_contacts = forces, force_scale, show_contacts
         self.realtime = realtime
         self.joint_frames = joint_frames
         self.layout, self.follow = layout, follow
@@ -556,7 +586,9 @@ class RunViewer:
         if self.viewer is not None:
             self.viewer.close()
         self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out,
-                                 announce=False, follow=self.follow, joint_frames=self.joint_frames)
+                                 announce=False, follow=self.follow, joint_frames=self.joint_frames,
+                                 forces=self.forces, force_scale=self.force_scale,
+                                 show_contacts=self.show_contacts)
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
 
@@ -570,7 +602,9 @@ class RunViewer:
         try:
             self._ensure_server()
             if trajectories:
-                opts = PlaybackOptions(labels=labels, layout=layout or self.layout, joint_frames=self.joint_frames)
+                opts = PlaybackOptions(labels=labels, layout=layout or self.layout, joint_frames=self.joint_frames,
+                                       forces=self.forces, force_scale=self.force_scale,
+                                       show_contacts=self.show_contacts)
                 pb = build_playback(trajectories, opts)
                 self.server.send([draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] + pb.commands)
                 print(f"Meshcat viewer: {self.web_url} (playback of the recorded run"

@@ -89,6 +89,21 @@ OVERLAY_JS = r"""
   }
   window.convexsim_render = render;
   setInterval(render, 100);
+  // The legend is redrawn in the same animation frame as the 3D view, right after it (issue 27): with
+  // only the timer above, a frame rendered after the animator jumped ahead (a throttled tab, headless
+  // Chromium's virtual time, a page that renders one frame a second) showed a later pose than the legend
+  // named. ``convexsim_drawn_time`` is the animation time of the frame last drawn (tests read it back).
+  const baseRender = viewer.render.bind(viewer);
+  viewer.render = function () {
+    const a = viewer.animator;
+    if (a && a.duration > 0) {       // the time the mixer has applied to the scene, as display_progress
+      a.time = a.actions.reduce((m, x) => Math.max(m, x.time), 0);
+    }
+    baseRender();
+    window.convexsim_drawn_time = a ? a.time : 0;
+    render();
+    updateBar();
+  };
 
   // ---- the control bar (bottom): playback timeline, or pause / step / speed of the live run ----------
   const SPEEDS = [0.1, 0.25, 0.5, 1, 2, 4];

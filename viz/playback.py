@@ -131,7 +131,10 @@ def force_legend(scale: float, threshold: float, max_length: float) -> str:
             per /= 10.0
     unit = "N" if per == 1.0 else ("kN" if per == 1000.0 else force_text(per))
     text = f"arrow length: {length_text(scale * per)} per {unit}"
-    text += f", at most {length_text(max_length)} ({force_text(max_length / scale)} and more)"
+    if np.isfinite(max_length):
+        text += f", at most {length_text(max_length)} ({force_text(max_length / scale)} and more)"
+    else:
+        text += ", not capped"
     if threshold > 0:
         text += f"; no arrow below {force_text(threshold)}"
     return text
@@ -200,12 +203,32 @@ class PlaybackOptions:
     show_contacts: bool = True
     max_contacts: int = 300
     max_fps: float = 60.0
-    max_body_frames: int = 300_000
+    max_body_frames: int = 100_000
     autoplay: bool = True
     loop: bool = True
     title: str | None = None
     follow: str = "auto"
     joint_frames: bool = False
+    forces: str = "auto"
+    """Force arrows: "capped" (every contact, length |f|·force_scale capped at R), "scaled" (every
+    contact, not capped), "top" (only the TOP_ARROWS largest forces of each frame, capped), "off" (contact
+    points only), "auto" (capped, or top when a frame has more than MANY_CONTACTS contacts to show)."""
+
+
+FORCE_MODES = ("auto", "capped", "scaled", "top", "off")
+
+MANY_CONTACTS = 40
+"""forces="auto": above this many contacts in a frame, arrows are drawn for the largest forces only."""
+
+TOP_ARROWS = 12
+"""forces="top": the arrows of this many largest forces per frame (and no other contact marker)."""
+
+
+TOP_REFERENCE = 0.15
+"""forces="top": the 95th percentile of the contact forces draws this fraction of the scene radius."""
+
+TOP_CAP = 0.3
+"""forces="top": arrows are capped at this fraction of the scene radius."""
 
 
 @dataclass
@@ -446,6 +469,17 @@ def point_object(color: str, radius: float):
     return mg.Mesh(mg.Sphere(radius), marker_material(color))
 
 
+def max_shown_contacts(traj: Trajectory, force_threshold: float) -> int:
+    """The most contacts one frame of ``traj`` would draw (touching, or carrying more than the threshold)."""
+    offsets = np.asarray(traj.contact_offsets, dtype=np.int64)
+    if offsets[-1] == 0:
+        return 0
+    shown = (np.linalg.norm(traj.contact_force, axis=1) > force_threshold) | (np.asarray(traj.contact_phi) <= 0.0)
+    c = np.concatenate([[0], np.cumsum(shown, dtype=np.int64)])
+    counts = c[offsets[1:]] - c[offsets[:-1]]
+    return int(counts.max()) if counts.size else 0
+
+
 def _changes(values: np.ndarray) -> np.ndarray:
     """Indices where a discrete sequence changes (always includes 0)."""
     v = np.asarray(values)
@@ -454,7 +488,8 @@ def _changes(values: np.ndarray) -> np.ndarray:
 
 def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarray, prefix: str, *,
                           t_end: float, color: str, force_scale: float, force_threshold: float, radius: float,
-                          max_contacts: int, max_length: float = np.inf) -> tuple[list[dict], list[dict], int, int]:
+                          max_contacts: int, max_length: float = np.inf, arrows: bool = True,
+                          points: bool = True) -> tuple[list[dict], list[dict], int, int]:
     """(objects, clips, pool size, contacts dropped) for the contact slots of one trajectory.
 
     Arrow lengths are |f|·force_scale, clamped at ``max_length`` [m].
@@ -491,10 +526,12 @@ def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarra
     clips: list[dict] = []
     for k in range(pool):
         slot = f"{prefix}/contacts/c{k}"
-        objects.append(draw.cmd_object(f"{slot}/point", point_object(color, 2.0 * radius)))
-        for name, obj, T in arrow_objects(color, radius):
-            objects.append(draw.cmd_object(f"{slot}/force/{name}", obj))
-            objects.append(draw.cmd_transform(f"{slot}/force/{name}", T))
+        if points:
+            objects.append(draw.cmd_object(f"{slot}/point", point_object(color, 2.0 * radius)))
+        if arrows:
+            for name, obj, T in arrow_objects(color, radius):
+                objects.append(draw.cmd_object(f"{slot}/force/{name}", obj))
+                objects.append(draw.cmd_transform(f"{slot}/force/{name}", T))
         active, arrow_on = active_all[:, k], arrow_all[:, k]
         pos, quat, scale = pos_all[:, k], quat_all[:, k], scale_all[:, k]
         keys = np.flatnonzero(active)
@@ -505,6 +542,9 @@ def contact_pool_commands(traj: Trajectory, frames: np.ndarray, times: np.ndarra
             track("position", "vector3", times[keys], pos[keys], INTERPOLATE_DISCRETE, t_end=t_end),
             track("visible", "boolean", times[ch], active[ch], t_end=t_end),
         ]))
+        if not arrows:
+            objects.append(draw.cmd_property(slot, "visible", bool(active[0])))
+            continue
         akeys = np.flatnonzero(arrow_on)
         if akeys.size == 0:
             akeys = np.array([0])
@@ -588,6 +628,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
         raise ValueError("nothing to show: no trajectory given")
     if opts.layout not in ("auto", "overlay", "offset"):
         raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {opts.layout!r}")
+    if opts.forces not in FORCE_MODES:
+        raise ValueError(f"forces must be one of {', '.join(FORCE_MODES)}, got {opts.forces!r}")
     labels = list(opts.labels) if opts.labels is not None else default_labels(trajs)
     if len(labels) != len(trajs):
         raise ValueError(f"{len(labels)} labels for {len(trajs)} trajectories")
@@ -643,7 +685,19 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     force_scale = (opts.force_scale if opts.force_scale is not None
                    else nice_scale(REFERENCE_ARROW * R / f_ref) if f_ref > 0 else 0.0)
     force_threshold = opts.force_threshold if opts.force_threshold is not None else 1e-3 * f_ref
-    max_arrow = R                    # clamp: a 4 kN impact must not draw a 57 m arrow in a 1 m scene
+    # forces="auto": every contact's arrow while that stays readable, else the largest ones only.
+    busiest = max(max_shown_contacts(t, force_threshold) for t in trajs) if opts.show_contacts else 0
+    forces = opts.forces
+    if forces == "auto":
+        forces = "top" if busiest > MANY_CONTACTS else "capped"
+    show_arrows = opts.show_contacts and forces != "off"
+    max_arrow = R if forces != "scaled" else np.inf   # clamp: a 4 kN impact must not draw a 57 m arrow
+    if forces == "top":
+        # A pile: the largest forces carry many bodies' weight, so one body's weight would cap them all at R.
+        # Scale on the largest forces instead (95th percentile: TOP_REFERENCE·R) and cap at TOP_CAP·R.
+        max_arrow = TOP_CAP * R
+        if opts.force_scale is None and mags.size:
+            force_scale = nice_scale(TOP_REFERENCE * R / float(np.percentile(mags, 95)))
     f_peak = float(mags.max()) if mags.size else 0.0
     marker_radius = max(0.006 * R, 5e-4)
 
@@ -692,11 +746,12 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
             objs, cclips, pool, dropped = contact_pool_commands(
                 t, fr, times, prefix, t_end=t_end, color=color, force_scale=force_scale, force_threshold=force_threshold,
                 radius=marker_radius * ARROW_RADIUS_FACTORS[min(i, len(ARROW_RADIUS_FACTORS) - 1)],
-                max_contacts=opts.max_contacts, max_length=max_arrow)
+                max_contacts=TOP_ARROWS if forces == "top" else opts.max_contacts, max_length=max_arrow,
+                arrows=show_arrows, points=forces != "top")
             cmds += objs
             clips += cclips
             pb.paths[label]["contact_slots"] = pool
-            if dropped:
+            if dropped and forces != "top":
                 note_parts.append(f"{dropped} smallest contacts per frame not drawn")
         if t.failure:
             note_parts.append("stopped early: " + (t.failure if len(t.failure) < 80 else t.failure[:77] + "…"))
@@ -717,9 +772,18 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     notes = []
     if not same_scene:
         notes.append("different scenes, side by side")
-    if force_scale > 0 and opts.show_contacts:
+    if opts.show_contacts and forces == "top":
+        notes.append(f"{busiest} contacts in the busiest frame: arrows for the {TOP_ARROWS} largest forces "
+                     "of each frame only" + (" (--forces capped: every contact)" if opts.forces == "auto" else ""))
+    elif opts.show_contacts and forces == "off":
+        notes.append("contact points only, no force arrows")
+    if force_scale > 0 and show_arrows:
         notes.append(force_legend(force_scale, force_threshold, max_arrow)
                      + (f" (largest force: {force_text(f_peak)})" if f_peak * force_scale > max_arrow else ""))
+    recorded = sum(t.num_frames for t in trajs)
+    if sum(pb.frames) < recorded:
+        notes.append(f"{sum(pb.frames)} of the {recorded} recorded frames shown "
+                     f"(at most {opts.max_fps:g} per simulated second and {opts.max_body_frames:,} body-frames)")
     if follow_clip is not None:
         notes.append("camera follows " + ("the moving bodies" if opts.follow in ("auto", "centroid")
                                           else opts.follow))
@@ -727,7 +791,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
                "frame_dt": float(np.median(dts)) if dts.size else 1.0 / 30.0,
                "autoplay": bool(opts.autoplay), "note": "; ".join(notes),
                "force_scale": force_scale, "force_threshold": force_threshold, "max_arrow": max_arrow,
-               "force_reference": f_ref, "layout": layout, "following": follow_clip is not None}
+               "force_reference": f_ref, "layout": layout, "following": follow_clip is not None,
+               "forces": forces if opts.show_contacts else "off", "busiest_frame_contacts": busiest}
     cmds.append(draw.cmd_property("/convexsim_info", "convexsim", pb.info))
     if clips and t_end > 0:
         cmds.append({"type": "set_animation", "path": "", "animations": clips,

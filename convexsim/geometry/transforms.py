@@ -15,14 +15,20 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
+from convexsim.spatial import rotation_entries
 
 TINY = 1e-12
 """Lengths [m] (or squared lengths, as noted) below this are treated as zero by the kernels."""
 
 
+rotation_entries_kernel = jit(inline="always")(rotation_entries)
+"""``convexsim.spatial.rotation_entries`` (the one quaternion → rotation formula) compiled for the kernels."""
+
+
 @jit
 def quat_to_rot(w: float, x: float, y: float, z: float) -> np.ndarray:
-    """Rotation matrix of the quaternion (w, x, y, z), normalized first; shape (3, 3).
+    """Rotation matrix of the quaternion (w, x, y, z), normalized first; shape (3, 3)
+    (``spatial.rotation_entries``; numpy callers with many quaternions: ``spatial.quat_to_matrix``).
 
     A zero quaternion yields the identity (the Python wrapper rejects it before calling).
     """
@@ -30,16 +36,10 @@ def quat_to_rot(w: float, x: float, y: float, z: float) -> np.ndarray:
     R = np.eye(3)
     if n == 0.0:
         return R
-    w, x, y, z = w / n, x / n, y / n, z / n
-    R[0, 0] = 1.0 - 2.0 * (y * y + z * z)
-    R[0, 1] = 2.0 * (x * y - w * z)
-    R[0, 2] = 2.0 * (x * z + w * y)
-    R[1, 0] = 2.0 * (x * y + w * z)
-    R[1, 1] = 1.0 - 2.0 * (x * x + z * z)
-    R[1, 2] = 2.0 * (y * z - w * x)
-    R[2, 0] = 2.0 * (x * z - w * y)
-    R[2, 1] = 2.0 * (y * z + w * x)
-    R[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+    e = rotation_entries_kernel(w / n, x / n, y / n, z / n)
+    for i in range(3):
+        for j in range(3):
+            R[i, j] = e[3 * i + j]
     return R
 
 

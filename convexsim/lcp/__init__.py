@@ -1,6 +1,6 @@
 """convexsim.lcp: Lemke's algorithm, the textbook LCP examples (trajectory comparison: convexsim.io.compare).
 
-* ``lemke(M, q, *, d=None, max_pivots=None, workspace=None, options=None) -> LemkeResult`` (convexsim.lcp.lemke)
+* ``lemke(M, q, *, d=None, max_pivots=None, workspace=None, options=None) -> LemkeResult`` (convexsim.lcp.lemke, a package: one module per idea)
 * ``lemke_from_basis(M, q, basic, ...) -> LemkeResult``: Lemke started from a guessed complementary basis
 * the worked LCP examples behind ``convexsim examples lcp`` (convexsim.lcp.seeds)
 
@@ -20,8 +20,6 @@ from convexsim.lcp.lemke import (
     lemke,
     lemke_from_basis,
 )
-
-from convexsim.lcp import sparse_lemke as _sparse_lemke  # noqa: E402,F401 - registers the sparse-LU kernel
 
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
            "default_max_pivots", "lemke_from_basis"]

@@ -25,7 +25,7 @@ MARGIN_FLOOR = 1e-3
 """Smallest speculative margin of a pair [m] (added once per pair, half to each body's share)."""
 
 
-def _geom_sweep_radius(model: Model) -> np.ndarray:
+def geom_sweep_radius(model: Model) -> np.ndarray:
     """ρ_g [m] per geometry: no point of geometry g's surface set moves further than |v_b| + |ω_b|·ρ_g per
     second under a rigid motion of its body b (body-origin velocity v_b, angular velocity ω_b).
 
@@ -43,7 +43,7 @@ def contact_margin(model: Model, state: State) -> np.ndarray:
     """Per-body speculative-margin shares m_b [m], shape (nbody,); a pair's margin is m_A + m_B.
 
     m_b = dt·(|v_b| + |ω_b|·ρ_b) + ½·floor for a moving body (ρ_b: the largest sweep radius of its
-    geometries, :func:`_geom_sweep_radius`): no point of b's surface moves further than
+    geometries, :func:`geom_sweep_radius`): no point of b's surface moves further than
     dt·(|v_b| + |ω_b|·ρ_b) in the step. A fixed body has m_b = dt²·|g| + ½·floor: gravity moves every free
     body by at most dt²·|g| in a step relative to the fixed world but not relative to another free body.
     The broad phase reports the pairs within m_A + m_B; :func:`pair_reach` then keeps those that can close
@@ -57,7 +57,7 @@ def contact_margin(model: Model, state: State) -> np.ndarray:
     if bodies.size == 0:
         return share
     rb = np.zeros(model.nbody)
-    rho = _geom_sweep_radius(model)
+    rho = geom_sweep_radius(model)
     finite = np.isfinite(rho)
     np.maximum.at(rb, model.geom_body[finite], rho[finite])
     speed = (np.linalg.norm(state.v[bodies, 3:], axis=1)
@@ -83,7 +83,7 @@ def pair_reach(model: Model, state: State, contacts: Contacts) -> np.ndarray:
     dt = model.time_step
     v, w = state.v[:, 3:], state.v[:, :3]
     a, b = contacts.body_a, contacts.body_b
-    rho = _geom_sweep_radius(model)
+    rho = geom_sweep_radius(model)
     fixed = np.asarray(model.body_fixed, dtype=bool)
     spin = [np.linalg.norm(w[body], axis=1) * np.where(fixed[body], 0.0, rho[geom])  # fixed: ρ may be inf
             for body, geom in ((a, contacts.geom_a), (b, contacts.geom_b))]
@@ -92,7 +92,7 @@ def pair_reach(model: Model, state: State, contacts: Contacts) -> np.ndarray:
     return reach + np.where(fixed[a] | fixed[b], fall + MARGIN_FLOOR, max(fall, MARGIN_FLOOR))
 
 
-def _select(contacts: Contacts, keep: np.ndarray) -> Contacts:
+def select_contacts(contacts: Contacts, keep: np.ndarray) -> Contacts:
     """The contacts where keep (nc,) is True, in their order."""
     return Contacts(geom_a=contacts.geom_a[keep], geom_b=contacts.geom_b[keep], body_a=contacts.body_a[keep],
                     body_b=contacts.body_b[keep], phi=contacts.phi[keep], point=contacts.point[keep],
@@ -172,7 +172,7 @@ def contact_kinematics(model: Model, state: State, *, margin: float | np.ndarray
         contacts = collide(model, state.q, margin=contact_margin(model, state), workspace=ws)
         far = contacts.phi > pair_reach(model, state, contacts)
         if far.any():
-            contacts = _select(contacts, ~far)
+            contacts = select_contacts(contacts, ~far)
     else:
         contacts = collide(model, state.q, margin=margin, workspace=ws)
     R_WC = dynamics.contact_frames(contacts.normal)
@@ -202,6 +202,11 @@ def check_finite_state(model: Model, state: State) -> None:
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
 
-__all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach",
+_geom_sweep_radius = geom_sweep_radius
+_select = select_contacts
+"""The former private names, still imported by ``stepping/compiled.py`` and ``stepping/articulated.py``; remove
+once those import ``geom_sweep_radius`` and ``select_contacts``."""
+
+__all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach", "geom_sweep_radius", "select_contacts",
            "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state"]

@@ -9,8 +9,8 @@ restitution, in the same order and through the same kernels wherever one exists:
    (``compiled_kernels.contact_frame`` / ``jacobian_block``) written as dense rows (``dense_jacobian``),
    combined friction μ (``contacts.combined_parameters``), gap term b (``gap_bias``),
 3. contact islands (``contact_islands``: same union rule, same island order), per island A⁻¹ of the
-   6 × 6 blocks (``block_inverse``), the dense (M, q) (``lcp_dense._assemble_dense``, the reference's kernel),
-   one Lemke run (``lemke._lemke_revised_kernel`` with ``lemke``'s defaults), v⁺ and the impulses
+   6 × 6 blocks (``block_inverse``), the dense (M, q) (``lcp_dense.assemble_dense``, the reference's kernel),
+   one Lemke run (``lemke.revised_kernel`` with ``lemke``'s defaults), v⁺ and the impulses
    (``ContactLcpLayout.velocity`` / ``impulses``), the final basis' basic z's (``basic_of``),
 4. symplectic Euler (``compiled_kernels.integrate_kernel``), contact keys (``contact_keys``).
 
@@ -27,11 +27,11 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke import _lemke_revised_kernel, revised_buffers
+from convexsim.lcp.lemke.revised import revised_buffers, revised_kernel
 from convexsim.stepping.compiled_kernels import (F_DT, _first_nonfinite_body, collide_and_filter,
                                                  contact_frame, free_motion_kernel, integrate_kernel,
                                                  jacobian_block, margin_shares)
-from convexsim.stepping.lcp_dense import _assemble_dense
+from convexsim.stepping.lcp_dense import assemble_dense
 
 LCP_OK = 0
 LCP_NONFINITE_START = 1      # non-finite q or v, or margin shares: the reference path reports it
@@ -163,7 +163,7 @@ def _lemke(M, q, max_pivots_setting, lpar, jpar):
     ibuf = np.zeros(4 * n, np.int64)
     fbuf = np.zeros(6 * n)
     d = np.ones(n)
-    status, pivots, z0, res = _lemke_revised_kernel(
+    status, pivots, z0, res = revised_kernel(
         M, q, d, max_piv, lpar[L_PIVOT_TOL], lpar[L_RATIO_REL_TOL], lpar[L_RHS_TOL], lpar[L_LEX_REL_TOL],
         lpar[L_LEX_ABS_TOL], lpar[L_CHECK_TOL], refactor, jpar[J_HARRIS], lpar[L_HARRIS_TOL],
         lpar[L_HARRIS_RATIO], Bt, r, col, LU, perm, perm2, basis, vecs, colptr, colidx, colval, rowptr, rowidx,
@@ -325,7 +325,7 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
                 mu_any = True
         di = d_set if mu_any else 0
         Ui = U if di else np.zeros((0, 2))
-        M, qv, W, AinvW = _assemble_dense(Ainv, vs, Ji, bi, mui, Ui, di)
+        M, qv, W, AinvW = assemble_dense(Ainv, vs, Ji, bi, mui, Ui, di)
         n = qv.shape[0]
         for a in range(n):
             if not math.isfinite(qv[a]):

@@ -23,7 +23,7 @@ def _shares_body(body, a, b):
 
 
 @jit
-def _assemble_dense(Ainv, v_star, J, bias, mu, U, d):
+def assemble_dense(Ainv, v_star, J, bias, mu, U, d):
     """(M, q, W, A⁻¹W) of ``build_contact_lcp`` by dense products: W = [J_nᵀ D], A⁻¹W, M's impulse block
     Wᵀ A⁻¹ W symmetrized, E, −Eᵀ and μ; q = Wᵀ v* (+ b on the normal rows)."""
     m = J.shape[0]

@@ -42,13 +42,13 @@ import scipy.sparse
 
 from convexsim import dynamics
 from convexsim.lcp.crash import crash_guess
-from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, _check, _check_sparse,
-                                 as_sparse_lcp_matrix, default_max_pivots, lemke, lemke_from_basis,
+from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, as_sparse_lcp_matrix,
+                                 default_max_pivots, final_check, final_check_sparse, lemke, lemke_from_basis,
                                  solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
-from convexsim.stepping.lcp_dense import _assemble_dense
+from convexsim.stepping.lcp_dense import assemble_dense
 from convexsim.stepping.types import SimulationError, StepInfo
 
 WARM_START_DEFAULT = True
@@ -172,8 +172,8 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     nw = m * (d + 1)
     if nv * nw * (nv + nw) <= DENSE_ASSEMBLY_WORK:
         Ainv = np.ascontiguousarray(Ainv, dtype=float)
-        M, q, W, AinvW = _assemble_dense(Ainv, np.ascontiguousarray(v_star, dtype=float), np.ascontiguousarray(J),
-                                         np.ascontiguousarray(bias, dtype=float), np.ascontiguousarray(mu), U, d)
+        M, q, W, AinvW = assemble_dense(Ainv, np.ascontiguousarray(v_star, dtype=float), np.ascontiguousarray(J),
+                                        np.ascontiguousarray(bias, dtype=float), np.ascontiguousarray(mu), U, d)
         return M, q, ContactLcpLayout(m, d, U, W, AinvW)
     Jn = J[:, 2, :]                                            # (m, nv)
     if d:
@@ -275,7 +275,7 @@ def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np
 
 
 DENSE_ASSEMBLY_WORK = 2_000_000
-"""``build_contact_lcp`` assembles with one compiled dense kernel (``_assemble_dense``) when
+"""``build_contact_lcp`` assembles with one compiled dense kernel (``assemble_dense``) when
 n_v·n_w·(n_v + n_w) ≤ this (n_w = m(d + 1) impulse directions), through scipy.sparse products otherwise.
 The two give the same (M, q) up to round-off (summation order); on small islands the sparse path's cost is
 all Python and index bookkeeping."""
@@ -450,11 +450,11 @@ def _accept_on_original(M, q, z) -> np.ndarray | None:
         return None
     if scipy.sparse.issparse(M):
         Mr = as_sparse_lcp_matrix(M)
-        if _check_sparse(Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64), Mr.data, mnorm, q, z, w,
-                         opts.check_tol) <= 1.0:
+        if final_check_sparse(Mr.indptr.astype(np.int64), Mr.indices.astype(np.int64), Mr.data, mnorm, q, z, w,
+                              opts.check_tol) <= 1.0:
             return z.copy()
         M = Mr.toarray()                       # the rare re-solve below: a dense copy is fine
-    elif _check(M, q, z, w, opts.check_tol) <= 1.0:
+    elif final_check(M, q, z, w, opts.check_tol) <= 1.0:
         return z.copy()
     r = solve_from_basis(M, q, z > 0.0, max_solves=1)
     return r.z.copy() if r.solved and np.abs(r.z).max() <= bound else None
@@ -471,7 +471,7 @@ def basic_of(result: LemkeResult) -> np.ndarray:
 
 
 LARGE_ISLAND_SIZE = 600
-"""Islands with at least this many unknowns (the sparse kernel's, ``sparse_lemke.AUTO_MIN_SIZE``) try the
+"""Islands with at least this many unknowns (the sparse kernel's, ``lemke.sparse.AUTO_MIN_SIZE``) try the
 covering vectors before perturbed q, and their cold runs stop at ``LARGE_ISLAND_PIVOTS``·n pivots."""
 
 LARGE_ISLAND_PIVOTS = 5
@@ -697,7 +697,7 @@ class _StepSolution:
 SPARSE_ISLAND_SIZE = 600
 """Islands with at least this many LCP unknowns are assembled in sparse form (``build_contact_lcp_sparse``) and
 solved by the sparse-LU Lemke without a dense n × n copy of M (the size from which the sparse kernel pays,
-``sparse_lemke.AUTO_MIN_SIZE``)."""
+``lemke.sparse.AUTO_MIN_SIZE``)."""
 
 
 def _island_size(m: int, d: int) -> int:

@@ -52,7 +52,7 @@ from convexsim.stepping.body_constraints import BodyConstraintError, constraint_
 from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
 from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
-from convexsim.stepping.contacts import _select, check_finite_state, combined_parameters
+from convexsim.stepping.contacts import check_finite_state, combined_parameters, select_contacts
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.types import SimulationError
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
@@ -186,7 +186,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     nc, nv, dt = contacts.count, system.nv, model.time_step
     idle = ~np.any(Jc.reshape(nc, 3, nv)[:, 2] != 0.0, axis=1)   # a normal row that moves nothing
     if idle.any():
-        contacts = _select(contacts, ~idle)
+        contacts = select_contacts(contacts, ~idle)
         R_WC = R_WC[~idle]
         Jc = Jc.reshape(nc, 3, nv)[~idle].reshape(-1, nv)
         nc = contacts.count

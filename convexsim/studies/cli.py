@@ -93,11 +93,15 @@ def resolve_study_path(arg: str) -> Path:
         return path
     root = shipped_scenes_dir()
     tails = [path] + ([Path(*path.parts[1:])] if len(path.parts) > 1 and path.parts[0] == root.name else [])
-    tails += [Path("studies") / f"{path.name}.yaml"] if len(path.parts) == 1 and not path.suffix else []
+    # Like a scene name: "sliding_hop", "sliding_hop.yaml", "studies/sliding_hop",
+    # "identification/mu_vs_noise" (a study in a subfolder of scenes/studies).
+    for tail in list(tails):
+        named = tail if tail.suffix in (".yaml", ".yml") else tail.with_name(tail.name + ".yaml")
+        tails += [named] + ([Path("studies") / named] if not named.parts[0] == "studies" else [])
     for tail in tails:
         if not path.is_absolute() and (root / tail).is_file():
             return root / tail
-    folder = path.parent if path.parent.is_dir() else root / "studies"
+    folder = path.parent if len(path.parts) > 1 and path.parent.is_dir() else root / "studies"
     names = [p.name for p in folder.glob("*.y*ml")]
     hint = did_you_mean(path.name if path.suffix else f"{path.name}.yaml", names)
     listing = f"; study files in {folder}: {', '.join(sorted(names))}" if names else ""

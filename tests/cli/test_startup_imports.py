@@ -73,7 +73,7 @@ def test_light_commands_load_no_numba(tmp_path):
 
 NOT_FOR_A_FREE_BODY_RUN = (
     "matplotlib", "dask", "rich", "scipy.linalg", "scipy.sparse", "scipy.optimize",
-    "convexsim.viz", "convexsim.inverse", "convexsim.compare_engines", "convexsim.lcp", "convexsim.multibody",
+    "convexsim.viz", "convexsim.inverse", "convexsim.tools.compare_engines", "convexsim.lcp", "convexsim.multibody",
     "convexsim.stepping.lcp_stepper", "convexsim.stepping.articulated", "convexsim.stepping.context",
     "convexsim.sap.solver", "convexsim.sap.linalg", "convexsim.sap.clique_reference",
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convexsim.compare_engines import bench, engines
+from convexsim.tools.compare_engines import bench, engines
 from convexsim.model import GeomType
 from convexsim.simulate import prepare
 

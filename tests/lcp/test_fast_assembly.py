@@ -1,4 +1,4 @@
-"""The compiled dense assembly of the contact LCP (``_assemble_dense``, used on small islands) against the
+"""The compiled dense assembly of the contact LCP (``assemble_dense``, used on small islands) against the
 scipy.sparse assembly it replaces there (the reference, still used above ``DENSE_ASSEMBLY_WORK``).
 
 Both compute the same sums in a different order, so (M, q) agree to round-off: entrywise within

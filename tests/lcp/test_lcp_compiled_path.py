@@ -2,7 +2,7 @@
 
 The compiled kernel runs the reference's own kernels in the reference's order (collision, frames, Jacobian
 blocks, free motion and integration are the compiled SAP step's, which reproduce the Python ones; the dense
-(M, q) is the same ``_assemble_dense``; Lemke is the same revised kernel with the same options; A⁻¹ by LAPACK
+(M, q) is the same ``assemble_dense``; Lemke is the same revised kernel with the same options; A⁻¹ by LAPACK
 gesv, as ``np.linalg.inv``). So the trajectories agree to round-off of the few places where the two take a
 different but equivalent route (LAPACK/BLAS entry points of numba vs numpy, 3-term sums in another order):
 per step ~1e-16 relative, accumulated over up to 2500 steps and amplified by the contact response (measured

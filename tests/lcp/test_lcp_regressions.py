@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, _check, lemke
+from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, final_check, lemke
 
 pytestmark = pytest.mark.blas_variant   # captured contact LCPs: rerun under other BLAS settings (Makefile)
 
@@ -35,7 +35,7 @@ def load_case(name):
 
 def passes_final_check(M, q, z):
     w = np.empty(q.shape[0])
-    return _check(M, q, np.ascontiguousarray(z, dtype=float), w, LemkeOptions().check_tol) <= 1.0
+    return final_check(M, q, np.ascontiguousarray(z, dtype=float), w, LemkeOptions().check_tol) <= 1.0
 
 
 def independent_check(M, q, z, tol=1e-9):

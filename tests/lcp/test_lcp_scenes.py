@@ -124,7 +124,7 @@ def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
 def test_lcp_bench_table_smoke():
     # the bench's machinery on a cheap case (sphere_drop resting on the ground: one island, both modes
     # solve the same one-contact LCP); figures are not asserted (wall clock), only their consistency
-    from convexsim.bench_lcp import format_lcp_table, run_lcp_bench
+    from convexsim.tools.bench_lcp import format_lcp_table, run_lcp_bench
 
     rows = run_lcp_bench((("sphere_drop", 0.45, 3), ("sphere_drop", 0.45, 2, "sap")))
     assert rows[1]["whole"] is None

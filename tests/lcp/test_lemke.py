@@ -433,15 +433,15 @@ def test_never_returns_wrong_answer_as_solved():
 
 def _raw_kernel(M, q, harris):
     """Run the numba kernel directly, bypassing lemke()'s input validation (which rejects NaN)."""
-    from convexsim.lcp.lemke import _lemke_kernel
+    from convexsim.lcp.lemke.tableau import tableau_kernel
 
     M, q = np.asarray(M, float), np.asarray(q, float)
     n = q.size
     T, LU, perm, perm2, basis, vecs = LemkeWorkspace(n).views(n)
     o = LemkeOptions()
-    status, pivots, _, _ = _lemke_kernel(M, q, np.ones(n), 100, o.pivot_tol, o.ratio_rel_tol, o.rhs_tol,
-                                         o.lex_rel_tol, o.lex_abs_tol, o.check_tol, 50, harris, o.harris_tol,
-                                         o.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs)
+    status, pivots, _, _ = tableau_kernel(M, q, np.ones(n), 100, o.pivot_tol, o.ratio_rel_tol, o.rhs_tol,
+                                          o.lex_rel_tol, o.lex_abs_tol, o.check_tol, 50, harris, o.harris_tol,
+                                          o.harris_pivot_ratio, T, LU, perm, perm2, basis, vecs)
     return LemkeStatus(int(status)), int(pivots)
 
 

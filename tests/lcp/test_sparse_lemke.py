@@ -2,7 +2,7 @@
 dense revised Lemke (the oracle).
 
 The sparse kernel walks the same rules but estimates the Harris noise scales from a sketch
-(``convexsim.lcp.sparse_lemke``), so on degenerate data its path may differ; what must hold:
+(``convexsim.lcp.lemke.sparse``), so on degenerate data its path may differ; what must hold:
 
 * where the solution is unique (P-matrices) both kernels return it, to 1e-10 relative (the solution's
   rounding error is ~cond·ε; these P-matrices are well conditioned);
@@ -21,8 +21,9 @@ import pytest
 import scipy.linalg
 import scipy.sparse
 
-from convexsim.lcp import sparse_lemke
-from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, lemke, lemke_from_basis
+from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, compressed_transpose, lemke, lemke_from_basis
+from convexsim.lcp.lemke import sparse as sparse_lemke
+from convexsim.lcp.lemke import sparse_kernels
 from test_lcp_regressions import CASES, independent_check, load_case, passes_final_check, perturbed
 
 DATA = Path(__file__).parent / "data"
@@ -449,16 +450,16 @@ def test_transposed_lu_solve_matches_superlu(seed):
     t = []
     for p, i, x in (f[0:3], f[3:6]):
         tp, ti, tx = np.empty_like(p), np.empty_like(i), np.empty_like(x)
-        sparse_lemke.compressed_transpose(p, i, x, tp, ti, tx)
+        compressed_transpose(p, i, x, tp, ti, tx)
         t += [tp, ti, tx]
     udiag, pr, pc = U.diagonal(), lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64)
     x, y = np.empty(n), np.empty(n)
     for b in [rng.standard_normal(n)] + [np.eye(n)[k] for k in rng.choice(n, 5, replace=False)]:
-        sparse_lemke._lu_solve_transposed(*t, udiag, pr, pc, b, x, y)
+        sparse_kernels.lu_solve_transposed(*t, udiag, pr, pc, b, x, y)
         ref = lu.solve(b, trans="T")
         np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
         np.testing.assert_allclose(A.T @ x, b, rtol=0, atol=1e-9 * np.abs(b).max())
-        sparse_lemke._lu_solve_csc(*f, udiag, pr, pc, b, x, y)
+        sparse_kernels.lu_solve_csc(*f, udiag, pr, pc, b, x, y)
         ref = lu.solve(b)
         np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
 
@@ -487,8 +488,8 @@ def test_eta_file_ftran_btran_against_explicit_inverse(seed):
         row = int(np.argmax(np.abs(c)))
         assert B.record(c, row)
         basis[row] = var
-        dense += np.count_nonzero(c) > sparse_lemke.ETA_DENSE_FRACTION * n
-        sparse += np.count_nonzero(c) <= sparse_lemke.ETA_DENSE_FRACTION * n
+        dense += np.count_nonzero(c) > sparse_kernels.ETA_DENSE_FRACTION * n
+        sparse += np.count_nonzero(c) <= sparse_kernels.ETA_DENSE_FRACTION * n
         Bm = np.column_stack([B.column(int(v))[0] for v in basis])
         Binv = np.linalg.inv(Bm)
         tol = 1e-9 * np.abs(Binv).max()

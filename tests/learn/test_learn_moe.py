@@ -56,3 +56,11 @@ def test_fit_rejects_bad_input():
         fit(X, Y[:5], 2)
     with pytest.raises(ValueError, match="gate_columns"):
         fit(X, Y, 2, gate_columns=[3])
+
+
+def test_report_ratio_of_an_exact_fit_is_not_round_off_noise():
+    """issue 27: an exact fit printed "single-affine RMSE / RMSE = 182732351474116.2"."""
+    from convexsim.learn.report import _ratio_text
+
+    assert _ratio_text({"baseline_ratio": 1.0e9, "fit_exact": True}) == "≥ 1e+09 (fit exact to round-off)"
+    assert _ratio_text({"baseline_ratio": 73.25, "fit_exact": False}) == "73.2"

@@ -284,12 +284,12 @@ def test_malformed_input_rejected():
 
 
 # ----------------------------------------------------------------------------------------------------
-# The benchmark's problem generator (convexsim.bench)
+# The benchmark's problem generator (convexsim.tools.bench)
 # ----------------------------------------------------------------------------------------------------
 
 
 def test_bench_point_jacobian_is_rigid_body_point_velocity():
-    from convexsim.bench import _frame, _point_jacobian
+    from convexsim.tools.bench import _frame, _point_jacobian
 
     rng = np.random.default_rng(20)
     normal = rng.standard_normal(3)
@@ -307,7 +307,7 @@ def test_bench_point_jacobian_is_rigid_body_point_velocity():
 
 @pytest.mark.parametrize("layout", ["rows", "grid"])
 def test_bench_hessian_sparse_matches_dense(layout):
-    from convexsim.bench import sap_like_hessian
+    from convexsim.tools.bench import sap_like_hessian
 
     sizes, edges, d, ev = sap_like_hessian(40, seed=3, layout=layout)
     H = bs.to_dense(sizes, edges, d, ev)
@@ -324,7 +324,7 @@ def test_bench_hessian_sparse_matches_dense(layout):
 
 
 def test_run_benchmark_smoke():
-    from convexsim.bench import format_table, run_benchmark
+    from convexsim.tools.bench import format_table, run_benchmark
 
     rows = run_benchmark(sizes=(3, 12), repeats=1, seed=1)
     assert [r["bodies"] for r in rows] == [3, 12]

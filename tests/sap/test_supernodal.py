@@ -203,7 +203,7 @@ def test_real_pile_hessians_match_dense_and_block_factor_under_perturbation(monk
 def test_solver_uses_supernodal_and_agrees_with_block_and_dense():
     """The SAP solver's result does not depend on the linear solver (same Newton iterates up to round-off)."""
     from convexsim.sap import SapParameters, solve
-    from convexsim.bench import make_problem
+    from convexsim.tools.bench import make_problem
 
     problem = make_problem(30, 1, "grid")
     res = {ls: solve(problem, params=SapParameters(linear_solver=ls, rel_tolerance=1e-10))

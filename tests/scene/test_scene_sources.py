@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from convexsim.bench_startup import explicit_scene_yaml
+from convexsim.tools.bench_startup import explicit_scene_yaml
 from convexsim.scene import (
     SceneError,
     compile_scene,

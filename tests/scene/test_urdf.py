@@ -18,7 +18,8 @@ ARM = "robots/two_link_arm.urdf"
 EQUIVALENT_YAML = """
 name: arm_yaml
 bodies:
-  - {name: base, fixed: true, geometries: [{shape: box, size: [0.2, 0.2, 0.1]}]}
+  - {name: base, fixed: true, geometries: [{shape: box, size: [0.3, 0.3, 0.05], position: [0, -0.15, 0.025]},
+                                            {shape: box, size: [0.08, 0.08, 1.55], position: [0, -0.15, 0.775]}]}
   - name: upper_arm
     mass: 1.0
     inertia: [0.021, 0.021, 0.0013]

@@ -87,14 +87,15 @@ def kernel_modules() -> list[str]:
     """Names of the convexsim modules that define numba kernels (their source uses ``@jit``)."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent
+    here = Path(__file__).resolve()
+    root = here.parents[1]                   # the convexsim package
     names = []
     for path in sorted(root.rglob("*.py")):
         try:
             text = path.read_text(encoding="utf-8")
         except OSError:
             continue
-        if "@jit" in text and path.name != "kernels.py":
+        if "@jit" in text and path != here:
             rel = path.relative_to(root.parent).with_suffix("")
             names.append(".".join(rel.parts))
     return names

@@ -1,7 +1,7 @@
-"""Benchmarks: random SAP problems vs size (``python -m convexsim.bench``) and scene stepping
+"""Benchmarks: random SAP problems vs size (``python -m convexsim.tools.bench``) and scene stepping
 (:func:`scene_benchmark`, printed by ``convexsim bench``).
 
-    python -m convexsim.bench [--sizes 10 100 1000] [--repeats 3] [--seed 0]
+    python -m convexsim.tools.bench [--sizes 10 100 1000] [--repeats 3] [--seed 0]
 
 Each problem is one "sap"-model time step (dt = 10 ms) of N free rigid bodies (6-dof cliques, angular-first
 [ω; v]) resting on the ground and touching neighbours, ~3 contacts per body (see :func:`contact_layout`;
@@ -284,8 +284,8 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    """CLI entry point: ``python -m convexsim.bench``."""
-    parser = argparse.ArgumentParser(prog="python -m convexsim.bench", description=__doc__.split("\n")[0])
+    """CLI entry point: ``python -m convexsim.tools.bench``."""
+    parser = argparse.ArgumentParser(prog="python -m convexsim.tools.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="numbers of bodies")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per size (median reported)")
     parser.add_argument("--seed", type=int, default=0)
@@ -444,6 +444,33 @@ def scene_table_header() -> str:
     return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'ls/iter':>8}"
             f"{'contacts/step':>14}"
             f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}")
+
+
+SCENE_TABLE_LEGEND = {
+    "scene": "the scene run from its initial state with its own solver settings",
+    "bodies": "moving bodies",
+    "steps": "time steps taken",
+    "ms/step": "wall time per step [ms]",
+    "cpu ms": "process CPU time per step [ms]",
+    "iter/step": "Newton iterations per step",
+    "ls/iter": "line-search evaluations per Newton iteration",
+    "contacts/step": "contact pairs per step (candidates within the margin, touching or not)",
+    "φ<0/step": "contacts per step that penetrate (signed distance φ < 0)",
+    "factor ms": "time in the Newton-matrix factorizations per step [ms]; 'in kernel' when the compiled step "
+                 "factors inside one numba call (not timed apart)",
+    "analyze ms": "symbolic analysis (ordering, elimination tree) per step [ms]",
+    "fill L/H": "nonzero blocks of the Cholesky factor L / nonzero blocks of H in the factored pattern",
+    "kept": "edges of the factored pattern / edges of the clique graph (below 1 when blocks with G = 0 "
+            "are pruned)",
+    "unconv": "steps whose SAP solve did not converge",
+}
+"""Every column of :func:`scene_table_header`, in words (printed under the table by ``convexsim bench``)."""
+
+
+def scene_table_legend() -> str:
+    """The legend printed under the scene table: one line per column."""
+    width = max(len(k) for k in SCENE_TABLE_LEGEND)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in SCENE_TABLE_LEGEND.items())
 
 
 def scene_row(r: dict) -> str:
@@ -697,5 +724,7 @@ def format_compiled_table(rows: list[dict]) -> str:
                      f"{r['compiled_ms']:>10.4f}{r['compiled_bare_ms']:>10.4f}"
                      f"{r['reference_ms'] / r['compiled_ms']:>8.0f}×{r['max_dp']:>12.1e}")
     lines.append("CPU ms/step of run_model after a warm-up run: reference = the Python SAP path, compiled = "
-                 "the compiled run loop recording every step, no record = recording only the last step.")
+                 "the compiled run loop recording every step, no record = recording only the last step; "
+                 "speed-up = reference / compiled; max |Δp| = largest difference of a body position between "
+                 "the reference and the compiled run [m].")
     return "\n".join(lines)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from convexsim.compare_engines.engines import (HEADER, MissingEngine, format_side_by_side, require,
-                                               run_side_by_side)
+from convexsim.tools.compare_engines.engines import (HEADER, MissingEngine, format_side_by_side, require,
+                                                     run_side_by_side)
 
 DEFAULT_SCENES = (("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 1.0), ("sphere_pile", 1.0))
 """Scenes and simulated windows [s] timed by default."""

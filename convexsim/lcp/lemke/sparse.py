@@ -1,7 +1,7 @@
 """Revised Lemke with a sparse LU of the basis (``LemkeOptions.method="sparse"``; ``"auto"`` picks it for
 large sparse LCPs).
 
-The dense revised kernel (``lemke.py``) keeps B⁻¹ explicitly: a pivot on a heap island (n ≈ 2300, k ≈ 700
+The dense revised kernel (``revised.py``) keeps B⁻¹ explicitly: a pivot on a heap island (n ≈ 2300, k ≈ 700
 basic z's) streams the n·k non-unit entries of B⁻¹ twice, 1.5–3 ms per pivot. Here the basis matrix B
 (columns: e_j for a basic w_j, −M_·j for a basic z_j, −d for z0) is kept as a sparse LU of the basis at the
 last refactorization, B₀ = LU (SuperLU, ``scipy.sparse.linalg.splu``), and the pivots since then as an eta
@@ -10,10 +10,10 @@ entering column), an O(n·s) update of the rhs and of a sketch (below), and the 
 instead of O(n·k). Every ``refactor`` pivots B is factorized afresh from the original data (drift control,
 and the eta file stays short).
 
-The pivots between two refactorizations run in one compiled kernel (``_walk``): FTRAN (``_lu_solve_csc`` on
+The pivots between two refactorizations run in one compiled kernel (``sparse_kernels.walk_pivots``): FTRAN (``lu_solve_csc`` on
 SuperLU's factors, then the etas), the ratio test with the sketch's noise scales formed only for the rows
-with a positive pivot entry (``_harris_sketch``), lexicographic ties on rows of B⁻¹ (BTRAN: the transposed
-etas on the unit row, which touch only its nonzeros, then ``_lu_solve_transposed`` on CSR copies of L and U),
+with a positive pivot entry (``harris_sketch``), lexicographic ties on rows of B⁻¹ (BTRAN: the transposed
+etas on the unit row, which touch only its nonzeros, then ``lu_solve_transposed`` on CSR copies of L and U),
 the pivot on the rhs, sketch and eta file, the early exit. It returns to Python to refactorize (eta file
 full, or a tie to be decided on a fresh basis) and at the end. The Python loop (``compiled=False``,
 ``COMPILED``) is kept as the reference: the same kernels and arithmetic, so the same path. Eta columns are
@@ -43,35 +43,44 @@ kernel's on degenerate problems; every answer passes the same final check on the
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 
-from convexsim._jit import jit
-from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, _check_sparse, _early_exit_revised,
-                                 _harris_tied_revised, _sparse_pattern, as_sparse_lcp_matrix, both_finite,
-                                 compressed_transpose, harris_passes, independent_basis, pivot_rhs, plausible_gain,
-                                 register_sparse_kernel)
+from convexsim.lcp.lemke.checks import final_check_sparse, plausible_gain
+from convexsim.lcp.lemke.options import LemkeOptions
+from convexsim.lcp.lemke.result import LemkeResult, LemkeStatus
+from convexsim.lcp.lemke.revised import compressed_transpose, early_exit_revised, harris_tied_revised, sparse_pattern
+from convexsim.lcp.lemke.sparse_kernels import (WALK_FAILED, WALK_REFACTOR, apply_etas, basis_csc, btran_row, fill_floors,
+                                                lex_less_rows, lu_solve_csc, lu_solve_csc_many, noise_scales,
+                                                pivot_vectors, record_eta, variable_column, walk_pivots)
+from convexsim.lcp.lemke.validate import as_sparse_lcp_matrix
+from convexsim.lcp.lemke.warm import independent_basis
+
 
 SKETCH_COLUMNS = 8
 """s, the sketch width: the row-norm estimates have relative spread ≈ 1/√(2s) = 25 %."""
+
 
 REFACTOR_EVERY = 100
 """Pivots between sparse refactorizations (the eta file's length at most); chosen by measurement on heap
 islands (docs/lcp.md §1, "Sparse-LU Lemke")."""
 
+
 COMPILED = True
-"""Run the pivots in the compiled kernel ``_walk`` (False: the Python loop, kept as the reference path;
+"""Run the pivots in the compiled kernel ``walk_pivots`` (False: the Python loop, kept as the reference path;
 ``sparse_lemke(..., compiled=...)`` overrides it per call)."""
+
 
 AUTO_MIN_SIZE = 600
 """``method="auto"``: the sparse kernel for n ≥ this and M at most ``AUTO_MAX_DENSITY`` nonzero, the dense
 revised kernel otherwise."""
 
+
 AUTO_MAX_DENSITY = 0.1
+
 
 PIVOT_RATIO_MIN = 1e-3
 """The Harris pass-2 pivot filter of this kernel is c_i ≥ max(``LemkeOptions.harris_pivot_ratio``, this)·c_max.
@@ -89,484 +98,6 @@ def use_sparse(M: np.ndarray) -> int:
         return 0
     nnz = int(np.count_nonzero(M))
     return max(nnz, 1) if nnz <= AUTO_MAX_DENSITY * n * n else 0
-
-
-# --------------------------------------------------------------------------------------------
-# numba helpers (the per-pivot vector work; the sparse solves are SuperLU's)
-# --------------------------------------------------------------------------------------------
-
-
-ETA_DENSE_FRACTION = 0.25
-"""An eta column with more than this fraction of nonzeros is stored dense (n values, no indices): on heap LCPs
-the entering columns are dense (the z0 column −d makes B⁻¹ dense in its row), and a dense column is applied
-by contiguous loops that vectorize."""
-
-
-@jit
-def _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row):
-    """Append the pivot (entering column c, pivot row) to the eta file: the pivot c_row in ``eta_piv``, the
-    other entries of c in ``eta_val[eta_ptr[t]:eta_ptr[t+1]]``, either all n of them (dense; the pivot's slot
-    holds 0) or the nonzeros only, with their rows in ``eta_idx`` (increasing; a sparse column has fewer than
-    n entries). Returns the new count."""
-    n = c.shape[0]
-    t = eta_ptr[neta]
-    nnz = 0
-    for i in range(n):
-        if c[i] != 0.0:
-            nnz += 1
-    if nnz > ETA_DENSE_FRACTION * n:
-        for i in range(n):
-            eta_val[t + i] = c[i]
-        eta_val[t + row] = 0.0
-        t += n
-    else:
-        for i in range(n):
-            ci = c[i]
-            if ci != 0.0 and i != row:
-                eta_idx[t] = i
-                eta_val[t] = ci
-                t += 1
-    eta_ptr[neta + 1] = t
-    eta_row[neta] = row
-    eta_piv[neta] = c[row]
-    return neta + 1
-
-
-@jit
-def _apply_etas(x, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
-    """x ← E_neta ⋯ E_1 x: each pivot's Gauss–Jordan step applied to x (the tableau's own column update:
-    x_p ← x_p/c_p, x_i ← x_i − c_i·x_p for i ≠ p), over the stored entries of each eta column."""
-    n = x.shape[0]
-    for t in range(neta):
-        p = eta_row[t]
-        x[p] /= eta_piv[t]
-        xp = x[p]
-        if xp != 0.0:
-            lo = eta_ptr[t]
-            hi = eta_ptr[t + 1]
-            if hi - lo == n:
-                for i in range(n):
-                    x[i] -= eta_val[lo + i] * xp
-            else:
-                for k in range(lo, hi):
-                    x[eta_idx[k]] -= eta_val[k] * xp
-            x[p] = xp
-
-
-@jit
-def _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta):
-    """y ← E_1ᵀ ⋯ E_netaᵀ e_i (for row i of B⁻¹ = E ⋯ B₀⁻¹: eᵢᵀB⁻¹ = (E_1ᵀ⋯E_tᵀ eᵢ)ᵀ B₀⁻¹); y must be zero on
-    entry. Eᵀ changes only entry p: y_p ← (y_p − Σ_{j≠p} c_j y_j)/c_p, so y's nonzeros are i and pivot rows
-    only; they are kept in ``nz`` (increasing) and a dense eta's sum runs over them alone, in increasing j (the
-    full sum's value: the other terms are zero). Returns the count of listed entries."""
-    n = y.shape[0]
-    y[i] = 1.0
-    nz[0] = i
-    m = 1
-    for t in range(neta - 1, -1, -1):
-        p = eta_row[t]
-        lo = eta_ptr[t]
-        hi = eta_ptr[t + 1]
-        s = 0.0
-        if hi - lo == n:
-            for k in range(m):
-                j = nz[k]
-                s += eta_val[lo + j] * y[j]
-        else:
-            for k in range(lo, hi):
-                s += eta_val[k] * y[eta_idx[k]]
-        yp = (y[p] - s) / eta_piv[t]
-        if y[p] == 0.0 and yp != 0.0:       # a new nonzero: p into the sorted list (unless listed)
-            k = 0
-            while k < m and nz[k] < p:
-                k += 1
-            if k == m or nz[k] != p:
-                for kk in range(m, k, -1):
-                    nz[kk] = nz[kk - 1]
-                nz[k] = p
-                m += 1
-        y[p] = yp
-    return m
-
-
-@jit
-def _pivot_vectors(r, Y, c, row):
-    """The pivot's Gauss–Jordan step on the rhs r and the sketch columns Y (n × 2s), entering column c."""
-    n = r.shape[0]
-    p = c[row]
-    pivot_rhs(r, c, row)
-    for k in range(Y.shape[1]):
-        Y[row, k] /= p
-    for i in range(n):
-        if i != row:
-            ci = c[i]
-            if ci != 0.0:
-                for k in range(Y.shape[1]):
-                    Y[i, k] -= ci * Y[row, k]
-
-
-@jit
-def _noise_scales(r, Y, s, anorm, erhs, ecol):
-    """erhs_i = max(|r_i|, ‖Y_q,i‖/√s) + 1e-300, ecol_i = ‖Y_S,i‖/√s · ‖a‖₂ + 1e-300 (module docstring)."""
-    n = r.shape[0]
-    for i in range(n):
-        a = 0.0
-        b = 0.0
-        for k in range(s):
-            a += Y[i, k] * Y[i, k]
-            b += Y[i, s + k] * Y[i, s + k]
-        ecol[i] = np.sqrt(a / s) * anorm + 1e-300
-        erhs[i] = max(abs(r[i]), np.sqrt(b / s)) + 1e-300
-
-
-@jit
-def _lex_less_rows(ra, ca, rb, cb, rel, abs_tol):
-    """``lemke._lex_less`` on two rows of B⁻¹ given explicitly (ra, rb) with their pivots ca, cb."""
-    n = ra.shape[0]
-    scale = 0.0
-    for j in range(n):
-        scale = max(scale, abs(ra[j] / ca), abs(rb[j] / cb))
-    floor = abs_tol * scale
-    for j in range(n):
-        va = ra[j] / ca
-        vb = rb[j] / cb
-        diff = va - vb
-        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
-            continue
-        return diff < 0.0
-    for j in range(n):
-        diff = ra[j] / ca - rb[j] / cb
-        if diff != 0.0:
-            return diff < 0.0
-    return False
-
-
-@jit
-def _basis_csc(basis, colptr, colidx, colval, d, Bp, Bi, Bx):
-    """The basis matrix B in CSC form (column k: e_b for w_b, −M_·j for z_j, −d for z0). Returns nnz."""
-    n = basis.shape[0]
-    t = 0
-    for k in range(n):
-        Bp[k] = t
-        b = basis[k]
-        if b < n:
-            Bi[t] = b
-            Bx[t] = 1.0
-            t += 1
-        elif b < 2 * n:
-            for s in range(colptr[b - n], colptr[b - n + 1]):
-                Bi[t] = colidx[s]
-                Bx[t] = -colval[s]
-                t += 1
-        else:
-            for i in range(n):
-                Bi[t] = i
-                Bx[t] = -d[i]
-                t += 1
-    Bp[n] = t
-    return t
-
-
-@jit
-def _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
-    """x = B₀⁻¹b from SuperLU's factors (Pr·B₀·Pc = L·U, L unit lower, both CSC): y = Pr b, L and U column
-    sweeps, x = y permuted by Pc. The same operations as SuperLU's solve up to summation order."""
-    n = b.shape[0]
-    for i in range(n):
-        y[pr[i]] = b[i]
-    for j in range(n):
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Lp[j], Lp[j + 1]):
-                i = Li[k]
-                if i > j:
-                    y[i] -= Lx[k] * yj
-    for j in range(n - 1, -1, -1):
-        y[j] /= Udiag[j]
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Up[j], Up[j + 1]):
-                i = Ui[k]
-                if i < j:
-                    y[i] -= Ux[k] * yj
-    for i in range(n):
-        x[i] = y[pc[i]]
-
-
-@jit
-def _lu_solve_csc_many(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, B, X, W):
-    """X = B₀⁻¹B for the k columns of B (n × k, C order; W n × k work): ``_lu_solve_csc``'s sweeps with the k
-    columns side by side (the sketch's re-FTRAN after a refactorization)."""
-    n, k = B.shape
-    for i in range(n):
-        for m in range(k):
-            W[pr[i], m] = B[i, m]
-    for j in range(n):
-        for t in range(Lp[j], Lp[j + 1]):
-            i = Li[t]
-            if i > j:
-                lij = Lx[t]
-                for m in range(k):
-                    W[i, m] -= lij * W[j, m]
-    for j in range(n - 1, -1, -1):
-        dj = Udiag[j]
-        for m in range(k):
-            W[j, m] /= dj
-        for t in range(Up[j], Up[j + 1]):
-            i = Ui[t]
-            if i < j:
-                uij = Ux[t]
-                for m in range(k):
-                    W[i, m] -= uij * W[j, m]
-    for i in range(n):
-        for m in range(k):
-            X[i, m] = W[pc[i], m]
-
-
-@jit
-def _fill_floors(basis, qmax, mnorm, dmax, floors):
-    """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
-    n = basis.shape[0]
-    for i in range(n):
-        b = basis[i]
-        floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
-
-
-@jit
-def _column(var, colptr, colidx, colval, d, a):
-    """a = the original column of variable var in the tableau [I | −M | −d] (dense, into a); returns ‖a‖₂."""
-    n = a.shape[0]
-    for i in range(n):
-        a[i] = 0.0
-    if var < n:
-        a[var] = 1.0
-    elif var < 2 * n:
-        for k in range(colptr[var - n], colptr[var - n + 1]):
-            a[colidx[k]] = -colval[k]
-    else:
-        for i in range(n):
-            a[i] = -d[i]
-    ss = 0.0
-    for i in range(n):
-        ss += a[i] * a[i]
-    return np.sqrt(ss)
-
-
-@jit
-def _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, b, x, y):
-    """x = B₀⁻ᵀb from SuperLU's factors: B₀⁻¹ = Pc U⁻¹ L⁻¹ Pr (``_lu_solve_csc``), so B₀⁻ᵀ = Prᵀ L⁻ᵀ U⁻ᵀ Pcᵀ:
-    y = Pcᵀb, then Uᵀ and Lᵀ by column sweeps over the columns of Uᵀ and Lᵀ (U's and L's rows: their CSR
-    copies Utp/Uti/Utx, Ltp/Lti/Ltx, ``compressed_transpose``), skipping zero entries (b is a BTRAN'd unit vector,
-    sparse), x = Prᵀy. SuperLU's ``solve(trans="T")`` up to summation order."""
-    n = b.shape[0]
-    for i in range(n):
-        y[pc[i]] = b[i]
-    for j in range(n):
-        y[j] /= Udiag[j]
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Utp[j], Utp[j + 1]):
-                i = Uti[k]
-                if i > j:
-                    y[i] -= Utx[k] * yj
-    for j in range(n - 1, -1, -1):
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Ltp[j], Ltp[j + 1]):
-                i = Lti[k]
-                if i < j:
-                    y[i] -= Ltx[k] * yj
-    for i in range(n):
-        x[i] = y[pr[i]]
-
-
-@jit
-def _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val, eta_row, eta_piv,
-               neta, out, y, work, nz):
-    """out = row i of B⁻¹ = E_t ⋯ E_1 B₀⁻¹ (transposed etas on eᵢ, then the transposed solve with B₀)."""
-    for k in range(y.shape[0]):
-        y[k] = 0.0
-    _unit_row_etas_transposed(i, y, nz, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
-    if has_lu:
-        _lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, y, out, work)
-    else:
-        for k in range(y.shape[0]):
-            out[k] = y[k]
-
-
-@jit
-def _harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_tol, tol, pivot_ratio, z0_row,
-                   tied, cand, rows):
-    """``_noise_scales`` + ``_fill_floors`` + ``lemke._harris_tied_revised`` in one pass: the noise scales and
-    data floors are formed only for the rows with c_i > piv_tol (the only ones the ratio test reads), and
-    passes 2–4 run over those rows only (listed in ``rows``). The same values and comparisons, row for row.
-    Returns (number of tied rows in ``tied``, whether z0's row is among the eligible ones)."""
-    n = c.shape[0]
-    theta = np.inf
-    m = 0
-    for i in range(n):
-        ci = c[i]
-        if ci > piv_tol:
-            a = 0.0
-            b = 0.0
-            for k in range(s):
-                a += Y[i, k] * Y[i, k]
-                b += Y[i, s + k] * Y[i, s + k]
-            ecol = np.sqrt(a / s) * anorm + 1e-300
-            erhs = max(abs(r[i]), np.sqrt(b / s)) + 1e-300
-            v = basis[i]
-            floor = qmax if v < n else (qmax / max(mnorm, 1e-300) if v < 2 * n else qmax / dmax)
-            cand[i] = 1.0 if ci > noise_tol * ecol else 0.0
-            delta = tol * max(erhs, floor)
-            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
-            rows[m] = i
-            m += 1
-    return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)
-
-
-@jit
-def _rhs_scale(r, Y, s, i):
-    """erhs_i of ``_noise_scales``."""
-    b = 0.0
-    for k in range(s):
-        b += Y[i, s + k] * Y[i, s + k]
-    return max(abs(r[i]), np.sqrt(b / s)) + 1e-300
-
-
-@jit
-def _textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied):
-    """The textbook ratio test of the Python loop (minimum ratio over c_i > piv_tol, ties within the relative
-    and noise tolerances; numpy's argmin order). Returns (number tied, z0's row tied)."""
-    n = c.shape[0]
-    imin = 0
-    rho_min = r[0] / c[0] if c[0] > piv_tol else np.inf
-    for i in range(1, n):
-        if np.isnan(rho_min):
-            break
-        rho = r[i] / c[i] if c[i] > piv_tol else np.inf
-        if rho < rho_min or np.isnan(rho):
-            imin = i
-            rho_min = rho
-    found = False
-    for i in range(n):
-        if c[i] > piv_tol:
-            found = True
-            break
-    if not found:
-        return 0, False
-    cmin = c[imin]
-    emin = _rhs_scale(r, Y, s, imin)
-    ntied = 0
-    z0_tied = False
-    for i in range(n):
-        ci = c[i]
-        if ci > piv_tol:
-            rho = r[i] / ci
-            if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (_rhs_scale(r, Y, s, i) / ci + emin / cmin):
-                tied[ntied] = i
-                ntied += 1
-                if i == z0_row:
-                    z0_tied = True
-    return ntied, z0_tied
-
-
-WALK_SOLVED, WALK_PIVOT_LIMIT, WALK_RAY, WALK_FAILED, WALK_REFACTOR = 0, 1, 2, 3, 4
-"""Return codes of ``_walk``: the first four are ``LemkeStatus`` values; WALK_REFACTOR asks the caller for a
-refactorization (eta file full, or a tie to be decided on a fresh basis), after which it calls again."""
-
-
-@jit
-def _walk(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, rowval,
-          has_lu, Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, Ltp, Lti, Ltx, Utp, Uti, Utx,
-          eta_ptr, eta_idx, eta_val, eta_row, eta_piv, state,
-          max_pivots, every, tie_refactor, harris, z0_row, qmax, mnorm, dmax, piv_tol, noise_tol, harris_tol,
-          pivot_ratio, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol, check_tol, t_check,
-          a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz):
-    """The pivots of the path between two refactorizations, compiled: the Python loop of ``_sparse_lemke_run``
-    (``compiled=False``) step for step — entering column by FTRAN (``_lu_solve_csc`` + etas), the ratio test
-    (``_harris_sketch`` or ``_textbook_tied``), lexicographic ties on rows of B⁻¹ by BTRAN
-    (``_btran_row``), the rhs clamp, the pivot on r, Y and the eta file, the early exit.
-
-    state = [pivots, entering, pivots since the last refactorization, eta count] is read and written back.
-    Returns a ``WALK_*`` code: SOLVED (z0 left, or the early exit), PIVOT_LIMIT (``max_pivots`` reached),
-    RAY (no leaving row; ``ray`` set), FAILED (no leaving row with non-finite r or c), REFACTOR."""
-    n = r.shape[0]
-    pivots = state[0]
-    entering = state[1]
-    since = state[2]
-    neta = state[3]
-    code = WALK_PIVOT_LIMIT
-    while pivots < max_pivots:
-        if neta >= every:
-            code = WALK_REFACTOR
-            break
-        anorm = _column(entering, colptr, colidx, colval, d, a)
-        if has_lu:
-            _lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, a, c, y)
-        else:
-            for i in range(n):
-                c[i] = a[i]
-        _apply_etas(c, eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta)
-        if harris:
-            ntied, z0_tied = _harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_tol,
-                                            harris_tol, pivot_ratio, z0_row, tied, cand, rows)
-        else:
-            ntied, z0_tied = _textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
-        if ntied == 0:
-            if not both_finite(r, c):
-                code = WALK_FAILED
-                break
-            if n <= entering < 2 * n:
-                ray[entering - n] = 1.0
-            for i in range(n):
-                v = basis[i]
-                if n <= v < 2 * n:
-                    ray[v - n] = -c[i]
-            code = WALK_RAY
-            break
-        if ntied > 1 and not z0_tied and since >= tie_refactor:
-            code = WALK_REFACTOR
-            break
-        if z0_tied:
-            row = z0_row
-        else:
-            row = tied[0]
-            if ntied > 1:
-                _btran_row(row, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx, eta_val,
-                           eta_row, eta_piv, neta, row_b, y, work, nz)
-                for k in range(1, ntied):
-                    i = tied[k]
-                    _btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, eta_idx,
-                               eta_val, eta_row, eta_piv, neta, row_a, y, work, nz)
-                    if _lex_less_rows(row_a, c[i], row_b, c[row], lex_rel_tol, lex_abs_tol):
-                        row = i
-                        row_b[:] = row_a
-        if harris and r[row] < 0.0:
-            r[row] = 0.0
-        leaving = basis[row]
-        basis[row] = entering
-        neta = _record_eta(eta_ptr, eta_idx, eta_val, eta_row, eta_piv, neta, c, row)
-        _pivot_vectors(r, Y, c, row)
-        since += 1
-        pivots += 1
-        if leaving == 2 * n:
-            code = WALK_SOLVED
-            break
-        if harris and _early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
-                                          rowidx, rowval):
-            code = WALK_SOLVED
-            break
-        entering = leaving + n if leaving < n else leaving - n
-    state[0] = pivots
-    state[1] = entering
-    state[2] = since
-    state[3] = neta
-    return code
-
-
-# --------------------------------------------------------------------------------------------
-# the basis: sparse LU at the last refactorization + eta file
-# --------------------------------------------------------------------------------------------
 
 
 class _Basis:
@@ -607,7 +138,7 @@ class _Basis:
     def column(self, var: int) -> tuple[np.ndarray, float]:
         """The original column a of variable var in the tableau [I | −M | −d], dense, and ‖a‖₂."""
         a = np.empty(self.n)
-        anorm = _column(var, self.colptr, self.colidx, self.colval, self.d, a)
+        anorm = variable_column(var, self.colptr, self.colidx, self.colval, self.d, a)
         return a, anorm
 
     def ftran(self, a: np.ndarray) -> np.ndarray:
@@ -616,8 +147,8 @@ class _Basis:
             x = a.copy()
         else:
             x = np.empty(self.n)
-            _lu_solve_csc(*self.factors, a, x, self.y)
-        _apply_etas(x, *self.eta_file, self.neta)
+            lu_solve_csc(*self.factors, a, x, self.y)
+        apply_etas(x, *self.eta_file, self.neta)
         return x
 
     def ftran_many(self, A: np.ndarray) -> np.ndarray:
@@ -626,36 +157,36 @@ class _Basis:
             X = A.copy()
         else:
             X = np.empty_like(A)
-            _lu_solve_csc_many(*self.factors, A, X, np.empty_like(A))
+            lu_solve_csc_many(*self.factors, A, X, np.empty_like(A))
         if not self.neta:
             return X
         for k in range(X.shape[1]):
             x = np.ascontiguousarray(X[:, k])
-            _apply_etas(x, *self.eta_file, self.neta)
+            apply_etas(x, *self.eta_file, self.neta)
             X[:, k] = x
         return X
 
     def row(self, i: int) -> np.ndarray:
         """Row i of B⁻¹ (BTRAN: transposed etas, then the transposed solve with the stored factors, the
-        compiled walk's own ``_btran_row``; SuperLU's ``solve(trans="T")`` agrees to round-off, but a
+        compiled walk's own ``btran_row``; SuperLU's ``solve(trans="T")`` agrees to round-off, but a
         lexicographic tie can turn on that round-off, so both paths use the same BTRAN)."""
         out = np.empty(self.n)
-        _btran_row(i, self.lu is not None, *self.tfactors, *self.factors[6:], *self.eta_file, self.neta, out,
-                   np.zeros(self.n), np.empty(self.n), np.empty(self.n + 1, np.int64))
+        btran_row(i, self.lu is not None, *self.tfactors, *self.factors[6:], *self.eta_file, self.neta, out,
+                  np.zeros(self.n), np.empty(self.n), np.empty(self.n + 1, np.int64))
         return out
 
     def record(self, c: np.ndarray, row: int) -> bool:
         """Append a pivot; False when the eta file is full (refactor first)."""
         if self.neta >= self.cap:
             return False
-        self.neta = _record_eta(*self.eta_file, self.neta, c, row)
+        self.neta = record_eta(*self.eta_file, self.neta, c, row)
         return True
 
     def factor(self, basis: np.ndarray) -> bool:
         """B₀ = LU of the basis matrix from the original data (SuperLU, COLAMD order); the eta file is emptied.
         False if B is singular (an exactly zero pivot) or the factors are not finite."""
         n = self.n
-        nnz = _basis_csc(basis, self.colptr, self.colidx, self.colval, self.d, self.Bp, self.Bi, self.Bx)
+        nnz = basis_csc(basis, self.colptr, self.colidx, self.colval, self.d, self.Bp, self.Bi, self.Bx)
         B = scipy.sparse.csc_matrix((self.Bx[:nnz], self.Bi[:nnz], self.Bp), shape=(n, n))
         try:
             with warnings.catch_warnings():
@@ -681,17 +212,12 @@ class _Basis:
         return True
 
 
-# --------------------------------------------------------------------------------------------
-# the path
-# --------------------------------------------------------------------------------------------
-
-
 def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
-    """``lemke._final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
+    """``tableau.final_resolve`` with sparse data: re-solve M_αα z_α = −q_α (SuperLU), keep the better of the
     two candidates, check, clip tiny negatives. Returns (status, z, w, residual)."""
     n = q.shape[0]
     w = np.empty(n)
-    res = _check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
+    res = final_check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
     a = np.sort(basis[(basis >= n) & (basis < 2 * n)] - n)
     if a.size:
         try:
@@ -701,7 +227,7 @@ def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
             zalt = np.zeros(n)
             zalt[a] = x
             walt = np.empty(n)
-            res_alt = _check_sparse(rp, ri, rv, mnorm, q, zalt, walt, check_tol)
+            res_alt = final_check_sparse(rp, ri, rv, mnorm, q, zalt, walt, check_tol)
             if res_alt < res:
                 z, w, res = zalt, walt, res_alt
         except RuntimeError:
@@ -709,7 +235,7 @@ def _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, check_tol):
     if not (res <= 1.0):
         return 3, z, w, res
     z = np.where(z < 0.0, 0.0, z)
-    res = _check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
+    res = final_check_sparse(rp, ri, rv, mnorm, q, z, w, check_tol)
     return (0 if res <= 1.0 else 3), z, w, res
 
 
@@ -760,7 +286,7 @@ def sparse_lemke(M, q, *, d=None, max_pivots: int, options: LemkeOptions | None 
     noise); B⁻¹ then grows by that factor, the Harris tolerances with it, and the path ends on a complementary
     but infeasible basis. That basis is close to a solution: the restart solves it in ≈ 200 pivots where
     a new cold run takes ≈ 2000 (docs/lcp.md §6). The restart's answer passes the same final check on the
-    original (M, q) and must have a plausible gain (``lemke.plausible_gain``); pivots count both runs. If the restart fails too, the first run's result is returned
+    original (M, q) and must have a plausible gain (``checks.plausible_gain``); pivots count both runs. If the restart fails too, the first run's result is returned
     (its status, ray and basis), with the pivots of both.
 
     Args:
@@ -815,7 +341,7 @@ def _compressed_copies(M, nnz: int | None):
     cp, rp = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
     ci, ri = np.empty(nnz, np.int64), np.empty(nnz, np.int64)
     cv, rv = np.empty(nnz), np.empty(nnz)
-    _sparse_pattern(M, cp, ci, cv, rp, ri, rv)
+    sparse_pattern(M, cp, ci, cv, rp, ri, rv)
     Mc = scipy.sparse.csc_matrix((cv, ci, cp), shape=(n, n))
     Mr = scipy.sparse.csr_matrix((rv, ri, rp), shape=(n, n))
     return Mr, Mc, rp, ri, rv, cp, ci, cv
@@ -859,7 +385,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     piv_tol = opts.pivot_tol * n * scale
     e_rhs = opts.rhs_tol * max(qmax, 1e-300)
     if q.min() >= -e_rhs and not start:
-        return result(0, 0, 0.0, _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol))
+        return result(0, 0, 0.0, final_check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol))
     every = refactor if refactor > 0 else REFACTOR_EVERY
     B = _Basis(cp, ci, cv, d, max(1, min(every, int(max_pivots))))
     s = SKETCH_COLUMNS
@@ -887,7 +413,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         row0 = int(np.flatnonzero(q / d - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d)[-1])
     else:
         best = float(r.min())
-        _noise_scales(r, Y, s, 0.0, erhs, ecol)
+        noise_scales(r, Y, s, 0.0, erhs, ecol)
         row0 = int(np.flatnonzero(r - best <= ratio_rel_tol * abs(best) + 2.0 * opts.rhs_tol * erhs)[-1])
         walk = best < 0.0
         if walk:
@@ -897,7 +423,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
             tt = opts.pivot_tol * n
             lim = np.where(zb, tt * znorm, tt * (mnorm * znorm + qmax))
             tight = bool(np.all(r >= -lim))
-            walk = not (tight and _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0)
+            walk = not (tight and final_check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0)
     pivots = 0
     z0_row = -1
     status = 0
@@ -913,7 +439,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         nonlocal since_refactor
         if not B.record(c, row):
             raise AssertionError("eta file overflow")   # refactor happens before it fills
-        _pivot_vectors(r, Y, c, row)
+        pivot_vectors(r, Y, c, row)
         since_refactor += 1
 
     def refactor_now() -> bool:
@@ -942,12 +468,12 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         nz = np.empty(n + 1, np.int64)
         no_tie_refactor = np.iinfo(np.int64).max
         while True:
-            code = _walk(basis, r, Y, s, q, d, cp, ci, cv, rp, ri, rv, B.lu is not None, *B.factors, *B.tfactors,
-                         *B.eta_file,
-                         state, int(max_pivots), every, tie_refactor if opts.refactor_every != 0 else no_tie_refactor,
-                         harris, z0_row, qmax, mnorm, dmax, piv_tol, opts.pivot_tol * n, opts.harris_tol * n,
-                         pivot_ratio, ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol, opts.lex_abs_tol,
-                         opts.check_tol, t_check, a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz)
+            code = walk_pivots(basis, r, Y, s, q, d, cp, ci, cv, rp, ri, rv, B.lu is not None, *B.factors, *B.tfactors,
+                               *B.eta_file,
+                               state, int(max_pivots), every, tie_refactor if opts.refactor_every != 0 else no_tie_refactor,
+                               harris, z0_row, qmax, mnorm, dmax, piv_tol, opts.pivot_tol * n, opts.harris_tol * n,
+                               pivot_ratio, ratio_rel_tol, opts.rhs_tol, opts.lex_rel_tol, opts.lex_abs_tol,
+                               opts.check_tol, t_check, a, c, y, work, row_a, row_b, tied, rows, cand, z, w, ray, nz)
             B.neta = int(state[3])
             if code != WALK_REFACTOR:
                 break
@@ -967,11 +493,11 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         a, anorm = B.column(entering)
         c = B.ftran(a)
         if harris:
-            _noise_scales(r, Y, s, anorm, erhs, ecol)
-            _fill_floors(basis, qmax, mnorm, dmax, floors)
-            ntied, z0_tied = _harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
-                                                  opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,
-                                                  floors)
+            noise_scales(r, Y, s, anorm, erhs, ecol)
+            fill_floors(basis, qmax, mnorm, dmax, floors)
+            ntied, z0_tied = harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
+                                                 opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,
+                                                 floors)
             found = ntied > 0
         else:
             ok = c > piv_tol
@@ -980,7 +506,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
                 rho = np.where(ok, r / np.where(ok, c, 1.0), np.inf)
                 imin = int(np.argmin(rho))
                 rho_min, cmin = rho[imin], c[imin]
-                _noise_scales(r, Y, s, 0.0, erhs, ecol)
+                noise_scales(r, Y, s, 0.0, erhs, ecol)
                 sel = np.flatnonzero(ok & (rho - rho_min <= ratio_rel_tol * abs(rho_min)
                                            + opts.rhs_tol * (erhs / np.where(ok, c, 1.0) + erhs[imin] / cmin)))
                 ntied = sel.size
@@ -1009,7 +535,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
                 rows = {int(i): B.row(int(i)) for i in tied[:ntied]}
                 for k in range(1, ntied):
                     i = int(tied[k])
-                    if _lex_less_rows(rows[i], c[i], rows[row], c[row], opts.lex_rel_tol, opts.lex_abs_tol):
+                    if lex_less_rows(rows[i], c[i], rows[row], c[row], opts.lex_rel_tol, opts.lex_abs_tol):
                         row = i
         if harris and r[row] < 0.0:
             r[row] = 0.0
@@ -1020,8 +546,8 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         if leaving == 2 * n:
             status = 0
             break
-        if harris and _early_exit_revised(r, basis, z, w, opts.check_tol, t_check, mnorm, qmax, dmax, q, rp, ri,
-                                          rv):
+        if harris and early_exit_revised(r, basis, z, w, opts.check_tol, t_check, mnorm, qmax, dmax, q, rp, ri,
+                                         rv):
             status = 0
             break
         entering = leaving + n if leaving < n else leaving - n
@@ -1030,7 +556,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     z[basis[zb] - n] = r[zb]
     z0v = float(r[basis == 2 * n][0]) if np.any(basis == 2 * n) else 0.0
     if status in (1, 2):
-        if _check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0:
+        if final_check_sparse(rp, ri, rv, mnorm, q, z, w, opts.check_tol) <= 1.0:
             ray[:] = 0.0
             status = 0
         else:
@@ -1040,10 +566,3 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         return result(status, pivots, z0v, np.inf)
     st, zf, wf, res = _final_resolve_sparse(Mc, rp, ri, rv, mnorm, q, z, basis, opts.check_tol)
     return result(st, pivots, z0v, res, zf, wf)
-
-
-register_sparse_kernel(sys.modules[__name__])     # lemke's methods "sparse" and "auto" reach this module
-
-
-__all__ = ["sparse_lemke", "use_sparse", "SKETCH_COLUMNS", "REFACTOR_EVERY", "AUTO_MIN_SIZE", "AUTO_MAX_DENSITY",
-           "PIVOT_RATIO_MIN"]
