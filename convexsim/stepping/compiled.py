@@ -38,7 +38,7 @@ step's orchestration (docs/performance.md)."""
 
 SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE)
 
-_SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
                      "numerical_failure")
 
 
@@ -210,10 +210,9 @@ class PackedModel:
 
 _PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
 _SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
-_PACKED_FOREST: dict = {}
 
 
-def _per_model(cache: dict, model: Model, build):
+def per_model(cache: dict, model: Model, build):
     """``build(model)``, computed once per model object and kept while the model lives.
 
     Model is frozen, so the answer cannot go stale; the entry is dropped when the model is
@@ -230,15 +229,15 @@ def _per_model(cache: dict, model: Model, build):
 
 def supported_cached(model: Model) -> tuple[bool, str]:
     """``compiled_step_supported(model)``, evaluated once per model object."""
-    return _per_model(_SUPPORTED, model, compiled_step_supported)
+    return per_model(_SUPPORTED, model, compiled_step_supported)
 
 
 def packed(model: Model) -> PackedModel:
     """The PackedModel of ``model`` (built on first use, kept while the model lives)."""
-    return _per_model(_PACKED, model, PackedModel)
+    return per_model(_PACKED, model, PackedModel)
 
 
-def _nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
+def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
 
 
@@ -305,12 +304,12 @@ def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, 
 
         return sap_step(model, state, ctx, strict=strict)
     if status == K.STEP_NONFINITE_START:
-        raise _nonfinite_error(model, state, bad, state.step, state.t)
+        raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
     info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
-                    converged=sap_status == 0, status=_SAP_STATUS_NAMES[sap_status],
+                    converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
                     momentum_residual=float(resid), line_search_evaluations=int(ls_evals))
     if contacts.count == 0:
         info = StepInfo(contacts=contacts)
@@ -321,7 +320,7 @@ def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, 
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
     t_new = state.t + model.time_step
     if status == K.STEP_NONFINITE_END:
-        raise _nonfinite_error(model, state, bad, state.step + 1, t_new)
+        raise nonfinite_error(model, state, bad, state.step + 1, t_new)
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
 
 

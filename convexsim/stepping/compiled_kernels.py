@@ -86,7 +86,7 @@ RUN_NEED_CONTACT_SPACE = 10
 RUN_CHUNK_END = 11
 
 # SapStatus values (convexsim.sap.types)
-_CONVERGED = 0
+SAP_CONVERGED = 0
 _MAX_ITERATIONS = 1
 _LINE_SEARCH_FAILED = 2
 _FACTORIZATION_FAILED = 3
@@ -111,7 +111,7 @@ def _finite_body(q, v, b):
 
 
 @jit
-def _first_nonfinite_body(q, v):
+def first_nonfinite_body(q, v):
     for b in range(q.shape[0]):
         if not _finite_body(q, v, b):
             return b
@@ -387,7 +387,7 @@ def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
 
 
 @jit
-def _clique_graph(cliques):
+def clique_graph(cliques):
     """Edges (ne, 2) of coupled clique pairs (a < b, sorted unique) and the edge of each constraint."""
     nk = cliques.shape[0]
     keys = np.empty(nk, np.int64)
@@ -416,7 +416,7 @@ def _clique_graph(cliques):
 
 
 @jit
-def _islands(ncl, edges):
+def islands(ncl, edges):
     """Connected components of the clique graph: (island of each clique, number of islands); islands are
     numbered in the order of their lowest clique."""
     parent = np.arange(ncl)
@@ -501,7 +501,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
                  kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
     """SAP Newton iterations of ``sap.solver._NewtonRun.iterate`` on one (participating) problem, v in place.
 
-    ``edges``, ``constraint_edge``: the clique graph (``_clique_graph``). ``use_sn`` False: H is factored
+    ``edges``, ``constraint_edge``: the clique graph (``clique_graph``). ``use_sn`` False: H is factored
     by a dense Cholesky per island; True: by the supernodal Cholesky (``sap.supernodal``) of the symbolic
     analysis ``sn`` (:data:`SN_FIELDS` of a ``SupernodalSymbolic``) of the pattern ``sn_edges``, which must
     contain ``edges`` (a superset pattern gives the same factor up to round-off).
@@ -531,8 +531,8 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         edges = sn_edges
         constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
         if nk > 0 and constraint_edge[0] == -2:
-            return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
-    island, nisl = _islands(ncl, edges)
+            return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    island, nisl = islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
     pos_in_island = np.empty(ncl, np.int64)
     for c in range(ncl):
@@ -579,7 +579,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     r = 0.0
     s = 0.0
     if too_large:
-        return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+        return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
     if use_sn:
         max_n = 0
         sn_values = np.empty(sn[SN_VALPTR][-1])
@@ -621,7 +621,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
             tol = fpar[F_COST_ABS_TOL] + fpar[F_COST_REL_TOL] * 0.5 * (abs(ell) + abs(ell_prev))
             cost_reached = abs(ell_prev - ell) < tol and alpha_last > 0.5
         if optimality or cost_reached:
-            return _CONVERGED, iterations, ls_evaluations, r, s, gamma, False
+            return SAP_CONVERGED, iterations, ls_evaluations, r, s, gamma, False
         if kappa > 0.0 and r <= fpar[F_SLIP_CURVATURE_RESIDUAL] * s:
             kappa = 0.0  # near the optimum: exact Hessian blocks from here on, as sap.solver does
             eval_constraints(kind, cpar, vc, gamma, G, True, 0.0)
@@ -768,7 +768,7 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
     kind, cpar, v0 of the cliques, edges (ne, 2), constraint_edge) — the participating problem in the flat
     layout of ``sap.ContactProblem`` and its clique graph, as :func:`step_finish` takes it."""
     nmov = moving.shape[0]
-    bad = _first_nonfinite_body(q, v)
+    bad = first_nonfinite_body(q, v)
     if bad >= 0:
         return _no_prepared(STEP_NONFINITE_START, bad, nmov)
     dt = fpar[F_DT]
@@ -877,8 +877,8 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
                 acc += t
             vn0[c] = acc
     kind, cpar = contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d)
-    edges, constraint_edge = _clique_graph(cl_red)
-    island, nisl = _islands(ncl, edges)
+    edges, constraint_edge = clique_graph(cl_red)
+    island, nisl = islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
     for c in range(ncl):
         isl_size[island[c]] += sizes[c]
@@ -915,7 +915,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
     force = np.zeros((nc, 3))
     if nc == 0:
         integrate_kernel(fpar, moving, q, v, v_star, q_out, v_out)
-        bad = _first_nonfinite_body(q_out, v_out)
+        bad = first_nonfinite_body(q_out, v_out)
         if bad >= 0:
             return STEP_NONFINITE_END, bad, 0, 0, 0, 0.0, gamma, force
         return STEP_OK, -1, 0, 0, 0, 0.0, gamma, force
@@ -938,7 +938,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
         if k >= 0:
             for i in range(6):
                 v_next[6 * m + i] = v_red[6 * k + i]
-    if status != _CONVERGED:
+    if status != SAP_CONVERGED:
         finite = True
         for i in range(v_next.shape[0]):
             if not math.isfinite(v_next[i]):
@@ -946,7 +946,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
         if ipar[I_STRICT] != 0 or not finite:
             return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
     integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
-    bad = _first_nonfinite_body(q_out, v_out)
+    bad = first_nonfinite_body(q_out, v_out)
     if bad >= 0:
         return STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
     return STEP_OK, -1, status, iterations, ls_evals, resid, gamma, force

@@ -22,8 +22,7 @@ import numpy as np
 from convexsim.model import Contacts, Model, State
 from convexsim.multibody.model import JOINT_NV
 from convexsim.stepping import compiled_kernels as K
-from convexsim.stepping.compiled import (_PACKED_FOREST, _SAP_STATUS_NAMES, _nonfinite_error, _per_model,
-                                         packed)
+from convexsim.stepping.compiled import SAP_STATUS_NAMES, nonfinite_error, packed, per_model
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 class PackedForest:
@@ -137,9 +136,12 @@ class PackedForest:
         self.actuator_names = tuple(self.actuator_names)
 
 
+_PACKED_FOREST: dict = {}
+
+
 def packed_forest(model: Model) -> PackedForest:
     """The PackedForest of ``model`` (built on first use, kept while the model lives)."""
-    return _per_model(_PACKED_FOREST, model, PackedForest)
+    return per_model(_PACKED_FOREST, model, PackedForest)
 
 
 def _reference(model, state, ctx, strict):
@@ -174,7 +176,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
     if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
         return _reference(model, state, ctx, strict)
     if status == K.STEP_NONFINITE_START:
-        raise _nonfinite_error(model, state, bad, state.step, state.t)
+        raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
@@ -185,7 +187,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
         info = StepInfo(contacts=contacts)
     else:
         info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
-                        converged=sap_status == 0, status=_SAP_STATUS_NAMES[sap_status],
+                        converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
                         momentum_residual=float(resid), line_search_evaluations=int(ls_evals),
                         actuator_force=act_force)
     info.limit_force = limit
@@ -198,7 +200,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
     t_new = state.t + model.time_step
     if status == K.STEP_NONFINITE_END:
-        raise _nonfinite_error(model, state, bad, state.step + 1, t_new)
+        raise nonfinite_error(model, state, bad, state.step + 1, t_new)
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
 
 

@@ -45,8 +45,8 @@ from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_LIMI
 from convexsim.stepping.compiled_kernels import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, RUN_CHUNK_END, RUN_DONE,
                                                  RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN, STEP_NONFINITE_END,
                                                  STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
-                                                 STEP_TOO_LARGE, _CONVERGED, _clique_graph,
-                                                 _first_nonfinite_body, _islands, collide_and_filter,
+                                                 STEP_TOO_LARGE, SAP_CONVERGED, clique_graph,
+                                                 first_nonfinite_body, islands, collide_and_filter,
                                                  contact_frame, contact_parameters, free_motion_kernel,
                                                  integrate_kernel, jacobian_block, margin_shares, newton_solve,
                                                  no_supernodal)
@@ -204,7 +204,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     lim_force = np.zeros(nlim)
     e2 = np.zeros((0, 2), np.int64)
     e3 = np.zeros((0, 3))
-    bad = _first_nonfinite_body(q, v)
+    bad = first_nonfinite_body(q, v)
     if bad >= 0:
         return (STEP_NONFINITE_START, bad, 0, 0, 0, 0.0, e2, np.zeros(0), e3, e3, e3, e3, act_force, lim_force,
                 np.zeros(ra[23].shape[0]), 0)
@@ -444,13 +444,13 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
         v_next[6 * nmov + i] = vs_tree[i]
     gamma = np.zeros((nc, 3))
     force = np.zeros((nc, 3))
-    status = _CONVERGED
+    status = SAP_CONVERGED
     iterations = 0
     ls_evals = 0
     resid = 0.0
     if nk > 0:
-        edges, constraint_edge = _clique_graph(cl_red)
-        island, nisl = _islands(ncl, edges)
+        edges, constraint_edge = clique_graph(cl_red)
+        island, nisl = islands(ncl, edges)
         isl_size = np.zeros(nisl, np.int64)
         for c in range(ncl):
             isl_size[island[c]] += sizes[c]
@@ -487,7 +487,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                 continue
             for i in range(size_all[m]):
                 v_next[start_all[m] + i] = v_red[cstart[k] + i]
-        if status != _CONVERGED:
+        if status != SAP_CONVERGED:
             finite = True
             for i in range(v_next.shape[0]):
                 if not math.isfinite(v_next[i]):
@@ -502,7 +502,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     integrate_q_kernel(jtype, qadr, dofadr, tq, tv_out, dt, tq_out)
     R1, p1, _, S1 = forest_kinematics(fa, tq_out)
     link_rows_kernel(parent, dofadr, nvj, com, R1, p1, S1, tv_out, link_body, q_out, v_out)
-    bad = _first_nonfinite_body(q_out, v_out)
+    bad = first_nonfinite_body(q_out, v_out)
     if bad >= 0:
         return (STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
                 force, act_force, lim_force, con_force, nr + njr)
