@@ -1,14 +1,15 @@
 # convexsim: two commands on a fresh machine.
 #   make demo   create .venv (if needed), install, compile the kernels, run the main job on a shipped scene
 #   make test   the same environment plus test tools (and Chromium for viewer tests), then the whole
-#               suite, slow tests included (CI runs this); make test-fast skips the tests marked slow
+#               suite, slow tests included, and the round-off reruns (CI runs this); make test-fast skips
+#               the tests marked slow and the reruns
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 OUT    ?= out
 
-.PHONY: demo test test-fast venv install install-test browser bench clean
+.PHONY: demo test test-fast test-roundoff venv install install-test browser bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,31 +45,47 @@ demo: $(VENV)/.core-installed
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
 	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"
 
+# Tests: README "Testing" (the tiers, the reruns and why, where the time goes).
 # The suite runs on 2 pytest-xdist workers (CI has 2 cores), one test file per worker at a time
 # (--dist loadfile: a module's fixtures, e.g. the learn tests' fitted models, are built once).
 # `convexsim warmup` first compiles the numba kernels into NUMBA_CACHE_DIR once, so that the workers load
 # them instead of both compiling them (numba's cache writes are atomic renames, safe across processes).
-# The Lemke tests on real contact data (marker blas_variant: the captured contact LCPs, the perturbation
-# tests, LCP runs of the shipped scenes, the warm start along them) run again under other BLAS settings:
-# Lemke's answers must not depend on the kernel (OPENBLAS_CORETYPE) or thread count, i.e. on the last bits
-# of the contact LCP. The other tests/lcp tests (textbook and random LCPs, the worked examples, trajectory
-# comparison) see no BLAS-dependent data, so rerunning them would check nothing new.
 # --no-loadscope-reorder: files are handed out in collection order (conftest.py collects the two 1–3 minute
 # mixed_clutter LCP runs first), not by test count, which sent those one-test files last and left one worker
 # running them alone for minutes.
-# --durations: the slowest tests in CI's log (the whole run should stay well under 10 minutes).
-BLAS_RERUN := $(PY) -m pytest -q -p no:cacheprovider -m "blas_variant and not slow" tests/lcp
+# --durations: the slowest tests in CI's log (the whole of `make test` should stay under 10 minutes).
+#
+# Round-off reruns (test-roundoff): the tests marked `roundoff` (their outcome hinges on the last bits of the
+# arithmetic: Lemke on real contact data, paths, pivots, rungs, trajectories compared exactly between two code
+# paths) run again under the BLAS kernels of other processors: Haswell (the AVX2 kernel of AMD and older
+# Intel machines; here also one BLAS thread) and Prescott (SSE3). The main run uses this machine's own kernel
+# (SkylakeX on AVX-512). Then the ones marked `numba_target` too (a numba kernel decides the branch; the Lemke
+# kernels, ≈ 1 min of CPU to compile) run with numba generating code for a generic x86-64 CPU, in a cache of
+# their own (compiled again there). The slow ones are not rerun. Costs: README "Testing".
+PYTEST        := $(PY) -m pytest -q
+PARALLEL      := -n 2 --dist loadfile --no-loadscope-reorder
+ROUNDOFF      := $(PYTEST) $(PARALLEL) -p no:cacheprovider -m "roundoff and not slow"
+GENERIC_CACHE := $(CURDIR)/.numba_cache_generic
+
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
-	OPENBLAS_NUM_THREADS=1 $(BLAS_RERUN)
-	OPENBLAS_CORETYPE=Prescott $(BLAS_RERUN)
+	$(PYTEST) $(PARALLEL) --durations=25
+	@$(MAKE) --no-print-directory test-roundoff
 
+test-roundoff: $(VENV)/.test-installed
+	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 $(ROUNDOFF)
+	OPENBLAS_CORETYPE=Prescott $(ROUNDOFF)
+	NUMBA_CPU_NAME=generic NUMBA_CACHE_DIR=$(GENERIC_CACHE) \
+	  $(PYTEST) $(PARALLEL) -p no:cacheprovider -m "roundoff and numba_target and not slow"
+
+# The developer's tier: no slow test, on 2 workers (kernels compiled once by the warm-up, a few seconds when
+# cached).
 test-fast: $(VENV)/.test-installed
-	$(PY) -m pytest -q -m "not slow"
+	$(VENV)/bin/convexsim warmup
+	$(PYTEST) $(PARALLEL) -m "not slow"
 
 bench: $(VENV)/.core-installed
 	$(VENV)/bin/convexsim bench
 
 clean:
-	rm -rf $(OUT) .pytest_cache
+	rm -rf $(OUT) .pytest_cache $(GENERIC_CACHE)

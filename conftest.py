@@ -100,3 +100,38 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(path, len(rank))
 
     items[:] = sorted(items, key=key)       # stable: the order within each group is kept
+
+
+def _blas_core() -> str:
+    """The OpenBLAS kernel numpy uses here (e.g. "SkylakeX", "Haswell"), or "?" (another BLAS, or not found)."""
+    import ctypes
+    import glob
+
+    import numpy as np
+
+    libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs", "*openblas*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
+                     "openblas_get_corename"):
+            f = getattr(lib, name, None)
+            if f is not None:
+                f.restype = ctypes.c_char_p
+                return f().decode()
+    return "?"
+
+
+def pytest_report_header(config):
+    """The arithmetic this run sees, in the header: which BLAS kernel and numba target (README, Testing)."""
+    try:
+        import llvmlite.binding as llvm
+
+        target = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
+        core = _blas_core()
+    except Exception as exc:  # noqa: BLE001 - a header line must never break the run
+        return f"round-off: unknown ({exc!r})"
+    return (f"round-off: OpenBLAS kernel {core} (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!s}, "
+            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')!s}), numba target {target}")

@@ -439,9 +439,12 @@ def cmd_info(args) -> int:
         f"unconverged frames {int((~t.solver_converged).sum())}",
         f"contacts    {int(t.contact_offsets[-1])} in all, max {int(n_contacts.max()) if n_contacts.size else 0} per frame",
     ]
-    if "ms_per_step" in meta:
-        warm = f" (plus {meta['warmup_s']:.2f} s kernel warm-up)" if meta.get("warmup_s", 0) >= 0.005 else ""
-        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {meta.get('steps', '?')} steps{warm}")
+    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)   # noqa: E731 (metadata is free-form)
+    if number(meta.get("ms_per_step")):
+        warmup = meta.get("warmup_s", 0)
+        warm = f" (plus {warmup:.2f} s kernel warm-up)" if number(warmup) and warmup >= 0.005 else ""
+        steps = meta.get("steps", "?")
+        lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {steps if number(steps) else '?'} steps{warm}")
     if t.failure:
         status = "interrupted" if meta.get("interrupted") else "failure"
         lines.append(f"{status:<12}{t.failure}")

@@ -83,8 +83,9 @@ class Recorder:
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Pack the frames into a ``Trajectory``."""
-        q = np.array(self.frames_q).reshape(-1, self.model.nbody, 7)
-        v = np.array(self.frames_v).reshape(-1, self.model.nbody, 6)
+        nf = len(self.frames_t)                 # not -1: a scene without bodies has 0-sized frames
+        q = np.array(self.frames_q).reshape(nf, self.model.nbody, 7)
+        v = np.array(self.frames_v).reshape(nf, self.model.nbody, 6)
         rows = self.contact_rows
         cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
         names = list(dict.fromkeys(k for f in self.forces for k in f))

@@ -59,6 +59,7 @@ def test_cached_symbolic_analysis_changes_nothing():
     assert ctx.symbolic.hits > 0  # the cache was actually used
 
 
+@pytest.mark.roundoff
 def test_kept_supernodal_analysis_changes_only_round_off():
     """The compiled step keeps a large island's symbolic analysis while the contact graph stays inside its
     pattern, so a warm context may factor in a larger pattern (another elimination order) than a fresh one:

@@ -626,6 +626,8 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     trajs = list(trajectories)
     if not trajs:
         raise ValueError("nothing to show: no trajectory given")
+    if any(t.num_bodies == 0 for t in trajs):
+        raise ValueError("nothing to show: a trajectory of a scene without bodies")
     if opts.layout not in ("auto", "overlay", "offset"):
         raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {opts.layout!r}")
     if opts.forces not in FORCE_MODES:

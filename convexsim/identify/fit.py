@@ -24,7 +24,8 @@ from scipy.optimize import least_squares
 from convexsim import dynamics
 from convexsim.identify.mpec import MpecProblem, MpecStep, solve_mpec
 from convexsim.inverse.rollout import Parameter, check_parameters, contact_pairs, rollout, tangents
-from convexsim.io import Trajectory, load_trajectory
+from convexsim.io import Trajectory, TrajectoryFormatError, load_trajectory
+from convexsim.scene import SceneError
 from convexsim.model import Model, State
 from convexsim.stepping import contact_kinematics, contact_margin
 
@@ -86,9 +87,10 @@ def model_and_frames(traj: Trajectory) -> tuple[Model, list[State]]:
     """The trajectory's scene compiled, and one State per frame (from the recorded poses and velocities)."""
     from convexsim.simulate import prepare
 
-    if not traj.scene_yaml:
+    scene = yaml.safe_load(traj.scene_yaml) if traj.scene_yaml.strip() else None
+    if not isinstance(scene, dict):         # "", "null", a comment: YAML of no mapping (load_trajectory's gate)
         raise IdentificationError("the trajectory holds no scene (scene_yaml is empty)")
-    model, _, _ = prepare(yaml.safe_load(traj.scene_yaml))
+    model, _, _ = prepare(scene)
     if traj.num_frames < 3:
         raise IdentificationError(f"the trajectory has {traj.num_frames} frames; at least 3 are needed")
     dt = np.diff(traj.time)
@@ -314,7 +316,11 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
     """
     traj = trajectory if isinstance(trajectory, Trajectory) else load_trajectory(trajectory)
     source = "<trajectory>" if isinstance(trajectory, Trajectory) else str(trajectory)
-    model, frames = model_and_frames(traj)
+    try:
+        model, frames = model_and_frames(traj)
+    except SceneError as exc:       # the stored scene does not load: bad input, named by file and field
+        raise TrajectoryFormatError(f"{source}: field 'scene_yaml' does not hold a valid scene: "
+                                    f"{exc.problems[0] if exc.problems else exc}") from None
     bodies = dynamics.moving_bodies(model)
     if bodies.size == 0:
         raise IdentificationError("the scene has no moving body")

@@ -264,16 +264,107 @@ def _looks_like_text(path: Path) -> bool:
     return b"\0" not in chunk
 
 
+# The schema every file is checked against (docs/trajectory-format.md): per array field, the dtype kinds
+# allowed (numpy ``dtype.kind``: f float, i/u integer, b bool, U str), the shape in the dimensions T (frames),
+# B (bodies), K (contacts), F (named forces), and whether every value must be finite.
+_FLOAT, _INT, _BOOL, _STR = "f", "iu", "b", "U"
+ARRAY_SCHEMA: dict[str, tuple[str, tuple, bool]] = {
+    "time": (_FLOAT + _INT, ("T",), True),
+    "body_names": (_STR, ("B",), False),
+    "position": (_FLOAT, ("T", "B", 3), True),
+    "quaternion": (_FLOAT, ("T", "B", 4), True),
+    "linear_velocity": (_FLOAT, ("T", "B", 3), True),
+    "angular_velocity": (_FLOAT, ("T", "B", 3), True),
+    "solver_iterations": (_INT, ("T",), False),
+    "solver_converged": (_BOOL, ("T",), False),
+    "momentum_residual": (_FLOAT, ("T",), False),      # NaN/inf allowed: the residual of a failed solve
+    "line_search_evaluations": (_INT, ("T",), False),
+    "contact_offsets": (_INT, ("T+1",), False),
+    "contact_body_a": (_INT, ("K",), False),
+    "contact_body_b": (_INT, ("K",), False),
+    "contact_point": (_FLOAT, ("K", 3), True),
+    "contact_normal": (_FLOAT, ("K", 3), True),
+    "contact_phi": (_FLOAT, ("K",), True),
+    "contact_force": (_FLOAT, ("K", 3), True),
+    "constraint_force_names": (_STR, ("F",), False),
+    "constraint_force": (_FLOAT, ("T", "F", 6), True),
+}
+"""Array fields of a trajectory file: (dtype kinds, shape, finite). ``load_trajectory`` refuses a file whose
+field has another dtype, ndim or shape, a non-finite value where ``finite``, contact offsets that do not
+start at 0 or decrease, or contact body indices outside 0..B-1."""
+
+_KIND_NAMES = {"f": "float", "i": "integer", "u": "integer", "b": "bool", "U": "string"}
+SOLVER_KINDS = ("sap", "lcp")
+CONTACT_MODELS = ("sap", "lagged", "similar", "rigid")
+
+
+def _describe_dtype(arr: np.ndarray) -> str:
+    return f"{_KIND_NAMES.get(arr.dtype.kind, 'other')} ({arr.dtype.str})"
+
+
+def _check_array(name: str, arr: np.ndarray, dims: dict[str, int]) -> None:
+    """Raise TrajectoryFormatError (without the path) if ``arr`` breaks ARRAY_SCHEMA[name]."""
+    kinds, shape, finite = ARRAY_SCHEMA[name]
+    if arr.dtype.kind not in kinds:
+        allowed = " or ".join(sorted({_KIND_NAMES[k] for k in kinds}))
+        raise TrajectoryFormatError(f"field {name!r} holds {_describe_dtype(arr)} values, expected {allowed}")
+    expect = tuple(dims[d] if isinstance(d, str) else d for d in shape)
+    if arr.shape != expect:
+        names = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise TrajectoryFormatError(f"field {name!r} has shape {arr.shape}, expected {names} = {expect}")
+    if finite and arr.size and not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        where = "[" + ", ".join(map(str, bad)) + "]"
+        raise TrajectoryFormatError(f"field {name!r} holds a non-finite value ({arr[tuple(bad)]} at {where})")
+
+
+def _scalar(data, name: str, kinds: str):
+    """The 0-d field ``name`` as a Python value; TrajectoryFormatError naming it otherwise."""
+    arr = data[name]
+    if arr.shape != () or arr.dtype.kind not in kinds:
+        allowed = " or ".join(sorted({_KIND_NAMES[k] for k in kinds}))
+        raise TrajectoryFormatError(f"field {name!r} must be a single {allowed} (0-d array); got "
+                                    f"{_describe_dtype(arr)} of shape {arr.shape}")
+    return arr.item()
+
+
+def check_arrays(arrays: dict[str, np.ndarray]) -> None:
+    """Check the array fields of a trajectory file against ``ARRAY_SCHEMA`` (optional fields may be absent);
+    TrajectoryFormatError naming the first bad field."""
+    for name in ("time", "body_names", "constraint_force_names"):
+        arr = arrays.get(name)
+        if arr is not None and arr.ndim != 1:
+            raise TrajectoryFormatError(f"field {name!r} has shape {arr.shape}, expected a 1-d array")
+    T = arrays["time"].shape[0]
+    if T == 0:
+        raise TrajectoryFormatError("field 'time' is empty: a trajectory holds at least its initial frame")
+    dims = {"T": T, "T+1": T + 1, "B": arrays["body_names"].shape[0],
+            "F": arrays["constraint_force_names"].shape[0] if "constraint_force_names" in arrays else 0}
+    offsets = arrays["contact_offsets"]
+    _check_array("contact_offsets", offsets, dims)
+    if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+        raise TrajectoryFormatError("field 'contact_offsets' must start at 0 and be non-decreasing")
+    dims["K"] = int(offsets[-1])
+    for name in ARRAY_SCHEMA:
+        if name in arrays and name != "contact_offsets":
+            _check_array(name, arrays[name], dims)
+    for name in ("contact_body_a", "contact_body_b"):
+        idx = arrays[name]
+        if idx.size and (idx.min() < 0 or idx.max() >= dims["B"]):
+            raise TrajectoryFormatError(f"field {name!r} holds body index {int(idx.min() if idx.min() < 0 else idx.max())}"
+                                        f" outside 0..{dims['B'] - 1}")
+
+
 def _read_npz(path: Path) -> Trajectory:
     """Read and check the arrays of an npz trajectory (errors of the zip/zlib layers propagate)."""
     with np.load(path, allow_pickle=False) as data:
         if "schema_version" not in data.files:
             raise TrajectoryFormatError(f"{path}: no 'schema_version' field: not a convexsim trajectory")
-        try:
-            version = int(data["schema_version"])
-        except (TypeError, ValueError):
+        sv = data["schema_version"]
+        if sv.shape != () or sv.dtype.kind not in "iu":
             raise TrajectoryFormatError(f"{path}: 'schema_version' is not an integer: "
-                                        "not a convexsim trajectory") from None
+                                        "not a convexsim trajectory")
+        version = int(sv)
         if version != SCHEMA_VERSION:
             raise TrajectoryFormatError(
                 f"{path}: trajectory schema version {version} is not supported "
@@ -284,15 +375,51 @@ def _read_npz(path: Path) -> Trajectory:
         if missing:
             raise TrajectoryFormatError(f"{path}: missing fields {missing}")
         kwargs = {name: data[name] for name in _ARRAY_FIELDS if name in data.files}
-        kwargs["scene_yaml"] = str(data["scene_yaml"])
-        kwargs["solver_kind"] = str(data["solver_kind"])
-        kwargs["contact_model"] = str(data["contact_model"])
-        kwargs["failure"] = str(data["failure"])
-        kwargs["time_step"] = float(data["time_step"])
-        meta = json.loads(str(data["metadata_json"])) if "metadata_json" in data.files else {}
+        try:
+            check_arrays(kwargs)
+            kwargs["scene_yaml"] = _scalar(data, "scene_yaml", _STR)
+            kwargs["solver_kind"] = _scalar(data, "solver_kind", _STR)
+            kwargs["contact_model"] = _scalar(data, "contact_model", _STR)
+            kwargs["failure"] = _scalar(data, "failure", _STR)
+            kwargs["time_step"] = float(_scalar(data, "time_step", _FLOAT + _INT))
+            meta_text = _scalar(data, "metadata_json", _STR) if "metadata_json" in data.files else "{}"
+        except TrajectoryFormatError as exc:
+            raise TrajectoryFormatError(f"{path}: {exc}") from None
+    if kwargs["solver_kind"] not in SOLVER_KINDS:
+        raise TrajectoryFormatError(f"{path}: field 'solver_kind' is {_clip(kwargs['solver_kind'])!r}, expected one "
+                                    f"of {', '.join(SOLVER_KINDS)}")
+    if kwargs["contact_model"] not in CONTACT_MODELS:
+        raise TrajectoryFormatError(f"{path}: field 'contact_model' is {_clip(kwargs['contact_model'])!r}, expected "
+                                    f"one of {', '.join(CONTACT_MODELS)}")
+    if not (np.isfinite(kwargs["time_step"]) and kwargs["time_step"] >= 0):
+        raise TrajectoryFormatError(f"{path}: field 'time_step' is {kwargs['time_step']}, expected a finite "
+                                    "number of seconds >= 0")
+    if kwargs["scene_yaml"].strip():
+        _check_scene_yaml(path, kwargs["scene_yaml"])
+    try:
+        meta = json.loads(meta_text)
+    except ValueError as exc:
+        raise TrajectoryFormatError(f"{path}: field 'metadata_json' is not JSON ({exc})") from None
     traj = Trajectory(**kwargs, metadata=meta if isinstance(meta, dict) else {})
     try:
         traj.validate()
     except TrajectoryFormatError as exc:
         raise TrajectoryFormatError(f"{path}: {exc}") from None
     return traj
+
+
+def _check_scene_yaml(path: Path, text: str) -> None:
+    """``scene_yaml`` is YAML (within the scene reader's limits: no alias bombs, recursion or deep nesting) of a
+    mapping; whether it is a valid scene is for the commands that compile it (view, identify) to say."""
+    from convexsim.scene.load import SceneError, parse_scene_yaml   # pydantic, yaml: only for a file with a scene
+
+    try:
+        data, _ = parse_scene_yaml(text, "scene_yaml")
+    except SceneError as exc:
+        raise TrajectoryFormatError(f"{path}: field 'scene_yaml': {exc.problems[0]}") from None
+    if not isinstance(data, dict):
+        raise TrajectoryFormatError(f"{path}: field 'scene_yaml' does not hold a scene (a YAML mapping)")
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

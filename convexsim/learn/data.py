@@ -399,6 +399,7 @@ def load_data(path) -> LearnData:
             raise LearnDataError(
                 f"{path}: missing {', '.join(missing)} (expected a file from `convexsim learn generate`)"
             )
+        _check_dtypes(path, raw)
         if int(raw["schema"]) != SCHEMA:
             raise LearnDataError(f"{path}: schema {int(raw['schema'])}, this version reads {SCHEMA}")
         X, Y = np.asarray(raw["X"], float), np.asarray(raw["Y"], float)
@@ -417,6 +418,28 @@ def load_data(path) -> LearnData:
         )
     _validate(path, data)
     return data
+
+
+# dtype kinds (numpy dtype.kind) and ndim of each field of a data file; meta fields are 0-d
+_FIELD_KINDS = {"X": ("fiu", 2), "Y": ("fiu", 2), "modes": ("iu", 1), "episode": ("iu", 1), "mode_names": ("U", 1),
+                "input_names": ("U", 1), "output_names": ("U", 1), "gate_columns": ("iu", 1), "schema": ("iu", 0),
+                "system": ("U", 0), "formulation": ("U", 0), "seed": ("iu", 0)}
+
+
+def _check_dtypes(path, raw) -> None:
+    """Every field of a data file has the dtype kind and ndim it is written with (numbers where numbers are
+    read: no strings converted, no floats truncated to labels), and the numeric meta values are finite."""
+    for name in list(_FIELD_KINDS) + [k for k in _META_KEYS if k not in _FIELD_KINDS]:
+        if name not in raw.files:
+            continue
+        arr = raw[name]
+        kinds, ndim = _FIELD_KINDS.get(name, ("fiu", 0))
+        if arr.dtype.kind not in kinds or arr.ndim != ndim:
+            what = {"fiu": "numbers", "iu": "integers", "U": "strings"}[kinds]
+            raise LearnDataError(f"{path}: field {name!r} must be {ndim}-d {what}; got {arr.dtype.str} of shape "
+                                 f"{arr.shape}")
+        if kinds == "fiu" and ndim == 0 and not np.isfinite(arr):
+            raise LearnDataError(f"{path}: field {name!r} is {arr.item()}, not a finite number")
 
 
 def _validate(path, d: LearnData) -> None:

@@ -46,7 +46,7 @@ def evaluate(model, train: LearnData, test: LearnData) -> dict:
         "converged": [bool(c) for c in model.info.converged],
         "rmse": rmse,
         "std_y": std_y,
-        "rmse_over_std": rmse / std_y,
+        "rmse_over_std": rmse / std_y if std_y > 0 else (0.0 if rmse == 0 else math.inf),   # constant test Y
         "baseline_rmse": base,
         # An exact fit leaves an RMSE of round-off (1e-15): base / rmse would then print 182732351474116.2.
         # The ratio is taken against an RMSE of at least ROUND_OFF·std(y), and the report says "at least".

@@ -447,12 +447,74 @@ def _warn_unused_materials(before: dict, after: dict, paths: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+MAX_YAML_DEPTH = 100
+"""Deepest nesting of YAML collections a scene file may have (scenes need about 8)."""
+
+MAX_YAML_EXPANSION = 100_000
+"""Aliases may expand a file to at most ``10 × its own nodes + MAX_YAML_EXPANSION`` values: reusing an anchor
+is fine, an alias bomb (anchors of anchors, 10⁹ values from a few lines) is refused before it is built."""
+
+
+class _YamlShapeError(ValueError):
+    """A YAML node graph too deep, too large once its aliases are expanded, or recursive (message, line)."""
+
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.line = line
+
+
+def _check_node_graph(root: Any) -> None:
+    """Raise _YamlShapeError for a recursive alias, nesting deeper than MAX_YAML_DEPTH, or aliases that
+    expand beyond the limit of MAX_YAML_EXPANSION. Iterative, and each node is visited once (memoized by
+    identity), so checking is linear in the file whatever the aliases expand to."""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+
+    def children(node):
+        if isinstance(node, yaml.SequenceNode):
+            return node.value
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if done:
+            kids = children(node)
+            size[nid] = 1 + sum(size[id(c)] for c in kids)
+            height[nid] = 1 + max((height[id(c)] for c in kids), default=0)
+            visiting.discard(nid)
+            if height[nid] > MAX_YAML_DEPTH:
+                raise _YamlShapeError(f"collections nested more than {MAX_YAML_DEPTH} deep", node.start_mark.line + 1)
+            if size[nid] > 10 * len(size) + MAX_YAML_EXPANSION:
+                raise _YamlShapeError(f"aliases expand to more than {size[nid]} values from {len(size)} written "
+                                      "ones (an alias bomb?)", node.start_mark.line + 1)
+            continue
+        if nid in size:
+            continue
+        if nid in visiting:
+            raise _YamlShapeError("an alias refers to a collection that contains it (a recursive structure)",
+                                  node.start_mark.line + 1)
+        visiting.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node))
+        if len(stack) > 10 * MAX_YAML_EXPANSION:
+            raise _YamlShapeError("too many values", node.start_mark.line + 1)
+
+
 def _compose_and_construct(text: str, loader_class: type) -> tuple[Any, Any]:
-    """(data, node tree) of YAML text from one parse: the node tree, then the data built from it."""
+    """(data, node tree) of YAML text from one parse: the node tree, checked (:func:`_check_node_graph`),
+    then the data built from it."""
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
-        return (loader.construct_document(node) if node is not None else None), node
+        if node is None:
+            return None, None
+        _check_node_graph(node)
+        return loader.construct_document(node), node
     finally:
         loader.dispose()
 
@@ -465,13 +527,24 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
     try:
         try:
             data, node = _compose_and_construct(text, _FastLoader)
-        except yaml.YAMLError:
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            if "nesting depth" in str(err) and mark is not None:   # libyaml's limit (1000): the Python
+                raise _YamlShapeError(f"collections nested more than {MAX_YAML_DEPTH} deep",   # loader would
+                                      mark.line + 1) from None                              # recurse slowly
             data, node = _compose_and_construct(text, _Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise SceneError([f"{source}{where}: invalid YAML: {problem}"], source) from None
+        problem = getattr(err, "problem", None) or str(err).replace(' in "<unicode string>",', ",")
+        raise SceneError([f"{source}{where}: invalid YAML: {' '.join(problem.split())}"], source) from None
+    except _YamlShapeError as err:
+        raise SceneError([f"{source}:{err.line}: YAML refused: {err}"], source) from None
+    except RecursionError:
+        raise SceneError([f"{source}: YAML refused: collections nested too deeply "
+                          f"(at most {MAX_YAML_DEPTH} levels)"], source) from None
+    except ValueError as err:        # a value YAML's constructors cannot build (e.g. a 5000-digit integer)
+        raise SceneError([f"{source}: invalid YAML value: {' '.join(str(err).split())}"], source) from None
     duplicates = _duplicate_keys(node, ())
     if duplicates:
         raise SceneError(
@@ -480,6 +553,13 @@ def _read_yaml(text: str, source: str) -> tuple[Any, Any]:
             source,
         )
     return ({} if data is None else data), node
+
+
+def parse_scene_yaml(text: str, source: str) -> tuple[Any, Any]:
+    """(data, node tree) of scene YAML text, not validated, through the scene reader's checks (syntax,
+    duplicate keys, nesting depth, recursive aliases, alias bombs); SceneError naming ``source`` otherwise.
+    ``load_trajectory`` checks a trajectory's ``scene_yaml`` with it."""
+    return _read_yaml(text, source)
 
 
 def _duplicate_keys(node: Any, loc: Loc) -> list[tuple[Loc, str, int, int]]:
@@ -789,6 +869,7 @@ __all__ = [
     "load_scene",
     "scene_from_dict",
     "scene_from_yaml",
+    "parse_scene_yaml",
     "apply_overrides",
     "dump_scene",
     "with_overrides",

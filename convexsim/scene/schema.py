@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -110,6 +110,8 @@ def _parse_inertia(value: Any) -> Any:
         raise ValueError(msg) from None
     if isinstance(value, (str, bytes)) or arr.shape not in ((3,), (3, 3)) or not np.all(np.isfinite(arr)):
         raise ValueError(msg)
+    if np.max(np.abs(arr)) > SCENE_NUMBER_LIMIT:
+        raise ValueError(f"inertia entries are within ±{SCENE_NUMBER_LIMIT:g} kg·m² (is it in the right unit?)")
     if arr.shape == (3,):
         return tuple(float(x) for x in arr)
     return tuple(tuple(float(x) for x in row) for row in arr)
@@ -135,6 +137,9 @@ def check_inertia(inertia_3x3: np.ndarray) -> str | None:
     moments = np.linalg.eigvalsh(m)
     if moments[0] <= 0.0:
         return f"inertia must be positive definite [kg·m²]; principal moments are {moments.tolist()}"
+    if moments[0] < SMALLEST_INERTIA:
+        return (f"inertia's smallest principal moment {moments[0]:.3g} kg·m² is below {SMALLEST_INERTIA:g} "
+                "kg·m² (is it in the right unit?)")
     i1, i2, i3 = moments
     if i1 + i2 < i3 - slack:
         return (
@@ -194,11 +199,64 @@ def _fmt_vec(v: np.ndarray) -> str:
     return "(" + ", ".join(f"{x:.6g}" if abs(x) > 0 else "0" for x in v) + ")"
 
 
+SCENE_NUMBER_LIMIT = 1e15
+"""Every number in a scene has |x| <= this (SI units: 1e15 m, kg, s, N/m, ...), so that the products taken
+from them (volumes r³, densities m/V, inertias m·r², step counts) stay far inside the float range."""
+
+SMALLEST_SCALE = 1e-15
+"""Radii, box edges, masses, the time step and the duration are >= this: a 1e-300 m radius would make its
+volume underflow to 0 (and the density m/V infinite)."""
+
+SMALLEST_INERTIA = 1e-60
+"""Principal moments of an explicit inertia are >= this [kg·m²] (the smallest shapes and masses allowed give
+about 4e-46)."""
+
+
+def _numbers(value: Any, loc: Loc):
+    """(loc, number) of every int/float in a field value (tuples and lists of them, nested); not bools and
+    not the values of nested models (they are checked by their own model)."""
+    if isinstance(value, bool) or value is None or isinstance(value, BaseModel):
+        return
+    if isinstance(value, (int, float)):
+        yield loc, value
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _numbers(item, loc + (i,))
+
+
+def range_problems(spec: BaseModel) -> list[tuple[Loc, str, Any]]:
+    """The numbers of one scene model outside the allowed range: |x| > SCENE_NUMBER_LIMIT anywhere, or a
+    scale field (``_scale_fields``: radius, box size, mass, time step, duration) below SMALLEST_SCALE.
+    Checked before any arithmetic on the values (volumes, densities, inertias)."""
+    out: list[tuple[Loc, str, Any]] = []
+    scale = getattr(type(spec), "_scale_fields", ())
+    for name in type(spec).model_fields:
+        for loc, x in _numbers(getattr(spec, name), (name,)):
+            if abs(x) > SCENE_NUMBER_LIMIT:
+                out.append((loc, f"{x:g} is too large: scene numbers are within ±{SCENE_NUMBER_LIMIT:g} (SI units; "
+                            "is it in the right unit?)", x))
+                break
+            if name in scale and 0 < x < SMALLEST_SCALE:
+                out.append((loc, f"{x:g} is too small: a {name.replace('_', ' ')} is at least {SMALLEST_SCALE:g} "
+                            "(SI units; is it in the right unit?)", x))
+                break
+    return out
+
+
 class _Spec(BaseModel):
     """Base of all scene models: unknown keys and NaN/inf are errors; instances are immutable
-    (change a scene with ``convexsim.scene.with_overrides`` or ``model_copy(update=...)``)."""
+    (change a scene with ``convexsim.scene.with_overrides`` or ``model_copy(update=...)``).
+    Numbers are range-checked (:func:`range_problems`) before the models' own checks compute with them."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True, frozen=True)
+    _scale_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_ranges(self):
+        problems = range_problems(self)
+        if problems:
+            raise FieldProblems(problems)
+        return self
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +299,7 @@ class SolverSpec(_Spec):
     slip_curvature: float = Field(
         1.0, ge=0.0, description="SAP slip curvature κ (dimensionless, >= 0) of the Newton matrix; 0: exact Hessian."
     )
-    friction_directions: int = Field(8, ge=3, description="LCP: directions of the polyhedral friction cone (>= 3).")
+    friction_directions: int = Field(8, ge=3, le=360, description="LCP: directions of the polyhedral friction cone (3 .. 360).")
     lcp_stabilization: float = Field(
         0.2, ge=0.0, le=1.0, description="LCP: fraction of the penetration removed per step, in [0, 1]."
     )
@@ -263,6 +321,8 @@ _SHAPE_FIELD_HELP = {
 
 class GeometrySpec(_Spec):
     """A collision/visual geometry rigidly attached to a body, posed in the body frame B."""
+
+    _scale_fields: ClassVar[tuple[str, ...]] = ("radius", "size")
 
     shape: Literal["sphere", "box", "capsule", "halfspace"] = Field(
         description="Primitive: 'sphere', 'box', 'capsule' or 'halfspace' (halfspace: fixed bodies only, outward normal = local +z)."
@@ -297,6 +357,8 @@ class GeometrySpec(_Spec):
 
 class BodyTemplate(_Spec):
     """Everything about a rigid body except its name (also the template of a grid)."""
+
+    _scale_fields: ClassVar[tuple[str, ...]] = ("mass",)
 
     mass: float | None = Field(None, gt=0.0, description="Mass [kg] (> 0); required unless the body is fixed.")
     inertia: Annotated[Any, BeforeValidator(_parse_inertia)] = Field(
@@ -695,6 +757,8 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
 class SceneSpec(_Spec):
     """A scene: global settings, materials, bodies and grids of bodies."""
 
+    _scale_fields: ClassVar[tuple[str, ...]] = ("time_step", "duration")
+
     name: Name = Field("scene", description="Scene name (default: the file name without extension).")
     description: str = Field("", description="Free text; shipped scenes describe themselves in a comment header instead.")
     time_step: float = Field(1e-3, gt=0.0, description="Time step dt [s] (> 0).")
@@ -867,7 +931,7 @@ def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
     solids = [g for g in body.geometries if g.shape != "halfspace"]
     if body.mass is not None and solids:
         volume = sum(shape_volume(g) for g in solids)
-        rho = body.mass / volume
+        rho = body.mass / volume if volume > 0 else math.inf    # volume > 0 by the scale limits
         low, high = UNIT_RANGES["density"]
         if not low <= rho <= high:
             why = ("far above any solid (osmium: 22 590 kg/m³); is the mass in grams, or the size in cm?"
@@ -917,4 +981,7 @@ __all__ = [
     "format_loc",
     "unit_problems",
     "UNIT_RANGES",
+    "SCENE_NUMBER_LIMIT",
+    "SMALLEST_SCALE",
+    "range_problems",
 ]

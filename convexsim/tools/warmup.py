@@ -112,6 +112,33 @@ def _warm_crash() -> None:
         crash_guess(form, q, layout.num_contacts, layout.num_directions)
 
 
+def _warm_block_sparse() -> None:
+    """The block-sparse Cholesky kernels (``sap.block_sparse``: the reference SAP path's factorization of
+    large problems and ``convexsim bench``'s micro-benchmarks): a chain of three 2×2 blocks, analyzed,
+    factored and solved."""
+    import numpy as np
+
+    from convexsim.sap import block_sparse as bs
+
+    sizes = np.array([2, 2, 2])
+    edges = np.array([[0, 1], [1, 2]])
+    diag = np.tile(4.0 * np.eye(2).ravel(), 3)
+    off = np.tile(0.5 * np.eye(2).ravel(), 2)
+    sym = bs.analyze(sizes, edges)
+    bs.solve(sym, bs.factor(sym, diag, off), np.ones(6))
+    bs.to_dense(sizes, edges, diag, off)
+
+
+def _warm_tableau() -> None:
+    """The tableau Lemke kernel (``method="tableau"``, and the reference the revised kernel is tested
+    against): one small LCP."""
+    import numpy as np
+
+    from convexsim.lcp.lemke import LemkeOptions, lemke
+
+    lemke(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([-1.0, -1.0]), options=LemkeOptions(method="tableau"))
+
+
 def _warm_sap(steps: int) -> None:
     """The SAP kernels: ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar
     (the compiled run loop, the reference Python path, the compiled single step of ``stepping.step``), then
@@ -128,6 +155,7 @@ def _warm_sap(steps: int) -> None:
     run_model(model, state, duration=steps * model.time_step)   # the compiled tree run loop
     run_model(model, state, duration=steps * model.time_step, path="reference")   # the articulated step
     step(model, state, path="compiled")                          # the compiled single tree step
+    _warm_block_sparse()
 
 
 def _warm_lcp(steps: int) -> None:
@@ -140,6 +168,7 @@ def _warm_lcp(steps: int) -> None:
     run_model(model, state, duration=steps * model.time_step)
     _warm_sparse_lemke()
     _warm_crash()
+    _warm_tableau()
 
 
 GROUPS = {"sap": _warm_sap, "lcp": _warm_lcp}

@@ -98,7 +98,7 @@ def test_the_shipped_urdf_arm_stands_on_a_post_and_swings_clear_of_it(repo):
 
 
 def test_every_bench_scene_column_has_a_legend():
-    from convexsim import bench
+    from convexsim.tools import bench
 
     header = bench.scene_table_header()
     titles = [t for t in bench.SCENE_TABLE_LEGEND]

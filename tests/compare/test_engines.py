@@ -106,3 +106,17 @@ def test_mujoco_pile_stays_a_pile():
     assert np.all(np.linalg.norm(theirs[:, :2] - state.q[moving, :2], axis=1) < 0.3)
     assert np.all(theirs[:, 2] > r - 0.01)
     assert abs(theirs[:, 2].mean() - ours[:, 2].mean()) < 0.01
+
+
+def test_a_scene_with_joints_is_refused_not_timed():
+    """A robot's links built as free bodies would fall in Drake and MuJoCo: the side-by-side run refuses the
+    scene (whether or not the engines are installed) instead of timing another model."""
+    from convexsim.simulate import prepare
+    from convexsim.tools.compare_engines import UntranslatableScene, run_side_by_side, translation_problem
+
+    model, state, _ = prepare("iiwa_push")
+    assert "joints" in translation_problem(model)
+    with pytest.raises(UntranslatableScene, match="joints"):
+        run_side_by_side(model, state, 0.01, ("convexsim", "drake"))
+    free, _, _ = prepare("sphere_drop")
+    assert translation_problem(free) == ""

@@ -60,6 +60,7 @@ def test_table1_trend_shooting(eps, bound):
         assert 40 <= fit.objective / eps ** 2 <= 100
 
 
+@pytest.mark.slow
 def test_table1_mpec_at_5e_3_agrees_with_shooting():
     truth, _ = bt.simulate()
     obs = bt.observe(truth, 5e-3, np.random.default_rng(100))

@@ -32,6 +32,7 @@ def lcp_file(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(lcp_file, tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["identify", str(lcp_file), "--params", "mu", "--out", str(out)]) == 0

@@ -131,6 +131,7 @@ def test_pgs_impulses_carry_the_weight():
     assert gamma[:, 2].min() >= 0.0
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name", HEAPS)
 def test_crash_guess_solves_heap_lcps_in_few_pivots(name):
     Ms, q, m = _heap(name)
@@ -156,6 +157,7 @@ def test_crash_guess_solves_heap_lcps_in_few_pivots(name):
         assert r.pivots < 0.5 * cold_pivots, (trial, r.pivots, cold_pivots)
 
 
+@pytest.mark.roundoff
 def test_crash_retry_without_lambdas_on_an_early_ray():
     """A cold heap island (t ≈ 1.0 s, n = 2590; data/README.md) on which Lemke from the full crash guess ended on
     a secondary ray after 1–3 pivots on the development machine (the same with six random covering vectors).
@@ -174,6 +176,7 @@ def test_crash_retry_without_lambdas_on_an_early_ray():
     assert res is not None and pivots < 0.5 * res.pivots, (pivots, res.pivots)
 
 
+@pytest.mark.roundoff
 def test_stepper_takes_the_crash_rung_on_large_islands(monkeypatch):
     # box_stack's island (n = 200–280) made "large" for the test: cold steps with the crash on take the rung
     # "crash" (Lemke from the island's crash basis), report its work, and follow the trajectory of the cold

@@ -67,9 +67,11 @@ def _trajectory(name, duration, monkeypatch, work):
     return np.array(qs), np.array(vs)
 
 
-@pytest.mark.blas_variant
-@pytest.mark.parametrize("name,duration", [("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 0.3)])
+@pytest.mark.roundoff
+@pytest.mark.parametrize("name,duration", [("sphere_drop", 0.6), ("box_slide", 0.5), ("box_stack", 0.3)])
 def test_trajectories_equal_reference_assembly(monkeypatch, name, duration):
+    # durations cover each scene's events, not its rest: sphere_drop lands at 0.427 s, box_slide stops at
+    # 0.41 s (v0/(μg)), box_stack settles within ~0.03 s (were 1.0 s, 1.0 s: the resting tail added nothing)
     from convexsim.stepping import lcp_stepper as stepper
 
     assert stepper.DENSE_ASSEMBLY_WORK > 0                    # the dense path is the default on these scenes

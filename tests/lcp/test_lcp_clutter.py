@@ -29,7 +29,7 @@ def check_clutter_run(warm, monkeypatch):
     assert z.min() >= 0.0
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_mixed_clutter_full_duration_with_lcp_cold(monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 from test_lcp_clutter import check_clutter_run
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_mixed_clutter_full_duration_with_lcp_warm(monkeypatch):

@@ -11,9 +11,19 @@ The bound is 1e-9 in q [m, –] and v [m/s, rad/s] and 1e-9·max(1, max|γ|) in 
 the measured drift (another machine's BLAS may round differently), far below any physical scale of these
 scenes (mm, mm/s, mN·s), so a wrong index, sign or missing term (≥ 1e-6) fails. Pivot counts, rungs and
 contact sets must be equal exactly (a different Lemke path would show there first).
+
+Which path takes a step is not asserted from one machine's run: which steps of a long run need a fallback rung,
+or reach an island above the dense-assembly size, depends on the last bits of the trajectory, i.e. on the BLAS
+kernel and the processor (a box_stack run on an AVX2 machine reaches an island above the dense size that the
+AVX-512 one never does). The tests force the branch they need (monkeypatched ``WARM_MIN_SIZE`` and
+``DENSE_ASSEMBLY_WORK``) and assert, step by step, the path that the step's own data call for
+(:func:`_expected_path`). ``make test`` reruns this file under other BLAS kernels and numba targets (marker
+``roundoff``).
 """
 
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 import pytest
@@ -28,24 +38,64 @@ from repo_paths import scene_file
 ROUND_OFF = 1e-9
 """Bound on |q − q_ref|, |v − v_ref| and |γ − γ_ref|/max(1, max|γ_ref|) per step (module docstring)."""
 
-SCENES = [("sphere_drop", None), ("box_slide", None), ("box_stack", None), ("incline_stick", None),
-          ("incline_slip", None), ("capsule_roll", None)]
+SCENES = [("sphere_drop", 600), ("box_slide", 500), ("box_stack", 400), ("incline_stick", 300),
+          ("incline_slip", 500), ("capsule_roll", 400)]
+"""(scene, steps compared): each scene's events and then some, not its full duration (≈ 3.5× less work; the
+compiled and reference steps are compared step by step, so a longer rest adds nothing): sphere_drop lands at
+step 427 and rests; box_slide stops at 0.41 s (v0/(μg)); box_stack settles within ~30 steps and rests, its
+20–28 contacts per step the largest LCPs here; incline_stick sticks from the start; incline_slip slides
+throughout; capsule_roll rolls without slipping from 0.066 s."""
+
+
+pytestmark = pytest.mark.roundoff   # compiled vs reference step by step: rerun under other BLAS/numba targets
+
+FALLBACK_RUNGS = {"perturbed_q", "covering", "regularized"}
+"""Rungs that mean the first cold Lemke run of some island failed (``lcp_stepper.RUNGS``)."""
+
+
+def _expected_path(info, warm: bool, model) -> str:
+    """The path the compiled LCP step must report for a step, from the reference path's ``info`` of the same
+    step (the contract of ``stepping.lcp_compiled``): a warm-start-sized LCP with the warm start on is handed
+    over as "warm-start size" (before any Lemke run); else an island whose first Lemke run fails (the
+    reference then needs a fallback rung) as "first Lemke run failed"; every other step is compiled. The tests
+    keep every island under the dense-assembly size (``DENSE_ASSEMBLY_WORK`` raised), so that reason cannot
+    occur. Which steps need a fallback rung is round-off (module docstring); what each such step reports is
+    not."""
+    if warm and info.contacts.count and _unknowns(model, info.contacts) >= stepper.WARM_MIN_SIZE:
+        return "reference: warm-start size"
+    if info.rung in FALLBACK_RUNGS:
+        return "reference: first Lemke run failed"
+    return "compiled"
+
+
+def _unknowns(model, contacts) -> int:
+    """Unknowns of the step's largest possible LCP (all contacts in one island): m·(d + 2), d = 0 frictionless."""
+    d = model.solver.friction_directions if bool(np.any(_mu(model, contacts) > 0)) else 0
+    return contacts.count * (d + 2) if d else contacts.count
+
+
+@pytest.fixture
+def dense_islands(monkeypatch):
+    """Every island dense-assembled on both paths (none "above the dense size"), whatever the trajectory."""
+    monkeypatch.setattr(stepper, "DENSE_ASSEMBLY_WORK", 10**15)
 
 
 def _compare(model, state, steps: int, warm: bool, before_step=None):
     """Step both paths side by side from ``state`` (``before_step(k)`` called first); assert equality as
-    stated; returns the sets of ``LcpStepInfo.path`` and ``rung`` values of the default path's steps."""
+    stated, and each step's path as :func:`_expected_path` says; returns the lists of the default path's
+    ``LcpStepInfo.path`` and ``rung`` values, one per step."""
     a, b = state, state
     ca, cb = StepContext(), StepContext()
-    taken, rungs = set(), set()
+    taken, rungs = [], []
     for k in range(steps):
         if before_step is not None:
             before_step(k)
         a, ia = stepper.lcp_step(model, a, ca, warm_start=warm, path="reference")
         b, ib = stepper.lcp_step(model, b, cb, warm_start=warm)
-        taken.add(ib.path)
-        rungs.add(ib.rung)
+        taken.append(ib.path)
+        rungs.append(ib.rung)
         where = f"step {k}"
+        assert ib.path == _expected_path(ia, warm, model), (where, ia.rung)
         assert (ib.rung, ib.pivots, ib.iterations, ib.islands, ib.lemke_runs, ib.warm_attempted,
                 ib.warm_accepted, ib.warm_solves, ib.status, ib.converged) == \
                (ia.rung, ia.pivots, ia.iterations, ia.islands, ia.lemke_runs, ia.warm_attempted,
@@ -80,31 +130,44 @@ def _mu(model, contacts):
 
 
 @pytest.mark.parametrize("warm", [True, False])
-@pytest.mark.parametrize("name", [s for s, _ in SCENES])
-def test_compiled_trajectory_equals_reference(name, warm):
-    """Full duration of each small shipped scene, warm start on and off: state, impulses, contacts, step info
-    equal to ROUND_OFF; every step taken by the compiled kernel (none handed to the reference)."""
+@pytest.mark.parametrize("name,steps", SCENES, ids=[s for s, _ in SCENES])
+def test_compiled_trajectory_equals_reference(name, steps, warm, dense_islands):
+    """The first ``steps`` steps of each small shipped scene (``SCENES``), warm start on and off: state,
+    impulses, contacts, step info equal to ROUND_OFF; each step on the path its data call for
+    (``_expected_path``), nearly all compiled.
+
+    MIN_COMPILED_SHARE: every step of the full durations was compiled on the AVX-512 and AVX2 machines (no
+    first Lemke run failed; these scenes' LCPs stay below the warm-start size); the bound only keeps the test
+    from passing with the compiled kernel hardly used."""
     model, state, duration = prepare(scene_file(name), solver="lcp")
     ok, reason = lcp_compiled_supported(model)
     assert ok, reason
-    steps = int(round(duration / model.time_step))
+    assert steps <= int(round(duration / model.time_step))
     taken, _ = _compare(model, state, steps, warm)
-    assert taken == {"compiled"}, taken
+    assert taken.count("compiled") >= MIN_COMPILED_SHARE * steps, collections.Counter(taken)
 
 
-def test_warm_size_steps_go_to_reference_with_the_compiled_basis(monkeypatch):
+MIN_COMPILED_SHARE = 0.95
+"""Share of a scene's steps that the compiled kernel must take itself (test_compiled_trajectory_equals_reference)."""
+
+
+def test_warm_size_steps_go_to_reference_with_the_compiled_basis(monkeypatch, dense_islands):
     """box_stack with WARM_MIN_SIZE switched every other step between 10⁶ (the compiled path takes the step
     and stores its basis, ``store_per_contact``) and 0 (the LCP is warm-start sized: the compiled path hands
     the step to the reference, which warm-starts from that stored basis). Same trajectory and step info as
-    the reference path under the same switching, warm rungs included."""
+    the reference path under the same switching, warm rungs included; every island dense-assembled
+    (``dense_islands``: which steps of the run reach an island above the default dense size is round-off,
+    module docstring), so the paths are forced: each odd step with contacts handed over for its size, each
+    even one compiled unless its first Lemke run failed."""
     model, state, _ = prepare(scene_file("box_stack"), solver="lcp")
 
     def switch(k):
         monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0 if k % 2 else 10**6)
 
     taken, rungs = _compare(model, state, 200, True, before_step=switch)
-    assert taken == {"compiled", "reference: warm-start size"}, taken
-    assert "warm" in rungs, rungs          # the stored basis was used (and accepted) on some step
+    assert all(p == "reference: warm-start size" for p in taken[1::2]), collections.Counter(taken[1::2])
+    assert taken[0::2].count("compiled") >= MIN_COMPILED_SHARE * 100, collections.Counter(taken[0::2])
+    assert "warm" in rungs[1::2], collections.Counter(rungs)   # the stored basis was used (and accepted)
 
 
 def test_pivot_limit_failure_is_reported_as_by_the_reference():

@@ -18,7 +18,7 @@ import pytest
 
 from convexsim.lcp.lemke import LemkeOptions, LemkeStatus, final_check, lemke
 
-pytestmark = pytest.mark.blas_variant   # captured contact LCPs: rerun under other BLAS settings (Makefile)
+pytestmark = pytest.mark.roundoff   # captured contact LCPs: rerun under other BLAS settings (Makefile)
 
 DATA = Path(__file__).parent / "data"
 CASES = ["fail_cold", "fail_warm", "z0fail_warm"]
@@ -141,7 +141,7 @@ def test_noise_pivot_after_drift_is_caught_by_the_chain():
     assert all(r.solved for r in answers)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("case", range(3))
 def test_restart_from_last_basis_solves_wall_contact_islands(case):
     """Three small mixed_clutter islands (a body on the floor at two points and against a bin wall at one;

@@ -36,7 +36,7 @@ def _run(scene, warm, monkeypatch, duration=None):
     return traj, rungs, zmin
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("scene", [pytest.param(s, marks=pytest.mark.slow) if s in LONG else s
                                    for s in SMALL_SCENES])
@@ -79,7 +79,7 @@ this machine with default BLAS, OPENBLAS_CORETYPE=Prescott and OPENBLAS_NUM_THRE
 0 (docs/lcp.md §1, "The residual failure mode"); the stepper's fallback chain must solve every one."""
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.slow
 def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
     # Each perturbed answer must pass Lemke's final check on the step's unperturbed LCP (the

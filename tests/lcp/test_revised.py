@@ -57,6 +57,7 @@ def _contact_like(m, d, seed, bodies=4):
     return M, q
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("rule", ["harris", "textbook"])
 @pytest.mark.parametrize("seed", range(8))
 def test_random_p_matrix_identical_runs(seed, rule):
@@ -68,6 +69,7 @@ def test_random_p_matrix_identical_runs(seed, rule):
     _identical(a, b)
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("refactor", [-1, 7])
 @pytest.mark.parametrize("seed", range(6))
 def test_contact_like_lcps_identical_runs(seed, refactor):
@@ -80,7 +82,7 @@ def test_contact_like_lcps_identical_runs(seed, refactor):
     assert a.pivots > (7 if refactor == 7 else 1)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name", CAPTURED + CASES)
 def test_captured_box_stack_lcps_identical_runs(name):
     if name in CASES:
@@ -94,7 +96,7 @@ def test_captured_box_stack_lcps_identical_runs(name):
         assert a.solved or rule == "textbook"
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name", CASES)
 def test_perturbed_captured_lcps_identical_runs(name):
     M, q, nw = load_case(name)
@@ -106,7 +108,7 @@ def test_perturbed_captured_lcps_identical_runs(name):
         assert a.solved and passes_final_check(M, q, a.z)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name", SICONOS_SOLVED + SICONOS_RAY)
 def test_siconos_files_identical_runs(name):
     M, q = read_siconos(SICONOS / f"{name}.dat")
@@ -115,7 +117,7 @@ def test_siconos_files_identical_runs(name):
         _identical(a, b)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_above_the_lu_size_rebuilds_agree_to_rounding():
     # n > REBUILD_LU_MAX with a rebuild every 25 pivots: the revised rebuild inverts B with LAPACK, so the runs
     # differ in rounding; on a P-matrix (unique solution) both find it: equal to 1e-10 relative.

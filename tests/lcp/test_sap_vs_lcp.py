@@ -39,7 +39,7 @@ from convexsim.io.compare import compare_trajectories
 from convexsim.simulate import simulate
 from repo_paths import scene_file
 
-pytestmark = pytest.mark.blas_variant   # LCP runs of shipped scenes: rerun under other BLAS settings (Makefile)
+pytestmark = pytest.mark.roundoff   # LCP runs of shipped scenes: rerun under other BLAS settings (Makefile)
 
 G = 9.81
 DT = 1e-3                       # [s] all four scenes

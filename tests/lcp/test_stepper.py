@@ -119,7 +119,7 @@ def test_jammed_penetrating_particle_ends_on_a_ray():
     assert {layout.contact_of_variable(i) for i in np.flatnonzero(r.ray)} <= {0, 1}
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_box_stack_degenerate_step_regression():
     # A 240-variable contact LCP from box_stack (step 52, resting contacts, z0 reaches round-off) on
     # which looser tie tolerances used to end on a false ray / numerical failure. Φ ≥ 0 up to
@@ -198,7 +198,7 @@ def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
     assert traj.num_frames == 1  # the initial frame is kept; nothing half-written
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
     # (cold path: the warm start solves the impact step without any Lemke pivot)
     from convexsim.stepping import lcp_stepper as stepper
@@ -233,7 +233,7 @@ def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
     assert err.contacts == [0]
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_sphere_drop_lands_without_penetration_and_rests():
     scene = scene_file("sphere_drop")
     traj = _simulate(scene, solver="lcp", duration=0.5)
@@ -253,7 +253,7 @@ def test_sphere_drop_lands_without_penetration_and_rests():
     assert abs(traj.linear_velocity[-1, traj.body_index("ball"), 2]) < 1e-12
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_box_slide_stops_within_discrete_bound():
     traj = _simulate(scene_file("box_slide"), solver="lcp", duration=0.6)
     b = traj.body_index("box")
@@ -268,7 +268,7 @@ def test_box_slide_stops_within_discrete_bound():
     assert traj.position[:, b, 2].min() >= 0.1 - 1e-12
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_incline_stick_does_not_move():
     # tan θ = 0.4 < μ cos(π/8) = 0.462: inside even the inscribed octagon, so the box sticks exactly
     traj = _simulate(scene_file("incline_stick"), solver="lcp", duration=0.2)
@@ -418,7 +418,7 @@ TWO_BOXES = {
 }
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("warm", [False, True])
 def test_islands_give_the_same_step_as_one_lcp(warm, monkeypatch):
     # Contacts of different islands share no velocity, so the LCP is block diagonal and solving the

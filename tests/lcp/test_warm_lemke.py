@@ -56,7 +56,8 @@ def test_p_matrix_any_guess_gives_the_unique_solution(seed):
         np.testing.assert_allclose(Mp @ r.z + qp, r.w, rtol=0, atol=1e-12 * scale)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.numba_target
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name", CASES)
 def test_empty_guess_is_the_cold_path(name):
     # no z basic: B = I and d = B·1 = 1, the cold start; the same kernel then walks the same path
@@ -67,7 +68,7 @@ def test_empty_guess_is_the_cold_path(name):
     np.testing.assert_array_equal(warm.z, cold.z)
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("kind", ["rel16", "rel15", "q12"])
 @pytest.mark.parametrize("name", CASES)
 def test_captured_contact_lcps_from_guesses(name, kind):

@@ -123,7 +123,7 @@ def _lockstep(scene, duration, monkeypatch):
     return dq, dv, infos, accepted_problems
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 @pytest.mark.parametrize("scene, duration, min_accepted",
                          [pytest.param("box_stack", 0.5, 0.9, marks=pytest.mark.slow), ("sphere_drop", 0.6, 0.5)])
 def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch):
@@ -168,7 +168,7 @@ def test_stale_previous_solution_is_not_used(monkeypatch):
     assert not i4.warm_attempted
 
 
-@pytest.mark.blas_variant
+@pytest.mark.roundoff
 def test_stored_guess_is_the_final_basis_with_its_basic_zeros():
     # The warm start's guess is the previous step's final Lemke basis, not the support z > 0: on this captured
     # box_stack LCP (degenerate, resting contacts) one basic z is 0; the basis restarts the same LCP with no

@@ -86,6 +86,7 @@ def _grip(effort, solver="sap"):
     return tr.position[:, b, 2], rel[-1] - rel[i1]
 
 
+@pytest.mark.slow
 def test_gripper_holds_when_friction_exceeds_the_weight():
     """2 μ F = 6 N > m g (1 + margin) = 2.94 N × 2: the box is lifted with the palm (≥ 9.5 cm of the 10 cm)
     and slips < 1 mm relative to the palm over the 2 s hold."""
@@ -96,6 +97,7 @@ def test_gripper_holds_when_friction_exceeds_the_weight():
     assert abs(slip) < 1e-3
 
 
+@pytest.mark.slow
 def test_lcp_gripper_holds_with_the_regularized_normal_rows():
     """The same hold with the LCP stepper: with its contact normal rows regularized (convexsim.stepping.
     lcp_trees.NORMAL_REGULARIZATION) each finger's load is spread over the face's contact points, the box
@@ -107,6 +109,7 @@ def test_lcp_gripper_holds_with_the_regularized_normal_rows():
     assert abs(slip) < 1e-3
 
 
+@pytest.mark.slow
 def test_gripper_drops_the_box_when_friction_is_below_the_weight():
     """2 μ F = 2.4 N < m g = 2.94 N: the fingers cannot hold the box, it stays on the floor (z < 1 cm above
     its start) while the palm rises 10 cm."""
@@ -210,6 +213,7 @@ def test_the_pusher_bound_is_small_against_the_push():
     assert 1e-5 < sin_psi < 1e-3             # the arm's out-of-plane COM offsets yaw the pusher by ~0.015°
 
 
+@pytest.mark.slow
 def test_sap_and_lcp_push_the_box_to_the_same_place_within_the_derived_bound():
     """Both solvers push the box with the same PD-tracked pusher face (two contact points at the ends of the
     contact segment), so the final centres differ only by the terms derived a priori in docs/articulated.md

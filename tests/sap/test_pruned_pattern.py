@@ -102,6 +102,7 @@ def test_pattern_grows_and_keeps_its_analysis_while_covered(pile):
     np.testing.assert_array_equal(h.dense(), H.dense())
 
 
+@pytest.mark.roundoff
 def test_sap_solve_same_with_and_without_pruning(pile, monkeypatch):
     """Check whole SAP solves on the pile: same number of Newton iterations and the same v within 1e-10
     relative (each Newton step agrees to ~cond·eps; the iterates then differ by round-off only)."""

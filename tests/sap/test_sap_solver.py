@@ -350,6 +350,7 @@ def test_non_finite_cost_at_the_guess_is_a_numerical_failure():
     assert "at the guess" in r.message
 
 
+@pytest.mark.roundoff   # Newton iteration counts of two orderings of one problem compared exactly
 def test_cliques_without_constraints_keep_free_motion():
     """Check untouched cliques get v = v* exactly and the rest equals the solve without those cliques."""
     rng = np.random.default_rng(21)

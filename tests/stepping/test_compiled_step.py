@@ -65,6 +65,7 @@ def _compare_steps(model, state, n, start=0):
     return worst
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("name,n", SMALL, ids=[s for s, _ in SMALL])
 def test_compiled_step_equals_reference(name, n):
     """Check every shipped small scene's first n steps: the compiled step gives the reference step's
@@ -75,6 +76,7 @@ def test_compiled_step_equals_reference(name, n):
     _compare_steps(model, state, n)
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("contact_model", ["lagged", "similar"])
 def test_compiled_step_equals_reference_hunt_crossley(contact_model):
     """Check the Hunt–Crossley models (kernel parameters from the start-of-step normal velocity) on a
@@ -85,6 +87,7 @@ def test_compiled_step_equals_reference_hunt_crossley(contact_model):
     _compare_steps(model, state, 100)
 
 
+@pytest.mark.roundoff
 def test_compiled_step_equals_reference_backtracking_and_large_island():
     """Check the backtracking line search, and a stack whose island exceeds a lowered dense limit (the
     compiled step then factors it with the supernodal Cholesky inside its Newton loop)."""
@@ -103,6 +106,7 @@ def test_compiled_step_equals_reference_backtracking_and_large_island():
         compiled._PACKED.clear()
 
 
+@pytest.mark.roundoff
 @pytest.mark.parametrize("record_every", [1, 7])
 def test_compiled_run_loop_equals_reference_run(record_every):
     """Check run_model's compiled loop records the reference loop's frames: same times, contact rows,
@@ -209,6 +213,7 @@ def test_compiled_run_loop_interrupted_keeps_its_frames():
     np.testing.assert_allclose(np.diff(rec.frames_t), model.time_step, rtol=1e-9)
 
 
+@pytest.mark.roundoff
 def test_compiled_supernodal_step_equals_reference_on_a_pile():
     """Check the 100-sphere pile, whose island (up to 600 dofs) exceeds the dense limit: the compiled step
     factors it with the supernodal Cholesky of an analysis kept across steps while the contact graph stays

@@ -132,7 +132,15 @@ def without_body(traj: Trajectory, body: str, scene_name: str) -> Trajectory:
     data["name"] = scene_name
     data["bodies"] = [bd for bd in data["bodies"] if bd["name"] != body]
     keep = np.array([str(n) != body for n in traj.body_names])
-    return Trajectory(**{**traj.__dict__, "scene_yaml": yaml.safe_dump(data),
+    # contacts with the removed body go; the others get the new body indices (load_trajectory checks them)
+    new_index = np.cumsum(keep) - 1
+    rows = keep[traj.contact_body_a] & keep[traj.contact_body_b]
+    frame_of_row = np.repeat(np.arange(traj.num_frames), np.diff(traj.contact_offsets))
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(frame_of_row[rows], minlength=traj.num_frames))])
+    contacts = {"contact_offsets": offsets.astype(np.int64),
+                "contact_body_a": new_index[traj.contact_body_a[rows]], "contact_body_b": new_index[traj.contact_body_b[rows]],
+                **{k: getattr(traj, k)[rows] for k in ("contact_point", "contact_normal", "contact_phi", "contact_force")}}
+    return Trajectory(**{**traj.__dict__, **contacts, "scene_yaml": yaml.safe_dump(data),
                          "body_names": np.asarray(traj.body_names)[keep],
                          "position": traj.position[:, keep], "quaternion": traj.quaternion[:, keep],
                          "linear_velocity": traj.linear_velocity[:, keep],

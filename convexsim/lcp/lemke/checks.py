@@ -1,5 +1,6 @@
-"""Checks of an answer: the final check every SOLVED result passes on the original (M, q) (dense and CSR M), the
-ray test's finiteness, the gain test of a restarted run, and the solver-independent natural-map residual."""
+"""Checks of an answer: the final check every SOLVED result passes on the original (M, q) (dense and CSR M),
+the ray test's finiteness, the gain test of a restarted run, and the solver-independent natural-map residual.
+"""
 
 from __future__ import annotations
 

@@ -3,11 +3,12 @@ name, and the pivot limits derived from them."""
 
 from __future__ import annotations
 
-import numpy as np
 from typing import NamedTuple
 
+import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
+"""Machine epsilon of float64: the unit of the default tolerances."""
 
 
 class LemkeOptions(NamedTuple):
@@ -79,9 +80,10 @@ class LemkeOptions(NamedTuple):
 
 
 RATIO_TESTS = {"textbook": 0, "harris": 1}
-
+"""``LemkeOptions.ratio_test`` -> the kernels' ``harris`` flag."""
 
 METHODS = ("auto", "revised", "tableau", "sparse")
+"""The values of ``LemkeOptions.method``."""
 
 
 def default_max_pivots(n: int) -> int:

@@ -1,5 +1,5 @@
-"""Revised Lemke (``LemkeOptions.method="revised"``): B⁻¹ and B⁻¹q only, entering columns computed on demand as
-B⁻¹a through M's sparse copies, B⁻¹ updated on the pivot row's nonzero columns, rebuilds by LU (up to
+"""Revised Lemke (``LemkeOptions.method="revised"``): B⁻¹ and B⁻¹q only, entering columns computed on demand
+as B⁻¹a through M's sparse copies, B⁻¹ updated on the pivot row's nonzero columns, rebuilds by LU (up to
 ``REBUILD_LU_MAX``) or the LAPACK inverse. Same path and rules as the tableau kernel (``tableau.py``), whose
 pieces it shares; they differ in rounding only (docs/lcp.md §1, "Revised Lemke")."""
 

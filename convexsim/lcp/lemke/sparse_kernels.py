@@ -1,6 +1,6 @@
-"""numba kernels of the sparse-LU Lemke (``sparse.py``): the per-pivot vector work (the eta file, FTRAN and BTRAN
-on SuperLU's factors, the sketched noise scales, the ratio tests) and ``walk_pivots``, the compiled pivots between two
-refactorizations. The sparse factorizations themselves are SuperLU's."""
+"""numba kernels of the sparse-LU Lemke (``sparse.py``): the per-pivot vector work (the eta file, FTRAN and
+BTRAN on SuperLU's factors, the sketched noise scales, the ratio tests) and ``walk_pivots``, the compiled
+pivots between two refactorizations. The sparse factorizations themselves are SuperLU's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The dense tableau kernel (``LemkeOptions.method="tableau"``): T = B⁻¹[I | −M | −d | q] updated by every pivot,
-and the pieces the revised kernel shares with it: the LU of the basis, original columns, rounding-noise
+"""The dense tableau kernel (``LemkeOptions.method="tableau"``): T = B⁻¹[I | −M | −d | q] updated by every
+pivot, and the pieces the revised kernel shares with it: the LU of the basis, original columns, rounding-noise
 scales, the Harris ratio test, the early exit and the final re-solve (method: the package docstring).
 
 numba kernels: they never raise; they return status codes (``LemkeStatus`` values)."""

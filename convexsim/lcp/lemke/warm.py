@@ -1,5 +1,5 @@
-"""Warm starts from a guessed complementary basis: the independent part of the guess, the tableau (or B⁻¹) of the
-guessed basis for ``lemke_from_basis``, and ``solve_from_basis`` (principal subsystems and block principal
+"""Warm starts from a guessed complementary basis: the independent part of the guess, the tableau (or B⁻¹) of
+the guessed basis for ``lemke_from_basis``, and ``solve_from_basis`` (principal subsystems and block principal
 pivoting, no Lemke path; docs/lcp.md §2)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``LemkeWorkspace``: the buffers of the dense kernels, reused across solves (the tableau or B⁻¹, the LU of the
-basis, the basis and the result vectors)."""
+"""``LemkeWorkspace``: the buffers of the dense kernels, reused across solves (the tableau or B⁻¹, the LU of
+the basis, the basis and the result vectors)."""
 
 from __future__ import annotations
 

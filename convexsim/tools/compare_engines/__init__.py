@@ -11,7 +11,9 @@ geometry (every shipped scene); see docs/performance.md for the parameter matchi
 
 from __future__ import annotations
 
-from convexsim.tools.compare_engines.engines import (EngineRun, MissingEngine, available_engines, drake_system,
-                                                     mujoco_xml, run_side_by_side)
+from convexsim.tools.compare_engines.engines import (EngineRun, MissingEngine, UntranslatableScene,
+                                                     available_engines, drake_system, mujoco_xml,
+                                                     run_side_by_side, translation_problem)
 
-__all__ = ["EngineRun", "MissingEngine", "available_engines", "drake_system", "mujoco_xml", "run_side_by_side"]
+__all__ = ["EngineRun", "MissingEngine", "UntranslatableScene", "available_engines", "drake_system", "mujoco_xml",
+           "run_side_by_side", "translation_problem"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from convexsim.tools.compare_engines.engines import (HEADER, MissingEngine, format_side_by_side, require,
-                                                     run_side_by_side)
+from convexsim.tools.compare_engines.engines import (HEADER, MissingEngine, UntranslatableScene,
+                                                     format_side_by_side, require, run_side_by_side)
 
 DEFAULT_SCENES = (("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 1.0), ("sphere_pile", 1.0))
 """Scenes and simulated windows [s] timed by default."""
@@ -35,7 +35,11 @@ def bench_vs(scenes: list[tuple[Path, str, float | None]], engines_text: str) ->
     print(HEADER)
     for path, label, duration in scenes:
         model, state, default_duration = prepare(path)
-        runs = run_side_by_side(model, state, duration or default_duration, engines)
+        try:
+            runs = run_side_by_side(model, state, duration or default_duration, engines)
+        except UntranslatableScene as why:
+            print(f"{label:<16}not compared: {why}", flush=True)
+            continue
         print("\n".join(format_side_by_side(label, model, runs)), flush=True)
     print("\nms/step after one untimed warm-up (convexsim: a whole untimed window, for the JIT); "
           "'vs ours' = ms/step ÷ convexsim's; 'cpu ms' = this process's CPU time per step and 'cpu vs' its "

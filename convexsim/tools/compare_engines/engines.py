@@ -38,6 +38,23 @@ class MissingEngine(RuntimeError):
     """A comparison engine is not installed (the ``compare`` extra)."""
 
 
+class UntranslatableScene(ValueError):
+    """The scene has something the Drake/MuJoCo translation cannot express (it would time another model)."""
+
+
+def translation_problem(model: Model) -> str:
+    """Why the other engines cannot be given the same model ("" if they can): the translation builds free and
+    fixed bodies with their shapes and materials only; joints (kinematic trees, their limits and actuators)
+    and body constraints (welds, distances, couplers) are not translated, and a tree's links built as free
+    bodies would fall (a robot timed against a heap of loose links)."""
+    if model.has_trees:
+        return ("the scene has joints; the Drake and MuJoCo translation has free and fixed bodies "
+                "only, so it is not compared (it would time loose links, not the robot)")
+    if getattr(getattr(model, "forest", None), "constraints", None):
+        return "the scene has body constraints (welds, distances, couplers), which the translation lacks"
+    return ""
+
+
 def available_engines() -> dict[str, bool]:
     """Which optional engines can be imported."""
     return {"drake": importlib.util.find_spec("pydrake") is not None,
@@ -315,6 +332,10 @@ def run_side_by_side(model: Model, state: State, duration: float,
     for e in engines:
         if e not in RUNNERS:
             raise ValueError(f"unknown engine {e!r}; choose from {', '.join(RUNNERS)}")
+    why = translation_problem(model) if any(e != "convexsim" for e in engines) else ""
+    if why:
+        raise UntranslatableScene(why)
+    for e in engines:
         if e != "convexsim":
             require(e)
     n = max(1, int(round(duration / model.time_step)))

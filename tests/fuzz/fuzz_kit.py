@@ -1,0 +1,70 @@
+"""Shared pieces of the bad-input fuzz tests (issue 29): the in-process CLI call with its property, the
+value pool numbers and types are broken with, and dict/list path walking for mutations."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from convexsim.cli import main
+
+ALLOWED_STATUS = (0, 1, 2)
+
+# Values a field is replaced with: every JSON/YAML type, extreme and non-finite numbers, wrong shapes.
+NASTY_VALUES = [
+    math.nan, math.inf, -math.inf, 0, 0.0, -0.0, -1, -1.0, 1e300, -1e300, 1e-300, -1e-300, 5e-324, 1e16, 1e-16,
+    10**30, -(10**30), 2**63, True, False, None, "", "abc", "1e3", "nan", [], {}, [1, 2], [0.0, 0.0, 0.0, 0.0, 0.0],
+    [[1, 2, 3], [4, 5, 6]], {"x": 1}, [math.nan, 0, 0], [1e300, 1e300, 1e300], [[[[[[]]]]]], "sphere", "world",
+]
+
+nasty_values = st.sampled_from(NASTY_VALUES)
+
+
+def cli(argv: list[str]) -> tuple[int, str, str]:
+    """``convexsim.cli.main(argv)`` in this process: (status, stdout, stderr). SystemExit is turned into its
+    status; any other exception propagates (and fails the test): that is the traceback the user would see."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([str(a) for a in argv])
+        except SystemExit as exc:     # main() returns a status; a SystemExit escaping it is still not a crash
+            status = exc.code if isinstance(exc.code, int) else 2
+    return status, out.getvalue(), err.getvalue()
+
+
+def check_cli(argv: list[str]) -> tuple[int, str, str]:
+    """``cli(argv)`` and the property every command has on any input: status 0, 1 or 2, no traceback, and
+    a message on stderr when the status is 2."""
+    status, out, err = cli(argv)
+    assert status in ALLOWED_STATUS, (argv, status, err[-2000:])
+    assert "Traceback" not in err and "Traceback" not in out, (argv, err[-2000:])
+    if status == 2:        # a message (`convexsim` alone prints its help on stdout)
+        assert err.strip() or (not argv and out.strip()), (argv, "status 2 without a message")
+    return status, out, err
+
+
+def error_lines(err: str) -> list[str]:
+    """stderr without warnings and notes: the error message lines."""
+    return [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
+
+
+def paths(doc: Any, loc: tuple = ()) -> list[tuple]:
+    """Every path (tuple of keys and indices) into a nested dict/list document, the root included."""
+    out = [loc]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += paths(v, loc + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += paths(v, loc + (i,))
+    return out
+
+
+def get(doc: Any, loc: tuple) -> Any:
+    for k in loc:
+        doc = doc[k]
+    return doc
