@@ -84,20 +84,16 @@ class KernelClock:
 
 
 def kernel_modules() -> list[str]:
-    """Names of the convexsim modules that define numba kernels (their source uses ``@jit``)."""
-    from pathlib import Path
+    """Dotted names of the convexsim modules that define numba kernels (``convexsim._jit.kernel_modules``, the
+    one list, as module names)."""
+    from convexsim._jit import kernel_modules as kernel_files
 
-    here = Path(__file__).resolve()
-    root = here.parents[1]                   # the convexsim package
     names = []
-    for path in sorted(root.rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if "@jit" in text and path != here:
-            rel = path.relative_to(root.parent).with_suffix("")
-            names.append(".".join(rel.parts))
+    for rel in kernel_files():
+        parts = rel[:-len(".py")].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(["convexsim", *parts]))
     return names
 
 
