@@ -330,7 +330,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
         from convexsim.stepping.compiled import supported_cached
 
         ok, reason = supported_cached(model)
-        if ok:
+        if ok and (controller is None or not model.has_trees):
             return _run_compiled(model, state, duration=duration, record_every=record_every,
                                  progress=progress, strict=strict, metadata=metadata, ctx=ctx)
         if path == "compiled" and model.solver.kind == "lcp" and not model.has_trees:
@@ -498,6 +498,17 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     args = packed(model).args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
+    trees = model.has_trees      # tree models: tree_run_kernel, with the trees' q, v and joint forces
+    if trees:
+        from convexsim.stepping.compiled_trees import compiled_tree_step, packed_forest
+        from convexsim.stepping.tree_kernels import tree_run_kernel
+
+        pf = packed_forest(model)
+        tq = np.array(state.tree_q, dtype=np.float64, order="C")
+        tv = np.array(state.tree_v, dtype=np.float64, order="C")
+        force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names],
+                       [f"constraint:{n}" for n in pf.coupler_names])
+        compiled_step = compiled_tree_step      # noqa: F811 - the step taken outside the run kernel
     t, k = float(state.t), int(state.step)
     step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
     k_end = k + n_steps
@@ -512,6 +523,10 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
         bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
                     fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
                     fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
+        if trees:
+            bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
+                        fr_lim=np.empty((frames, len(pf.limit_names))),
+                        fr_con=np.empty((frames, len(pf.coupler_names))))
 
     def contact_buffers(rows: int) -> None:
         if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
@@ -531,11 +546,19 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                 st = bufs["st"] = np.empty((chunk, 4), np.int64)
             with _DeferSignals():
                 c0 = _time.perf_counter()
-                code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
-                    *args, q, v, k - step0, n_steps, chunk, record_every,
-                    bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
-                    bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
-                    bufs["c_force"])
+                if trees:
+                    code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
+                        args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k - step0, n_steps, chunk,
+                        record_every, bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"],
+                        bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], bufs["fr_con"], st,
+                        bufs["c_body"],
+                        bufs["c_point"], bufs["c_normal"], bufs["c_phi"], bufs["c_force"])
+                else:
+                    code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
+                        *args, q, v, k - step0, n_steps, chunk, record_every,
+                        bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
+                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
+                        bufs["c_force"])
                 elapsed = _time.perf_counter() - c0
                 # bookkeeping of the steps taken: times, frames, statistics
                 fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
@@ -558,9 +581,13 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                             row += n_c
                         rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
                                          fr_stat[f, 2], n_c, rows)
+                        if trees:
+                            rec.forces[-1] = _tree_frame_forces(force_names, bufs["fr_act"][f], bufs["fr_lim"][f],
+                                                                bufs["fr_con"][f])
                         f += 1
                 k += taken
-                state = State(t=t, q=q.copy(), v=v.copy(), step=k)
+                state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
+                              tree_v=tv.copy() if trees else state.tree_v)
                 if code == K.RUN_NEED_CONTACT_SPACE:
                     contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
                 elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # compiled_step (BAD_MARGIN raises)
@@ -574,6 +601,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                         if (k - step0) % record_every == 0 or k == k_end:
                             rec.record(state, info)
                     q[:], v[:] = state.q, state.v
+                    if trees:
+                        tq[:], tv[:] = state.tree_q, state.tree_v
                     backoff = min(2 * backoff, MAX_REFERENCE_RUN)
                 elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
                     at = k + (code == K.STEP_NONFINITE_END)
@@ -590,6 +619,16 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
             end.bar.update(k - step0, t, _time.perf_counter() - end.t0)
     return end.trajectory(metadata)
+
+
+def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> dict:
+    """A frame's named forces (``StepInfo.named_forces``) from the tree run kernel's actuator, limit and
+    joint-coupler rows."""
+    out = {n: np.array([f]) for n, f in zip(names[0], act)}
+    for n, f in zip(names[1], lim):          # one entry per limited joint (a joint's limits summed)
+        out[n] = out[n] + f if n in out else np.array([f])
+    out.update({n: np.array([f]) for n, f in zip(names[2], con)})
+    return out
 
 
 def path_text(model: Model, path: str, step_callback: StepCallback | None) -> str:

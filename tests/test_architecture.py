@@ -151,8 +151,6 @@ PRIVATE_IMPORTS_PENDING = {
     ("convexsim.stepping.compiled", "convexsim.stepping.contacts", "_geom_sweep_radius"),
     ("convexsim.stepping.articulated", "convexsim.stepping.contacts", "_geom_sweep_radius"),
     ("convexsim.stepping.articulated", "convexsim.stepping.contacts", "_select"),
-    ("convexsim.stepping.lcp_compiled", "convexsim.stepping.compiled", "_per_model"),
-    ("convexsim.stepping.lcp_compiled_kernels", "convexsim.stepping.compiled_kernels", "_first_nonfinite_body"),
 }
 """Imports of another module's private names left to the rewrite of ``stepping/compiled*.py`` and
 ``stepping/articulated.py`` (``contacts`` exports ``geom_sweep_radius`` and ``select_contacts``); the list only

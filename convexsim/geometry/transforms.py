@@ -44,6 +44,52 @@ def quat_to_rot(w: float, x: float, y: float, z: float) -> np.ndarray:
 
 
 @jit
+def rot_to_quat(R, out):
+    """Unit quaternion (w, x, y, z) of the rotation matrix R into out (4,): Shepperd's method, the largest of
+    (tr R, R00, R11, R22) as pivot, then normalized and w >= 0 (numba; ``multibody.forest.matrix_to_quat`` wraps it)."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    i = 0
+    best = tr
+    for k in range(3):
+        if R[k, k] > best:
+            best = R[k, k]
+            i = k + 1
+    if i == 0:
+        s = 2.0 * math.sqrt(1.0 + tr)
+        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
+    elif i == 1:
+        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
+    elif i == 2:
+        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
+    else:
+        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    sign = 1.0 if w / n >= 0.0 else -1.0
+    out[0], out[1], out[2], out[3] = sign * w / n, sign * x / n, sign * y / n, sign * z / n
+
+
+@jit
+def quat_exp_times(rx, ry, rz, bw, bx, by, bz):
+    """exp(r) ⊗ b renormalized: the unit quaternion of the rotation vector r = θ·u [rad] (cos θ/2, sin(θ/2) u,
+    with sin(θ/2)/θ ≈ ½ − θ²/48 below θ = 1e-8, as ``spatial.quat_exp``) times the quaternion b (w, x, y, z),
+    divided by its norm. Returns (w, x, y, z)."""
+    theta = math.sqrt(rx * rx + ry * ry + rz * rz)
+    half = 0.5 * theta
+    k = 0.5 - theta ** 2 / 48.0 if theta < 1e-8 else math.sin(half) / theta
+    aw = math.cos(half)
+    ax, ay, az = k * rx, k * ry, k * rz
+    qw = aw * bw - ax * bx - ay * by - az * bz
+    qx = aw * bx + ax * bw + ay * bz - az * by
+    qy = aw * by - ax * bz + ay * bw + az * bx
+    qz = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    return qw / n, qx / n, qy / n, qz / n
+
+
+@jit
 def geom_world_poses_kernel(
     q: np.ndarray, geom_body: np.ndarray, geom_pos: np.ndarray, geom_quat: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:

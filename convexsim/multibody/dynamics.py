@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics
+from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics, small_matmul, small_matvec
 from convexsim.multibody.model import JOINT_NV, MultibodyModel
 
 
@@ -33,13 +33,13 @@ def spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, out):
     """Spatial inertia about O in W of every body into out (nbody, 6, 6)."""
     for b in range(mass.shape[0]):
         R = R_WB[b]
-        c = p_WB[b] + R @ com[b]
-        Ic = R @ inertia[b] @ R.T
+        c = p_WB[b] + small_matvec(R, com[b])
+        Ic = small_matmul(small_matmul(R, inertia[b]), R.T)
         m = mass[b]
         cx = np.zeros((3, 3))
         cx[0, 1], cx[0, 2], cx[1, 2] = -c[2], c[1], -c[0]
         cx[1, 0], cx[2, 0], cx[2, 1] = c[2], -c[1], c[0]
-        out[b, :3, :3] = Ic + m * (cx @ cx.T)
+        out[b, :3, :3] = Ic + m * small_matmul(cx, cx.T)
         out[b, :3, 3:] = m * cx
         out[b, 3:, :3] = m * cx.T
         out[b, 3:, 3:] = 0.0
@@ -57,16 +57,16 @@ def crba_kernel(parent, dofadr, nvj, S, Ib, M):
         n = nvj[b]
         if n > 0:
             d = dofadr[b]
-            Sb = np.ascontiguousarray(S[:, d:d + n])
-            F = Ib[b] @ Sb
-            Mbb = np.ascontiguousarray(Sb.T) @ F
+            Sb = S[:, d:d + n]
+            F = small_matmul(Ib[b], Sb)
+            Mbb = small_matmul(Sb.T, F)
             M[d:d + n, d:d + n] = 0.5 * (Mbb + Mbb.T)  # exactly symmetric
             j = parent[b]
             while j >= 0:
                 nj = nvj[j]
                 if nj > 0:
                     dj = dofadr[j]
-                    blk = np.ascontiguousarray(S[:, dj:dj + nj].T) @ F
+                    blk = small_matmul(S[:, dj:dj + nj].T, F)
                     M[dj:dj + nj, d:d + n] = blk
                     M[d:d + n, dj:dj + nj] = blk.T
                 j = parent[j]
@@ -111,8 +111,8 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
         Ap = a0 if p < 0 else A[p]
         n = nvj[b]
         d = dofadr[b]
-        Sb = np.ascontiguousarray(S[:, d:d + n])
-        vJ = Sb @ np.ascontiguousarray(v[d:d + n])
+        Sb = S[:, d:d + n]
+        vJ = small_matvec(Sb, v[d:d + n])
         V[b] = Vp + vJ
         t = jtype[b]
         if t == FREE:
@@ -122,16 +122,48 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
             c = _cross_motion(Vp, vJ)
         else:
             c = np.zeros(6)
-        A[b] = Ap + Sb @ np.ascontiguousarray(a[d:d + n]) + c
-        IV = Ib[b] @ V[b]
-        f[b] = Ib[b] @ A[b] + _cross_force(V[b], IV) - f_ext[b]
+        A[b] = Ap + small_matvec(Sb, a[d:d + n]) + c
+        IV = small_matvec(Ib[b], V[b])
+        f[b] = small_matvec(Ib[b], A[b]) + _cross_force(V[b], IV) - f_ext[b]
     for b in range(nb - 1, -1, -1):
         n = nvj[b]
         d = dofadr[b]
-        tau[d:d + n] = np.ascontiguousarray(S[:, d:d + n].T) @ f[b]
+        tau[d:d + n] = small_matvec(S[:, d:d + n].T, f[b])
         p = parent[b]
         if p >= 0:
             f[p] += f[b]
+
+
+@jit
+def forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, mass, com, inertia, armature, damping,
+                       gravity, v, dt, tree_vstart, tree_nv, A, v_star):
+    """A = M(q) + dt·D (nv, nv) and v* = v + dt·A⁻¹ (−C(q, v) v − g(q) − D v) of a forest, written
+    (numba twin of ``reference_step.free_motion``; no applied torques). Several trees in one set of
+    arrays (parents first, parent −1 = world) give a block-diagonal M; v* is solved tree by tree on
+    the blocks ``tree_vstart[k] : tree_vstart[k] + tree_nv[k]``. Units: M [kg, kg·m, kg·m²], v [rad/s, m/s]."""
+    nb = parent.shape[0]
+    nv = v.shape[0]
+    Ib = np.empty((nb, 6, 6))
+    spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, Ib)
+    Ic = Ib.copy()
+    crba_kernel(parent, dofadr, nvj, S, Ic, A)
+    for d in range(nv):
+        A[d, d] += armature[d]
+    for d in range(nv):
+        A[d, d] += dt * damping[d]
+    zero = np.zeros(nv)
+    tau = np.empty(nv)
+    rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, zero, gravity, np.zeros((nb, 6)), tau)
+    force = np.empty(nv)
+    for d in range(nv):
+        force[d] = -(tau[d] + armature[d] * 0.0) - damping[d] * v[d]
+    for k in range(tree_nv.shape[0]):
+        s, n = tree_vstart[k], tree_nv[k]
+        if n == 0:
+            continue
+        x = np.linalg.solve(np.ascontiguousarray(A[s:s + n, s:s + n]), np.ascontiguousarray(force[s:s + n]))
+        for i in range(n):
+            v_star[s + i] = v[s + i] + dt * x[i]
 
 
 def spatial_inertias(model: MultibodyModel, kin: Kinematics) -> np.ndarray:
@@ -216,6 +248,7 @@ def potential_energy(model: MultibodyModel, q) -> float:
 
 __all__ = [
     "bias_forces",
+    "forest_free_motion",
     "body_spatial_mass",
     "gravity_forces",
     "inverse_dynamics",

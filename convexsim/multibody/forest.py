@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from convexsim.geometry.transforms import rot_to_quat
 from convexsim.multibody.kinematics import Kinematics
 from convexsim.multibody.model import MultibodyModel
 from convexsim.multibody.reference_step import (Coupler, JointLimit, PdActuator, constraint_rows,
@@ -216,25 +217,11 @@ class Forest:
 
 
 def matrix_to_quat(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method, the largest pivot)."""
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    cands = [tr, R[0, 0], R[1, 1], R[2, 2]]
-    i = int(np.argmax(cands))
-    if i == 0:
-        s = 2.0 * math.sqrt(1.0 + tr)
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif i == 1:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif i == 2:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return q if q[0] >= 0 else -q
+    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method, the largest pivot; w >= 0;
+    ``geometry.transforms.rot_to_quat``)."""
+    out = np.empty(4)
+    rot_to_quat(np.ascontiguousarray(R, dtype=float), out)     # convexsim.geometry.transforms
+    return out
 
 
 def link_rows(tree: Tree, q: np.ndarray, v: np.ndarray, kin: Kinematics | None = None):

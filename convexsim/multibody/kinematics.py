@@ -22,11 +22,39 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.geometry.transforms import quat_to_rot
+from convexsim.geometry.transforms import quat_exp_times, quat_to_rot, rot_to_quat
 from convexsim.multibody.model import JointType, MultibodyModel
 from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
 
 FIXED, REVOLUTE, PRISMATIC, BALL, FREE = (int(t) for t in JointType)
+
+
+@jit
+def small_matmul(A, B):
+    """A @ B for small matrices by explicit loops (k ascending): a numba ``@`` calls BLAS, whose call costs
+    more than the product at the sizes of a tree's kinematics (3 x 3, 6 x 6, 6 x nv_joint)."""
+    n, m, p = A.shape[0], A.shape[1], B.shape[1]
+    out = np.empty((n, p))
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(m):
+                acc += A[i, k] * B[k, j]
+            out[i, j] = acc
+    return out
+
+
+@jit
+def small_matvec(A, x):
+    """A @ x for a small matrix and vector by explicit loops (:func:`small_matmul`)."""
+    n, m = A.shape[0], A.shape[1]
+    out = np.empty(n)
+    for i in range(n):
+        acc = 0.0
+        for k in range(m):
+            acc += A[i, k] * x[k]
+        out[i] = acc
+    return out
 
 
 @jit
@@ -55,22 +83,22 @@ def fk_kernel(parent, jtype, axis, jpos, jrot, qadr, q, R_WB, p_WB, R_WJ):
         else:
             RP = R_WB[p]
             pP = p_WB[p]
-        RJ = RP @ jrot[b]
-        pJ = pP + RP @ jpos[b]
+        RJ = small_matmul(RP, jrot[b])
+        pJ = pP + small_matvec(RP, jpos[b])
         t = jtype[b]
         a = qadr[b]
         if t == REVOLUTE:
-            RB = RJ @ _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a])
+            RB = small_matmul(RJ, _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a]))
             pB = pJ
         elif t == PRISMATIC:
             RB = RJ.copy()
-            pB = pJ + q[a] * (RJ @ axis[b])
+            pB = pJ + q[a] * small_matvec(RJ, axis[b])
         elif t == BALL:
-            RB = RJ @ quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3])
+            RB = small_matmul(RJ, quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3]))
             pB = pJ
         elif t == FREE:
-            RB = RJ @ quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6])
-            pB = pJ + RJ @ q[a:a + 3]
+            RB = small_matmul(RJ, quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6]))
+            pB = pJ + small_matvec(RJ, q[a:a + 3])
         else:
             RB = RJ.copy()
             pB = pJ
@@ -95,7 +123,7 @@ def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
         d = dofadr[b]
         p = p_WB[b]
         if t == REVOLUTE or t == PRISMATIC:
-            u = R_WJ[b] @ axis[b]
+            u = small_matvec(R_WJ[b], axis[b])
             if t == REVOLUTE:
                 col[0], col[1], col[2] = u[0], u[1], u[2]
                 _cross_into(p[0], p[1], p[2], u[0], u[1], u[2], col, 3)
@@ -117,6 +145,81 @@ def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
                     for r in range(6):
                         S[r, d + 3 + k] = 0.0
                     S[3 + k, d + 3 + k] = 1.0
+
+
+@jit
+def path_point_jacobian(parent, dofadr, nvj, S, body, px, py, pz, dof0, out):
+    """J (3, n) with v_P = J v[dof0:dof0 + n] for the point momentarily at p = (px, py, pz) [m] (world) and
+    fixed in ``body``: column d = S_lin,d − p × S_ang,d over the dofs of the joints on the body's path to
+    the world, zero elsewhere (:meth:`Kinematics.spatial_jacobian`, linear rows). ``out`` is written."""
+    out[:, :] = 0.0
+    b = body
+    while b >= 0:
+        d = dofadr[b]
+        for k in range(nvj[b]):
+            col = d + k
+            a0, a1, a2 = S[0, col], S[1, col], S[2, col]
+            c = col - dof0
+            out[0, c] = S[3, col] - (py * a2 - pz * a1)
+            out[1, c] = S[4, col] - (pz * a0 - px * a2)
+            out[2, c] = S[5, col] - (px * a1 - py * a0)
+        b = parent[b]
+
+
+@jit
+def integrate_q_kernel(jtype, qadr, dofadr, q, v, dt, q_out):
+    """q_out = q advanced by dt at constant v (numba twin of :func:`integrate_q`): 1-dof joints q + dt v;
+    quaternions exp(dt ω) ⊗ quat renormalized (``geometry.transforms.quat_exp_times``); FREE positions p + dt ṗ."""
+    for i in range(q.shape[0]):
+        q_out[i] = q[i]
+    for b in range(jtype.shape[0]):
+        t, a, d = jtype[b], qadr[b], dofadr[b]
+        if t == REVOLUTE or t == PRISMATIC:
+            q_out[a] = q[a] + dt * v[d]
+        elif t == BALL or t == FREE:
+            qa = a + 3 if t == FREE else a
+            w, x, y, z = quat_exp_times(dt * v[d], dt * v[d + 1], dt * v[d + 2], q[qa], q[qa + 1], q[qa + 2],
+                                        q[qa + 3])
+            q_out[qa], q_out[qa + 1], q_out[qa + 2], q_out[qa + 3] = w, x, y, z
+            if t == FREE:
+                for k in range(3):
+                    q_out[a + k] = q[a + k] + dt * v[d + 3 + k]
+
+
+@jit
+def link_rows_kernel(parent, dofadr, nvj, com, R_WB, p_WB, S, v, link_body, body_q, body_v):
+    """Every forest body's row of body_q (COM position, quaternion of R_WB) and body_v (ω_W, v_COM,W) from
+    the forest's kinematics at q (R_WB, p_WB, S) and its velocities v; row ``link_body[b]`` for forest body b
+    (the numba twin of ``multibody.forest.link_rows``)."""
+    J = np.empty((3, v.shape[0]))
+    quat = np.empty(4)
+    for b in range(parent.shape[0]):
+        m = link_body[b]
+        R = R_WB[b]
+        c = p_WB[b] + R @ com[b]
+        for i in range(3):
+            body_q[m, i] = c[i]
+        rot_to_quat(R, quat)
+        for i in range(4):
+            body_q[m, 3 + i] = quat[i]
+        w0 = 0.0
+        w1 = 0.0
+        w2 = 0.0
+        j = b
+        while j >= 0:
+            for k in range(nvj[j]):
+                col = dofadr[j] + k
+                w0 += S[0, col] * v[col]
+                w1 += S[1, col] * v[col]
+                w2 += S[2, col] * v[col]
+            j = parent[j]
+        path_point_jacobian(parent, dofadr, nvj, S, b, c[0], c[1], c[2], 0, J)
+        body_v[m, 0], body_v[m, 1], body_v[m, 2] = w0, w1, w2
+        for i in range(3):
+            acc = 0.0
+            for col in range(v.shape[0]):
+                acc += J[i, col] * v[col]
+            body_v[m, 3 + i] = acc
 
 
 class Kinematics:
@@ -298,8 +401,13 @@ __all__ = [
     "forward_kinematics",
     "forward_kinematics_reference",
     "integrate_q",
+    "integrate_q_kernel",
+    "path_point_jacobian",
     "joint_transform_reference",
+    "link_rows_kernel",
     "normalize_q",
     "qdot",
+    "small_matmul",
+    "small_matvec",
     "subspace_kernel",
 ]

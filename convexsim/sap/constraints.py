@@ -5,6 +5,11 @@ kernel parameters ``cpar[i, :8]`` computed once per step:
 
 * SAP (0):              (μ, Rt, Rn, v̂t1, v̂t2, v̂n, 0, 0)           see friction_cone.py
 * LAGGED (1) / SIMILAR (2): (μ, dt, k, d, fe0, n0, εs, v̂)           see hunt_crossley.py
+* joint rows (limit 10, coupler 11, PD 12, holonomic 13; codes ≥ :data:`KIND_ROW_MIN`):
+  (R, v̂, γ_lo, γ_hi, 0, 0, 0, 0), see joint_constraints.py. A row is a constraint whose Jacobian
+  block has the row's J in its first row and zeros in the other two, so vc = (J v, 0, 0),
+  γ = (γ_row, 0, 0) and G = diag(G_row, 0, 0): the Newton loop, Hessian assembly and line searches
+  treat contacts and scalar rows alike.
 
 The batch kernels loop over constraints (O(nk)); the ray kernel is what the exact line search calls.
 """
@@ -16,10 +21,13 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap.friction_cone import cone_hessian, cone_impulse_and_cost
 from convexsim.sap.hunt_crossley import hc_hessian, hc_impulse_and_cost
+from convexsim.sap.joint_constraints import KIND_LIMIT, row_impulse_cost
 
 KIND_SAP = 0
 KIND_LAGGED = 1
 KIND_SIMILAR = 2
+KIND_ROW_MIN = KIND_LIMIT
+"""Kind codes from here up are scalar joint rows (convexsim.sap.joint_constraints)."""
 NPAR = 8
 """Number of kernel parameters per constraint (columns of ``cpar``)."""
 
@@ -29,6 +37,12 @@ def impulse_and_cost(kind, p, vc0, vc1, vc2, gamma_out):
     """γ of one constraint into gamma_out (3,); returns ℓ."""
     if kind == KIND_SAP:
         cost, region = cone_impulse_and_cost(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, gamma_out)
+        return cost
+    if kind >= KIND_ROW_MIN:
+        g, cost, _ = row_impulse_cost(p[0], p[1], p[2], p[3], vc0)
+        gamma_out[0] = g
+        gamma_out[1] = 0.0
+        gamma_out[2] = 0.0
         return cost
     return hc_impulse_and_cost(
         kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, gamma_out
@@ -40,6 +54,9 @@ def hessian_block(kind, p, vc0, vc1, vc2, G_out, kappa=0.0):
     """G = −∂γ/∂vc of one constraint into G_out (3, 3); kappa > 0: the slip-curvature Newton matrix."""
     if kind == KIND_SAP:
         cone_hessian(p[0], p[1], p[2], p[3], p[4], p[5], vc0, vc1, vc2, G_out, kappa)
+    elif kind >= KIND_ROW_MIN:
+        G_out[:, :] = 0.0
+        G_out[0, 0] = row_impulse_cost(p[0], p[1], p[2], p[3], vc0)[2]
     else:
         hc_hessian(kind == KIND_SIMILAR, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], vc0, vc1, vc2, G_out,
                    kappa)

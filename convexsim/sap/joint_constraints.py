@@ -102,7 +102,8 @@ def row_impulse(par, vc) -> tuple[float, float, float]:
 
 # --------------------------------------------------------------------------- regularization and bias
 
-def near_rigid_regularization(w: float, beta: float = BETA_JOINT) -> float:
+@jit
+def near_rigid_regularization(w, beta=BETA_JOINT):
     """R_nr = β² w / (4π²): the stiffest regularization whose natural period is β·dt."""
     return beta * beta * w / (4.0 * math.pi ** 2)
 
@@ -113,22 +114,29 @@ def delassus_row(J_row, A_diag) -> float:
     return float(np.sum(J_row * J_row / np.asarray(A_diag, dtype=float)))
 
 
+@jit
+def holonomic_row_kernel(dt, g, w, k, tau, beta):
+    """(R, v̂) of one holonomic row (numba; :func:`holonomic_row` validates and calls it):
+    R = max(1/(dt (dt + τ) k), β² w/(4π²)) [s/kg or s/(kg·m²)], τ := dt when near-rigid, v̂ = −g/(dt + τ)."""
+    R_compliant = 0.0 if math.isinf(k) else 1.0 / (dt * (dt + tau) * k)
+    R_nr = near_rigid_regularization(w, beta)
+    if R_compliant < R_nr:
+        return R_nr, -g / (dt + dt)
+    return R_compliant, -g / (dt + tau)
+
+
 def holonomic_row(dt: float, g: float, w: float, k: float = math.inf, tau: float = 0.0,
                   lo: float = -math.inf, hi: float = math.inf, beta: float = BETA_JOINT) -> np.ndarray:
     """(R, v̂, γ_lo, γ_hi) of one holonomic equation g(q) = 0 with stiffness k and relaxation time τ.
 
-    R = max(1/(dt (dt + τ) k), β² w/(4π²)), τ := dt when near-rigid, v̂ = −g/(dt + τ).
+    R = max(1/(dt (dt + τ) k), β² w/(4π²)), τ := dt when near-rigid, v̂ = −g/(dt + τ)
+    (:func:`holonomic_row_kernel`).
     """
     if not (dt > 0 and w > 0 and k > 0 and tau >= 0 and lo <= hi):
         raise ValueError(f"holonomic row: need dt > 0, w > 0, k > 0, tau >= 0, lo <= hi "
                          f"(dt={dt}, w={w}, k={k}, tau={tau}, lo={lo}, hi={hi})")
-    R_compliant = 0.0 if math.isinf(k) else 1.0 / (dt * (dt + tau) * k)
-    R_nr = near_rigid_regularization(w, beta)
-    if R_compliant < R_nr:
-        R, tau = R_nr, dt
-    else:
-        R = R_compliant
-    return np.array([R, -g / (dt + tau), lo, hi])
+    R, v_hat = holonomic_row_kernel(float(dt), float(g), float(w), float(k), float(tau), float(beta))
+    return np.array([R, v_hat, lo, hi])
 
 
 def limit_rows(dt: float, q0: float, lower: float, upper: float, w: float, k: float = LIMIT_STIFFNESS,
@@ -149,10 +157,11 @@ def limit_rows(dt: float, q0: float, lower: float, upper: float, w: float, k: fl
     return rows
 
 
-def limit_in_window(dt: float, q0: float, bound: float, side: int, v0: float, v_star: float) -> bool:
+@jit
+def limit_in_window(dt, q0, bound, side, v0, v_star):
     """Whether a limit side enters this step: q0 is beyond it or within 2·dt·max(|v0|, |v*|) of it.
 
-    side = +1 for a lower limit, −1 for an upper one.
+    side = +1 for a lower limit, −1 for an upper one (numba; also called from Python).
     """
     if not math.isfinite(bound):
         return False
@@ -166,15 +175,9 @@ def coupler_row(dt: float, q_i: float, q_j: float, rho: float, offset: float, w:
     return holonomic_row(dt, q_i - rho * q_j - offset, w, math.inf, 0.0, beta=beta)
 
 
-def pd_effective_gains(dt: float, kp: float, kd: float, w: float,
-                       beta: float = BETA_JOINT) -> tuple[float, float]:
-    """(Kp', Kd') limited so that R = 1/(dt (dt Kp + Kd)) >= R_nr = β² w/(4π²), keeping Kd/Kp.
-
-    If dt·Kp > Kd: Kp' = 1/(dt (dt + Kd/Kp) R_nr), Kd' = (Kd/Kp) Kp'; else Kd' = 1/(dt (1 + dt Kp/Kd) R_nr),
-    Kp' = (Kp/Kd) Kd'. Unchanged when R >= R_nr.
-    """
-    if not (kp >= 0 and kd >= 0 and kp + kd > 0 and math.isfinite(kp) and math.isfinite(kd)):
-        raise ValueError(f"PD gains: need finite Kp, Kd >= 0, not both 0 (Kp={kp}, Kd={kd})")
+@jit
+def pd_gains_kernel(dt, kp, kd, w, beta):
+    """(Kp', Kd') of :func:`pd_effective_gains` (numba, no validation)."""
     R_nr = near_rigid_regularization(w, beta)
     R = 1.0 / (dt * (dt * kp + kd))
     if R >= R_nr:
@@ -186,6 +189,41 @@ def pd_effective_gains(dt: float, kp: float, kd: float, w: float,
     return (kp / kd) * kd_eff, kd_eff
 
 
+def pd_effective_gains(dt: float, kp: float, kd: float, w: float,
+                       beta: float = BETA_JOINT) -> tuple[float, float]:
+    """(Kp', Kd') limited so that R = 1/(dt (dt Kp + Kd)) >= R_nr = β² w/(4π²), keeping Kd/Kp.
+
+    If dt·Kp > Kd: Kp' = 1/(dt (dt + Kd/Kp) R_nr), Kd' = (Kd/Kp) Kp'; else Kd' = 1/(dt (1 + dt Kp/Kd) R_nr),
+    Kp' = (Kp/Kd) Kd'. Unchanged when R >= R_nr (:func:`pd_gains_kernel`).
+    """
+    if not (kp >= 0 and kd >= 0 and kp + kd > 0 and math.isfinite(kp) and math.isfinite(kd)):
+        raise ValueError(f"PD gains: need finite Kp, Kd >= 0, not both 0 (Kp={kp}, Kd={kd})")
+    return pd_gains_kernel(float(dt), float(kp), float(kd), float(w), float(beta))
+
+
+@jit
+def pd_row_kernel(dt, q0, q_target, v_target, u_ff, kp, kd, w, beta):
+    """(R, v̂) of an implicit PD actuator row (numba; :func:`pd_row` validates and adds the box):
+    R = 1/(dt c), v̂ = (−Kp' (q0 − q_d) + Kd' v_d + u_ff)/c with c = dt Kp' + Kd' [N·m·s/rad or N·s/m]."""
+    kp, kd = pd_gains_kernel(dt, kp, kd, w, beta)
+    c = dt * kp + kd
+    return 1.0 / (dt * c), (-kp * (q0 - q_target) + kd * v_target + u_ff) / c
+
+
+@jit
+def pd_target(t, times, values, velocity):
+    """(q_d, v_d) of a piecewise-linear target through (times, values) at time t [s] (numba twin of
+    ``multibody.forest.Actuator.target``): q_d by linear interpolation, held outside; v_d = ``velocity`` unless it is NaN,
+    else the slope of the current segment (0 outside)."""
+    q_d = np.interp(t, times, values)
+    if not math.isnan(velocity):
+        return q_d, velocity
+    for i in range(times.shape[0] - 1):
+        if times[i] <= t < times[i + 1]:
+            return q_d, (values[i + 1] - values[i]) / (times[i + 1] - times[i])
+    return q_d, 0.0
+
+
 def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, kp: float, kd: float,
            effort: float, w: float, beta: float = BETA_JOINT) -> np.ndarray:
     """Row of an implicit PD actuator (effort limit e > 0, may be inf): (R, v̂, −dt e, dt e).
@@ -194,10 +232,9 @@ def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, 
     """
     if not effort > 0:
         raise ValueError(f"PD actuator: effort limit must be > 0, got {effort}")
-    kp, kd = pd_effective_gains(dt, kp, kd, w, beta)
-    c = dt * kp + kd
-    R = 1.0 / (dt * c)
-    v_hat = (-kp * (q0 - q_target) + kd * v_target + u_ff) / c
+    pd_effective_gains(dt, kp, kd, w, beta)          # validates the gains
+    R, v_hat = pd_row_kernel(float(dt), float(q0), float(q_target), float(v_target), float(u_ff), float(kp),
+                             float(kd), float(w), float(beta))
     return np.array([R, v_hat, -dt * effort, dt * effort])
 
 
@@ -215,11 +252,15 @@ __all__ = [
     "delassus_row",
     "eval_rows",
     "holonomic_row",
+    "holonomic_row_kernel",
     "limit_in_window",
     "limit_rows",
     "near_rigid_regularization",
     "pd_effective_gains",
+    "pd_gains_kernel",
     "pd_row",
+    "pd_row_kernel",
+    "pd_target",
     "row_impulse",
     "row_impulse_cost",
     "rows_along_ray",

@@ -8,6 +8,8 @@ The two steppers are siblings over the same Model/State and the same contact kin
 * ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
 * ``compiled``: the same SAP step as one numba call for free-body models (``compiled_step``,
   ``compiled_step_supported``); ``sap_stepper`` is its reference,
+* ``compiled_trees``: the SAP step of models with kinematic trees as one numba call
+  (``compiled_tree_step``, kernels in ``tree_kernels``); ``articulated`` is its reference,
 * ``lcp_compiled``: the same for the LCP step (``lcp_step`` dispatches to it; ``path="reference"`` is the
   Python step it is tested against),
 * ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
@@ -71,7 +73,8 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
         path: "auto" (default): the compiled SAP step when ``compiled_step_supported(model)``, else the
             reference; "compiled": the compiled step (ValueError naming the reason if the model is not
-            eligible); "reference": the Python SAP step (the compiled path's reference). LCP models: the
+            eligible); "reference": the Python SAP step (the compiled path's reference: ``sap_step``, or
+            ``articulated_sap_step`` for models with trees). LCP models: the
             same choice between ``stepping.lcp_compiled`` and the Python ``lcp_step`` (``lcp_step``'s path).
 
     Returns:
@@ -87,6 +90,13 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
         if model.solver.kind == "lcp":
             from convexsim.stepping.lcp_trees import lcp_trees_step
             return lcp_trees_step(model, state, ctx)
+        if path != "reference":
+            ok, reason = supported_cached(model)
+            if ok:
+                from convexsim.stepping.compiled_trees import compiled_tree_step
+                return compiled_tree_step(model, state, ctx, strict=strict)
+            if path == "compiled":
+                raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
         from convexsim.stepping.articulated import articulated_sap_step
         return articulated_sap_step(model, state, ctx, strict=strict)
     if model.solver.kind == "lcp":            # lcp_step chooses its compiled or reference path

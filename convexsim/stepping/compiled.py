@@ -5,8 +5,10 @@ call (``compiled_kernels.step_kernel``); ``run_compiled`` (used by ``simulate.ru
 steps per numba call (``compiled_kernels.run_kernel``). The reference Python path stays in
 ``sap_stepper`` and is what the tests compare against.
 
-Which models: :func:`compiled_step_supported` is the one place that decides (free bodies only, the
-shipped primitive shapes, the SAP solver with any of its contact models, valid materials).
+Which models: :func:`compiled_step_supported` is the one place that decides (free bodies, fixed bodies and
+the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive
+shapes, the SAP solver with any of its contact models, valid materials). Models with trees step by
+``compiled_trees.compiled_tree_step`` (and ``tree_kernels.tree_run_kernel`` in the run loop).
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
 contact graph). A step with an island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is taken in
@@ -18,6 +20,7 @@ The run loop (``run_kernel``) stops before such a step and the caller takes it w
 
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 
@@ -35,42 +38,101 @@ step's orchestration (docs/performance.md)."""
 
 SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE)
 
-_SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
                      "numerical_failure")
 
 
-def free_body_layout_problem(model: Model) -> str:
+def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
     """Why the compiled kernels cannot take ``model``'s bodies and shapes ("" if they can): every shape
-    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed. Shared by the
-    compiled SAP and LCP steps."""
+    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed (or, with
+    ``links_allowed``, a link of a kinematic tree). Shared by the compiled SAP and LCP steps."""
     bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
     if bad:
         return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
     fixed = np.asarray(model.body_fixed, dtype=bool)
     dof = np.asarray(model.body_dof)
+    if links_allowed and model.forest is not None:
+        fixed = fixed.copy()
+        for t in model.forest.trees:
+            fixed[t.bodies] = True                # links: neither free nor fixed, their rows come from FK
+        if np.any(dof[np.asarray(model.body_fixed, dtype=bool)] != -1):
+            return "a fixed body has dofs"
+        moving = np.flatnonzero(~fixed)
+        if not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
+            return "bodies are not all free (6 dofs each, in body order), fixed or links"
+        return ""
     moving = np.flatnonzero(~fixed)
     if np.any(dof[fixed] != -1) or not np.array_equal(dof[moving], 6 * np.arange(moving.size)):
         return "bodies are not all free (6 dofs each, in body order) or fixed"
     return ""
 
 
+def tree_layout_problem(model: Model) -> str:
+    """Why the compiled tree step (``compiled_trees``) cannot take ``model``'s trees ("" if it can): cone
+    limits, welds and distances, joint rows on joints with more than one dof, a tree's gravity other than
+    the model's are refused."""
+    from convexsim.multibody.forest import JointCoupler
+    from convexsim.multibody.model import JointType
+    from convexsim.multibody.reference_step import ConeLimit
+
+    one_dof = (int(JointType.REVOLUTE), int(JointType.PRISMATIC))
+    forest = model.forest
+    if forest is None:
+        return ""
+    for c in forest.constraints:
+        if not isinstance(c, JointCoupler):
+            return (f"constraint {c.name!r}: welds and distances between bodies are not in the compiled step "
+                    "(joint couplers are)")
+        for name in (c.joint, c.reference):
+            k, j = forest.joint_index[name]
+            if int(forest.trees[k].model.joint_type[j]) not in one_dof:
+                return f"coupler {c.name!r}: joint {name!r} is not a 1-dof joint"
+    g = np.asarray(model.gravity, dtype=float)
+    for t in forest.trees:
+        m = t.model
+        if not np.array_equal(np.asarray(m.gravity, dtype=float), g):
+            return f"tree {t.joint_names[0]!r}: its gravity differs from the model's"
+        for lim in t.limits:
+            if isinstance(lim, ConeLimit):
+                return f"joint {t.joint_names[lim.joint]!r}: cone limits are not in the compiled step"
+            if int(m.joint_type[lim.joint]) not in one_dof:
+                return f"joint {t.joint_names[lim.joint]!r}: a limit on a joint with more than one dof"
+            if not lim.lower <= lim.upper:
+                return f"joint {t.joint_names[lim.joint]!r}: lower limit above the upper"
+        for a in t.actuators:
+            if int(m.joint_type[a.joint]) not in one_dof:
+                return f"actuator {a.name!r}: not on a 1-dof joint"
+            if not (a.effort > 0 and a.kp >= 0 and a.kd >= 0 and a.kp + a.kd > 0 and math.isfinite(a.kp)
+                    and math.isfinite(a.kd)):
+                return f"actuator {a.name!r}: gains or effort out of range"
+        for cp in t.couplers:
+            for j in (cp.joint_i, cp.joint_j):
+                if int(m.joint_type[j]) not in one_dof:
+                    return f"coupler on joint {t.joint_names[j]!r}: not a 1-dof joint"
+    return ""
+
+
 def compiled_step_supported(model: Model) -> tuple[bool, str]:
     """(True, "") when the compiled step can advance ``model``, else (False, the reason).
 
-    Conditions: the SAP solver (not LCP); no kinematic trees (joints); every body free (6 dofs) or fixed; geometry shapes among
-    sphere, box, capsule, halfspace; contact model sap, lagged or similar; every material with
-    stiffness > 0, friction >= 0, dissipation >= 0 (the reference path rejects others when it builds
-    the problem)."""
+    Conditions: the SAP solver (not LCP); every body free (6 dofs), fixed or a link of a kinematic tree
+    whose joints, limits, actuators and couplers ``tree_layout_problem`` accepts (no cone
+    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace; contact model
+    sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
+    reference path rejects others when it builds the problem). Tree models step by
+    ``compiled_trees.compiled_tree_step``, free-body models by :func:`compiled_step`."""
     if model.solver.kind != "sap":
         return False, f"solver.kind is {model.solver.kind!r}; the compiled step is the SAP step"
     if model.has_trees:
-        return False, "the model has kinematic trees (joints); the compiled step is for free bodies"
+        why = tree_layout_problem(model)
+        if why:
+            return False, why
     try:
         cm = ContactModel(model.contact_model)
     except ValueError:
         return False, f"contact model {model.contact_model!r} is not one of sap, lagged, similar"
     del cm
-    layout = free_body_layout_problem(model)
+    layout = free_body_layout_problem(model, links_allowed=model.has_trees)
     if layout:
         return False, layout
     for name, arr, positive in (("stiffness", model.material_stiffness, True),
@@ -129,7 +191,7 @@ class PackedModel:
         f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
         self.model_arrays = (
             f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
-            np.flatnonzero(~fixed).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
+            np.flatnonzero(np.asarray(model.body_dof) >= 0).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
             np.ascontiguousarray(model.geom_type, dtype=np.int64), f(model.geom_size), geom_body,
             f(model.geom_pos), f(model.geom_quat), rho,
             f(np.asarray(model.material_stiffness)[mat]), f(np.asarray(model.material_friction)[mat]),
@@ -150,7 +212,7 @@ _PACKED: dict[int, tuple[weakref.ref, PackedModel]] = {}
 _SUPPORTED: dict[int, tuple[weakref.ref, tuple[bool, str]]] = {}
 
 
-def _per_model(cache: dict, model: Model, build):
+def per_model(cache: dict, model: Model, build):
     """``build(model)``, computed once per model object and kept while the model lives.
 
     Model is frozen, so the answer cannot go stale; the entry is dropped when the model is
@@ -167,15 +229,15 @@ def _per_model(cache: dict, model: Model, build):
 
 def supported_cached(model: Model) -> tuple[bool, str]:
     """``compiled_step_supported(model)``, evaluated once per model object."""
-    return _per_model(_SUPPORTED, model, compiled_step_supported)
+    return per_model(_SUPPORTED, model, compiled_step_supported)
 
 
 def packed(model: Model) -> PackedModel:
     """The PackedModel of ``model`` (built on first use, kept while the model lives)."""
-    return _per_model(_PACKED, model, PackedModel)
+    return per_model(_PACKED, model, PackedModel)
 
 
-def _nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
+def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
 
 
@@ -242,12 +304,12 @@ def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, 
 
         return sap_step(model, state, ctx, strict=strict)
     if status == K.STEP_NONFINITE_START:
-        raise _nonfinite_error(model, state, bad, state.step, state.t)
+        raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
     info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
-                    converged=sap_status == 0, status=_SAP_STATUS_NAMES[sap_status],
+                    converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
                     momentum_residual=float(resid), line_search_evaluations=int(ls_evals))
     if contacts.count == 0:
         info = StepInfo(contacts=contacts)
@@ -258,7 +320,7 @@ def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, 
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
     t_new = state.t + model.time_step
     if status == K.STEP_NONFINITE_END:
-        raise _nonfinite_error(model, state, bad, state.step + 1, t_new)
+        raise nonfinite_error(model, state, bad, state.step + 1, t_new)
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import sweep_and_prune_pairs
 from convexsim.geometry.collide import narrow_phase
-from convexsim.geometry.transforms import geom_world_poses_kernel
+from convexsim.geometry.transforms import geom_world_poses_kernel, quat_exp_times
 from convexsim.sap import blocks, supernodal
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
 from convexsim.sap.friction_cone import regularization
@@ -86,7 +86,7 @@ RUN_NEED_CONTACT_SPACE = 10
 RUN_CHUNK_END = 11
 
 # SapStatus values (convexsim.sap.types)
-_CONVERGED = 0
+SAP_CONVERGED = 0
 _MAX_ITERATIONS = 1
 _LINE_SEARCH_FAILED = 2
 _FACTORIZATION_FAILED = 3
@@ -111,7 +111,7 @@ def _finite_body(q, v, b):
 
 
 @jit
-def _first_nonfinite_body(q, v):
+def first_nonfinite_body(q, v):
     for b in range(q.shape[0]):
         if not _finite_body(q, v, b):
             return b
@@ -378,36 +378,16 @@ def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
             v_out[b, i] = v_next[6 * m + i]
         for i in range(3):
             q_out[b, i] = q[b, i] + dt * v_out[b, 3 + i]
-        r0 = dt * v_out[b, 0]
-        r1 = dt * v_out[b, 1]
-        r2 = dt * v_out[b, 2]
-        theta = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
-        half = 0.5 * theta
-        if theta < 1e-8:
-            k = 0.5 - theta ** 2 / 48.0
-        else:
-            k = math.sin(half) / theta
-        aw = math.cos(half)
-        ax = k * r0
-        ay = k * r1
-        az = k * r2
-        bw = q[b, 3]
-        bx = q[b, 4]
-        by = q[b, 5]
-        bz = q[b, 6]
-        qw = aw * bw - ax * bx - ay * by - az * bz
-        qx = aw * bx + ax * bw + ay * bz - az * by
-        qy = aw * by - ax * bz + ay * bw + az * bx
-        qz = aw * bz + ax * by - ay * bx + az * bw
-        nrm = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        q_out[b, 3] = qw / nrm
-        q_out[b, 4] = qx / nrm
-        q_out[b, 5] = qy / nrm
-        q_out[b, 6] = qz / nrm
+        qw, qx, qy, qz = quat_exp_times(dt * v_out[b, 0], dt * v_out[b, 1], dt * v_out[b, 2], q[b, 3], q[b, 4],
+                                        q[b, 5], q[b, 6])
+        q_out[b, 3] = qw
+        q_out[b, 4] = qx
+        q_out[b, 5] = qy
+        q_out[b, 6] = qz
 
 
 @jit
-def _clique_graph(cliques):
+def clique_graph(cliques):
     """Edges (ne, 2) of coupled clique pairs (a < b, sorted unique) and the edge of each constraint."""
     nk = cliques.shape[0]
     keys = np.empty(nk, np.int64)
@@ -436,7 +416,7 @@ def _clique_graph(cliques):
 
 
 @jit
-def _islands(ncl, edges):
+def islands(ncl, edges):
     """Connected components of the clique graph: (island of each clique, number of islands); islands are
     numbered in the order of their lowest clique."""
     parent = np.arange(ncl)
@@ -521,7 +501,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
                  kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
     """SAP Newton iterations of ``sap.solver._NewtonRun.iterate`` on one (participating) problem, v in place.
 
-    ``edges``, ``constraint_edge``: the clique graph (``_clique_graph``). ``use_sn`` False: H is factored
+    ``edges``, ``constraint_edge``: the clique graph (``clique_graph``). ``use_sn`` False: H is factored
     by a dense Cholesky per island; True: by the supernodal Cholesky (``sap.supernodal``) of the symbolic
     analysis ``sn`` (:data:`SN_FIELDS` of a ``SupernodalSymbolic``) of the pattern ``sn_edges``, which must
     contain ``edges`` (a superset pattern gives the same factor up to round-off).
@@ -551,8 +531,8 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         edges = sn_edges
         constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
         if nk > 0 and constraint_edge[0] == -2:
-            return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
-    island, nisl = _islands(ncl, edges)
+            return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    island, nisl = islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
     pos_in_island = np.empty(ncl, np.int64)
     for c in range(ncl):
@@ -599,7 +579,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     r = 0.0
     s = 0.0
     if too_large:
-        return _CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+        return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
     if use_sn:
         max_n = 0
         sn_values = np.empty(sn[SN_VALPTR][-1])
@@ -641,7 +621,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
             tol = fpar[F_COST_ABS_TOL] + fpar[F_COST_REL_TOL] * 0.5 * (abs(ell) + abs(ell_prev))
             cost_reached = abs(ell_prev - ell) < tol and alpha_last > 0.5
         if optimality or cost_reached:
-            return _CONVERGED, iterations, ls_evaluations, r, s, gamma, False
+            return SAP_CONVERGED, iterations, ls_evaluations, r, s, gamma, False
         if kappa > 0.0 and r <= fpar[F_SLIP_CURVATURE_RESIDUAL] * s:
             kappa = 0.0  # near the optimum: exact Hessian blocks from here on, as sap.solver does
             eval_constraints(kind, cpar, vc, gamma, G, True, 0.0)
@@ -725,6 +705,47 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
 
 
 @jit
+def contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d):
+    """(kind (nc,), cpar (nc, NPAR)) of the contacts: combined materials (``contacts.combined_parameters``)
+    and the contact model's kernel parameters (``friction_cone.regularization`` for SAP with the Delassus
+    estimate w [1/kg], ``hunt_crossley.hc_kernel_parameters`` with the normal velocities vn0 [m/s] at v0)."""
+    dt = fpar[F_DT]
+    nc = phi.shape[0]
+    kind_code = ipar[I_CONTACT_KIND]
+    kind = np.full(nc, kind_code, np.int64)
+    cpar = np.zeros((nc, NPAR))
+    k_arr = np.empty(nc)
+    mu_arr = np.empty(nc)
+    tau_arr = np.empty(nc)
+    d_arr = np.empty(nc)
+    for c in range(nc):
+        ga = geoms[c, 0]
+        gb = geoms[c, 1]
+        ka = geom_k[ga]
+        kb = geom_k[gb]
+        ksum = ka + kb
+        musum = geom_mu[ga] + geom_mu[gb]
+        k_arr[c] = ka * kb / ksum if ksum > 0 else 0.0
+        d_arr[c] = (kb * geom_d[ga] + ka * geom_d[gb]) / ksum if ksum > 0 else 0.0
+        mu_arr[c] = 2 * geom_mu[ga] * geom_mu[gb] / musum if musum > 0 else 0.0
+        tau_arr[c] = geom_tau[ga] + geom_tau[gb]
+    if kind_code == KIND_SAP:
+        for c in range(nc):
+            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
+                                            phi[c])
+            cpar[c, 0] = mu_arr[c]
+            cpar[c, 1] = Rt
+            cpar[c, 2] = Rn
+            cpar[c, 5] = vn_hat
+    else:
+        fe0 = np.empty(nc)
+        for c in range(nc):
+            fe0[c] = -k_arr[c] * phi[c]
+        hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
+    return kind, cpar
+
+
+@jit
 def _no_prepared(status, bad, nmov):
     """What :func:`step_prepare` returns for a step that stops before collision."""
     e0 = np.zeros(0)
@@ -747,7 +768,7 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
     kind, cpar, v0 of the cliques, edges (ne, 2), constraint_edge) — the participating problem in the flat
     layout of ``sap.ContactProblem`` and its clique graph, as :func:`step_finish` takes it."""
     nmov = moving.shape[0]
-    bad = _first_nonfinite_body(q, v)
+    bad = first_nonfinite_body(q, v)
     if bad >= 0:
         return _no_prepared(STEP_NONFINITE_START, bad, nmov)
     dt = fpar[F_DT]
@@ -838,36 +859,9 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
         if not w[c] > 0.0:
             w[c] = 1.0
     kind_code = ipar[I_CONTACT_KIND]
-    kind = np.full(nc, kind_code, np.int64)
-    cpar = np.zeros((nc, NPAR))
-    k_arr = np.empty(nc)
-    mu_arr = np.empty(nc)
-    tau_arr = np.empty(nc)
-    d_arr = np.empty(nc)
-    for c in range(nc):
-        ga = geoms[c, 0]
-        gb = geoms[c, 1]
-        ka = geom_k[ga]
-        kb = geom_k[gb]
-        ksum = ka + kb
-        musum = geom_mu[ga] + geom_mu[gb]
-        k_arr[c] = ka * kb / ksum if ksum > 0 else 0.0
-        d_arr[c] = (kb * geom_d[ga] + ka * geom_d[gb]) / ksum if ksum > 0 else 0.0
-        mu_arr[c] = 2 * geom_mu[ga] * geom_mu[gb] / musum if musum > 0 else 0.0
-        tau_arr[c] = geom_tau[ga] + geom_tau[gb]
-    if kind_code == KIND_SAP:
+    vn0 = np.empty(nc if kind_code != KIND_SAP else 0)
+    if kind_code != KIND_SAP:
         for c in range(nc):
-            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
-                                            phi[c])
-            cpar[c, 0] = mu_arr[c]
-            cpar[c, 1] = Rt
-            cpar[c, 2] = Rn
-            cpar[c, 5] = vn_hat
-    else:
-        fe0 = np.empty(nc)
-        vn0 = np.empty(nc)
-        for c in range(nc):
-            fe0[c] = -k_arr[c] * phi[c]
             acc = 0.0
             p0 = J_full_ptr[c, 0]
             m0 = body_dof[geom_body[geoms[c, 0]]]
@@ -882,9 +876,9 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
                     t += J_values[J_full_ptr[c, 1] + 12 + j] * v[geom_body[geoms[c, 1]], j]
                 acc += t
             vn0[c] = acc
-        hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
-    edges, constraint_edge = _clique_graph(cl_red)
-    island, nisl = _islands(ncl, edges)
+    kind, cpar = contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d)
+    edges, constraint_edge = clique_graph(cl_red)
+    island, nisl = islands(ncl, edges)
     isl_size = np.zeros(nisl, np.int64)
     for c in range(ncl):
         isl_size[island[c]] += sizes[c]
@@ -921,7 +915,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
     force = np.zeros((nc, 3))
     if nc == 0:
         integrate_kernel(fpar, moving, q, v, v_star, q_out, v_out)
-        bad = _first_nonfinite_body(q_out, v_out)
+        bad = first_nonfinite_body(q_out, v_out)
         if bad >= 0:
             return STEP_NONFINITE_END, bad, 0, 0, 0, 0.0, gamma, force
         return STEP_OK, -1, 0, 0, 0, 0.0, gamma, force
@@ -944,7 +938,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
         if k >= 0:
             for i in range(6):
                 v_next[6 * m + i] = v_red[6 * k + i]
-    if status != _CONVERGED:
+    if status != SAP_CONVERGED:
         finite = True
         for i in range(v_next.shape[0]):
             if not math.isfinite(v_next[i]):
@@ -952,7 +946,7 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
         if ipar[I_STRICT] != 0 or not finite:
             return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
     integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
-    bad = _first_nonfinite_body(q_out, v_out)
+    bad = first_nonfinite_body(q_out, v_out)
     if bad >= 0:
         return STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
     return STEP_OK, -1, status, iterations, ls_evals, resid, gamma, force

@@ -21,7 +21,7 @@ import numpy as np
 from convexsim.lcp.lemke import REBUILD_LU_MAX, LemkeOptions
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import _per_model, free_body_layout_problem, packed
+from convexsim.stepping.compiled import per_model, free_body_layout_problem, packed
 
 _SUPPORTED: dict = {}
 _PACKED: dict = {}
@@ -55,7 +55,7 @@ def lcp_compiled_supported(model: Model) -> tuple[bool, str]:
 
 def lcp_supported_cached(model: Model) -> tuple[bool, str]:
     """``lcp_compiled_supported(model)``, evaluated once per model object."""
-    return _per_model(_SUPPORTED, model, lcp_compiled_supported)
+    return per_model(_SUPPORTED, model, lcp_compiled_supported)
 
 
 class _LcpPacked:
@@ -112,7 +112,7 @@ def compiled_lcp_step(model: Model, state: State, ctx, warm: bool, info_type, fr
     """
     if dense_work < 0:
         return None, "SPLIT_ISLANDS is off or dense assembly disabled"
-    lp = _per_model(_PACKED, model, lambda m: _LcpPacked(m, friction_directions))
+    lp = per_model(_PACKED, model, lambda m: _LcpPacked(m, friction_directions))
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out = np.empty_like(q)

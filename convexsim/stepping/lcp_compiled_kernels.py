@@ -28,7 +28,7 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke.revised import revised_buffers, revised_kernel
-from convexsim.stepping.compiled_kernels import (F_DT, _first_nonfinite_body, collide_and_filter,
+from convexsim.stepping.compiled_kernels import (F_DT, first_nonfinite_body, collide_and_filter,
                                                  contact_frame, free_motion_kernel, integrate_kernel,
                                                  jacobian_block, margin_shares)
 from convexsim.stepping.lcp_dense import assemble_dense
@@ -199,7 +199,7 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
     e2 = np.zeros((0, 2), np.int64)
     e3 = np.zeros((0, 3))
     d_set = jpar[J_NDIR]
-    bad = _first_nonfinite_body(q, v)
+    bad = first_nonfinite_body(q, v)
     if bad >= 0:
         return (LCP_NONFINITE_START, bad, e2, np.zeros(0), e3, e3, np.zeros((0, 3, 3)), e3, e3, 0, 0,
                 np.zeros((0, d_set + 2), np.bool_), np.zeros((0, 3), np.int64))
@@ -368,7 +368,7 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
             force[c, i] = (R_WC[c, i, 0] * gamma[c, 0] + R_WC[c, i, 1] * gamma[c, 1]
                            + R_WC[c, i, 2] * gamma[c, 2]) / dt
     integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
-    bad = _first_nonfinite_body(q_out, v_out)
+    bad = first_nonfinite_body(q_out, v_out)
     if bad >= 0:
         return (LCP_NONFINITE_END, bad, geoms, phi, point, normal, R_WC, gamma, force, pivots, nisl, basic_pc,
                 keys)

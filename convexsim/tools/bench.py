@@ -359,11 +359,17 @@ def forced_linear_solver(choice: str | None):
 
 
 def _warm_up_compiled(model, state) -> None:
-    """Load the compiled step's kernels (both the one-call step and the two-call supernodal step) outside the
-    timed window: one step of each from the scene's initial state, in a throwaway context."""
+    """Load the compiled step's kernels (both the one-call step and the two-call supernodal step; for a tree
+    model its one-call step) outside the timed window: one step of each from the scene's initial state, in a
+    throwaway context."""
     from convexsim.stepping import StepContext, compiled
 
     if not compiled.supported_cached(model)[0]:
+        return
+    if model.has_trees:                       # the tree step's kernel (stepping.compiled_trees)
+        from convexsim.stepping.compiled_trees import compiled_tree_step
+
+        compiled_tree_step(model, state, StepContext())
         return
     pm = compiled.packed(model)
     q = np.ascontiguousarray(state.q, dtype=np.float64)

@@ -142,7 +142,8 @@ def _warm_tableau() -> None:
 def _warm_sap(steps: int) -> None:
     """The SAP kernels: ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar
     (the compiled run loop, the reference Python path, the compiled single step of ``stepping.step``), then
-    of :data:`WARMUP_TREE_SCENE` (the articulated stepper)."""
+    of :data:`WARMUP_TREE_SCENE` (the compiled tree run loop and single step, and the reference articulated
+    step)."""
     from convexsim.stepping import step
 
     for model_name in ("sap", "lagged", "similar"):
@@ -151,7 +152,9 @@ def _warm_sap(steps: int) -> None:
             run_model(model, state, duration=steps * model.time_step, path=path)
         step(model, state, path="compiled")
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
-    run_model(model, state, duration=steps * model.time_step)
+    run_model(model, state, duration=steps * model.time_step)   # the compiled tree run loop
+    run_model(model, state, duration=steps * model.time_step, path="reference")   # the articulated step
+    step(model, state, path="compiled")                          # the compiled single tree step
     _warm_block_sparse()
 
 
