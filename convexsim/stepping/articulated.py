@@ -41,7 +41,7 @@ from convexsim.stepping.body_constraints import BodyConstraintError
 from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
 from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.context import StepContext
-from convexsim.stepping.contacts import (_geom_sweep_radius, _select, check_finite_state, combined_parameters,
+from convexsim.stepping.contacts import (geom_sweep_radius, select_contacts, check_finite_state, combined_parameters,
                                          contact_margin, pair_reach)
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
@@ -169,7 +169,7 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     links = forest.link_bodies()
     if links.size:
         rb = np.zeros(model.nbody)
-        rho = _geom_sweep_radius(model)
+        rho = geom_sweep_radius(model)
         finite = np.isfinite(rho)
         np.maximum.at(rb, model.geom_body[finite], rho[finite])
         share[links] += dt * (np.linalg.norm(state.v[links, 3:], axis=1)
@@ -185,7 +185,7 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     drop = ((ta >= 0) & (ta == tb)) | (~moves[a] & ~moves[b])
     drop |= (base[tb] == a) | (base[ta] == b)            # a tree's links never touch the body it hangs from
     drop |= contacts.phi > pair_reach(model, state, contacts)
-    return _select(contacts, ~drop) if drop.any() else contacts
+    return select_contacts(contacts, ~drop) if drop.any() else contacts
 
 
 def contact_jacobian(model: Model, state: State, system: ArticulatedSystem, contacts: Contacts,

@@ -28,7 +28,7 @@ import numpy as np
 
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
 from convexsim.stepping import compiled_kernels as K
-from convexsim.stepping.contacts import MARGIN_FLOOR, _geom_sweep_radius
+from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 ISLAND_MAX_DOFS = 120
@@ -183,7 +183,7 @@ class PackedModel:
         self.fpar, self.ipar = fpar, ipar
         fixed = np.ascontiguousarray(model.body_fixed, dtype=np.bool_)
         geom_body = np.ascontiguousarray(model.geom_body, dtype=np.int64)
-        rho = np.ascontiguousarray(_geom_sweep_radius(model), dtype=float)
+        rho = np.ascontiguousarray(geom_sweep_radius(model), dtype=float)
         rb = np.zeros(model.nbody)
         finite = np.isfinite(rho)
         np.maximum.at(rb, geom_body[finite], rho[finite])

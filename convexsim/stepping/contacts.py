@@ -202,10 +202,6 @@ def check_finite_state(model: Model, state: State) -> None:
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
 
-_geom_sweep_radius = geom_sweep_radius
-_select = select_contacts
-"""The former private names, still imported by ``stepping/compiled.py`` and ``stepping/articulated.py``; remove
-once those import ``geom_sweep_radius`` and ``select_contacts``."""
 
 __all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach", "geom_sweep_radius", "select_contacts",
            "ContactParameters", "combined_parameters", "ContactKinematics",
