@@ -38,7 +38,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import sweep_and_prune_pairs
 from convexsim.geometry.collide import narrow_phase
-from convexsim.geometry.transforms import geom_world_poses_kernel, quat_exp_times
+from convexsim.geometry.transforms import geom_world_poses_kernel, rotation_entries_kernel, quat_exp_times
 from convexsim.sap import blocks, supernodal
 from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
 from convexsim.sap.friction_cone import regularization
@@ -311,16 +311,11 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
         x = q[b, 4]
         y = q[b, 5]
         z = q[b, 6]
+        e = rotation_entries_kernel(w, x, y, z)      # the one quaternion → rotation formula (as stored)
         R = np.empty((3, 3))
-        R[0, 0] = 1 - 2 * (y * y + z * z)
-        R[0, 1] = 2 * (x * y - w * z)
-        R[0, 2] = 2 * (x * z + w * y)
-        R[1, 0] = 2 * (x * y + w * z)
-        R[1, 1] = 1 - 2 * (x * x + z * z)
-        R[1, 2] = 2 * (y * z - w * x)
-        R[2, 0] = 2 * (x * z - w * y)
-        R[2, 1] = 2 * (y * z + w * x)
-        R[2, 2] = 1 - 2 * (x * x + y * y)
+        for i in range(3):
+            for j in range(3):
+                R[i, j] = e[3 * i + j]
         RI = np.empty((3, 3))
         for i in range(3):
             for j in range(3):
