@@ -335,7 +335,7 @@ def check_kernel_consistency(problem: ContactProblem, v) -> float:
     kind, cpar, _, _ = constraint_kernel_data(problem, w)
     vc = problem.constraint_velocities(v)
     g_ref = np.empty((problem.nk, 3))
-    eval_constraints(kind, np.ascontiguousarray(cpar), vc, g_ref, np.empty((problem.nk, 3, 3)), False)
+    eval_constraints(kind, np.ascontiguousarray(cpar), vc, g_ref, np.empty((problem.nk, 3, 3)), False, 0.0)
     ours = np.array([impulse_partials(int(kind[i]), cpar[i], vc[i])[0] for i in range(problem.nk)])
     return float(np.max(np.abs(ours - g_ref))) if problem.nk else 0.0
 

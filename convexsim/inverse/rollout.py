@@ -197,7 +197,7 @@ def momentum_residual(model: Model, state: State, kin, v: np.ndarray) -> np.ndar
     kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
     gamma = np.empty((problem.nk, 3))
     eval_constraints(kind, np.ascontiguousarray(cpar), problem.constraint_velocities(v), gamma,
-                     np.empty((problem.nk, 3, 3)), False)
+                     np.empty((problem.nk, 3, 3)), False, 0.0)
     return g - problem.generalized_impulses(gamma)
 
 

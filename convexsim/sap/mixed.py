@@ -60,7 +60,7 @@ class _Mixed:
         Gc = np.zeros((self.nk, 3, 3))
         if self.nk:
             vc = np.ascontiguousarray((self.Jc @ v).reshape(self.nk, 3))
-            ell += eval_constraints(self.kind, self.cpar, vc, gc, Gc, with_hessian)
+            ell += eval_constraints(self.kind, self.cpar, vc, gc, Gc, with_hessian, 0.0)
         gr = np.zeros(self.nr)
         Gr = np.zeros(self.nr)
         if self.nr:
