@@ -77,8 +77,10 @@ def _mutate(draw, root: ET.Element) -> str:
         ET.SubElement(root, "joint", name="cycle", type="fixed")
         new = root.findall("joint")[-1]
         child = j.find("parent")
-        ET.SubElement(new, "parent", link=j.find("child").get("link") if j.find("child") is not None else links[0])
-        ET.SubElement(new, "child", link=child.get("link") if child is not None else links[-1])
+        # an earlier mutation may have removed an attribute: never hand ElementTree a None (it cannot write it)
+        ET.SubElement(new, "parent", link=(j.find("child").get("link") if j.find("child") is not None else None)
+                      or links[0] or "")
+        ET.SubElement(new, "child", link=(child.get("link") if child is not None else None) or links[-1] or "")
     elif kind == "mass":
         masses = root.findall(".//mass")
         if not masses:
