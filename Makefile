@@ -1,15 +1,15 @@
 # convexsim: two commands on a fresh machine.
 #   make demo   create .venv (if needed), install, compile the kernels, run the main job on a shipped scene
 #   make test   the same environment plus test tools (and Chromium for viewer tests), then the whole
-#               suite, slow tests included, and the round-off reruns (CI runs this); make test-fast skips
-#               the tests marked slow and the reruns
+#               suite, slow tests included, and the round-off reruns (CI runs this, then make test-long);
+#               make test-fast skips the tests marked slow and the reruns
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 OUT    ?= out
 
-.PHONY: demo test test-fast test-roundoff venv install install-test browser bench clean
+.PHONY: demo test test-fast test-long test-roundoff venv install install-test browser bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,8 +69,14 @@ GENERIC_CACHE := $(CURDIR)/.numba_cache_generic
 
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup
-	$(PYTEST) $(PARALLEL) --durations=25
+	$(PYTEST) $(PARALLEL) -m "not long" --durations=25
 	@$(MAKE) --no-print-directory test-roundoff
+
+# The long tier: runs of minutes (the cold full-duration mixed_clutter LCP run, ≈ 4 min). CI runs it after
+# `make test` (.ci/run), so that `make test` itself stays within 10 minutes on a fresh 2-core clone.
+test-long: $(VENV)/.test-installed
+	$(VENV)/bin/convexsim warmup
+	$(PYTEST) -p no:cacheprovider -m long --durations=5
 
 test-roundoff: $(VENV)/.test-installed
 	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 $(ROUNDOFF)
@@ -82,7 +88,7 @@ test-roundoff: $(VENV)/.test-installed
 # cached).
 test-fast: $(VENV)/.test-installed
 	$(VENV)/bin/convexsim warmup
-	$(PYTEST) $(PARALLEL) -m "not slow"
+	$(PYTEST) $(PARALLEL) -m "not slow and not long"
 
 bench: $(VENV)/.core-installed
 	$(VENV)/bin/convexsim bench

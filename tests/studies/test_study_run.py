@@ -24,12 +24,15 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _diverging_study() -> dict:
-    """Two runs of a ball 1 m above the ground: normal gravity, and 1e308 m/s² sideways (overflows to inf)."""
+    """Two LCP runs of a ball dropped from 1 m: an automatic Lemke pivot limit, and a limit of one pivot, which
+    no contact LCP of the landing meets (the stepper's fallback rungs find no answer, and the run fails at the
+    landing step with its message). A scene file can no longer ask for an overflowing gravity (numbers are
+    range-checked), so the failure is a solver's, as a user's study may meet one."""
     return tiny_study(
         name="diverging",
         time_step=0.05, duration=2.0,
-        fixed={"bodies.ball.position": [0.0, 0.0, 1.0]},
-        parameters=[{"path": "gravity", "values": [[0.0, 0.0, -9.81], [1.0e308, 0.0, 0.0]]}],
+        fixed={"bodies.ball.position": [0.0, 0.0, 1.0], "solver.kind": "lcp"},
+        parameters=[{"path": "solver.lcp_max_pivots", "values": [0, 1]}],
         metrics=["hop_height", "final_energy", "solver_failures"])
 
 
@@ -245,7 +248,10 @@ def test_killed_study_resumes_without_redoing_finished_runs(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    before = _jsonl(jsonl)
+    text = jsonl.read_text()
+    # the kill may land in the middle of a record: the complete lines are what was recorded (resuming drops
+    # a torn last line, test_torn_last_line_is_dropped_and_only_missing_runs_execute)
+    before = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
     n_done = len(before)
     assert 1 <= n_done < 4, f"kill landed after {n_done} runs; the test needs pending runs"
     if (out / "results.csv").exists():  # the CSV is whole (atomic), possibly one run behind the JSONL
