@@ -35,7 +35,7 @@ browser:
 	  || echo "WARNING: could not install chromium; browser tests will be skipped"; \
 	else echo "WARNING: chromium missing and not root; browser tests will be skipped"; fi
 
-# `convexsim warmup` compiles the numba kernels once (about 2 min the first time, a few seconds when
+# `convexsim warmup` compiles the numba kernels once (about 2 min the first time, in two processes; a few seconds when
 # they are cached), so the run below and the README's first `convexsim run` start at full speed.
 demo: $(VENV)/.core-installed
 	@mkdir -p $(OUT)
