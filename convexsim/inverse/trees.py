@@ -44,10 +44,11 @@ from scipy.linalg import cho_factor, cho_solve
 
 from convexsim import dynamics
 from convexsim.inverse.gradients import impulse_partials
-from convexsim.model import Model, State
+from convexsim.model import ContactModel, Model, State
 from convexsim.multibody.forest import Controls, write_link_rows
 from convexsim.multibody.model import JointType
-from convexsim.sap.joint_constraints import BETA_JOINT, KIND_PD, eval_rows, pd_gains_kernel
+from convexsim.sap.constraints import eval_constraints
+from convexsim.sap.joint_constraints import BETA_JOINT, eval_rows, pd_gains_kernel
 
 ROBOT_KINDS = ("damping", "kp", "kd", "mass", "mu")
 """Robot (and material) parameters: ``damping:JOINT`` [N·m·s/rad or N·s/m], ``kp:ACTUATOR`` [N·m/rad or
@@ -252,13 +253,25 @@ def step_stages(model: Model, state: State, controls: Controls | None = None, co
     return StepStages(system, contacts, Jc, kind, cpar)
 
 
+def free_velocity(model: Model, state: State) -> np.ndarray:
+    """v* of the step (free bodies' free motion, then every tree's v0 + dt A⁻¹(−h − D v0)), no controls."""
+    from convexsim.multibody.reference_step import free_motion
+
+    out = [dynamics.free_motion(model, state)[1]]
+    for t in model.forest.trees:
+        if t.nv:
+            out.append(free_motion(t.model, t.q_of(state.tree_q), t.v_of(state.tree_v), model.time_step)[1])
+    return np.concatenate(out)
+
+
 def residual(st: StepStages, v: np.ndarray) -> np.ndarray:
     """g(v) = A (v − v*) − J_cᵀ γ_c(J_c v) − J_rᵀ γ_r(J_r v) [N·s] of the stages ``st``."""
     sys_ = st.system
     g = sys_.A @ (v - sys_.v_star)
     if st.contacts.count:
-        vc = (st.Jc @ v).reshape(-1, 3)
-        gam = np.array([impulse_partials(int(st.kind[i]), st.cpar[i], vc[i])[0] for i in range(vc.shape[0])])
+        vc = np.ascontiguousarray((st.Jc @ v).reshape(-1, 3))
+        gam = np.empty_like(vc)
+        eval_constraints(st.kind, np.ascontiguousarray(st.cpar), vc, gam, np.empty((vc.shape[0], 3, 3)), False, 0.0)
         g -= st.Jc.T @ gam.reshape(-1)
     if sys_.par.shape[0]:
         gr = np.empty(sys_.par.shape[0])
@@ -365,12 +378,18 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
                                 f"solution (> {RESIDUAL_TOL:g}): tighten the solver tolerances")
     H = newton_matrix(ref, v_next)
     nrows = ref.system.par.shape[0]
+    # with SAP contacts only v* reads v0 (lagged/similar contacts read vn0; a joint limit's window reads v0
+    # too, but only its presence, a jump no derivative sees)
+    sap_contacts = ContactModel(model.contact_model) == ContactModel.SAP
 
     def rows_same(st):
         return st.system.par.shape[0] == nrows
 
     def g_of_v(dv):
-        st = step_stages(model, _shift(model, state, dv=dv), controls, ref.contacts)
+        s = _shift(model, state, dv=dv)
+        if sap_contacts:                   # only v* depends on v0: g = A (v − v*(v0)) + (terms free of v0)
+            return -ref.system.A @ free_velocity(model, s)
+        st = step_stages(model, s, controls, ref.contacts)
         return residual(st, v_next) if rows_same(st) else None
 
     def g_of_q(dq):
