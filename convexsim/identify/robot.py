@@ -179,14 +179,15 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
         write_link_rows(model.forest, s.q, s.v, s.tree_q, s.tree_v)
         return s
 
-    def run(x):
-        key = x.tobytes()
+    def run(x, linearize=False):
+        key = (x.tobytes(), linearize)
         if key not in cache:
-            cache.clear()
+            if len(cache) > 4:
+                cache.clear()
             values = {p: float(x[j]) for j, p in enumerate(params)}
             try:
                 cache[key] = tree_rollout(model, state_of(x), T - 1, values=values, parameters=params,
-                                          linearize=True)
+                                          linearize=linearize)
             except Exception as exc:                    # a step that fails at these values: name them
                 raise IdentificationError(f"robot fit: the rollout failed at "
                                           f"{', '.join(f'{p.label()}={values[p]:.6g}' for p in params)}: {exc}") from None
@@ -199,7 +200,7 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
         return np.ravel(predicted(run(x)) - observed)
 
     def jac(x):
-        Sq, _ = tangents(run(x), initial=True)           # (T, nv, npar + 2 nv)
+        Sq, _ = tangents(run(x, linearize=True), initial=True)           # (T, nv, npar + 2 nv)
         rows = np.r_[jrows, prows]
         cols = np.r_[np.arange(npar), npar + jrows, npar + nv + jrows, npar + prows, npar + nv + vrows]
         return Sq[:, rows, :][:, :, cols].reshape(T * rows.size, cols.size)
@@ -209,15 +210,10 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
     lo = np.full(x0.size, -np.inf)
     lo[:npar] = 0.0
     sol = least_squares(fun, x0, jac=jac, bounds=(lo, np.inf), method="trf", x_scale="jac", max_nfev=max_nfev,
-                        xtol=1e-10, ftol=1e-12, gtol=1e-12)
+                        xtol=1e-8, ftol=1e-10, gtol=1e-10)
     objective = float(2 * sol.cost)
-    dof = max(sol.fun.size - x0.size, 1)
-    cov = np.linalg.pinv(sol.jac.T @ sol.jac) * objective / dof
-    std = np.sqrt(np.maximum(np.diag(cov)[:npar], 0.0))
-    ests = []
-    for j, p in enumerate(params):
-        s = float("inf") if np.allclose(sol.jac[:, j], 0.0) else float(std[j])
-        ests.append(Estimate("sap", p.label(), float(sol.x[j]), s, initial[p]))
+    std = gauss_newton_std(sol.jac, objective, npar)
+    ests = [Estimate("sap", p.label(), float(sol.x[j]), float(std[j]), initial[p]) for j, p in enumerate(params)]
     pred = predicted(run(sol.x))
     notes = [] if sol.status > 0 else [f"least_squares stopped: {sol.message}"]
     res = MethodResult("sap", ests, objective, int(sol.nfev), pred[:, nq:].reshape(T, -1, 3), notes=notes)
@@ -229,6 +225,31 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
                     f"standard deviation {e.std:.3g} (> {MAX_RELATIVE_STD:.0%} of it); too much noise, too short "
                     "a window, or motion that does not depend on it")
     return RobotFit(res, int(sol.fun.size), pred[:, :nq], pred[:, nq:].reshape(T, -1, 3), data)
+
+
+RANK_TOL = 1e-10
+"""Singular values of the column-scaled Jacobian below this fraction of the largest are directions the data
+do not determine: a parameter with weight in one has an infinite standard deviation."""
+
+
+def gauss_newton_std(J: np.ndarray, objective: float, n: int) -> np.ndarray:
+    """Standard deviations of the first ``n`` unknowns, sqrt(diag s²(JᵀJ)⁻¹), s² = objective/(rows − cols).
+
+    Computed from the SVD of J with unit-norm columns; an unknown with weight (> 1e-6) in a direction whose
+    singular value is below RANK_TOL of the largest is not determined (inf), instead of the small number a
+    pseudo-inverse would give it."""
+    norms = np.linalg.norm(J, axis=0)
+    out = np.full(n, np.inf)
+    ok = norms > 0
+    _, s, Vt = np.linalg.svd(J[:, ok] / norms[ok], full_matrices=False)
+    s2 = objective / max(J.shape[0] - J.shape[1], 1)
+    weak = s < RANK_TOL * s[0]
+    var = (Vt[~weak].T ** 2) @ (1.0 / s[~weak] ** 2) * s2
+    undetermined = np.any(np.abs(Vt[weak]) > 1e-6, axis=0) if weak.any() else np.zeros(var.size, bool)
+    full = np.full(J.shape[1], np.inf)
+    full[np.flatnonzero(ok)] = np.where(undetermined, np.inf, np.sqrt(var) / norms[ok])
+    out[:] = full[:n]
+    return out
 
 
 def write_robot_report(fit: RobotFit, out_dir) -> Path:

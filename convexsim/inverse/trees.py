@@ -200,8 +200,8 @@ def velocity_vector(model: Model, state: State) -> np.ndarray:
     return np.concatenate([state.v[free].reshape(-1), np.asarray(state.tree_v, float)])
 
 
-def _shift(model: Model, state: State, dq=None, dv=None) -> State:
-    """The state moved by dq (tangent coordinates) and dv (v layout); link rows rewritten."""
+def _shift(model: Model, state: State, dq=None, dv=None, links: bool = True) -> State:
+    """The state moved by dq (tangent coordinates) and dv (v layout); link rows rewritten (``links``)."""
     from convexsim.spatial import quat_exp, quat_multiply
 
     s = state.copy()
@@ -218,7 +218,8 @@ def _shift(model: Model, state: State, dq=None, dv=None) -> State:
         dv = np.asarray(dv, float)
         s.v[free] += dv[:nf].reshape(-1, 6)
         s.tree_v = s.tree_v + dv[nf:]
-    write_link_rows(model.forest, s.q, s.v, s.tree_q, s.tree_v)
+    if links:
+        write_link_rows(model.forest, s.q, s.v, s.tree_q, s.tree_v)
     return s
 
 
@@ -386,10 +387,9 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
         return st.system.par.shape[0] == nrows
 
     def g_of_v(dv):
-        s = _shift(model, state, dv=dv)
         if sap_contacts:                   # only v* depends on v0: g = A (v − v*(v0)) + (terms free of v0)
-            return -ref.system.A @ free_velocity(model, s)
-        st = step_stages(model, s, controls, ref.contacts)
+            return -ref.system.A @ free_velocity(model, _shift(model, state, dv=dv, links=False))
+        st = step_stages(model, _shift(model, state, dv=dv), controls, ref.contacts)
         return residual(st, v_next) if rows_same(st) else None
 
     def g_of_q(dq):

@@ -17,7 +17,7 @@ from convexsim.inverse.rollout import adjoint, tangents
 from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value, tree_rollout,
                                      velocity_vector)
 from convexsim.simulate import prepare
-from tests.inverse.tree_scenes import ARM
+from tree_scenes import ARM
 
 ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow"), RobotParameter("kd", "shoulder"),
               RobotParameter("mass", "fore"))
