@@ -20,9 +20,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "scenes/studies/identification/mu_vs_noise.yaml)")
     p.add_argument("--reduced", action="store_true", help="with --study: its reduced sweep (tests, demos)")
     p.add_argument("--params", default="mu", help="comma-separated: mu, k, tau_d (sap model) or d "
-                                                  "(lagged/similar); default mu. Tree scenes: robot parameters "
-                                                  "KIND:NAME, KIND one of damping, kp, kd, mass, mu (e.g. "
-                                                  "mass:iiwa_link_7,mu:box; docs/identify.md, Robots)")
+                                                  "(lagged/similar); default mu. Tree scenes: robot "
+                                                  "parameters KIND:NAME, KIND one of damping, kp, kd, mass, "
+                                                  "mu (e.g. mass:iiwa_link_7,mu:box; docs/identify.md)")
     p.add_argument("--frames", default=None, metavar="START:STOP",
                    help="robot parameters: fit frames START..STOP-1 of TRAJ only (default all)")
     p.add_argument("--out", required=True, metavar="DIR", help="report folder (created)")

@@ -21,7 +21,7 @@ from their relative position).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from convexsim.inverse.trees import (RobotParameter, TreeGradientError, check_tr
 from convexsim.model import Model, State
 from convexsim.multibody.model import JointType
 from convexsim.spatial import quat_to_matrix
+from convexsim.stepping.types import SimulationError
 
 
 @dataclass
@@ -90,8 +91,8 @@ def joint_coordinates(model: Model, q_bodies: np.ndarray) -> np.ndarray:
             elif jt == JointType.PRISMATIC:
                 value = float(a @ (R_WJ.T @ (p_WB[j] - (p_WP + R_WP @ m.joint_pos[j]))))
             else:
-                raise IdentificationError(f"joint {t.joint_names[j]!r} is {JointType(jt).name}: robot fits take "
-                                          "revolute, prismatic and fixed joints")
+                raise IdentificationError(f"joint {t.joint_names[j]!r} is {JointType(jt).name}: robot fits "
+                                          "take revolute, prismatic and fixed joints")
             out[t.q_start + int(m.joint_qadr[j])] = value
     return out
 
@@ -104,8 +105,8 @@ def robot_data(traj, window: tuple[int, int] | None = None) -> RobotData:
 
     model, frames = model_and_frames(traj)
     if not model.has_trees:
-        raise IdentificationError("the scene has no kinematic tree: robot parameters need joints (for material "
-                                  "parameters of free bodies use --params mu,k,...)")
+        raise IdentificationError("the scene has no kinematic tree: robot parameters need joints (for "
+                                  "material parameters of free bodies use --params mu,k,...)")
     try:
         check_tree_model(model)
     except TreeGradientError as exc:
@@ -113,8 +114,8 @@ def robot_data(traj, window: tuple[int, int] | None = None) -> RobotData:
     if window is not None:
         a, b = window
         if not 0 <= a < b <= len(frames) or b - a < 3:
-            raise IdentificationError(f"frame window {a}:{b} is not inside the trajectory's {len(frames)} frames "
-                                      "(at least 3 frames)")
+            raise IdentificationError(f"frame window {a}:{b} is not inside the trajectory's {len(frames)} "
+                                      "frames (at least 3 frames)")
         frames = frames[a:b]
     joints = np.array([joint_coordinates(model, s.q) for s in frames])
     dt = model.time_step
@@ -188,9 +189,9 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
             try:
                 cache[key] = tree_rollout(model, state_of(x), T - 1, values=values, parameters=params,
                                           linearize=linearize)
-            except Exception as exc:                    # a step that fails at these values: name them
-                raise IdentificationError(f"robot fit: the rollout failed at "
-                                          f"{', '.join(f'{p.label()}={values[p]:.6g}' for p in params)}: {exc}") from None
+            except (SimulationError, TreeGradientError) as exc:     # a step that fails at these values
+                at = ", ".join(f"{p.label()}={values[p]:.6g}" for p in params)
+                raise IdentificationError(f"robot fit: the rollout failed at {at}: {exc}") from None
         return cache[key]
 
     def predicted(ro):
@@ -213,7 +214,8 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
                         xtol=1e-8, ftol=1e-10, gtol=1e-10)
     objective = float(2 * sol.cost)
     std = gauss_newton_std(sol.jac, objective, npar)
-    ests = [Estimate("sap", p.label(), float(sol.x[j]), float(std[j]), initial[p]) for j, p in enumerate(params)]
+    ests = [Estimate("sap", p.label(), float(sol.x[j]), float(std[j]), initial[p])
+            for j, p in enumerate(params)]
     pred = predicted(run(sol.x))
     notes = [] if sol.status > 0 else [f"least_squares stopped: {sol.message}"]
     res = MethodResult("sap", ests, objective, int(sol.nfev), pred[:, nq:].reshape(T, -1, 3), notes=notes)
@@ -221,9 +223,9 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
         for e in ests:
             if not np.isfinite(e.std) or e.std > MAX_RELATIVE_STD * max(abs(e.value), 1e-12):
                 raise IdentificationError(
-                    f"robot fit: {e.parameter} is not identifiable from this data: estimate {e.value:.4g} with "
-                    f"standard deviation {e.std:.3g} (> {MAX_RELATIVE_STD:.0%} of it); too much noise, too short "
-                    "a window, or motion that does not depend on it")
+                    f"robot fit: {e.parameter} is not identifiable from this data: estimate {e.value:.4g} "
+                    f"with standard deviation {e.std:.3g} (> {MAX_RELATIVE_STD:.0%} of it); too much noise, "
+                    "too short a window, or motion that does not depend on it")
     return RobotFit(res, int(sol.fun.size), pred[:, :nq], pred[:, nq:].reshape(T, -1, 3), data)
 
 
@@ -262,8 +264,8 @@ def write_robot_report(fit: RobotFit, out_dir) -> Path:
     T = fit.joints.shape[0]
     rms = math.sqrt(res.objective / max(fit.observations, 1))
     lines = ["# Robot parameters", "",
-             f"Least squares on SAP rollouts of the scene over {T} frames ({fit.observations} observations: joint "
-             "coordinates and free-body positions), initial state fitted.", "",
+             f"Least squares on SAP rollouts of the scene over {T} frames ({fit.observations} observations: "
+             "joint coordinates and free-body positions), initial state fitted.", "",
              "| parameter | estimate | std | initial |", "|---|---|---|---|"]
     lines += [f"| {e.parameter} | {e.value:.6g} | {e.std:.2g} | {e.initial:.6g} |" for e in res.estimates]
     lines += ["", f"Misfit Σr² = {res.objective:.4g} (rms {rms:.3g}), {res.evaluations} evaluations.", ""]

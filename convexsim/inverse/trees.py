@@ -36,7 +36,6 @@ q_{l+1} = q_l + dt v_{l+1} is exact.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -137,7 +136,8 @@ def robot_value(model: Model, p: RobotParameter) -> float:
         k, i, _ = _link(model, p.target, what)
         return float(model.forest.trees[k].model.body_mass[i])
     if p.target not in model.material_names:
-        raise TreeGradientError(f"{what}: no material {p.target!r} (materials: {', '.join(model.material_names)})")
+        raise TreeGradientError(f"{what}: no material {p.target!r} "
+                                f"(materials: {', '.join(model.material_names)})")
     return float(model.material_friction[model.material_names.index(p.target)])
 
 
@@ -272,7 +272,8 @@ def residual(st: StepStages, v: np.ndarray) -> np.ndarray:
     if st.contacts.count:
         vc = np.ascontiguousarray((st.Jc @ v).reshape(-1, 3))
         gam = np.empty_like(vc)
-        eval_constraints(st.kind, np.ascontiguousarray(st.cpar), vc, gam, np.empty((vc.shape[0], 3, 3)), False, 0.0)
+        eval_constraints(st.kind, np.ascontiguousarray(st.cpar), vc, gam, np.empty((vc.shape[0], 3, 3)), False,
+                         0.0)
         g -= st.Jc.T @ gam.reshape(-1)
     if sys_.par.shape[0]:
         gr = np.empty(sys_.par.shape[0])
@@ -338,7 +339,8 @@ class TreeStepRecord:
             try:
                 self._factor = cho_factor(self.H)
             except np.linalg.LinAlgError as exc:
-                raise TreeGradientError(f"the Newton matrix at the step's solution is not SPD: {exc}") from None
+                raise TreeGradientError(f"the Newton matrix at the step's solution is not SPD: {exc}") \
+                    from None
         return cho_solve(self._factor, rhs)
 
 
@@ -375,8 +377,8 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
     scale = np.linalg.norm(ref.system.A @ (v_next - ref.system.v_star)) + 1e-300
     rel = float(np.linalg.norm(g0) / scale)
     if rel > RESIDUAL_TOL:
-        raise TreeGradientError(f"step {state.step} (t = {state.t:.6g} s): momentum residual {rel:.2g} at the step's "
-                                f"solution (> {RESIDUAL_TOL:g}): tighten the solver tolerances")
+        raise TreeGradientError(f"step {state.step} (t = {state.t:.6g} s): momentum residual {rel:.2g} at the "
+                                f"step's solution (> {RESIDUAL_TOL:g}): tighten the solver tolerances")
     H = newton_matrix(ref, v_next)
     nrows = ref.system.par.shape[0]
     # with SAP contacts only v* reads v0 (lagged/similar contacts read vn0; a joint limit's window reads v0
@@ -457,7 +459,8 @@ def _controls(model: Model, targets, l: int) -> Controls | None:
     if targets is None:
         return None
     names = [a.name for t in model.forest.trees for a in t.actuators]
-    return Controls(targets={n: (float(targets[l, i, 0]), float(targets[l, i, 1])) for i, n in enumerate(names)})
+    return Controls(targets={n: (float(targets[l, i, 0]), float(targets[l, i, 1]))
+                             for i, n in enumerate(names)})
 
 
 def tree_rollout(model: Model, state0: State, steps: int, *, values=None, parameters=(), targets=None,
@@ -493,7 +496,8 @@ def tree_rollout(model: Model, state0: State, steps: int, *, values=None, parame
         ctx.controls = _controls(m, targets, l)
         new, _ = step(m, state, ctx, strict=True, path=path)
         if linearize:
-            records.append(linearize_step(m, state, velocity_vector(m, new), parameters, values, ctx.controls))
+            records.append(linearize_step(m, state, velocity_vector(m, new), parameters, values,
+                                          ctx.controls))
         state = new
         states.append(state.copy())
     return TreeRollout(m, parameters, states, records)

@@ -46,12 +46,12 @@ def main(window: int = 40, eps: float = 1e-5, seed: int = 0) -> None:
     t0 = time.process_time()
     fit = fit_robot(data, params)
     cpu = time.process_time() - t0
-    print(f"window {window} steps ({window + 1} frames) from t = {state.t:.3f} s, noise {eps:g}, seed {seed}: "
-          f"{fit.result.evaluations} evaluations, {cpu:.1f} s CPU")
+    print(f"window {window} steps ({window + 1} frames) from t = {state.t:.3f} s, noise {eps:g}, "
+          f"seed {seed}: {fit.result.evaluations} evaluations, {cpu:.1f} s CPU")
     for e in fit.result.estimates:
         true = truth[next(p for p in params if p.label() == e.parameter)]
-        print(f"  {e.parameter:18s} {e.value:.5f} ± {e.std:.2g} (true {true:g}, {(e.value - true) / e.std:+.2f} σ, "
-              f"start {e.initial:g})")
+        z = (e.value - true) / e.std
+        print(f"  {e.parameter:18s} {e.value:.5f} ± {e.std:.2g} (true {true:g}, {z:+.2f} σ, start {e.initial:g})")
     print(f"  rms residual {np.sqrt(fit.result.objective / fit.observations):.3g} (noise {eps:g})")
 
 

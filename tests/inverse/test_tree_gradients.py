@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from convexsim.inverse.rollout import adjoint, tangents
-from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value, tree_rollout,
-                                     velocity_vector)
+from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value,
+                                     target_gradient, tree_rollout, velocity_vector)
 from convexsim.simulate import prepare
 from tree_scenes import ARM
 
-ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow"), RobotParameter("kd", "shoulder"),
-              RobotParameter("mass", "fore"))
+ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow"),
+              RobotParameter("kd", "shoulder"), RobotParameter("mass", "fore"))
 H_REL = 1e-5
 TOL = 1e-5
 
@@ -90,7 +90,6 @@ def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
     w = np.random.default_rng(3).normal(size=(steps + 1, ro.nv))
     grad, _, _, mult = adjoint(ro, w, step_multipliers=True)
     np.testing.assert_allclose(grad, np.einsum("tn,tnj->j", w, Sq), rtol=1e-9, atol=0)
-    from convexsim.inverse.trees import target_gradient
     dtg = target_gradient(ro, mult)
     for what in ((0, 0, 0), (7, 1, 0), (15, 0, 1)):
         fd = fd_rollout(model, state, steps, targets=tg, what=what, h=1e-6)
@@ -121,8 +120,8 @@ def test_bad_parameters_are_refused(arm):
         tree_rollout(free, state, 1, parameters=(RobotParameter("mass", "box"),))
 
 
-IIWA_PARAMS = (RobotParameter("mass", "iiwa_link_7"), RobotParameter("mu", "box"), RobotParameter("kp", "iiwa_joint_2"),
-               RobotParameter("damping", "iiwa_joint_4"))
+IIWA_PARAMS = (RobotParameter("mass", "iiwa_link_7"), RobotParameter("mu", "box"),
+               RobotParameter("kp", "iiwa_joint_2"), RobotParameter("damping", "iiwa_joint_4"))
 
 
 @pytest.fixture(scope="module")
