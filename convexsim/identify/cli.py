@@ -58,7 +58,7 @@ def run(args) -> int:
     params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
     if any(":" in t for t in params):                   # robot parameters KIND:NAME of a tree scene
         from convexsim.identify.robot import run_robot
-        return run_robot(args, params)
+        return run_robot(args, params, _initial(args.initial))
     methods = ("mpec", "sap") if args.method == "both" else (args.method,)
     try:
         ident = identify(args.trajectory, params, methods=methods, mu0=args.mu0,

@@ -289,17 +289,17 @@ def parse_window(text: str | None) -> tuple[int, int] | None:
         raise IdentificationError(f"--frames: expected START:STOP frame indices, got {text!r}") from None
 
 
-def run_robot(args, names) -> int:
-    """``convexsim identify TRAJ --params KIND:NAME,...``: 0 on success, 1 with a message on bad input."""
+def run_robot(args, names, initial: dict[str, float]) -> int:
+    """``convexsim identify TRAJ --params KIND:NAME,...`` (``initial``: the parsed ``--initial``, by
+    ``KIND:NAME``): 0 on success, 1 with a message on bad input."""
     import sys
 
-    from convexsim.identify.cli import _initial
     from convexsim.io import load_trajectory
 
     try:
         data = robot_data(load_trajectory(args.trajectory), parse_window(getattr(args, "frames", None)))
         params = parse_parameters(data.model, names)
-        init = {RobotParameter.parse(k): v for k, v in _initial(args.initial).items()}
+        init = {RobotParameter.parse(k): v for k, v in initial.items()}
         unknown = [p.label() for p in init if p not in params]
         if unknown:
             raise IdentificationError(f"--initial: {', '.join(unknown)} not among --params")
