@@ -146,12 +146,14 @@ def parse_parameters(model: Model, names) -> list[RobotParameter]:
 
 
 def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | None = None, *,
-              max_nfev: int = 20, check: bool = True) -> RobotFit:
+              max_nfev: int = 20, check: bool = True, accept_mismatch: bool = False) -> RobotFit:
     """Least squares on tree rollouts over (θ, x⁰) (module docstring).
 
     Args:
         initial: start values by RobotParameter (default: the scene's).
-        check: raise IdentificationError for a parameter that is not identifiable.
+        check: raise IdentificationError for a parameter that is not identifiable, and for a model
+            mismatch (rms residual above MISMATCH_FACTOR × the data's noise estimate) unless
+            ``accept_mismatch`` (then it is a note).
     """
     model = gradient_model(data.model)
     free = dynamics.moving_bodies(model)
@@ -218,6 +220,14 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
             for j, p in enumerate(params)]
     pred = predicted(run(sol.x))
     notes = [] if sol.status > 0 else [f"least_squares stopped: {sol.message}"]
+    rms, noise = math.sqrt(objective / sol.fun.size), noise_estimate(observed)
+    if rms > MISMATCH_FACTOR * noise:
+        msg = (f"model mismatch: the fit's rms residual {rms:.3g} is {rms / max(noise, 1e-300):.3g} times the "
+               f"noise the data show ({noise:.3g}, from their third differences): the scene does not describe "
+               "this motion with any value of the fitted parameters (fit more of them, or check the scene)")
+        if check and not accept_mismatch:
+            raise IdentificationError(f"robot fit: {msg}")
+        notes.insert(0, msg)
     res = MethodResult("sap", ests, objective, int(sol.nfev), pred[:, nq:].reshape(T, -1, 3), notes=notes)
     if check:
         for e in ests:
@@ -227,6 +237,19 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
                     f"with standard deviation {e.std:.3g} (> {MAX_RELATIVE_STD:.0%} of it); too much noise, "
                     "too short a window, or motion that does not depend on it")
     return RobotFit(res, int(sol.fun.size), pred[:, :nq], pred[:, nq:].reshape(T, -1, 3), data)
+
+
+MISMATCH_FACTOR = 3.0
+"""A fit whose rms residual exceeds this multiple of the data's own noise estimate (:func:`noise_estimate`)
+is a model mismatch: refused unless accepted."""
+
+
+def noise_estimate(obs: np.ndarray) -> float:
+    """rms noise of observations (T, channels) from their third differences: for a smooth motion Δ³ of the
+    signal is O(dt³) (jerk), and for i.i.d. noise of variance ε² Var(Δ³) = 20 ε², so ε ≈ rms(Δ³)/√20
+    (an overestimate where the motion jerks: at impacts, kinks of the targets)."""
+    d3 = np.diff(obs, n=3, axis=0)
+    return float(np.sqrt(np.mean(d3 ** 2) / 20.0)) if d3.size else 0.0
 
 
 RANK_TOL = 1e-10
@@ -303,7 +326,7 @@ def run_robot(args, names, initial: dict[str, float]) -> int:
         unknown = [p.label() for p in init if p not in params]
         if unknown:
             raise IdentificationError(f"--initial: {', '.join(unknown)} not among --params")
-        fit = fit_robot(data, params, init)
+        fit = fit_robot(data, params, init, accept_mismatch=getattr(args, "accept_mismatch", False))
     except (IdentificationError, TreeGradientError) as exc:
         print(f"convexsim identify: error: {exc}", file=sys.stderr)
         return 1
