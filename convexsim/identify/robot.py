@@ -319,8 +319,11 @@ def run_robot(args, names, initial: dict[str, float]) -> int:
 
     from convexsim.io import load_trajectory
 
+    paths = args.trajectory if isinstance(args.trajectory, (list, tuple)) else [args.trajectory]
     try:
-        data = robot_data(load_trajectory(args.trajectory), parse_window(getattr(args, "frames", None)))
+        if len(paths) != 1:
+            raise IdentificationError(f"robot parameters are fitted to one trajectory at a time, got {len(paths)}")
+        data = robot_data(load_trajectory(paths[0]), parse_window(getattr(args, "frames", None)))
         params = parse_parameters(data.model, names)
         init = {RobotParameter.parse(k): v for k, v in initial.items()}
         unknown = [p.label() for p in init if p not in params]
