@@ -130,8 +130,10 @@ def iiwa():
     return gradient_model(model), state
 
 
-def test_iiwa_pushing_box_step_matches_finite_differences(iiwa):
-    """One step of the iiwa pushing its box 1.25 s in (13 dofs: the box's 6, the arm's 7; the pusher–box
+@pytest.mark.parametrize("contact_model", ["sap", "lagged"])
+def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
+    """One step of the iiwa pushing its box 1.25 s in, with the `sap` and the `lagged` contact model (whose
+    impulses read the previous normal velocity, so the velocity columns difference the whole residual) (13 dofs: the box's 6, the arm's 7; the pusher–box
     face and the box's floor corners, PD and limit rows on one Newton matrix): dv/dθ for a payload mass,
     the box's friction, a gain and a joint damping, and dv/d(previous state), against re-solved steps.
 
@@ -142,7 +144,8 @@ def test_iiwa_pushing_box_step_matches_finite_differences(iiwa):
     from convexsim.inverse.trees import _shift
     from convexsim.stepping import StepContext, step
 
-    model, state = iiwa
+    model, state, _ = prepare("scenes/iiwa_push.yaml", contact_model=contact_model)
+    model = gradient_model(model)
     ctx = StepContext()
     for _ in range(1250):
         state, info = step(model, state, ctx)
