@@ -54,7 +54,7 @@ ROBOT_KINDS = ("damping", "kp", "kd", "mass", "mu")
 N/m], ``kd:ACTUATOR`` [N·m·s/rad or N·s/m], ``mass:LINK`` [kg], ``mu:MATERIAL`` (the material's friction,
 combined with the other side's by the scene rule)."""
 
-Q_STEP = 1e-7
+Q_STEP = 1e-8
 """Central-difference step [rad, m] of the residual in the configuration."""
 V_STEP = 1e-6
 """Central-difference step [rad/s, m/s] of the residual in the previous velocity (g is quadratic in it)."""
