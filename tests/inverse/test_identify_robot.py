@@ -81,8 +81,8 @@ def test_noise_too_large_is_refused():
 
 def test_model_mismatch_is_refused_unless_accepted():
     """Data of the arm with the elbow's Kd = 4, fitted with a scene whose Kd is 12 (only the shoulder's
-    damping free), ε = 1e-5 rad: the rms residual (3.2e-3 rad measured) is hundreds of times the noise
-    the data's third differences show (1.2e-5), so the fit is refused; unchecked, the message is the
+    damping free), 30 steps, ε = 1e-5 rad: the rms residual (2.4e-3 rad measured) is 191 times the noise
+    the data's third differences show (1.3e-5), so the fit is refused; unchecked, the message is the
     report's first note (here the wrong scene also drives the damping to its bound 0, not identifiable). The right scene's fit of the same data passes the check (its rms is the noise)."""
     model, state, _ = prepare(ARM)
     wrong, _, _ = prepare(ARM.replace("kp: 150, kd: 4,", "kp: 150, kd: 12,"))
