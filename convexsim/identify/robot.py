@@ -146,7 +146,7 @@ def parse_parameters(model: Model, names) -> list[RobotParameter]:
 
 
 def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | None = None, *,
-              max_nfev: int = 20, check: bool = True, accept_mismatch: bool = False) -> RobotFit:
+              max_nfev: int = 50, check: bool = True, accept_mismatch: bool = False) -> RobotFit:
     """Least squares on tree rollouts over (θ, x⁰) (module docstring).
 
     Args:

@@ -2,7 +2,7 @@
 joint angles by least squares on SAP rollouts (convexsim.identify.robot).
 
 Data are made by the same SAP stepper with the true values, Gaussian noise ε is added to the joint
-angles (and the free bodies' positions), and the fit starts 20–30 % away. For a Gauss–Newton estimator
+angles (and the free bodies' positions), and the fit starts 25–35 % away. For a Gauss–Newton estimator
 whose residual is Gaussian noise the estimate is within 3σ of the truth with probability 99.7 % per
 parameter; the noise seeds are fixed, so each test is deterministic.
 """
