@@ -213,7 +213,7 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
     lo = np.full(x0.size, -np.inf)
     lo[:npar] = 0.0
     sol = least_squares(fun, x0, jac=jac, bounds=(lo, np.inf), method="trf", x_scale="jac", max_nfev=max_nfev,
-                        xtol=1e-8, ftol=1e-10, gtol=1e-10)
+                        xtol=1e-6, ftol=1e-8, gtol=1e-10)
     objective = float(2 * sol.cost)
     std = gauss_newton_std(sol.jac, objective, npar)
     ests = [Estimate("sap", p.label(), float(sol.x[j]), float(std[j]), initial[p])
