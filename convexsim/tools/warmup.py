@@ -155,6 +155,10 @@ def _warm_sap(steps: int) -> None:
     run_model(model, state, duration=steps * model.time_step)   # the compiled tree run loop
     run_model(model, state, duration=steps * model.time_step, path="reference")   # the articulated step
     step(model, state, path="compiled")                          # the compiled single tree step
+    from convexsim.sap.joint_constraints import pd_row
+
+    # the PD row kernels of the reference tree step (controllers, tree gradients, robot fits)
+    pd_row(1e-3, 0.0, 0.1, 0.0, 0.0, 100.0, 10.0, 1.0, 1.0)
     _warm_block_sparse()
 
 
