@@ -124,6 +124,8 @@ class LiveViewer:
             shift [m] and opacity, the bounds the camera frames (default: this run's initial scene),
             whether this viewer clears the page and sets the camera and the legend (exactly one of the
             runs does), and a function that edits the legend dict of each frame before it is sent.
+        holds: False: the page's pause does not hold this run (a lockstep run other than the first is held
+            by its turn, and must stay free to stop when the first is interrupted).
 
     Page controls (live page): pause / play, single step (one simulation step per press while paused)
     and speed reach this object through the server; while paused, ``update`` holds the simulation.
@@ -138,7 +140,8 @@ class LiveViewer:
                  joint_frames: bool = False, forces: str = "auto", force_scale: float | None = None,
                  clock=time.perf_counter, sleep=time.sleep, prefix: str = LIVE_PREFIX, lane: int = 0,
                  shift: Sequence[float] | None = None, opacity: float = 1.0,
-                 view_bounds: draw.Bounds | None = None, owns_page: bool = True, status_hook=None):
+                 view_bounds: draw.Bounds | None = None, owns_page: bool = True, status_hook=None,
+                 holds: bool = True):
         from .playback import FORCE_MODES
 
         if forces not in FORCE_MODES:
@@ -148,6 +151,7 @@ class LiveViewer:
         self.prefix, self.lane, self.opacity = prefix, int(lane), float(opacity)
         self.shift = np.zeros(3) if shift is None else np.asarray(shift, dtype=np.float64).reshape(3)
         self._view_bounds, self.owns_page, self._status_hook = view_bounds, owns_page, status_hook
+        self.holds = holds
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
         self._rate_default = self.rate_target
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
@@ -495,7 +499,8 @@ class LiveViewer:
             self._offer(self._snapshot(state, info, now))
             self._last_offer = now
             self._last_offered_t = (float(state.t), now)
-        self._hold_while_paused(state, info, offered)
+        if self.holds:
+            self._hold_while_paused(state, info, offered)
         return offered and not self._dead
 
     def publish(self, trajectories: Sequence[Trajectory], *, models: Sequence[Model] | None = None,

@@ -207,14 +207,13 @@ class LockstepViewer:
             view = view.union(initial_view_bounds(m, s.q).shifted(sh))
         names = unique_node_names(self.labels)
         self.prefixes = [f"{LIVE_PREFIX}/{n}" for n in names]
-        self._last_t = [float(s.t) for s in states]
         self.viewers = [
             LiveViewer(m, realtime=realtime if i == 0 else False, server=server, out=out, announce=False,
                        follow=follow if i == 0 else "off", joint_frames=joint_frames, forces=forces,
                        force_scale=force_scale, show_contacts=show_contacts, prefix=prefix, lane=i,
                        shift=self.shifts[i], opacity=OVERLAY_OPACITY if (self.layout == "overlay" and i) else 1.0,
                        view_bounds=view, owns_page=i == 0, status_hook=self._status if i == 0 else None,
-                       **viewer_options)
+                       holds=i == 0, **viewer_options)
             for i, (m, prefix) in enumerate(zip(self.models, self.prefixes))]
 
     def on_step(self, i: int) -> Callable:
@@ -222,11 +221,11 @@ class LockstepViewer:
         viewer = self.viewers[i]
 
         def update(model: Model, state: State, info) -> None:
-            self._last_t[i] = float(state.t)
             viewer.update(state, info)
         return update
 
-    def _legend(self) -> list[dict]:
+    def _legend(self, t0: float) -> list[dict]:
+        """The recorded page's legend rows, each with the time of the run's latest frame (run 0: ``t0``)."""
         rows = []
         for i, (m, label) in enumerate(zip(self.models, self.labels)):
             color = ARROW_COLORS[i % len(ARROW_COLORS)]
@@ -242,13 +241,17 @@ class LockstepViewer:
                          "body": {"color": rgb_to_css(draw.tinted(rgba, hex_to_rgb(color), tint)[:3]),
                                   "opacity": opacity, "text": text},
                          "marker": {"color": color, "text": f"contacts {COLOR_NAMES[i % len(COLOR_NAMES)]}"},
-                         "note": f"t = {self._last_t[i]:.3f} s"})
+                         "note": f"t = {self._shown_t(i, t0):.3f} s"})
         return rows
 
     def _status(self, status: dict) -> dict:
         """Run 0's live legend, extended to every run (the recorded page's rows, each run's time)."""
         return {**status, "title": f"{self.models[0].name} — live, in lockstep: " + " vs ".join(self.labels),
-                "legend": self._legend(), "lockstep": list(self.labels)}
+                "legend": self._legend(float(status["t"])), "lockstep": list(self.labels)}
+
+    def _shown_t(self, i: int, t0: float) -> float:
+        last = self.viewers[i]._last_offered_t if i else None
+        return t0 if i == 0 or last is None else last[0]
 
     def close(self) -> None:
         """Send every run's last frame and stop the senders (the server keeps running)."""
