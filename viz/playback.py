@@ -378,11 +378,15 @@ def scene_name(traj: Trajectory) -> str:
     return str(data.get("name", "")) if isinstance(data, dict) else ""
 
 
+def run_label(solver_kind: str, contact_model: str) -> str:
+    """"SAP (lagged)" / "LCP": how the pages name a run of a solver."""
+    return solver_kind.upper() + (f" ({contact_model})" if solver_kind == "sap" else "")
+
+
 def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
     """"SAP (lagged)", "LCP", …; runs with the same solver get the scene setting that differs
     ("SAP (sap) stiffness=1e5"), or " #k"; runs of different scenes are prefixed with the scene name."""
-    bases = [t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
-             for t in trajectories]
+    bases = [run_label(t.solver_kind, t.contact_model) for t in trajectories]
     names = [scene_name(t) for t in trajectories]
     if len(set(names)) > 1:
         bases = [f"{n}: {b}" if n else b for n, b in zip(names, bases)]
