@@ -223,7 +223,10 @@ def _cmd_run(args, viewer=None) -> int:
                                    [r[0].time_step for r in runs], on_step=[live.on_step(i) for i in range(len(runs))])
         codes = [_save_interrupted(r[0], res.error, r[4], metadata) for r, res in zip(runs, results)
                  if isinstance(res.error, RunInterrupted)]
-        if codes:
+        if codes:                                 # Ctrl-C / SIGTERM: a run that had ended is kept too
+            for r, res in zip(runs, results):
+                if res.error is None:
+                    keep(r, res.value)
             return codes[0]
         for r, res in zip(runs, results):
             if res.error is not None:
