@@ -368,7 +368,7 @@ def _add_import_urdf(sub) -> None:
 
 
 def cmd_import_urdf(args) -> int:
-    from convexsim.scene import SceneError, dump_scene, load_scene, scene_from_dict
+    from convexsim.scene import SceneError, load_scene, scene_from_dict
     from convexsim.scene.urdf import UrdfError, urdf_to_scene
 
     path = Path(args.urdf)
@@ -386,13 +386,62 @@ def cmd_import_urdf(args) -> int:
     except SceneError as exc:
         print(_error_text(exc), file=sys.stderr)
         return EXIT_USAGE
-    text = f"# {spec.name}: imported from {path.name} by `convexsim import-urdf`.\n" + dump_scene(spec)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}")
+    return _write_imported(spec, f"# {spec.name}: imported from {path.name} by `convexsim import-urdf`.\n", args.out)
+
+
+# ---------------------------------------------------------------------------------- import-mjcf
+def _add_import_mjcf(sub) -> None:
+    p = sub.add_parser("import-mjcf", help="convert a MuJoCo (MJCF) model into a scene file",
+                       description="Compile an MJCF file with MuJoCo (pip install 'convexsim[mjcf]'), convert its "
+                                   "bodies, joints, colliding geoms, position actuators and welds/joint couplings "
+                                   "into a scene (docs/importing-models.md) and print it, or write it with --out. "
+                                   "The scene runs without MuJoCo. Exit 2 on a file that cannot be imported.")
+    p.add_argument("mjcf", metavar="MJCF", help="the MuJoCo .xml file")
+    p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
+    p.set_defaults(func=cmd_import_mjcf)
+
+
+def cmd_import_mjcf(args) -> int:
+    from convexsim.scene import SceneError, scene_from_dict
+    from convexsim.scene.mjcf import MjcfError, mjcf_to_scene
+
+    path = Path(args.mjcf)
+    try:
+        try:
+            data = mjcf_to_scene(path)
+        except MjcfError as exc:
+            raise SceneError(exc.problems, str(path)) from None
+        spec = scene_from_dict(data, str(path))
+    except SceneError as exc:
+        print(_error_text(exc), file=sys.stderr)
+        return EXIT_USAGE
+    return _write_imported(spec, f"# {spec.name}: imported from {path.name} by `convexsim import-mjcf`.\n", args.out)
+
+
+def _write_imported(spec, header: str, out: str | None) -> int:
+    """Print an imported scene, or write it to ``out`` with mesh file paths made relative to its folder."""
+    from convexsim.scene import dump_scene
+
+    if out:
+        spec = _mesh_files_relative_to(spec, Path(out).resolve().parent)
+        Path(out).write_text(header + dump_scene(spec), encoding="utf-8")
+        print(f"wrote {out}")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(header + dump_scene(spec))
     return EXIT_OK
+
+
+def _mesh_files_relative_to(spec, folder: Path):
+    """The scene with every mesh ``file`` (absolute after an import) written relative to ``folder``
+    (a scene's mesh files are found relative to the scene file's folder)."""
+    import os
+
+    bodies = []
+    for body in spec.bodies:
+        geoms = [g.model_copy(update={"file": os.path.relpath(g.file, folder)})
+                 if getattr(g, "file", None) and Path(g.file).is_absolute() else g for g in body.geometries]
+        bodies.append(body.model_copy(update={"geometries": geoms}))
+    return spec.model_copy(update={"bodies": bodies})
 
 
 # --------------------------------------------------------------------------------------- scenes
@@ -725,7 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_run, _add_validate, _add_scenes, _add_info, _add_view, _add_compare, _add_bench,
-                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn, _add_identify, _add_import_urdf):
+                _add_study, _add_examples, _add_warmup, _add_seeds, _add_learn, _add_identify, _add_import_urdf,
+                _add_import_mjcf):
         add(sub)
     return parser
 
