@@ -132,7 +132,7 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf") -> dict:
     materials: dict = {}
     bodies = []
     for b in sorted(names):
-        geoms = _geoms(M, b, host, frames[b], materials, b in moving)
+        geoms = _geoms(M, b, host, frames[b], materials)
         if b == 0 and not geoms:
             continue
         body: dict = {"name": names[b], "geometries": geoms}
@@ -242,7 +242,7 @@ def _material(materials: dict, mu: float) -> str:
     return name
 
 
-def _geoms(M: _Model, h: int, host: dict, frame, materials: dict, moving: bool) -> list[dict]:
+def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
     """The colliding geoms of the MuJoCo bodies hosted by h, posed in h's scene frame."""
     m, d, mj = M.m, M.d, M.mj
     o, R = frame[0], frame[1]
@@ -257,10 +257,7 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict, moving: bool) 
         spec = {"position": [float(x) for x in R.T @ (d.geom_xpos[g] - o)],
                 "quaternion": matrix_to_quaternion(R.T @ Rg),
                 "material": _material(materials, float(m.geom_friction[g][0]))}
-        if t == T.mjGEOM_PLANE:
-            if moving:
-                M.add(where, "a plane is only allowed on a fixed body (a halfspace); use a box on a moving body")
-                continue
+        if t == T.mjGEOM_PLANE:                     # MuJoCo allows planes in static bodies only
             out.append({"shape": "halfspace", **spec})
         elif t == T.mjGEOM_SPHERE:
             out.append({"shape": "sphere", "radius": float(s[0]), **spec})
