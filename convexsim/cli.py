@@ -357,13 +357,16 @@ def cmd_validate(args) -> int:
 # ---------------------------------------------------------------------------------- import-urdf
 def _add_import_urdf(sub) -> None:
     p = sub.add_parser("import-urdf", help="convert a URDF robot into a scene file",
-                       description="Convert URDF (links, joints, primitive collision geometry) into a scene "
-                                   "(docs/articulated.md, URDF import) and print it, or write it with --out. "
+                       description="Convert URDF (links, joints, collision geometry: primitives and OBJ/STL/PLY meshes) into "
+                                   "a scene (docs/importing-models.md) and print it, or write it with --out. "
                                    "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
     p.add_argument("urdf", metavar="URDF", help="the .urdf file")
     p.add_argument("--out", help="scene file to write (default: print to stdout)")
     p.add_argument("--floating-base", action="store_true",
                    help="the root link is a free body (a 'free' joint from the world) instead of welded to it")
+    p.add_argument("--package-root", metavar="DIR",
+                   help="folder that package:// mesh names resolve against (DIR/pkg/file, then DIR/file); "
+                        "relative mesh names are tried against the URDF's folder first")
     p.set_defaults(func=cmd_import_urdf)
 
 
@@ -376,11 +379,12 @@ def cmd_import_urdf(args) -> int:
         print(f"{path}: expected a .urdf file", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if args.floating_base:
+        if args.floating_base or args.package_root:
             try:
-                spec = scene_from_dict(urdf_to_scene(path, floating_base=True), str(path))
+                data = urdf_to_scene(path, floating_base=args.floating_base, package_root=args.package_root)
             except UrdfError as exc:
                 raise SceneError(exc.problems, str(path)) from None
+            spec = scene_from_dict(data, str(path))
         else:
             spec = load_scene(path)
     except SceneError as exc:

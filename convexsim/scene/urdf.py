@@ -23,9 +23,12 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   defaults to (1, 0, 0); ``<dynamics damping>`` becomes the joint damping; ``<limit effort velocity>`` is
   read but not enforced (add an actuator in the scene for motors);
 * geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
-  ``sphere`` and ``cylinder``. A cylinder becomes a **capsule** of the same radius and the same overall
-  length (cap centres length − 2r apart, a sphere when length < 2r): it fits in the cylinder's bounding
-  extent and is rounded at the ends. ``mesh`` is refused with a message until convex meshes exist.
+  ``sphere``, ``cylinder`` (a cylinder shape: ``length`` is the full height along the local z axis) and
+  ``mesh``: an OBJ, STL or PLY file (collision uses its convex hull), with ``scale``; ``package://pkg/f``
+  is found as ``<package_root>/pkg/f`` or ``<package_root>/f``, a relative file name against the URDF's
+  folder, then the package root; the scene refers to the file by its absolute path (``convexsim
+  import-urdf --out`` writes it relative to the scene file). Other mesh formats (COLLADA ``.dae``) are
+  refused with the fix (convert the file to STL or OBJ).
 """
 
 from __future__ import annotations
@@ -116,19 +119,68 @@ def _attr_float(el, name: str, where: str, probs: _Problems, default=None, posit
     return v
 
 
-def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
+MESH_SUFFIXES = (".obj", ".stl", ".ply")
+"""Mesh file formats a scene's ``mesh`` geometry reads."""
+
+
+def resolve_mesh_file(name: str, urdf_dir: Path, package_root: Path | None) -> tuple[Path | None, str]:
+    """(the mesh file of a URDF ``filename``, or None, and why not): ``package://pkg/f`` is tried as
+    ``<package_root>/pkg/f`` then ``<package_root>/f``; ``file://`` paths and absolute paths as they are; a
+    relative name against the URDF's folder, then the package root."""
+    if name.startswith("package://"):
+        rest = name[len("package://"):]
+        if package_root is None:
+            return None, f"{name!r} needs a package root: pass --package-root DIR (the folder holding the package)"
+        tail = rest.split("/", 1)[1] if "/" in rest else rest
+        candidates = [package_root / rest, package_root / tail]
+    elif name.startswith("file://"):
+        candidates = [Path(name[len("file://"):])]
+    else:
+        candidates = [urdf_dir / name] + ([package_root / name] if package_root is not None else [])
+    for c in candidates:
+        if c.is_file():
+            return c.resolve(), ""
+    tried = ", ".join(str(c) for c in candidates)
+    return None, f"mesh file {name!r} not found (tried {tried}); check the path or --package-root"
+
+
+def _mesh(shape, where: str, probs: _Problems, urdf_dir: Path, package_root: Path | None) -> dict | None:
+    """The scene fields of a ``<mesh filename scale>``: an absolute ``file`` and ``scale``, or None."""
+    name = shape.get("filename") or ""
+    if not name:
+        probs.add(where + " <mesh>", "filename is required")
+        return None
+    if Path(name).suffix.lower() not in MESH_SUFFIXES:
+        probs.add(where + " <mesh>", f"{name!r}: only OBJ, STL and PLY mesh files are read; convert it to STL or OBJ "
+                  "(e.g. trimesh, MeshLab or Blender)")
+        return None
+    path, why = resolve_mesh_file(name, urdf_dir, package_root)
+    if path is None:
+        probs.add(where + " <mesh>", why)
+        return None
+    out: dict = {"shape": "mesh", "file": str(path)}
+    scale = _floats(shape.get("scale"), 3, where + " <mesh>", "scale", probs)
+    if scale is not None:
+        if min(scale) <= 0:
+            probs.add(where + " <mesh>", f"scale must be > 0 (a mirrored mesh is not supported), got {shape.get('scale')!r}")
+            return None
+        out["scale"] = scale
+    return out
+
+
+def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray, urdf_dir: Path,
+              package_root: Path | None):
     where = f"link {link_name!r} <{el.tag}>[{k}] <geometry>"
     g = el.find("geometry")
     if g is None or len(g) != 1:
-        probs.add(where, "needs exactly one of <box>, <sphere>, <cylinder>")
+        probs.add(where, "needs exactly one of <box>, <sphere>, <cylinder>, <mesh>")
         return None
     shape = g[0]
     pos, R = _origin(el, f"link {link_name!r} <{el.tag}>[{k}]", probs)
     spec = {"position": [float(x) for x in pos - com], "quaternion": matrix_to_quaternion(R)}
     if shape.tag == "mesh":
-        probs.add(where, f"mesh geometry ({shape.get('filename', '?')}) is not supported: convexsim has no "
-                  "convex meshes yet; replace it with <box>, <sphere> or <cylinder> primitives")
-        return None
+        mesh = _mesh(shape, where, probs, urdf_dir, package_root)
+        return None if mesh is None else {**mesh, **spec}
     if shape.tag == "box":
         size = _floats(shape.get("size"), 3, where + " <box>", "size", probs)
         if size is None or min(size) <= 0:
@@ -150,10 +202,8 @@ def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
             if shape.get("radius") is None or shape.get("length") is None:
                 probs.add(where + " <cylinder>", "radius and length are required")
             return None
-        if length <= 2 * r:
-            return {"shape": "sphere", "radius": r, **spec}
-        return {"shape": "capsule", "radius": r, "length": length - 2 * r, **spec}
-    probs.add(where, f"unknown geometry <{shape.tag}>; expected <box>, <sphere>, <cylinder> (or <mesh>, refused)")
+        return {"shape": "cylinder", "radius": r, "length": length, **spec}
+    probs.add(where, f"unknown geometry <{shape.tag}>; expected <box>, <sphere>, <cylinder> or <mesh>")
     return None
 
 
@@ -164,12 +214,16 @@ PLANAR_RECIPE = ("planar joints are not imported; model one as two prismatic joi
                  "revolute joint (its normal) in series, through two light links (small mass and inertia)")
 
 
-def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: bool = False) -> dict:
+def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: bool = False,
+                  package_root: str | Path | None = None) -> dict:
     """The scene mapping of a URDF file (module docstring); SceneError listing every problem.
 
     floating_base: the root link becomes a free body instead of being welded to the world (ignored, and
-    reported, when the root link is ``world``)."""
+    reported, when the root link is ``world``).
+    package_root: the folder ``package://`` mesh names are resolved against (and relative names after the
+    URDF's folder)."""
     path = Path(path)
+    package_root = Path(package_root).resolve() if package_root is not None else None
     source = str(path)
     probs = _Problems(source)
     try:
@@ -282,7 +336,7 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
         geoms = []
         elems = l.findall("collision") or l.findall("visual")
         for k, el in enumerate(elems):
-            g = _geometry(n, k, el, probs, com)
+            g = _geometry(n, k, el, probs, com, path.resolve().parent, package_root)
             if g is not None:
                 geoms.append(g)
         body: dict = {"name": n, "geometries": geoms}
@@ -396,4 +450,5 @@ def _mimic(j, where: str, joints, probs: _Problems) -> dict | None:
             "ratio": ratio, "offset": offset}
 
 
-__all__ = ["PLANAR_RECIPE", "UrdfError", "WORLD_LINK", "rpy_to_matrix", "urdf_to_scene"]
+__all__ = ["MESH_SUFFIXES", "PLANAR_RECIPE", "UrdfError", "WORLD_LINK", "resolve_mesh_file", "rpy_to_matrix",
+           "urdf_to_scene"]
