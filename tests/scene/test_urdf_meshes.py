@@ -1,0 +1,87 @@
+"""URDF as published (convexsim.scene.urdf): cylinders stay cylinders, <mesh> collision geometry read from
+OBJ/STL/PLY files found through package:// and relative names, collision preferred over visual, and the
+import command writing mesh paths relative to the scene file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from convexsim.cli import EXIT_OK, EXIT_USAGE, main
+from convexsim.scene import load_scene
+from convexsim.scene.urdf import UrdfError, urdf_to_scene
+
+CUBE_OBJ = "".join(f"v {x} {y} {z}\n" for x in (-0.05, 0.05) for y in (-0.05, 0.05) for z in (-0.05, 0.05)) + \
+    "f 1 3 4 2\nf 5 6 8 7\nf 1 2 6 5\nf 3 7 8 4\nf 1 5 7 3\nf 2 4 8 6\n"
+
+ROBOT = """<robot name="r">
+  <link name="base"><collision><geometry><cylinder radius="0.1" length="0.3"/></geometry></collision></link>
+  <link name="hand">
+    <inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
+    <visual><geometry><sphere radius="0.5"/></geometry></visual>
+    <collision><origin xyz="0 0 0.1"/><geometry><mesh filename="package://robot_description/meshes/cube.obj"
+      scale="1 2 0.5"/></geometry></collision>
+    <collision><origin xyz="0 0 -0.1"/><geometry><mesh filename="meshes/cube.obj"/></geometry></collision>
+  </link>
+  <joint name="j" type="revolute"><parent link="base"/><child link="hand"/><origin xyz="0 0 1"/>
+    <axis xyz="0 1 0"/><limit lower="-1" upper="1"/></joint>
+</robot>"""
+
+
+@pytest.fixture
+def robot(tmp_path) -> Path:
+    """A package folder <tmp>/robot_description with urdf/ and meshes/, as ROS packages are laid out."""
+    pkg = tmp_path / "robot_description"
+    (pkg / "meshes").mkdir(parents=True)
+    (pkg / "urdf" / "meshes").mkdir(parents=True)
+    (pkg / "meshes" / "cube.obj").write_text(CUBE_OBJ, encoding="utf-8")
+    (pkg / "urdf" / "meshes" / "cube.obj").write_text(CUBE_OBJ, encoding="utf-8")
+    (pkg / "urdf" / "r.urdf").write_text(ROBOT, encoding="utf-8")
+    return pkg / "urdf" / "r.urdf"
+
+
+def test_cylinder_and_meshes_map_to_the_scene_shapes(robot):
+    """The cylinder keeps radius and full length; package:// is found under the package root, a relative
+    name next to the URDF; scale is carried; collision geometry wins over the visual sphere."""
+    scene = urdf_to_scene(robot, package_root=robot.parents[2])
+    base, hand = scene["bodies"]
+    assert base["geometries"] == [{"shape": "cylinder", "radius": 0.1, "length": 0.3, "position": [0.0, 0.0, 0.0],
+                                   "quaternion": [1.0, 0.0, 0.0, 0.0]}]
+    g0, g1 = hand["geometries"]
+    assert g0["shape"] == g1["shape"] == "mesh" and len(hand["geometries"]) == 2
+    assert Path(g0["file"]) == (robot.parents[1] / "meshes" / "cube.obj").resolve() and g0["scale"] == [1.0, 2.0, 0.5]
+    assert Path(g1["file"]) == (robot.parent / "meshes" / "cube.obj").resolve() and "scale" not in g1
+    np.testing.assert_allclose([g0["position"], g1["position"]], [[0, 0, 0.1], [0, 0, -0.1]])
+    # the package root may also be the package folder itself
+    again = urdf_to_scene(robot, package_root=robot.parents[1])
+    assert again["bodies"][1]["geometries"][0]["file"] == g0["file"]
+
+
+def test_missing_package_root_and_files_are_refused_by_name(robot, tmp_path):
+    with pytest.raises(UrdfError) as err:
+        urdf_to_scene(robot)
+    assert len(err.value.problems) == 1
+    assert "link 'hand' <collision>[0] <geometry> <mesh>" in err.value.problems[0]
+    assert "needs a package root: pass --package-root DIR" in err.value.problems[0]
+    with pytest.raises(UrdfError) as err:
+        urdf_to_scene(robot, package_root=tmp_path / "elsewhere")
+    assert "not found (tried" in err.value.problems[0]
+
+
+def test_import_urdf_with_package_root_writes_relative_mesh_paths(robot, tmp_path, capsys):
+    """`convexsim import-urdf --package-root DIR --out scene.yaml`: the scene names its mesh files
+    relative to its own folder, so it loads from there (and from anywhere else it is run)."""
+    out = tmp_path / "scenes" / "r.yaml"
+    out.parent.mkdir()
+    root = str(robot.parents[2])
+    assert main(["import-urdf", str(robot), "--package-root", root, "--out", str(out)]) == EXIT_OK
+    text = out.read_text(encoding="utf-8")
+    assert "file: ../robot_description/meshes/cube.obj" in text and str(tmp_path) not in text
+    spec = load_scene(out)
+    assert [g.shape for g in spec.bodies[1].geometries] == ["mesh", "mesh"]
+    assert spec.bodies[0].geometries[0].shape == "cylinder"
+    capsys.readouterr()
+    assert main(["import-urdf", str(robot)]) == EXIT_USAGE           # package:// without a root
+    assert "--package-root" in capsys.readouterr().err
