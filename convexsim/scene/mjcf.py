@@ -19,7 +19,8 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
 * **geoms** that collide (``contype`` or ``conaffinity`` non-zero; purely visual geoms are skipped):
   plane → halfspace (fixed bodies only), sphere, capsule (``length`` = distance between cap centres),
   box (full edges), cylinder (``length`` = full height), mesh → a convex mesh given by the vertices of the
-  convex hull of MuJoCo's (scaled, recentred) mesh vertices; the sliding friction becomes a material
+  convex hull of MuJoCo's scaled mesh, in the mesh file's own frame (MuJoCo's recentring undone), posed
+  where MuJoCo puts it; the sliding friction becomes a material
   ``friction_<μ>``. Ellipsoids, height fields and SDFs are refused with a recipe;
 * **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
   ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
@@ -44,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from convexsim.scene.urdf import UrdfError, matrix_to_quaternion
+from convexsim.spatial import quat_to_matrix
 
 WORLD_GEOMS_BODY = "worldbody"
 """Name of the fixed body that carries the MuJoCo world body's own geoms."""
@@ -268,8 +270,12 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
         elif t == T.mjGEOM_BOX:
             out.append({"shape": "box", "size": [float(2 * x) for x in s], **spec})
         elif t == T.mjGEOM_MESH:
-            out.append({"shape": "mesh", "vertices": hull_vertices(_mesh_vertices(m, int(m.geom_dataid[g]))),
-                        **spec})
+            k = int(m.geom_dataid[g])
+            R_m, p_m = quat_to_matrix(m.mesh_quat[k]), m.mesh_pos[k]
+            R_bf = R.T @ Rg @ R_m.T                  # the file's frame: MuJoCo moved the vertices by (R_m, p_m)
+            p_bf = np.asarray(spec["position"]) - R_bf @ p_m
+            out.append({"shape": "mesh", "vertices": hull_vertices(_mesh_vertices(m, k) @ R_m.T + p_m),
+                        **spec, "position": [float(x) for x in p_bf], "quaternion": matrix_to_quaternion(R_bf)})
         elif t == T.mjGEOM_ELLIPSOID:
             M.add(where, ELLIPSOID_RECIPE)
         else:
@@ -279,16 +285,20 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
 
 
 def _mesh_vertices(m, k: int) -> np.ndarray:
-    """Vertices of compiled mesh k in the geom frame [m] (MuJoCo has scaled and recentred them)."""
+    """Vertices of compiled mesh k in MuJoCo's mesh frame [m] (scaled, moved to the mesh's centroid and
+    principal axes: v_file = R(mesh_quat)·v + mesh_pos)."""
     a, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
     return np.asarray(m.mesh_vert[a:a + n], dtype=float)
 
 
 def hull_vertices(points: np.ndarray) -> list[list[float]]:
-    """The vertices of the convex hull of ``points`` (n, 3) [m], in input order (scipy's Qhull)."""
+    """The vertices of the convex hull of ``points`` (n, 3) [m], in input order (scipy's Qhull), each
+    coordinate the shortest decimal of its float32 value (MuJoCo keeps mesh vertices in float32, so 0.03
+    reads back as 0.03, not 0.029999999329447746)."""
     from scipy.spatial import ConvexHull
     idx = np.sort(ConvexHull(points).vertices)
-    return [[float(x) for x in points[i]] for i in idx]
+    dust = 1e-7 * float(np.abs(points).max())        # float32 round-off of a coordinate that is 0 in the file
+    return [[0.0 if abs(x) < dust else float(str(np.float32(x))) for x in points[i]] for i in idx]
 
 
 def _joint(M: _Model, j: int, name: str, child: str, parent: str, cf, pf) -> dict:
