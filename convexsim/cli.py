@@ -381,7 +381,8 @@ def cmd_import_urdf(args) -> int:
     try:
         if args.floating_base or args.package_root:
             try:
-                data = urdf_to_scene(path, floating_base=args.floating_base, package_root=args.package_root)
+                data = urdf_to_scene(_shipped_or_given(args.urdf), floating_base=args.floating_base,
+                                     package_root=args.package_root)
             except UrdfError as exc:
                 raise SceneError(exc.problems, str(path)) from None
             spec = scene_from_dict(data, str(path))
@@ -409,7 +410,7 @@ def cmd_import_mjcf(args) -> int:
     from convexsim.scene import SceneError, scene_from_dict
     from convexsim.scene.mjcf import MjcfError, mjcf_to_scene
 
-    path = Path(args.mjcf)
+    path = _shipped_or_given(args.mjcf)
     try:
         try:
             data = mjcf_to_scene(path)
@@ -420,6 +421,17 @@ def cmd_import_mjcf(args) -> int:
         print(_error_text(exc), file=sys.stderr)
         return EXIT_USAGE
     return _write_imported(spec, f"# {spec.name}: imported from {path.name} by `convexsim import-mjcf`.\n", args.out)
+
+
+def _shipped_or_given(name: str) -> Path:
+    """The file a user means (a path, or one under the shipped scenes folder: ``scenes/robots/...`` works
+    from any directory), or the path as given when there is none (the importer reports it)."""
+    from convexsim.scene import resolve_scene_path
+
+    try:
+        return resolve_scene_path(name)
+    except FileNotFoundError:
+        return Path(name)
 
 
 def _write_imported(spec, header: str, out: str | None) -> int:
