@@ -11,6 +11,8 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   its joints hang from the scene's world. A link attached to it by a ``fixed`` joint is a fixed body at
   the joint's pose (it needs no ``<inertial>``); a ``floating`` joint from it makes its child a free
   body (a ``free`` joint) starting at the joint's pose;
+* a link without ``<inertial>`` attached to its parent by a ``fixed`` joint (a tool frame, a finger pad) is
+  merged into the parent: its geometry and the joints hanging from it move there, origins composed;
 * every other link becomes a body with the ``<inertial>`` mass and inertia (the inertia is rotated from
   the inertial frame into the link frame; ``<inertial>`` with mass > 0 is required); its body frame is at
   the inertial origin (its centre of mass) with the link frame's axes;
@@ -293,6 +295,9 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
             p = parent_of.get(p)
     root_link = roots[0]
     world_root = root_link == WORLD_LINK
+    _merge_massless_fixed_links(root, WORLD_LINK if world_root else None, probs)
+    links, joints = root.findall("link"), root.findall("joint")
+    names = [l.get("name") for l in links]
     if world_root and floating_base:
         probs.add(f"link {WORLD_LINK!r}", "floating_base does not apply: the root link is the world, so its joints "
                   "decide (a 'floating' joint from it makes a free base)")
@@ -408,6 +413,52 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
     if constraints:
         scene["constraints"] = constraints
     return scene
+
+
+def matrix_to_rpy(R: np.ndarray) -> list[float]:
+    """(roll, pitch, yaw) with R = Rz(yaw)·Ry(pitch)·Rx(roll) (the inverse of :func:`rpy_to_matrix`; at
+    pitch = ±π/2 the roll is taken as 0)."""
+    pitch = math.asin(max(-1.0, min(1.0, -R[2, 0])))
+    if abs(R[2, 0]) < 1.0 - 1e-12:
+        return [math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])]
+    return [0.0, pitch, math.atan2(-R[0, 1], R[1, 1])]
+
+
+def _set_origin(el, pos: np.ndarray, R: np.ndarray) -> None:
+    """Replace the ``<origin>`` of an element by the pose (pos, R)."""
+    for o in el.findall("origin"):
+        el.remove(o)
+    ET.SubElement(el, "origin", xyz=" ".join(repr(float(x)) for x in pos),
+                  rpy=" ".join(repr(float(x)) for x in matrix_to_rpy(R)))
+
+
+def _merge_massless_fixed_links(root, world: str | None, probs: _Problems) -> None:
+    """Merge every link without ``<inertial>`` that hangs from its parent by a ``fixed`` joint (tool frames,
+    finger pads, sensor mounts in published URDFs) into the parent: its collision and visual elements and
+    the joints that hang from it move to the parent with their origins composed with the fixed joint's,
+    T_P,x = T_P,C · T_C,x. Links welded to the ``world`` root link are left alone (they become fixed
+    bodies)."""
+    while True:
+        links = {l.get("name"): l for l in root.findall("link")}
+        for j in root.findall("joint"):
+            child, parent = j.find("child").get("link"), j.find("parent").get("link")
+            if j.get("type") == "fixed" and parent != world and links[child].find("inertial") is None:
+                break
+        else:
+            return
+        where = f"joint {j.get('name')!r}"
+        p_j, R_j = _origin(j, where, probs)
+        for el in [e for e in links[child] if e.tag in ("collision", "visual")]:
+            p_e, R_e = _origin(el, f"link {child!r} <{el.tag}>", probs)
+            _set_origin(el, p_j + R_j @ p_e, R_j @ R_e)
+            links[parent].append(el)
+        for k in root.findall("joint"):
+            if k.find("parent").get("link") == child:
+                p_k, R_k = _origin(k, f"joint {k.get('name')!r}", probs)
+                _set_origin(k, p_j + R_j @ p_k, R_j @ R_k)
+                k.find("parent").set("link", parent)
+        root.remove(j)
+        root.remove(links[child])
 
 
 def _free_joint(name: str, child: str, pos: np.ndarray, R: np.ndarray, com: np.ndarray) -> dict:

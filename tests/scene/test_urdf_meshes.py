@@ -85,3 +85,58 @@ def test_import_urdf_with_package_root_writes_relative_mesh_paths(robot, tmp_pat
     capsys.readouterr()
     assert main(["import-urdf", str(robot)]) == EXIT_USAGE           # package:// without a root
     assert "--package-root" in capsys.readouterr().err
+
+
+def test_rpy_round_trip():
+    """matrix_to_rpy inverts rpy_to_matrix (away from pitch = ±π/2, and at it up to the roll/yaw split)."""
+    from convexsim.scene.urdf import matrix_to_rpy, rpy_to_matrix
+    rng = np.random.default_rng(3)
+    for rpy in list(rng.uniform(-3, 3, (20, 3)) * [1, 0.5, 1]) + [np.array([0.3, np.pi / 2, -0.2])]:
+        R = rpy_to_matrix(*rpy)
+        np.testing.assert_allclose(rpy_to_matrix(*matrix_to_rpy(R)), R, atol=1e-12)
+
+
+PADDED = """<robot name="p">
+  <link name="base"/>
+  <link name="finger">
+    <inertial><mass value="0.2"/><inertia ixx="1e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="1e-4"/></inertial>
+    <collision><origin xyz="0 0 -0.02"/><geometry><box size="0.02 0.02 0.04"/></geometry></collision>
+  </link>
+  <link name="pad"><collision><origin xyz="0.01 0 0" rpy="0 0.2 0"/>
+    <geometry><box size="0.004 0.02 0.03"/></geometry></collision></link>
+  <link name="tip">
+    <inertial><mass value="0.05"/><inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+    <collision><geometry><sphere radius="0.005"/></geometry></collision>
+  </link>
+  <joint name="slide" type="prismatic"><parent link="base"/><child link="finger"/><origin xyz="0 0 0.5"/>
+    <axis xyz="1 0 0"/><limit lower="0" upper="0.05"/></joint>
+  <joint name="pad_joint" type="fixed"><parent link="finger"/><child link="pad"/>
+    <origin xyz="0.01 0 -0.03" rpy="0.3 0 1.5707963267948966"/></joint>
+  <joint name="tip_joint" type="revolute"><parent link="pad"/><child link="tip"/><origin xyz="0 0 -0.02" rpy="0 0.1 0"/>
+    <axis xyz="0 1 0"/></joint>
+</robot>"""
+
+
+def test_massless_fixed_links_merge_into_their_parent(tmp_path):
+    """A pad link without <inertial> on a fixed joint (common in published grippers) is merged into its
+    parent: its box and the joint hanging from it are where they were in the world (forward kinematics of
+    the imported scene against the URDF's own chain of origins, 1e-12 m)."""
+    from convexsim.scene.urdf import rpy_to_matrix
+    f = tmp_path / "p.urdf"
+    f.write_text(PADDED, encoding="utf-8")
+    spec = load_scene(f)
+    assert [b.name for b in spec.bodies] == ["base", "finger", "tip"]
+    assert [j.name for j in spec.joints] == ["slide", "tip_joint"]
+    finger = spec.bodies[1]
+    assert [g.shape for g in finger.geometries] == ["box", "box"]
+    # the pad box centre in the finger link frame: T_pad_joint · (0.01, 0, 0); the finger's COM is its origin
+    R_pj = rpy_to_matrix(0.3, 0, np.pi / 2)
+    expected = np.array([0.01, 0, -0.03]) + R_pj @ [0.01, 0, 0]
+    np.testing.assert_allclose(finger.geometries[1].position, expected, atol=1e-12)
+    from convexsim.spatial import quat_to_matrix
+    np.testing.assert_allclose(quat_to_matrix(np.array(finger.geometries[1].quaternion)),
+                               R_pj @ rpy_to_matrix(0, 0.2, 0), atol=1e-12)
+    tip = spec.joints[1]
+    assert tip.parent == "finger"
+    np.testing.assert_allclose(tip.position, np.array([0.01, 0, -0.03]) + R_pj @ [0, 0, -0.02], atol=1e-12)
+    np.testing.assert_allclose(quat_to_matrix(np.array(tip.quaternion)), R_pj @ rpy_to_matrix(0, 0.1, 0), atol=1e-12)
