@@ -22,7 +22,9 @@ from convexsim.geometry.boxes import box_box, capsule_box, halfspace_box, sphere
 from convexsim.geometry.broadphase import (
     BOX,
     CAPSULE,
+    CYLINDER,
     HALFSPACE,
+    MESH,
     SPHERE,
     brute_force_pairs,
     sweep_and_prune_pairs,
@@ -225,7 +227,13 @@ def _check_inputs(model, q: np.ndarray) -> np.ndarray:
     qnorm = np.linalg.norm(q[:, 3:], axis=1)
     if np.any(qnorm == 0.0):
         raise ValueError(f"collide: zero quaternion for bodies {np.flatnonzero(qnorm == 0.0).tolist()}")
-    bad_types = sorted({int(t) for t in np.asarray(model.geom_type)} - {SPHERE, BOX, CAPSULE, HALFSPACE})
+    types = {int(t) for t in np.asarray(model.geom_type)}
+    pending = sorted(types & {CYLINDER, MESH})
+    if pending:
+        names = ", ".join("cylinder" if t == CYLINDER else "mesh" for t in pending)
+        raise NotImplementedError(f"collide: contacts of {names} geometries are not implemented yet; the scene "
+                                  "loads, its mass properties are computed, but it cannot be simulated")
+    bad_types = sorted(types - {SPHERE, BOX, CAPSULE, HALFSPACE})
     if bad_types:
         raise ValueError(f"collide: unknown geometry type(s) {bad_types}")
     return q
