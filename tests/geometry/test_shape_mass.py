@@ -186,10 +186,3 @@ def test_non_convex_file_warns_once_naming_the_file(tmp_path: Path):
         warnings.simplefilter("error")
         read_mesh_points(path)     # once per file
 
-
-def test_collision_refuses_shapes_without_contacts_yet():
-    from convexsim.geometry import collide
-
-    model, state = compile_scene(_scene("{shape: cylinder, radius: 0.1, length: 0.4}"))
-    with pytest.raises(NotImplementedError, match="cylinder"):
-        collide(model, state.q)
