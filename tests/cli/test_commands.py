@@ -21,7 +21,7 @@ def _verbs() -> list[str]:
 
 def test_every_verb_is_a_subcommand():
     assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study",
-                             "examples", "warmup", "seeds", "learn", "identify", "import-urdf"}
+                             "examples", "warmup", "seeds", "learn", "identify", "import-urdf", "import-mjcf"}
 
 
 def test_import_urdf_writes_a_scene_and_rejects_bad_files(tmp_path, capsys, repo):
