@@ -361,7 +361,7 @@ def _add_import_urdf(sub) -> None:
                                    "a scene (docs/importing-models.md) and print it, or write it with --out. "
                                    "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
     p.add_argument("urdf", metavar="URDF", help="the .urdf file")
-    p.add_argument("--out", help="scene file to write (default: print to stdout)")
+    p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
     p.add_argument("--floating-base", action="store_true",
                    help="the root link is a free body (a 'free' joint from the world) instead of welded to it")
     p.add_argument("--package-root", metavar="DIR",

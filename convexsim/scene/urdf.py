@@ -36,6 +36,7 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -212,6 +213,20 @@ def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray, urd
 WORLD_LINK = "world"
 """A root link of this name is the world itself (module docstring)."""
 
+_PREFIX = re.compile(r"</?([A-Za-z_][\w.-]*):[A-Za-z_]")
+
+
+def _bind_prefixes(text: str) -> str:
+    """The URDF text with every undeclared element prefix (``<drake:collision_filter_group>``, common in
+    published files, which simulator-specific parsers accept) declared on the root element, so that the XML
+    parser reads the file; those elements are then ignored like any other unknown element."""
+    used = set(_PREFIX.findall(text)) - {"xml"}
+    missing = [p for p in sorted(used) if f"xmlns:{p}=" not in text]
+    if not missing:
+        return text
+    decl = "".join(f' xmlns:{p}="urn:convexsim:ignored:{p}"' for p in missing)
+    return re.sub(r"<robot\b", "<robot" + decl, text, count=1)
+
 PLANAR_RECIPE = ("planar joints are not imported; model one as two prismatic joints (the plane's two axes) and a "
                  "revolute joint (its normal) in series, through two light links (small mass and inertia)")
 
@@ -233,7 +248,7 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
     except (OSError, UnicodeDecodeError) as err:
         raise SceneError([f"{source}: cannot read URDF file: {err}"], source) from None
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(_bind_prefixes(text))
     except ET.ParseError as err:
         raise SceneError([f"{source}: invalid XML: {err}"], source) from None
     if root.tag != "robot":

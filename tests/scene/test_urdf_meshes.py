@@ -140,3 +140,13 @@ def test_massless_fixed_links_merge_into_their_parent(tmp_path):
     assert tip.parent == "finger"
     np.testing.assert_allclose(tip.position, np.array([0.01, 0, -0.03]) + R_pj @ [0, 0, -0.02], atol=1e-12)
     np.testing.assert_allclose(quat_to_matrix(np.array(tip.quaternion)), R_pj @ rpy_to_matrix(0, 0.1, 0), atol=1e-12)
+
+
+def test_undeclared_simulator_prefixes_are_ignored(tmp_path):
+    """Published URDFs carry simulator extensions with undeclared prefixes (<drake:collision_filter_group>),
+    which a strict XML parser refuses; they are declared and ignored like other unknown elements."""
+    text = PADDED.replace("</robot>", '<drake:collision_filter_group name="g"><drake:member link="tip"/>'
+                          "</drake:collision_filter_group></robot>")
+    f = tmp_path / "d.urdf"
+    f.write_text(text, encoding="utf-8")
+    assert [b.name for b in load_scene(f).bodies] == ["base", "finger", "tip"]
