@@ -23,6 +23,7 @@ ARM = """<mujoco>
   <body name="upper" pos="0 0 1.2" euler="0 20 10">
     <joint name="shoulder" type="hinge" axis="0 1 0.2" pos="0 0 0.05" class="arm" range="-60 45"/>
     <geom type="capsule" size="0.04 0.15" pos="0 0 -0.15"/>
+    <geom type="sphere" size="0.3" contype="0" conaffinity="0" mass="0"/>
     <body name="bracket" pos="0.05 0 -0.3" euler="30 0 0">
       <geom type="box" size="0.05 0.02 0.03" pos="0.02 0 0"/>
     </body>
@@ -110,6 +111,7 @@ def test_masses_inertias_axes_and_limits_equal_mujocos(tree):
     assert joints["wrist"].type == "ball" and joints["float"].type == "free"
     shapes = sorted(g.shape for b in spec.bodies for g in b.geometries)
     assert shapes.count("halfspace") == 1 and spec.materials["friction_0p8"].friction == 0.8
+    assert "sphere" not in [g.shape for g in byname["upper"].geometries]        # the visual-only geom is skipped
 
 
 def _run_mujoco(m, d, steps):
@@ -215,6 +217,8 @@ REFUSED = {
                                "plane only allowed in static bodies"),       # MuJoCo's compiler says it
     "asymmetric force": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "not symmetric",
                          '<actuator><position joint="j" kp="1" forcerange="-1 2"/></actuator>'),
+    "weld relpose": ('<body name="x"><freejoint/><geom size="0.1"/></body>', "relpose differs",
+                     '<equality><weld body1="x" relpose="0 0 1 1 0 0 0"/></equality>'),
     "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "tendons are not imported",
                '<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'),
 }
@@ -277,3 +281,37 @@ def test_import_mjcf_cli(tmp_path, capsys, tree):
     assert len(err) == 1 and "ellipsoid" in err[0]
     with pytest.raises(SceneError):
         load_scene(bad)
+
+
+SERVO = """<mujoco model="servo">
+  <option timestep="0.001"/>
+  <worldbody>
+    <body name="arm" pos="0 0 1" euler="0 70 0">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.05"/>
+      <geom type="capsule" size="0.02 0.2" pos="0 0 -0.2" mass="0.5"/>
+    </body>
+  </worldbody>
+  <actuator><position joint="hinge" kp="4" kv="0.5" gear="1.5" ctrlrange="0.2 1" forcerange="-5 5"/></actuator>
+</mujoco>"""
+
+
+def test_position_servo_settles_where_mujocos_does(tmp_path):
+    """A geared position servo holding a tilted arm against gravity: MuJoCo clamps ctrl = 0 into ctrlrange
+    (0.2) and applies g·kp·(ctrl − g·q) − g²·kv·q̇; the imported PD (kp·g², kv·g², target 0.2/g) must come to
+    the same equilibrium kp·g·(ctrl − g·q) = τ_gravity(q). The equilibrium does not depend on the integrator,
+    so after 3 s of settling both agree to 1e-6 rad (measured 9e-8: 0.029840 rad), and the angle is really
+    deflected (0.10 rad from the target 0.133 rad)."""
+    path = tmp_path / "servo.xml"
+    path.write_text(SERVO, encoding="utf-8")
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    for _ in range(3000):
+        mujoco.mj_step(m, d)
+    traj = simulate(str(path), duration=3.0, record_every=3000)
+    q_mj = float(d.qpos[0])
+    # convexsim's joint angle from the arm's orientation: rotation about y relative to the start
+    R0, R1 = (quat_to_matrix(traj.quaternion[i, traj.body_index("arm")]) for i in (0, -1))
+    rel = R0.T @ R1
+    q_cs = float(np.arctan2(rel[0, 2], rel[0, 0]))
+    assert abs(q_cs - q_mj) < 1e-6
+    assert abs(q_mj - 0.2 / 1.5) > 0.05
