@@ -271,7 +271,10 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
             out.append({"shape": "box", "size": [float(2 * x) for x in s], **spec})
         elif t == T.mjGEOM_MESH:
             k = int(m.geom_dataid[g])
-            R_m, p_m = quat_to_matrix(m.mesh_quat[k]), m.mesh_pos[k]
+            if hasattr(m, "mesh_quat"):
+                R_m, p_m = quat_to_matrix(m.mesh_quat[k]), np.asarray(m.mesh_pos[k], dtype=float)
+            else:                                    # older MuJoCo: the vertices stay in the geom frame
+                R_m, p_m = np.eye(3), np.zeros(3)
             R_bf = R.T @ Rg @ R_m.T                  # the file's frame: MuJoCo moved the vertices by (R_m, p_m)
             p_bf = np.asarray(spec["position"]) - R_bf @ p_m
             out.append({"shape": "mesh", "vertices": hull_vertices(_mesh_vertices(m, k) @ R_m.T + p_m),
@@ -325,7 +328,7 @@ def _joint(M: _Model, j: int, name: str, child: str, parent: str, cf, pf) -> dic
               "a controller")
     if m.dof_frictionloss[dof] != 0:
         M.add(where, "frictionloss is not imported; remove it (or model the friction in a controller)")
-    if m.jnt_actfrclimited[j]:
+    if getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
         M.add(where, "actuatorfrcrange is not imported; put the limit on the actuator (forcerange)")
     if one_dof:
         q0 = float(m.qpos0[m.jnt_qposadr[j]])
@@ -406,7 +409,7 @@ def _equalities(M: _Model, host: dict, names: dict, moving: set, jnames: dict[in
                   "remove it or make it active")
             continue
         if t == E.mjEQ_WELD:
-            if int(m.eq_objtype[e]) != mj.mjtObj.mjOBJ_BODY:
+            if hasattr(m, "eq_objtype") and int(m.eq_objtype[e]) != mj.mjtObj.mjOBJ_BODY:
                 M.add(where, "a weld between sites is not imported; weld the bodies (body1, body2)")
                 continue
             p, q = _relpose(M, o1, o2)
