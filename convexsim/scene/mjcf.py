@@ -182,7 +182,8 @@ def _tidy(value):
 
 
 def _check_model_level(M: _Model) -> None:
-    """Refuse model-wide features with no convexsim counterpart: tendons, explicit contact pairs, flexes."""
+    """Refuse model-wide features with no convexsim counterpart: tendons, explicit contact pairs, exclusions
+    between bodies of different trees (within one tree convexsim never collides), flexes, gravcomp, mocap."""
     m = M.m
     if m.ntendon:
         M.add("<tendon>", f"{m.ntendon} tendon(s): tendons are not imported; couple joints with an <equality> "
@@ -190,6 +191,12 @@ def _check_model_level(M: _Model) -> None:
     if m.npair:
         M.add("<contact> <pair>", "explicit contact pairs are not imported (convexsim collides every pair of "
               "bodies except links of one tree); remove the <pair> elements")
+    for e in range(m.nexclude):              # signature = body1 << 16 | body2
+        b1, b2 = int(m.exclude_signature[e]) >> 16, int(m.exclude_signature[e]) & 0xFFFF
+        if m.body_rootid[b1] != m.body_rootid[b2] and 0 not in (b1, b2):
+            M.add(f"<contact> <exclude> (bodies {M.name('body', b1)!r}, {M.name('body', b2)!r})",
+                  "contact exclusions between different trees are not imported (convexsim collides every pair "
+                  "of bodies except links of one tree and the body the tree hangs from); remove it")
     if getattr(m, "nflex", 0):
         M.add("<flex>", "deformable flexes are not imported; convexsim simulates rigid bodies")
     for b in range(1, m.nbody):

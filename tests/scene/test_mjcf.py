@@ -219,6 +219,9 @@ REFUSED = {
                          '<actuator><position joint="j" kp="1" forcerange="-1 2"/></actuator>'),
     "weld relpose": ('<body name="x"><freejoint/><geom size="0.1"/></body>', "relpose differs",
                      '<equality><weld body1="x" relpose="0 0 1 1 0 0 0"/></equality>'),
+    "exclude": ('<body name="a"><freejoint/><geom size="0.1"/></body><body name="b" pos="1 0 0"><freejoint/>'
+                '<geom size="0.1"/></body>', "contact exclusions between different trees",
+                '<contact><exclude body1="a" body2="b"/></contact>'),
     "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "tendons are not imported",
                '<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'),
 }
