@@ -27,7 +27,8 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
 * geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
   ``sphere``, ``cylinder`` (a cylinder shape: ``length`` is the full height along the local z axis) and
   ``mesh``: an OBJ, STL or PLY file (collision uses its convex hull), with ``scale``; ``package://pkg/f``
-  is found as ``<package_root>/pkg/f`` or ``<package_root>/f``, a relative file name against the URDF's
+  is found as ``<package_root>/pkg/f`` or ``<package_root>/f`` (without a package root, under each folder
+  of ``ROS_PACKAGE_PATH``), a relative file name against the URDF's
   folder, then the package root; the scene refers to the file by its absolute path (``convexsim
   import-urdf --out`` writes it relative to the scene file). Other mesh formats (COLLADA ``.dae``) are
   refused with the fix (convert the file to STL or OBJ).
@@ -36,6 +37,7 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
 from __future__ import annotations
 
 import math
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -128,14 +130,18 @@ MESH_SUFFIXES = (".obj", ".stl", ".ply")
 
 def resolve_mesh_file(name: str, urdf_dir: Path, package_root: Path | None) -> tuple[Path | None, str]:
     """(the mesh file of a URDF ``filename``, or None, and why not): ``package://pkg/f`` is tried as
-    ``<package_root>/pkg/f`` then ``<package_root>/f``; ``file://`` paths and absolute paths as they are; a
-    relative name against the URDF's folder, then the package root."""
+    ``<root>/pkg/f`` then ``<root>/f`` for the package root, or without one for each folder of the
+    ``ROS_PACKAGE_PATH`` environment variable (as ROS finds packages); ``file://`` paths and absolute paths as
+    they are; a relative name against the URDF's folder, then the package root."""
     if name.startswith("package://"):
         rest = name[len("package://"):]
-        if package_root is None:
-            return None, f"{name!r} needs a package root: pass --package-root DIR (the folder holding the package)"
+        roots = [package_root] if package_root is not None else \
+            [Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
+        if not roots:
+            return None, (f"{name!r} needs a package root: pass --package-root DIR (the folder holding the "
+                          "package) or set ROS_PACKAGE_PATH")
         tail = rest.split("/", 1)[1] if "/" in rest else rest
-        candidates = [package_root / rest, package_root / tail]
+        candidates = [c for root in roots for c in (root / rest, root / tail)]
     elif name.startswith("file://"):
         candidates = [Path(name[len("file://"):])]
     else:

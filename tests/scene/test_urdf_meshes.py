@@ -59,7 +59,8 @@ def test_cylinder_and_meshes_map_to_the_scene_shapes(robot):
     assert again["bodies"][1]["geometries"][0]["file"] == g0["file"]
 
 
-def test_missing_package_root_and_files_are_refused_by_name(robot, tmp_path):
+def test_missing_package_root_and_files_are_refused_by_name(robot, tmp_path, monkeypatch):
+    monkeypatch.delenv("ROS_PACKAGE_PATH", raising=False)
     with pytest.raises(UrdfError) as err:
         urdf_to_scene(robot)
     assert len(err.value.problems) == 1
@@ -70,7 +71,7 @@ def test_missing_package_root_and_files_are_refused_by_name(robot, tmp_path):
     assert "not found (tried" in err.value.problems[0]
 
 
-def test_import_urdf_with_package_root_writes_relative_mesh_paths(robot, tmp_path, capsys):
+def test_import_urdf_with_package_root_writes_relative_mesh_paths(robot, tmp_path, capsys, monkeypatch):
     """`convexsim import-urdf --package-root DIR --out scene.yaml`: the scene names its mesh files
     relative to its own folder, so it loads from there (and from anywhere else it is run)."""
     out = tmp_path / "scenes" / "r.yaml"
@@ -83,6 +84,7 @@ def test_import_urdf_with_package_root_writes_relative_mesh_paths(robot, tmp_pat
     assert [g.shape for g in spec.bodies[1].geometries] == ["mesh", "mesh"]
     assert spec.bodies[0].geometries[0].shape == "cylinder"
     capsys.readouterr()
+    monkeypatch.delenv("ROS_PACKAGE_PATH", raising=False)
     assert main(["import-urdf", str(robot)]) == EXIT_USAGE           # package:// without a root
     assert "--package-root" in capsys.readouterr().err
 
@@ -150,3 +152,10 @@ def test_undeclared_simulator_prefixes_are_ignored(tmp_path):
     f = tmp_path / "d.urdf"
     f.write_text(text, encoding="utf-8")
     assert [b.name for b in load_scene(f).bodies] == ["base", "finger", "tip"]
+
+
+def test_ros_package_path_finds_packages_without_a_root(robot, monkeypatch):
+    """Without --package-root, package:// names are looked up under each folder of ROS_PACKAGE_PATH."""
+    monkeypatch.setenv("ROS_PACKAGE_PATH", f"/nonexistent:{robot.parents[2]}")
+    g = urdf_to_scene(robot)["bodies"][1]["geometries"][0]
+    assert Path(g["file"]) == (robot.parents[1] / "meshes" / "cube.obj").resolve()
