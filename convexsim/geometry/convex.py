@@ -117,20 +117,14 @@ def support(gtype: int, p: np.ndarray, R: np.ndarray, size: np.ndarray, verts: n
 
 @jit
 def _keep(W, WA, WB, lam, idx, m):
-    """Reduce the simplex to the vertices idx[:m] (in place) with barycentric weights lam[:m]."""
-    tW = np.empty((4, 3))
-    tA = np.empty((4, 3))
-    tB = np.empty((4, 3))
+    """Reduce the simplex to the vertices idx[:m] (increasing, so in place) with barycentric weights lam[:m]."""
     for k in range(m):
-        for i in range(3):
-            tW[k, i] = W[idx[k], i]
-            tA[k, i] = WA[idx[k], i]
-            tB[k, i] = WB[idx[k], i]
-    for k in range(m):
-        for i in range(3):
-            W[k, i] = tW[k, i]
-            WA[k, i] = tA[k, i]
-            WB[k, i] = tB[k, i]
+        j = idx[k]
+        if j != k:
+            for i in range(3):
+                W[k, i] = W[j, i]
+                WA[k, i] = WA[j, i]
+                WB[k, i] = WB[j, i]
     return m
 
 
