@@ -117,20 +117,14 @@ def support(gtype: int, p: np.ndarray, R: np.ndarray, size: np.ndarray, verts: n
 
 @jit
 def _keep(W, WA, WB, lam, idx, m):
-    """Reduce the simplex to the vertices idx[:m] (in place) with barycentric weights lam[:m]."""
-    tW = np.empty((4, 3))
-    tA = np.empty((4, 3))
-    tB = np.empty((4, 3))
+    """Reduce the simplex to the vertices idx[:m] (increasing, so in place) with barycentric weights lam[:m]."""
     for k in range(m):
-        for i in range(3):
-            tW[k, i] = W[idx[k], i]
-            tA[k, i] = WA[idx[k], i]
-            tB[k, i] = WB[idx[k], i]
-    for k in range(m):
-        for i in range(3):
-            W[k, i] = tW[k, i]
-            WA[k, i] = tA[k, i]
-            WB[k, i] = tB[k, i]
+        j = idx[k]
+        if j != k:
+            for i in range(3):
+                W[k, i] = W[j, i]
+                WA[k, i] = WA[j, i]
+                WB[k, i] = WB[j, i]
     return m
 
 
@@ -463,7 +457,9 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
     scale = bounding_radius(ta, sa) + bounding_radius(tb, sb)
     tol = EPA_REL_TOL * scale
     edges = np.empty((3 * EPA_MAX_FACES, 2), np.int64)
-    best_f = 0
+    bface = np.zeros(3, np.int64)
+    bnormal = np.zeros(3)
+    bdist = 0.0
     for _ in range(EPA_MAX_ITERATIONS):
         best_f = -1
         best_d = np.inf
@@ -473,17 +469,21 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
                 best_f = f
         if best_f < 0:
             return -1.0
-        if nv >= EPA_MAX_VERTS - 1 or nf >= EPA_MAX_FACES - 3 * nv:
+        for i in range(3):     # the result, kept apart: the face's slot may be reused below
+            bface[i] = F[best_f, i]
+            bnormal[i] = FN[best_f, i]
+        bdist = FD[best_f]
+        if nv >= EPA_MAX_VERTS - 1:
             break
-        _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, FN[best_f], PW, PA, PB, nv)
-        if dot3(FN[best_f], PW[nv]) - best_d <= tol:
+        _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, bnormal, PW, PA, PB, nv)
+        if dot3(bnormal, PW[nv]) - best_d <= tol:
             break
         w = nv
         nv += 1
         ne = 0
         for f in range(nf):
-            if not alive[f] or dot3(FN[f], PW[w]) - FD[f] <= 0.0:
-                continue
+            if not alive[f] or dot3(FN[f], PW[w]) - FD[f] <= -tol:
+                continue   # faces through w (flat caps, box faces) count as visible: re-triangulated with w
             alive[f] = False
             for e in range(3):
                 i0 = F[f, e]
@@ -501,23 +501,31 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
                     edges[ne, 0] = i0
                     edges[ne, 1] = i1
                     ne += 1
+        broken = ne < 3
+        slot = 0
         for k in range(ne):
-            F[nf, 0], F[nf, 1], F[nf, 2] = edges[k, 0], edges[k, 1], w
-            alive[nf] = _face_plane(PW, F, nf, FN, FD)
-            nf += 1
+            while slot < nf and alive[slot]:
+                slot += 1          # reuse the slots of removed faces
+            if slot == EPA_MAX_FACES:
+                broken = True
+                break
+            F[slot, 0], F[slot, 1], F[slot, 2] = edges[k, 0], edges[k, 1], w
+            alive[slot] = _face_plane(PW, F, slot, FN, FD)
+            broken = broken or not alive[slot] or FD[slot] < best_d - tol
+            if slot == nf:
+                nf += 1
+        if broken:   # round-off broke the polytope (a flat or inward face): keep the last good face
+            break
     # witness points: the origin's projection on the closest face, in barycentric coordinates
-    f = best_f
     for i in range(3):
-        n_out[i] = FN[f, i]
-    depth = max(FD[f], 0.0)
-    a = PW[F[f, 0]]
-    b = PW[F[f, 1]]
-    c = PW[F[f, 2]]
+        n_out[i] = bnormal[i]
+    depth = max(bdist, 0.0)
+    a = PW[bface[0]]
     p = np.empty(3)
     for i in range(3):
-        p[i] = FD[f] * FN[f, i]
-    v0 = b - a
-    v1 = c - a
+        p[i] = bdist * bnormal[i]
+    v0 = PW[bface[1]] - a
+    v1 = PW[bface[2]] - a
     v2 = p - a
     d00 = dot3(v0, v0)
     d01 = dot3(v0, v1)
@@ -529,8 +537,8 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
     lc = (d00 * d21 - d01 * d20) / den if den > 0.0 else 0.0
     la = 1.0 - lb - lc
     for i in range(3):
-        xa[i] = la * PA[F[f, 0], i] + lb * PA[F[f, 1], i] + lc * PA[F[f, 2], i]
-        xb[i] = la * PB[F[f, 0], i] + lb * PB[F[f, 1], i] + lc * PB[F[f, 2], i]
+        xa[i] = la * PA[bface[0], i] + lb * PA[bface[1], i] + lc * PA[bface[2], i]
+        xb[i] = la * PB[bface[0], i] + lb * PB[bface[1], i] + lc * PB[bface[2], i]
     return depth
 
 
