@@ -39,7 +39,7 @@ def _finger_forces(traj, frame: int, finger: str) -> np.ndarray:
 def test_coupled_fingers_share_the_servo_force_and_lift_the_box():
     """At rest in the air (t = 1 s) the saturated servo's F = 8 N is shared by the coupler: each finger
     presses N = F/2 on the box, and the two fingers' friction carries the box's weight (statics; 0.5 %,
-    the residual motion of the end of the lift). The box rises with the palm to within 1 mm."""
+    the residual motion of the end of the lift). Over the lift the box rises with the palm to within 1 mm."""
     traj = simulate(SCENE, duration=1.0, record_every=50)
     assert not traj.failure
     last = len(traj.time) - 1
@@ -48,9 +48,10 @@ def test_coupled_fingers_share_the_servo_force_and_lift_the_box():
     assert left[2] + right[2] == pytest.approx(BOX_MASS * G, rel=5e-3)
     assert 2 * MU * SERVO_FORCE / 2 > BOX_MASS * G                      # the hold condition the header states
     box, palm = traj.body_index("box"), traj.body_index("palm")
-    rise_box = traj.position[last, box, 2] - traj.position[0, box, 2]
-    rise_palm = traj.position[last, palm, 2] - traj.position[0, palm, 2]
-    assert rise_box > 0.095 and abs(rise_box - rise_palm) < 1e-3
+    start = int(np.searchsorted(traj.time, 0.5))                 # the lift starts
+    rise_box = traj.position[last, box, 2] - traj.position[start, box, 2]
+    rise_palm = traj.position[last, palm, 2] - traj.position[start, palm, 2]
+    assert rise_box > 0.095 and abs(rise_box - rise_palm) < 1e-3     # measured 0.4 mm
 
 
 def test_a_weak_servo_cannot_hold_the_box():
