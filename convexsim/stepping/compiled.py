@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
+from convexsim.geometry.collide import geometry_table
 from convexsim.stepping import compiled_kernels as K
 from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
@@ -36,7 +37,8 @@ ISLAND_MAX_DOFS = 120
 step. 120 dofs = 20 free bodies: a dense factor of that size costs about as much as the reference
 step's orchestration (docs/performance.md)."""
 
-SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE)
+SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE, GeomType.CYLINDER,
+                    GeomType.MESH)
 
 SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
                      "numerical_failure")
@@ -44,11 +46,11 @@ SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factor
 
 def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
     """Why the compiled kernels cannot take ``model``'s bodies and shapes ("" if they can): every shape
-    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed (or, with
+    among sphere, box, capsule, halfspace, cylinder, mesh; every body free (6 dofs, in body order) or fixed (or, with
     ``links_allowed``, a link of a kinematic tree). Shared by the compiled SAP and LCP steps."""
     bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
     if bad:
-        return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
+        return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace, cylinder, mesh)"
     fixed = np.asarray(model.body_fixed, dtype=bool)
     dof = np.asarray(model.body_dof)
     if links_allowed and model.forest is not None:
@@ -117,7 +119,7 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
 
     Conditions: the SAP solver (not LCP); every body free (6 dofs), fixed or a link of a kinematic tree
     whose joints, limits, actuators and couplers ``tree_layout_problem`` accepts (no cone
-    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace; contact model
+    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace, cylinder, mesh; contact model
     sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
     reference path rejects others when it builds the problem). Tree models step by
     ``compiled_trees.compiled_tree_step``, free-body models by :func:`compiled_step`."""
@@ -192,7 +194,7 @@ class PackedModel:
         self.model_arrays = (
             f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
             np.flatnonzero(np.asarray(model.body_dof) >= 0).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
-            np.ascontiguousarray(model.geom_type, dtype=np.int64), f(model.geom_size), geom_body,
+            np.ascontiguousarray(model.geom_type, dtype=np.int64), geometry_table(model), geom_body,
             f(model.geom_pos), f(model.geom_quat), rho,
             f(np.asarray(model.material_stiffness)[mat]), f(np.asarray(model.material_friction)[mat]),
             f(np.asarray(model.material_dissipation_time)[mat]),
