@@ -29,7 +29,7 @@ import numpy as np
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
 from convexsim.stepping import compiled_kernels as K
 from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
-from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 ISLAND_MAX_DOFS = 120
 """Largest island (dofs) the compiled step factors with a dense Cholesky; larger ones take the reference
@@ -241,8 +241,10 @@ def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
 
 
-def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
-    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``).
+def compiled_step(model: Model, state: State, ctx=None, *,
+                  strict: bool = False) -> tuple[State, StepInfo] | Handoff:
+    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``), or a Handoff for a
+    step the reference takes (``stepping.dispatch`` takes it).
 
     A step with an island too large for the dense factor is taken by :func:`_supernodal_step` (module
     docstring); ``ctx.big_islands`` remembers that, so the next step starts there (same result)."""
@@ -298,11 +300,10 @@ def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
 
 def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,
             point, normal, gamma, force, q_out, v_out) -> tuple[State, StepInfo]:
-    """(new state, StepInfo) of a kernel step, or the reference step / an exception for its failure codes."""
-    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # the reference step (it raises for the latter)
-        from convexsim.stepping.sap_stepper import sap_step
-
-        return sap_step(model, state, ctx, strict=strict)
+    """(new state, StepInfo) of a kernel step, a Handoff to the reference step (which raises for a bad
+    margin), or an exception for its failure codes."""
+    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
+        return Handoff(K.STEP_STATUS_NAMES[status])
     if status == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]

@@ -80,6 +80,9 @@ STEP_NONFINITE_END = 2
 STEP_TOO_LARGE = 3
 STEP_SOLVER_FAILED = 4     # not converged and strict, or not converged with a non-finite v
 STEP_BAD_MARGIN = 5        # a margin share is not finite (the reference path raises its ValueError)
+STEP_STATUS_NAMES = ("ok", "non-finite start state", "non-finite end state",
+                     "an island above the dense limit (compiled.ISLAND_MAX_DOFS)", "solver failed",
+                     "a margin share is not finite")
 # ---- extra run_kernel codes
 RUN_DONE = 0
 RUN_NEED_CONTACT_SPACE = 10
