@@ -78,7 +78,8 @@ class Route(NamedTuple):
         return self.kind, self.solver, self.path
 
 
-def _resolve(spec: str) -> Any:
+def resolve(spec: str) -> Any:
+    """The function a "module:function" entry of the tables names (its module imported on first use)."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -103,7 +104,7 @@ def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     spec = ELIGIBILITY.get((kind, solver))
     if spec is None:
         return False, f"solver.kind {solver!r} has no compiled step"
-    ok, reason = _resolve(spec)(model)
+    ok, reason = resolve(spec)(model)
     if ok and controlled and kind == "trees":
         return False, CONTROLLED
     return ok, reason
@@ -129,7 +130,7 @@ def route(model: Model, path: str = "auto", *, controlled: bool = False) -> Rout
 
 def _call(key: tuple[str, str, str], model, state, ctx, options: dict):
     spec, takes = RUNNERS[key]
-    return _resolve(spec)(model, state, ctx, **{k: options[k] for k in takes})
+    return resolve(spec)(model, state, ctx, **{k: options[k] for k in takes})
 
 
 def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: bool = False,
