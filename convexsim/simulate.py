@@ -600,8 +600,9 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
                                           time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
                 elif code == K.STEP_SOLVER_FAILED:
-                    name = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
-                            "numerical_failure")[sap_status]
+                    from convexsim.sap.newton import SAP_STATUS_NAMES
+
+                    name = SAP_STATUS_NAMES[sap_status]
                     raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
                                           step=k, time=t)
                 if taken:

@@ -28,9 +28,10 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke.revised import revised_buffers, revised_kernel
-from convexsim.stepping.compiled_kernels import (F_DT, first_nonfinite_body, collide_and_filter,
-                                                 contact_frame, free_motion_kernel, integrate_kernel,
-                                                 jacobian_block, margin_shares)
+from convexsim.dynamics import contact_frame, free_motion_kernel, integrate_kernel, jacobian_block
+from convexsim.sap.newton import F_DT
+from convexsim.stepping.compiled_kernels import first_nonfinite_body
+from convexsim.stepping.contacts import collide_and_filter, margin_shares
 from convexsim.stepping.lcp_dense import assemble_dense
 
 LCP_OK = 0
