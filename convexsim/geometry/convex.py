@@ -247,6 +247,11 @@ def _closest_simplex(W, WA, WB, n, lam, v):
     idx3 = np.empty(4, np.int64)
     tmp = np.empty(3)
     inside = True
+    e1 = W[1] - W[0]
+    e2 = W[2] - W[0]
+    e3 = W[3] - W[0]
+    size2 = max(dot3(e1, e1), dot3(e2, e2), dot3(e3, e3))
+    flat = abs(dot3(cross3(e1, e2), e3)) <= 1e-9 * size2 * math.sqrt(size2)   # no "inside" for a flat tetrahedron
     for f in range(4):
         ia, ib, ic, io = (1, 2, 3, 0) if f == 0 else (0, 2, 3, 1) if f == 1 else (0, 1, 3, 2) if f == 2 else (0, 1, 2, 3)
         e1 = W[ib] - W[ia]
@@ -254,7 +259,7 @@ def _closest_simplex(W, WA, WB, n, lam, v):
         nrm = cross3(e1, e2)
         s_origin = -dot3(nrm, W[ia])
         s_other = dot3(nrm, W[io] - W[ia])
-        if s_origin * s_other > 0.0:
+        if s_origin * s_other > 0.0 and not flat:
             continue   # origin on the same side as the opposite vertex
         inside = False
         m3 = _closest_triangle(W, ia, ib, ic, lam3, idx3)
