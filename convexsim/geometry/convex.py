@@ -289,10 +289,11 @@ def gjk(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, cutoff, W, WA, WB, lam, xa, xb):
     cores overlap (origin in the simplex W[:m], m = 1..4, supports WA, WB), or a lower bound > cutoff when
     the cores are farther apart than cutoff (early exit; xa, xb then not meaningful).
     """
-    v = np.empty(3)
-    d = np.empty(3)
-    sA = np.empty(3)
-    sB = np.empty(3)
+    scratch = np.empty((4, 3))     # one allocation: v, d and the two support points
+    v = scratch[0]
+    d = scratch[1]
+    sA = scratch[2]
+    sB = scratch[3]
     for i in range(3):
         v[i] = pa[i] - pb[i]
     if dot3(v, v) == 0.0:
@@ -921,13 +922,14 @@ def convex_convex(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, margin, phi, point, no
     into B. Returns the number of contacts written (phi <= margin)."""
     ra = core_radius(ta, sa)
     rb = core_radius(tb, sb)
-    W = np.empty((4, 3))
-    WA = np.empty((4, 3))
-    WB = np.empty((4, 3))
+    scratch = np.empty((15, 3))    # one allocation: simplex, supports, witness points, normal
+    W = scratch[0:4]
+    WA = scratch[4:8]
+    WB = scratch[8:12]
+    xa = scratch[12]
+    xb = scratch[13]
+    n = scratch[14]
     lam = np.empty(4)
-    xa = np.empty(3)
-    xb = np.empty(3)
-    n = np.empty(3)
     reach = margin + ra + rb
     delta, m = gjk(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, reach, W, WA, WB, lam, xa, xb)
     if delta > reach:
