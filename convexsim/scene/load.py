@@ -766,6 +766,12 @@ def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
             return urdf_to_scene(path), None, source
         except UrdfError as exc:
             raise SceneError(exc.problems, source) from None
+    if path.suffix.lower() == ".xml":           # a MuJoCo model: converted (convexsim.scene.mjcf)
+        from convexsim.scene.mjcf import MjcfError, mjcf_to_scene
+        try:
+            return mjcf_to_scene(path), None, source
+        except MjcfError as exc:
+            raise SceneError(exc.problems, source) from None
     text = _read_scene_text(path)
     data, node = _read_yaml(text, source)
     if data == {} and _yaml_load(text) is None:
