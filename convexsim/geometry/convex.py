@@ -31,7 +31,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import BOX, CAPSULE, CYLINDER, MESH, SPHERE, bounding_radius
 from convexsim.geometry.primitives import MAX_PAIR_CONTACTS
-from convexsim.geometry.transforms import any_perpendicular, column3, cross3, dot3, norm3
+from convexsim.geometry.transforms import any_perpendicular, column3, cross3, dot3, norm3, sub3
 
 FEATURE_SIN = 0.01
 """A face (or edge) is a support feature along n when it is within ~0.57° of facing n: vertices within
@@ -247,14 +247,19 @@ def _closest_simplex(W, WA, WB, n, lam, v):
     idx3 = np.empty(4, np.int64)
     tmp = np.empty(3)
     inside = True
+    e1 = sub3(W[1], W[0])
+    e2 = sub3(W[2], W[0])
+    e3 = sub3(W[3], W[0])
+    size2 = max(dot3(e1, e1), dot3(e2, e2), dot3(e3, e3))
+    flat = abs(dot3(cross3(e1, e2), e3)) <= 1e-9 * size2 * math.sqrt(size2)   # no "inside" for a flat tetrahedron
     for f in range(4):
         ia, ib, ic, io = (1, 2, 3, 0) if f == 0 else (0, 2, 3, 1) if f == 1 else (0, 1, 3, 2) if f == 2 else (0, 1, 2, 3)
-        e1 = W[ib] - W[ia]
-        e2 = W[ic] - W[ia]
+        e1 = sub3(W[ib], W[ia])
+        e2 = sub3(W[ic], W[ia])
         nrm = cross3(e1, e2)
         s_origin = -dot3(nrm, W[ia])
-        s_other = dot3(nrm, W[io] - W[ia])
-        if s_origin * s_other > 0.0:
+        s_other = dot3(nrm, sub3(W[io], W[ia]))
+        if s_origin * s_other > 0.0 and not flat:
             continue   # origin on the same side as the opposite vertex
         inside = False
         m3 = _closest_triangle(W, ia, ib, ic, lam3, idx3)
@@ -284,10 +289,11 @@ def gjk(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, cutoff, W, WA, WB, lam, xa, xb):
     cores overlap (origin in the simplex W[:m], m = 1..4, supports WA, WB), or a lower bound > cutoff when
     the cores are farther apart than cutoff (early exit; xa, xb then not meaningful).
     """
-    v = np.empty(3)
-    d = np.empty(3)
-    sA = np.empty(3)
-    sB = np.empty(3)
+    scratch = np.empty((4, 3))     # one allocation: v, d and the two support points
+    v = scratch[0]
+    d = scratch[1]
+    sA = scratch[2]
+    sB = scratch[3]
     for i in range(3):
         v[i] = pa[i] - pb[i]
     if dot3(v, v) == 0.0:
@@ -357,7 +363,7 @@ def _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, k):
 def _face_plane(PW, F, f, FN, FD):
     """Unit outward normal FN[f] and offset FD[f] = n·w of face F[f]; False for a zero-area face."""
     a = PW[F[f, 0]]
-    nrm = cross3(PW[F[f, 1]] - a, PW[F[f, 2]] - a)
+    nrm = cross3(sub3(PW[F[f, 1]], a), sub3(PW[F[f, 2]], a))
     ln = norm3(nrm)
     if not ln > 0.0:
         return False
@@ -394,7 +400,7 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
                 d[i] = 0.0
             d[ax % 3] = 1.0 if ax < 3 else -1.0
             _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, 1)
-            e = PW[1] - PW[0]
+            e = sub3(PW[1], PW[0])
             if dot3(e, e) > best:
                 best = dot3(e, e)
                 keep = ax
@@ -404,7 +410,7 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
         _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, 1)
         nv = 2
     if nv == 2:
-        e = PW[1] - PW[0]
+        e = sub3(PW[1], PW[0])
         base = any_perpendicular(e)
         other = cross3(e, base)
         lo = norm3(other)
@@ -413,7 +419,7 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
             for i in range(3):
                 d[i] = (base[i] if s < 2 else other[i] / lo) * (1.0 if s % 2 == 0 else -1.0)
             _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, 2)
-            c = cross3(e, PW[2] - PW[0])
+            c = cross3(e, sub3(PW[2], PW[0]))
             if dot3(c, c) > best:
                 best = dot3(c, c)
                 keep = s
@@ -422,13 +428,13 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
         _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, 2)
         nv = 3
     if nv == 3:
-        nrm = cross3(PW[1] - PW[0], PW[2] - PW[0])
+        nrm = cross3(sub3(PW[1], PW[0]), sub3(PW[2], PW[0]))
         _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, nrm, PW, PA, PB, 3)
-        h1 = dot3(nrm, PW[3] - PW[0])
+        h1 = dot3(nrm, sub3(PW[3], PW[0]))
         for i in range(3):
             d[i] = -nrm[i]
         _add_support(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, d, PW, PA, PB, 4)
-        h2 = -dot3(nrm, PW[4] - PW[0])
+        h2 = -dot3(nrm, sub3(PW[4], PW[0]))
         if h2 > h1:
             for i in range(3):
                 PW[3, i] = PW[4, i]
@@ -449,7 +455,7 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
         F[nf, 0], F[nf, 1], F[nf, 2] = ia, ib, ic
         if not _face_plane(PW, F, nf, FN, FD):
             return -1.0
-        if dot3(FN[nf], PW[ia] - centre) < 0.0:
+        if dot3(FN[nf], sub3(PW[ia], centre)) < 0.0:
             F[nf, 1], F[nf, 2] = ic, ib
             _face_plane(PW, F, nf, FN, FD)
         alive[nf] = True
@@ -524,9 +530,9 @@ def epa(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, W, WA, WB, m, n_out, xa, xb):
     p = np.empty(3)
     for i in range(3):
         p[i] = bdist * bnormal[i]
-    v0 = PW[bface[1]] - a
-    v1 = PW[bface[2]] - a
-    v2 = p - a
+    v0 = sub3(PW[bface[1]], a)
+    v1 = sub3(PW[bface[2]], a)
+    v2 = sub3(p, a)
     d00 = dot3(v0, v0)
     d01 = dot3(v0, v1)
     d11 = dot3(v1, v1)
@@ -617,7 +623,13 @@ def _vertex(gtype, size, verts, i):
 def _hull2d(P, k, order):
     """Indices (into P[:k, :2]) of the 2-D convex hull, counter-clockwise (monotone chain); returns its
     size (collinear points dropped)."""
-    idx = np.argsort(P[:k, 0] + 1e-12 * P[:k, 1])
+    idx = np.empty(k, np.int64)     # insertion sort by (x, y): k <= MAX_FEATURE points
+    for i in range(k):
+        j = i
+        while j > 0 and (P[idx[j - 1], 0] > P[i, 0] or (P[idx[j - 1], 0] == P[i, 0] and P[idx[j - 1], 1] > P[i, 1])):
+            idx[j] = idx[j - 1]
+            j -= 1
+        idx[j] = i
     stack = np.empty(2 * k + 1, np.int64)
     m = 0
     for rep in range(2):
@@ -797,7 +809,9 @@ def _reduce(count, keep, phi, point, normal):
     if count <= keep:
         return count
     chosen = np.zeros(count, np.bool_)
-    dmin = np.full(count, np.inf)
+    dmin = np.empty(count)
+    for c in range(count):
+        dmin[c] = np.inf
     first = 0
     for c in range(1, count):
         if phi[c] < phi[first]:
@@ -916,13 +930,14 @@ def convex_convex(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, margin, phi, point, no
     into B. Returns the number of contacts written (phi <= margin)."""
     ra = core_radius(ta, sa)
     rb = core_radius(tb, sb)
-    W = np.empty((4, 3))
-    WA = np.empty((4, 3))
-    WB = np.empty((4, 3))
+    scratch = np.empty((15, 3))    # one allocation: simplex, supports, witness points, normal
+    W = scratch[0:4]
+    WA = scratch[4:8]
+    WB = scratch[8:12]
+    xa = scratch[12]
+    xb = scratch[13]
+    n = scratch[14]
     lam = np.empty(4)
-    xa = np.empty(3)
-    xb = np.empty(3)
-    n = np.empty(3)
     reach = margin + ra + rb
     delta, m = gjk(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, reach, W, WA, WB, lam, xa, xb)
     if delta > reach:

@@ -9,6 +9,7 @@ from convexsim.model import GeomType, Model
 from model_builder import build_model
 
 SPHERE, BOX, CAPSULE, HALFSPACE = GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE
+CYLINDER, MESH = GeomType.CYLINDER, GeomType.MESH
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from convexsim.geometry import quat_to_rot
-from geometry_helpers import BOX, CAPSULE, HALFSPACE, SPHERE
+from geometry_helpers import BOX, CAPSULE, CYLINDER, HALFSPACE, MESH, SPHERE
 
 
 def signed_distance(gtype, size, pos, quat, x) -> float:
@@ -76,6 +76,19 @@ def _shape_rows(rows: _Rows, gtype, size, pos, quat, xs: slice, t_index: int):
     elif gtype == HALFSPACE:
         n = R[:, 2]
         rows.add(sel(n[None, :]), [n @ c], clarabel.NonnegativeConeT(1))
+    elif gtype == CYLINDER:
+        # p = R^T (x - c): |(p_x, p_y)| <= r, |p_z| <= h
+        A = np.vstack([np.zeros((1, nz)), sel(-R.T[:2])])
+        rows.add(A, np.concatenate([[size[0]], -(R.T @ c)[:2]]), clarabel.SecondOrderConeT(3))
+        A = np.vstack([sel(R.T[2:]), sel(-R.T[2:])])
+        rows.add(A, [size[1] + R[:, 2] @ c, size[1] - R[:, 2] @ c], clarabel.NonnegativeConeT(2))
+    elif gtype == MESH:
+        # size holds the vertices in G; the hull's facets n_f·p + d_f <= 0 (Qhull's own equations)
+        from scipy.spatial import ConvexHull
+
+        eq = ConvexHull(np.asarray(size, float)).equations
+        A = sel(eq[:, :3] @ R.T)
+        rows.add(A, -eq[:, 3] + eq[:, :3] @ (R.T @ c), clarabel.NonnegativeConeT(eq.shape[0]))
     else:
         raise ValueError(gtype)
 
