@@ -111,19 +111,20 @@ def test_several_trajectories_fit_one_mu(tmp_path):
 
 @pytest.mark.slow
 def test_mismatch_is_a_finding_and_an_exit_status(tmp_path, capsys):
-    """Noise-free lagged data with a compliant floor (the box sinks and rocks on it) fitted by the rigid MPEC:
-    the misfit is far above the data's scatter, so the report's first line says so and the exit status is 3
-    unless --accept-mismatch."""
-    scene = _scene([box(v=(1.0, 0.4, 0.0))], dt=1e-3, frames=20, contact_model="lagged")
-    scene["materials"]["floor"]["stiffness"] = 2e4
-    path = tmp_path / "soft.npz"
-    save_trajectory(path, simulate(scene, solver="sap"))
+    """LCP data with 0.1 mm of noise, fitted by the MPEC (the model that made it): with the true noise level
+    the fit is consistent (exit 0); told the noise is 0.1 µm, the same misfit is 1000× the noise, so the
+    report's first line says MODEL MISMATCH and the exit status is 3 unless --accept-mismatch."""
+    traj = noisy(simulate(_scene([box()], dt=0.01, frames=12), solver="lcp"), 1e-4, 1)
+    path = tmp_path / "box.npz"
+    save_trajectory(path, traj)
     out = tmp_path / "r"
-    assert main(["identify", str(path), "--method", "mpec", "--out", str(out)]) == 3
-    printed = capsys.readouterr()
-    assert printed.out.startswith("MODEL MISMATCH")
+    args = ["identify", str(path), "--method", "mpec", "--out", str(out)]
+    assert main([*args, "--noise", "1e-4"]) == 0
+    assert capsys.readouterr().out.startswith("Fit consistent with the noise")
+    assert main([*args, "--noise", "1e-7"]) == 3
+    assert capsys.readouterr().out.startswith("MODEL MISMATCH: mpec: RMS misfit")
     assert (out / "report.md").read_text().startswith("MODEL MISMATCH")
-    assert main(["identify", str(path), "--method", "mpec", "--accept-mismatch", "--out", str(out)]) == 0
+    assert main([*args, "--noise", "1e-7", "--accept-mismatch"]) == 0
 
 
 def test_noise_from_scatter_recovers_the_noise_of_a_smooth_motion():
