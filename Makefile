@@ -50,6 +50,8 @@ demo: $(VENV)/.core-installed
 # (--dist loadfile: a module's fixtures, e.g. the learn tests' fitted models, are built once).
 # `convexsim warmup` first compiles the numba kernels into NUMBA_CACHE_DIR once, so that the workers load
 # them instead of both compiling them (numba's cache writes are atomic renames, safe across processes).
+# `--check` then runs every shipped scene a few steps with SAP and LCP in a fresh process and fails if any
+# compiled a kernel: the warm-up must cover every shipped scene (a user never compiles mid-run; ≈ 6 s).
 # --no-loadscope-reorder: files are handed out in collection order (conftest.py collects the two 1–3 minute
 # mixed_clutter LCP runs first), not by test count, which sent those one-test files last and left one worker
 # running them alone for minutes.
@@ -68,7 +70,7 @@ ROUNDOFF      := $(PYTEST) $(PARALLEL) -p no:cacheprovider -m "roundoff and not 
 GENERIC_CACHE := $(CURDIR)/.numba_cache_generic
 
 test: $(VENV)/.test-installed browser
-	$(VENV)/bin/convexsim warmup
+	$(VENV)/bin/convexsim warmup --check
 	$(PYTEST) $(PARALLEL) -m "not long" --durations=25
 	@$(MAKE) --no-print-directory test-roundoff
 

@@ -683,6 +683,9 @@ def _add_warmup(sub) -> None:
                                    "from the cache in a few seconds.")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes to compile in (default: one per core, at most 2)")
+    p.add_argument("--check", action="store_true",
+                   help="then run every shipped scene a few steps with SAP and LCP and fail (exit 1) if any "
+                        "compiled a kernel the warm-up missed (`make test` runs this)")
     p.set_defaults(func=cmd_warmup)
 
 
@@ -698,6 +701,14 @@ def cmd_warmup(args) -> int:
     compiled = len(before - set(uncached_kernels()))
     what = f"compiled {compiled} kernels" if compiled else "kernels already compiled (loaded from the cache)"
     print(f"warmup: {what} in {seconds:.1f} s")
+    if args.check:
+        import subprocess
+
+        # A fresh process: kernels this one compiled or loaded are in memory and would hide a miss.
+        code = subprocess.call([sys.executable, "-c",
+                                "import sys; from convexsim.tools.warmup import check_shipped_scenes; "
+                                "sys.exit(check_shipped_scenes())"])
+        return EXIT_OK if code == 0 else EXIT_FAILURE
     return EXIT_OK
 
 

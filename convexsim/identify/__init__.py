@@ -5,14 +5,14 @@
     write_report(ident, "out/")                     # report.md, fit.png, residuals.png, estimates.csv
 
 Modules: ``mpec`` (Berard–Trinkle MPEC as smoothed sparse least squares), ``fit`` (both estimators on a
-scene trajectory), ``berard_trinkle`` (the seed particle: forward model, Tables 1 and 2), ``report``,
+scene trajectory), ``robot`` (joint damping, PD gains, link masses of tree scenes), ``berard_trinkle`` (the seed particle: forward model, Tables 1 and 2), ``report``,
 ``cli`` (``convexsim identify``). Submodules load on first use.
 """
 
 import importlib
 
 _LAZY = {"Estimate": "fit", "Identification": "fit", "IdentificationError": "fit", "MethodResult": "fit",
-         "identify": "fit", "write_report": "report"}
+         "identify": "fit", "write_report": "report", "fit_robot": "robot"}
 """Public names and their modules, imported on first use: ``convexsim --help`` must not load the solvers."""
 
 
@@ -22,4 +22,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'convexsim.identify' has no attribute {name!r}")
 
 
-__all__ = ["Estimate", "Identification", "IdentificationError", "MethodResult", "identify", "write_report"]
+__all__ = ["Estimate", "Identification", "IdentificationError", "MethodResult", "fit_robot", "identify",
+           "write_report"]

@@ -20,7 +20,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "scenes/studies/identification/mu_vs_noise.yaml)")
     p.add_argument("--reduced", action="store_true", help="with --study: its reduced sweep (tests, demos)")
     p.add_argument("--params", default="mu", help="comma-separated: mu, k, tau_d (sap model) or d "
-                                                  "(lagged/similar); default mu")
+                                                  "(lagged/similar); default mu. Tree scenes: robot "
+                                                  "parameters KIND:NAME, KIND one of damping, kp, kd, mass, "
+                                                  "mu (e.g. mass:iiwa_link_7,mu:box; docs/identify.md)")
+    p.add_argument("--frames", default=None, metavar="START:STOP",
+                   help="robot parameters: fit frames START..STOP-1 of TRAJ only (default all)")
     p.add_argument("--out", required=True, metavar="DIR", help="report folder (created)")
     p.add_argument("--method", choices=["both", "mpec", "sap"], default="both",
                    help="mpec (Berard–Trinkle, μ only), sap (least squares on SAP rollouts) or both")
@@ -60,6 +64,9 @@ def run(args) -> int:
         print("convexsim identify: error: give a trajectory file TRAJ or --study SPEC", file=sys.stderr)
         return 1
     params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
+    if any(":" in t for t in params):                   # robot parameters KIND:NAME of a tree scene
+        from convexsim.identify.robot import run_robot
+        return run_robot(args, params, _initial(args.initial))
     methods = ("mpec", "sap") if args.method == "both" else (args.method,)
     try:
         source = args.trajectory[0] if len(args.trajectory) == 1 else list(args.trajectory)

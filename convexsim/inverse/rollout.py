@@ -160,6 +160,11 @@ class Rollout:
         """Moving bodies (clique order)."""
         return dynamics.moving_bodies(self.model)
 
+    @property
+    def nv(self) -> int:
+        """Generalized velocities of a step (6 per moving body)."""
+        return 6 * int(self.bodies.size)
+
     def positions(self) -> np.ndarray:
         """COM positions of the moving bodies, shape (T, nmov, 3) [m]."""
         return self.q[:, self.bodies, :3]
@@ -354,11 +359,11 @@ def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndar
     """Forward sensitivities of every frame: (dq/dx, dv/dx), shapes (T, nv, nx) each.
 
     x = the rollout's parameters, then (with ``initial``) the initial state in tangent coordinates
-    (δq0 (nv), δv0 (nv)). dq is in tangent coordinates: per moving body (δrotation [rad], δposition [m]).
+    (δq0 (nv), δv0 (nv)). dq is in tangent coordinates: per moving body (δrotation [rad], δposition [m]),
+    then (tree rollouts, ``convexsim.inverse.trees``) the joint coordinates.
     """
-    if len(ro.records) != ro.q.shape[0] - 1:
-        raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
-    nv = 6 * ro.bodies.size
+    _check_linearized(ro)
+    nv = ro.nv
     ntheta = len(ro.parameters)
     nx = ntheta + (2 * nv if initial else 0)
     dt = ro.model.time_step
@@ -368,7 +373,7 @@ def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndar
         Sq[:, ntheta:ntheta + nv] = np.eye(nv)
         Sv[:, ntheta + nv:] = np.eye(nv)
     out_q, out_v = [Sq.copy()], [Sv.copy()]
-    dt_col = [j for j, p in enumerate(ro.parameters) if p.name == "dt"]
+    dt_col = _dt_columns(ro)
     for rec in ro.records:
         rhs = rec.Mv @ Sv + rec.Mq @ Sq
         rhs[:, :ntheta] += rec.Mtheta
@@ -381,8 +386,17 @@ def tangents(ro: Rollout, *, initial: bool = False) -> tuple[np.ndarray, np.ndar
     return np.array(out_q), np.array(out_v)
 
 
+def _check_linearized(ro) -> None:
+    if len(ro.records) != len(ro.states if hasattr(ro, "states") else ro.q) - 1:
+        raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
+
+
+def _dt_columns(ro) -> list[int]:
+    return [j for j, p in enumerate(ro.parameters) if getattr(p, "name", None) == "dt"]
+
+
 def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None, *,
-            applied_gradient: bool = False) -> tuple[np.ndarray, ...]:
+            applied_gradient: bool = False, step_multipliers: bool = False) -> tuple[np.ndarray, ...]:
     """Reverse accumulation of a loss L = Σ_l ℓ_l(q_l, v_l) through the rollout.
 
     Args:
@@ -391,33 +405,37 @@ def adjoint(ro: Rollout, dL_dq: np.ndarray, dL_dv: np.ndarray | None = None, *,
 
     Returns:
         (dL/dθ (nθ,), dL/dq0 (nv,), dL/dv0 (nv,)), and with ``applied_gradient`` dL/du (T−1, nmov, 6)
-        [per N, N·m]: one H solve per step.
+        [per N, N·m]: one H solve per step; with ``step_multipliers`` (instead) the per-step u_l = H_l⁻¹ a_l,
+        shape (T−1, nv) (``trees.target_gradient`` turns them into PD-target gradients).
 
     Recurrence (a = λv_{l+1} + dt λq_{l+1}, u = H⁻¹a): λq_l = ∂ℓ_l/∂q_l + λq_{l+1} + Mqᵀu,
     λv_l = ∂ℓ_l/∂v_l + Mvᵀu, dL/dθ += Mθᵀu (+ λq_{l+1}·v_{l+1} for θ = dt). The applied force enters
     g = A(v − v*) − Jᵀγ as −dt·u_l (A ∂v*/∂u = dt A M⁻¹ = dt I for rigid bodies), so dL/du_l = dt·u.
     """
-    if len(ro.records) != ro.q.shape[0] - 1:
-        raise ValueError("the rollout was not linearized (rollout(..., linearize=True))")
-    T = ro.q.shape[0]
-    nv = 6 * ro.bodies.size
+    _check_linearized(ro)
+    T = len(ro.records) + 1
+    nv = ro.nv
     dL_dq = np.asarray(dL_dq, float).reshape(T, nv)
     dL_dv = np.zeros((T, nv)) if dL_dv is None else np.asarray(dL_dv, float).reshape(T, nv)
     dt = ro.model.time_step
     lam_q, lam_v = dL_dq[-1].copy(), dL_dv[-1].copy()
     grad = np.zeros(len(ro.parameters))
-    dt_col = [j for j, p in enumerate(ro.parameters) if p.name == "dt"]
+    dt_col = _dt_columns(ro)
     d_applied = np.zeros((T - 1, nv))
+    multipliers = np.zeros((T - 1, nv))
     for l in range(T - 2, -1, -1):
         rec = ro.records[l]
         a = lam_v + dt * lam_q
         u = rec.solve(a)
         grad += rec.Mtheta.T @ u
         d_applied[l] = dt * u
+        multipliers[l] = u
         for j in dt_col:
             grad[j] += lam_q @ rec.v_next
         lam_q = dL_dq[l] + lam_q + rec.Mq.T @ u
         lam_v = dL_dv[l] + rec.Mv.T @ u
+    if step_multipliers:
+        return grad, lam_q, lam_v, multipliers
     if applied_gradient:
         return grad, lam_q, lam_v, d_applied.reshape(T - 1, -1, 6)
     return grad, lam_q, lam_v

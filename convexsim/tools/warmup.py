@@ -155,6 +155,10 @@ def _warm_sap(steps: int) -> None:
     run_model(model, state, duration=steps * model.time_step)   # the compiled tree run loop
     run_model(model, state, duration=steps * model.time_step, path="reference")   # the articulated step
     step(model, state, path="compiled")                          # the compiled single tree step
+    from convexsim.sap.joint_constraints import pd_row
+
+    # the PD row kernels of the reference tree step (controllers, tree gradients, robot fits)
+    pd_row(1e-3, 0.0, 0.1, 0.0, 0.0, 100.0, 10.0, 1.0, 1.0)
     _warm_block_sparse()
 
 
@@ -270,6 +274,80 @@ def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None) -
     return _time.perf_counter() - t0
 
 
+CHECK_STEPS = 3
+"""Steps of each shipped scene that :func:`kernels_compiled_by_shipped_scenes` runs: enough to reach every
+kernel of the scene's first contact (every shipped scene starts at or near it)."""
+
+
+class _CompileLog:
+    """Records the convexsim kernels numba compiles (not loads from the cache) while active."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+    def __enter__(self):
+        from numba.core import event
+
+        log = self
+
+        class _Listen(event.Listener):
+            def on_start(self, ev):
+                pass
+
+            def on_end(self, ev):
+                fn = getattr(ev.data.get("dispatcher"), "py_func", None)
+                if fn is not None and getattr(fn, "__module__", "").startswith("convexsim"):
+                    log.names.append(f"{fn.__module__}.{fn.__qualname__}")
+
+        self._listener = _Listen()
+        event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from numba.core import event
+
+        event.unregister("numba:compile", self._listener)
+
+
+def kernels_compiled_by_shipped_scenes(solvers: tuple[str, ...] = ("sap", "lcp"), *,
+                                       steps: int = CHECK_STEPS) -> dict[str, list[str]]:
+    """Run every shipped scene (``scenes/*.yaml``) for ``steps`` steps with each of ``solvers`` (the
+    compiled run loop, as ``convexsim run`` does) and return ``{"scene/solver": [kernels compiled]}`` for the
+    runs that compiled a convexsim kernel. After :func:`warm_up` it should be empty: a kernel listed here
+    is one the warm-up misses, and a user would wait for it in the middle of a run."""
+    from convexsim.scene import list_scenes
+
+    missed: dict[str, list[str]] = {}
+    for name, _, path in list_scenes():
+        for solver in solvers:
+            model, state, _ = prepare(path, solver=solver)
+            with _CompileLog() as log:
+                run_model(model, state, duration=steps * model.time_step)
+            if log.names:
+                missed[f"{name}/{solver}"] = sorted(set(log.names))
+    return missed
+
+
+def check_shipped_scenes() -> int:
+    """``convexsim warmup --check``: :func:`kernels_compiled_by_shipped_scenes` in this (fresh) process;
+    prints the verdict and returns 0 when no shipped scene compiled anything, 1 otherwise (the kernels the
+    warm-up misses, scene by scene)."""
+    from convexsim.scene import list_scenes
+
+    t0 = _time.perf_counter()
+    missed = kernels_compiled_by_shipped_scenes()
+    n = len(list_scenes())
+    if not missed:
+        print(f"warmup check: all {n} shipped scenes ran {CHECK_STEPS} steps with SAP and with the LCP stepper "
+              f"without compiling a kernel ({_time.perf_counter() - t0:.1f} s)")
+        return 0
+    print(f"warmup check: {len(missed)} of {2 * n} shipped-scene runs compiled kernels the warm-up misses "
+          "(add them to convexsim/tools/warmup.py):", file=sys.stderr)
+    for run, names in missed.items():
+        print(f"  {run}: {', '.join(names)}", file=sys.stderr)
+    return 1
+
+
 def _main(argv=None) -> int:
     """``python -m convexsim.tools.warmup --group NAME``: one part of the warm-up (a child of :func:`warm_up`)."""
     import argparse
@@ -284,7 +362,8 @@ def _main(argv=None) -> int:
     return 0
 
 
-__all__ = ["warm_up", "write_bytecode", "GROUPS", "WARMUP_SCENE", "WARMUP_TREE_SCENE"]
+__all__ = ["warm_up", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+           "WARMUP_TREE_SCENE"]
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from convexsim.tools.compare_engines.engines import (HEADER, MissingEngine, UntranslatableScene,
-                                                     format_side_by_side, require, run_side_by_side)
+                                                     format_side_by_side, require, run_side_by_side,
+                                                     translation_problem)
 
 DEFAULT_SCENES = (("sphere_drop", 1.0), ("box_slide", 1.0), ("box_stack", 1.0), ("sphere_pile", 1.0))
 """Scenes and simulated windows [s] timed by default."""
@@ -35,8 +36,14 @@ def bench_vs(scenes: list[tuple[Path, str, float | None]], engines_text: str) ->
     print(HEADER)
     for path, label, duration in scenes:
         model, state, default_duration = prepare(path)
+        able = [e for e in engines if e == "convexsim" or not translation_problem(model, e)]
+        for e in engines:
+            if e not in able:
+                print(f"{label:<16}{e}: not compared: {translation_problem(model, e)}", flush=True)
+        if len(able) == 1:
+            continue
         try:
-            runs = run_side_by_side(model, state, duration or default_duration, engines)
+            runs = run_side_by_side(model, state, duration or default_duration, tuple(able))
         except UntranslatableScene as why:
             print(f"{label:<16}not compared: {why}", flush=True)
             continue

@@ -27,6 +27,7 @@ import numpy as np
 
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
 from convexsim.stepping.contacts import combined_parameters
+from convexsim.tools.compare_engines.drake_trees import DrakeTrees, link_bodies
 
 MUJOCO_IMPEDANCE = 0.9
 """MuJoCo's impedance d (solimp = (d, d, 0.001, 0.5, 2)); MuJoCo's default range is 0.9–0.95."""
@@ -42,16 +43,21 @@ class UntranslatableScene(ValueError):
     """The scene has something the Drake/MuJoCo translation cannot express (it would time another model)."""
 
 
-def translation_problem(model: Model) -> str:
-    """Why the other engines cannot be given the same model ("" if they can): the translation builds free and
-    fixed bodies with their shapes and materials only; joints (kinematic trees, their limits and actuators)
-    and body constraints (welds, distances, couplers) are not translated, and a tree's links built as free
-    bodies would fall (a robot timed against a heap of loose links)."""
+def translation_problem(model: Model, engine: str = "mujoco") -> str:
+    """Why ``engine`` cannot be given the same model ("" if it can). Drake gets kinematic trees too (joints,
+    limits, PD actuators, couplers: ``drake_trees``); the MuJoCo translation builds free and fixed bodies
+    with their shapes and materials only, and a tree's links built as free bodies would fall (a robot timed
+    against a heap of loose links)."""
+    constrained = bool(getattr(getattr(model, "forest", None), "constraints", None))
+    if engine == "drake":
+        from convexsim.tools.compare_engines.drake_trees import tree_problem
+
+        return tree_problem(model)
     if model.has_trees:
-        return ("the scene has joints; the Drake and MuJoCo translation has free and fixed bodies "
+        return (f"the scene has joints; the {engine} translation has free and fixed bodies "
                 "only, so it is not compared (it would time loose links, not the robot)")
-    if getattr(getattr(model, "forest", None), "constraints", None):
-        return "the scene has body constraints (welds, distances, couplers), which the translation lacks"
+    if constrained:
+        return f"the scene has body constraints (welds, distances, couplers), which the {engine} translation lacks"
     return ""
 
 
@@ -83,10 +89,12 @@ def _partner_geom(model: Model, g: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------- Drake
-def drake_system(model: Model, state: State):
-    """(diagram, plant, bodies) of the scene in Drake: MultibodyPlant, discrete SAP, point contact.
+def drake_system(model: Model, state: State, duration: float = 1.0):
+    """(diagram, plant, bodies, trees) of the scene in Drake: MultibodyPlant, discrete SAP, point contact.
 
-    ``bodies[b]`` is the Drake body of convexsim body b (None for fixed bodies, welded to the world).
+    ``bodies[b]`` is the Drake body of convexsim free body b (None for fixed bodies, welded to the world,
+    and for tree links); ``trees`` the :class:`DrakeTrees` of the scene's kinematic trees (None without),
+    whose actuator targets are laid out for ``duration`` [s].
     """
     require("drake")
     from pydrake.geometry import (AddContactMaterial, Box, Capsule, HalfSpace, ProximityProperties,
@@ -94,7 +102,7 @@ def drake_system(model: Model, state: State):
     from pydrake.math import RigidTransform
     from pydrake.common.eigen_geometry import Quaternion
     from pydrake.multibody.plant import AddMultibodyPlant, CoulombFriction, MultibodyPlantConfig
-    from pydrake.multibody.tree import SpatialInertia, UnitInertia
+    from pydrake.multibody.tree import SpatialInertia, UnitInertia, default_model_instance
     from pydrake.systems.framework import DiagramBuilder
 
     builder = DiagramBuilder()
@@ -104,15 +112,18 @@ def drake_system(model: Model, state: State):
                                stiction_tolerance=model.solver.stiction_tolerance)
     plant, _ = AddMultibodyPlant(cfg, builder)
     plant.mutable_gravity_field().set_gravity_vector(np.asarray(model.gravity, float))
+    trees = DrakeTrees(plant, model) if model.has_trees else None
+    links = link_bodies(model)
     bodies = []
     for b in range(model.nbody):
-        if model.body_fixed[b]:
+        if model.body_fixed[b] or b in links:
             bodies.append(None)
             continue
         m = float(model.body_mass[b])
         I = np.asarray(model.body_inertia[b], float)
         G = UnitInertia(I[0, 0] / m, I[1, 1] / m, I[2, 2] / m, I[0, 1] / m, I[0, 2] / m, I[1, 2] / m)
-        bodies.append(plant.AddRigidBody(model.body_names[b], SpatialInertia(m, np.zeros(3), G)))
+        bodies.append(plant.AddRigidBody(model.body_names[b], default_model_instance(),
+                                         SpatialInertia(m, np.zeros(3), G)))
     for g in range(model.ngeom):
         b = int(model.geom_body[g])
         X_BG = RigidTransform(Quaternion(np.asarray(model.geom_quat[g], float)), model.geom_pos[g])
@@ -120,6 +131,9 @@ def drake_system(model: Model, state: State):
             X_WB = RigidTransform(Quaternion(state.q[b, 3:7] / np.linalg.norm(state.q[b, 3:7])), state.q[b, :3])
             X_BG = X_WB @ X_BG
             frame_body = plant.world_body()
+        elif b in links:
+            frame_body, X_link_com = trees.geometry_frame(b)
+            X_BG = X_link_com @ X_BG
         else:
             frame_body = bodies[b]
         t = GeomType(int(model.geom_type[g]))
@@ -134,7 +148,9 @@ def drake_system(model: Model, state: State):
         props.AddProperty("material", "relaxation_time", float(model.material_dissipation_time[mat]))
         plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props)
     plant.Finalize()
-    return builder.Build(), plant, bodies
+    if trees is not None:
+        trees.connect_targets(builder, duration)
+    return builder.Build(), plant, bodies, trees
 
 
 def _drake_set_state(plant, ctx, bodies, state: State) -> None:
@@ -154,11 +170,13 @@ def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
     """Time n_steps of the scene in Drake; positions of every body at the end."""
     from pydrake.systems.analysis import Simulator
 
-    diagram, plant, bodies = drake_system(model, state)
+    diagram, plant, bodies, trees = drake_system(model, state, (n_steps + 1) * model.time_step)
     sim = Simulator(diagram)
     ctx = sim.get_mutable_context()
     pctx = plant.GetMyMutableContextFromRoot(ctx)
     _drake_set_state(plant, pctx, bodies, state)
+    if trees is not None:
+        trees.set_state(pctx, state)
     sim.Initialize()
     dt = model.time_step
     sim.AdvanceTo(dt)  # warm-up: the first step allocates
@@ -168,6 +186,8 @@ def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
     for b, body in enumerate(bodies):
         if body is not None:
             pos[b] = plant.EvalBodyPoseInWorld(pctx, body).translation()
+        elif trees is not None and b in trees.body_of:
+            pos[b] = trees.com_position(pctx, b)
     return EngineRun("drake", n_steps, clock.wall_s, pos, clock.cpu_s)
 
 
@@ -271,22 +291,18 @@ def run_mujoco(model: Model, state: State, n_steps: int) -> "EngineRun":
 
 # ----------------------------------------------------------------------------------------- convexsim
 def run_convexsim(model: Model, state: State, n_steps: int) -> "EngineRun":
-    """Time n_steps of convexsim's own stepper (one warm-up step first, as the other engines).
-
-    An untimed run over the same window comes first, so that every numba kernel the scene needs is
+    """Time convexsim's run loop (``run_model``, what ``convexsim run`` uses) over the other engines' window:
+    their warm-up step plus n_steps, so that the final positions are at the same time; only the last frame is
+    recorded. An untimed run of the same window comes first, so that every numba kernel the scene needs is
     compiled (or loaded from the cache) before timing: the figure is the steady cost per step.
     """
-    from convexsim.stepping import StepContext, step
+    from convexsim.simulate import run_model
 
-    s, warm_ctx = state, StepContext()
-    for _ in range(n_steps):
-        s, _ = step(model, s, warm_ctx)
-    ctx = StepContext()
-    s, _ = step(model, state, ctx)
+    window = (n_steps + 1) * model.time_step
+    run_model(model, state, duration=window, record_every=n_steps + 1)
     with _Stopwatch() as clock:
-        for _ in range(n_steps):
-            s, _ = step(model, s, ctx)
-    return EngineRun("convexsim", n_steps, clock.wall_s, s.q[:, :3].copy(), clock.cpu_s)
+        traj, _ = run_model(model, state, duration=window, record_every=n_steps + 1)
+    return EngineRun("convexsim", n_steps + 1, clock.wall_s, traj.position[-1].copy(), clock.cpu_s)
 
 
 RUNNERS = {"convexsim": run_convexsim, "drake": run_drake, "mujoco": run_mujoco}
@@ -332,9 +348,10 @@ def run_side_by_side(model: Model, state: State, duration: float,
     for e in engines:
         if e not in RUNNERS:
             raise ValueError(f"unknown engine {e!r}; choose from {', '.join(RUNNERS)}")
-    why = translation_problem(model) if any(e != "convexsim" for e in engines) else ""
-    if why:
-        raise UntranslatableScene(why)
+    for e in engines:
+        why = translation_problem(model, e) if e != "convexsim" else ""
+        if why:
+            raise UntranslatableScene(f"{e}: {why}")
     for e in engines:
         if e != "convexsim":
             require(e)

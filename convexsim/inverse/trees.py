@@ -1,0 +1,545 @@
+"""Derivatives of SAP steps and rollouts of models with kinematic trees (docs/identify.md, "Robots").
+
+A tree step (convexsim.stepping, compiled or reference) returns the minimizer v of the SAP cost with the
+contacts, joint limits, couplers and implicit PD actuators on one Newton matrix. At v the momentum
+residual of the step's own stages (``stepping.articulated``: ``assemble``, ``detect_contacts``,
+``contact_jacobian``, ``contact_kernel``) vanishes,
+
+    g(v; q0, v0, θ) = A (v − v*) − J_cᵀ γ_c(J_c v) − J_rᵀ γ_r(J_r v) = 0,
+
+so for any input x
+
+    H dv = −∂g/∂x dx,      H = ∂g/∂v = A + J_cᵀ G_c J_c + J_rᵀ diag(G_r) J_r,
+
+G_c = −∂γ_c/∂vc from ``gradients.impulse_partials`` (exact, not the solver's slip-curvature blocks) and
+G_r = 1/R inside a row's box, 0 outside. H is assembled once at the step's solution and factored
+(dense Cholesky: tree islands have tens of dofs); every right-hand side is one pair of triangular
+solves. No Newton iteration happens here: v is the step's.
+
+Right-hand sides:
+
+* PD targets (analytic): the actuator row's impulse is γ = clamp(dt (−Kp'(q0 + dt vc − q̄) − Kd'(vc − v̄)
+  + u_ff)) (Kp', Kd' after gain limiting, docs/articulated.md §4), so ∂g/∂q̄ = −J_rᵀ dt Kp' and
+  ∂g/∂v̄ = −J_rᵀ dt Kd' while the row is inside its effort box, 0 when saturated (the saturated side's
+  one-sided derivative, as for the contact boundaries).
+* joint damping, actuator gains Kp, Kd, a link's mass (a payload at the link's centre of mass: its
+  rotational inertia about the COM unchanged), a material's friction coefficient, the previous joint
+  and free-body configuration and velocity: −∂g/∂x at fixed v by central differences of the residual
+  above (the step's own stages at x ± h, contact set held fixed), the same treatment as the contact
+  kinematics' Mq in ``rollout``. These enter g smoothly (M, h and w through CRBA/RNEA, R and v̂ of the
+  rows), so the difference is O(h²) accurate; the implicit solve stays analytic.
+
+Coordinates (the step's v layout): per free moving body (δrotation about W axes [rad], δposition [m]),
+then every tree's joint coordinates. Only 1-dof joints (revolute, prismatic) are supported, where
+q_{l+1} = q_l + dt v_{l+1} is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from convexsim import dynamics
+from convexsim.inverse.gradients import impulse_partials
+from convexsim.model import ContactModel, Model, State
+from convexsim.multibody.forest import Controls, write_link_rows
+from convexsim.multibody.model import JointType
+from convexsim.sap.constraints import eval_constraints
+from convexsim.sap.joint_constraints import BETA_JOINT, eval_rows, pd_gains_kernel
+
+ROBOT_KINDS = ("damping", "kp", "kd", "mass", "mu")
+"""Robot (and material) parameters: ``damping:JOINT`` [N·m·s/rad or N·s/m], ``kp:ACTUATOR`` [N·m/rad or
+N/m], ``kd:ACTUATOR`` [N·m·s/rad or N·s/m], ``mass:LINK`` [kg], ``mu:MATERIAL`` (the material's friction,
+combined with the other side's by the scene rule)."""
+
+Q_STEP = 1e-8
+"""Central-difference step [rad, m] of the residual in the configuration."""
+V_STEP = 1e-6
+"""Central-difference step [rad/s, m/s] of the residual in the previous velocity (g is quadratic in it)."""
+THETA_REL_STEP = 1e-6
+"""Relative central-difference step of the residual in a parameter (absolute 1e-6 at a zero value)."""
+RESIDUAL_TOL = 1e-6
+"""Largest relative momentum residual ‖g(v)‖/‖A (v − v*)‖ accepted at the step's solution (the
+linearization holds only at the optimum; tighten the scene's solver tolerances otherwise)."""
+
+
+class TreeGradientError(ValueError):
+    """A parameter, model or step the tree gradients cannot handle (named)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# parameters
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RobotParameter:
+    """One robot parameter: ``kind`` in :data:`ROBOT_KINDS`, ``target`` the joint, actuator, link or
+    material it belongs to."""
+
+    kind: str
+    target: str
+
+    def label(self) -> str:
+        """e.g. ``mass:iiwa_link_7``."""
+        return f"{self.kind}:{self.target}"
+
+    @staticmethod
+    def parse(text: str) -> "RobotParameter":
+        """``KIND:NAME`` -> RobotParameter (ValueError naming the syntax)."""
+        kind, sep, target = text.strip().partition(":")
+        if not sep or not target or kind not in ROBOT_KINDS:
+            raise TreeGradientError(f"robot parameter {text!r}: expected KIND:NAME with KIND one of "
+                                    f"{', '.join(ROBOT_KINDS)} (e.g. mass:iiwa_link_7)")
+        return RobotParameter(kind, target.strip())
+
+
+def _joint(model: Model, name: str, what: str):
+    forest = model.forest
+    if forest is None or name not in forest.joint_index:
+        known = sorted(forest.joint_index) if forest is not None else []
+        raise TreeGradientError(f"{what}: no joint {name!r} in the scene (joints: {', '.join(known)})")
+    return forest.joint_index[name]
+
+
+def _actuator(model: Model, name: str, what: str):
+    k, j = _joint(model, name, what)
+    for n, a in enumerate(model.forest.trees[k].actuators):
+        if a.name == name:
+            return k, n
+    raise TreeGradientError(f"{what}: joint {name!r} has no actuator")
+
+
+def _link(model: Model, name: str, what: str):
+    if name not in model.body_names:
+        raise TreeGradientError(f"{what}: no body {name!r} in the scene")
+    b = model.body_names.index(name)
+    for k, t in enumerate(model.forest.trees if model.forest is not None else ()):
+        hit = np.nonzero(t.bodies == b)[0]
+        if hit.size:
+            return k, int(hit[0]), b
+    raise TreeGradientError(f"{what}: body {name!r} is not a link of a tree (a free body's mass is not a "
+                            "robot parameter)")
+
+
+def robot_value(model: Model, p: RobotParameter) -> float:
+    """The scene's value of ``p``."""
+    what = p.label()
+    if p.kind == "damping":
+        k, j = _joint(model, p.target, what)
+        t = model.forest.trees[k]
+        return float(t.model.dof_damping[t.model.joint_dofadr[j]])
+    if p.kind in ("kp", "kd"):
+        k, n = _actuator(model, p.target, what)
+        return float(getattr(model.forest.trees[k].actuators[n], p.kind))
+    if p.kind == "mass":
+        k, i, _ = _link(model, p.target, what)
+        return float(model.forest.trees[k].model.body_mass[i])
+    if p.target not in model.material_names:
+        raise TreeGradientError(f"{what}: no material {p.target!r} "
+                                f"(materials: {', '.join(model.material_names)})")
+    return float(model.material_friction[model.material_names.index(p.target)])
+
+
+def check_tree_model(model: Model) -> None:
+    """Raise TreeGradientError unless every tree joint is 1-dof or fixed and there are no body
+    constraints (welds, distances, couplers between bodies)."""
+    if not model.has_trees:
+        raise TreeGradientError("the model has no kinematic tree (use convexsim.inverse.rollout)")
+    if model.forest.constraints:
+        raise TreeGradientError("tree gradients: body constraints (welds, distances, couplers between "
+                                "bodies) are not supported")
+    for t in model.forest.trees:
+        for j, name in enumerate(t.joint_names):
+            if t.model.joint_type[j] not in (JointType.REVOLUTE, JointType.PRISMATIC, JointType.FIXED):
+                raise TreeGradientError(f"tree gradients: joint {name!r} is "
+                                        f"{JointType(t.model.joint_type[j]).name}; only revolute, prismatic "
+                                        "and fixed joints are supported")
+
+
+def with_robot_parameters(model: Model, values: dict) -> Model:
+    """The model with the robot parameters ``values`` (RobotParameter -> value) replaced."""
+    if not values:
+        return model
+    trees = list(model.forest.trees)
+    body_mass = model.body_mass.copy()
+    friction = model.material_friction.copy()
+    for p, value in values.items():
+        robot_value(model, p)                                   # validates the name
+        value = float(value)
+        if p.kind == "damping":
+            k, j = _joint(model, p.target, p.label())
+            m = trees[k].model
+            damping = m.dof_damping.copy()
+            damping[m.joint_dofadr[j]] = value
+            trees[k] = replace(trees[k], model=replace(m, dof_damping=damping))
+        elif p.kind in ("kp", "kd"):
+            k, n = _actuator(model, p.target, p.label())
+            acts = list(trees[k].actuators)
+            acts[n] = replace(acts[n], **{p.kind: value})
+            trees[k] = replace(trees[k], actuators=tuple(acts))
+        elif p.kind == "mass":
+            k, i, b = _link(model, p.target, p.label())
+            m = trees[k].model
+            mass = m.body_mass.copy()
+            mass[i] = value
+            trees[k] = replace(trees[k], model=replace(m, body_mass=mass))
+            body_mass[b] = value
+        else:
+            friction[model.material_names.index(p.target)] = value
+    return replace(model, forest=replace(model.forest, trees=tuple(trees)), body_mass=body_mass,
+                   material_friction=friction)
+
+
+# --------------------------------------------------------------------------------------------------
+# coordinates
+# --------------------------------------------------------------------------------------------------
+def velocity_vector(model: Model, state: State) -> np.ndarray:
+    """The step's v: free moving bodies' (ω, v) then the trees' joint velocities."""
+    free = dynamics.moving_bodies(model)
+    return np.concatenate([state.v[free].reshape(-1), np.asarray(state.tree_v, float)])
+
+
+def _shift(model: Model, state: State, dq=None, dv=None, links: bool = True) -> State:
+    """The state moved by dq (tangent coordinates) and dv (v layout); link rows rewritten (``links``)."""
+    from convexsim.spatial import quat_exp, quat_multiply
+
+    s = state.copy()
+    free = dynamics.moving_bodies(model)
+    nf = 6 * free.size
+    if dq is not None:
+        dq = np.asarray(dq, float)
+        for i, b in enumerate(free):
+            s.q[b, :3] += dq[6 * i + 3:6 * i + 6]
+            quat = quat_multiply(quat_exp(dq[None, 6 * i:6 * i + 3]), s.q[b:b + 1, 3:7])[0]
+            s.q[b, 3:7] = quat / np.linalg.norm(quat)
+        s.tree_q = s.tree_q + dq[nf:]
+    if dv is not None:
+        dv = np.asarray(dv, float)
+        s.v[free] += dv[:nf].reshape(-1, 6)
+        s.tree_v = s.tree_v + dv[nf:]
+    if links:
+        write_link_rows(model.forest, s.q, s.v, s.tree_q, s.tree_v)
+    return s
+
+
+# --------------------------------------------------------------------------------------------------
+# one step
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class StepStages:
+    """The step's stages at one (model, state): A, v*, rows and contacts (``stepping.articulated``)."""
+
+    system: object
+    contacts: object
+    Jc: np.ndarray          # (3 nc, nv)
+    kind: np.ndarray | None
+    cpar: np.ndarray | None
+
+
+def step_stages(model: Model, state: State, controls: Controls | None = None, contacts=None) -> StepStages:
+    """Assemble the step's stages; ``contacts`` (a Contacts) holds the contact set fixed (re-evaluated at
+    this state's configuration when given by geometry pairs, see :func:`_same_contacts`)."""
+    from convexsim.stepping.articulated import assemble, contact_jacobian, contact_kernel, detect_contacts
+    from convexsim.stepping.context import StepContext
+
+    system = assemble(model, state, controls)
+    if contacts is None:
+        contacts = detect_contacts(model, state, StepContext())
+    R_WC = dynamics.contact_frames(contacts.normal)
+    Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
+    kind = cpar = None
+    if contacts.count:
+        kind, cpar = contact_kernel(model, system, contacts, cliques, blocks, Jc)
+    return StepStages(system, contacts, Jc, kind, cpar)
+
+
+def free_velocity(model: Model, state: State) -> np.ndarray:
+    """v* of the step (free bodies' free motion, then every tree's v0 + dt A⁻¹(−h − D v0)), no controls."""
+    from convexsim.multibody.reference_step import free_motion
+
+    out = [dynamics.free_motion(model, state)[1]]
+    for t in model.forest.trees:
+        if t.nv:
+            out.append(free_motion(t.model, t.q_of(state.tree_q), t.v_of(state.tree_v), model.time_step)[1])
+    return np.concatenate(out)
+
+
+def residual(st: StepStages, v: np.ndarray) -> np.ndarray:
+    """g(v) = A (v − v*) − J_cᵀ γ_c(J_c v) − J_rᵀ γ_r(J_r v) [N·s] of the stages ``st``."""
+    sys_ = st.system
+    g = sys_.A @ (v - sys_.v_star)
+    if st.contacts.count:
+        vc = np.ascontiguousarray((st.Jc @ v).reshape(-1, 3))
+        gam = np.empty_like(vc)
+        eval_constraints(st.kind, np.ascontiguousarray(st.cpar), vc, gam, np.empty((vc.shape[0], 3, 3)), False,
+                         0.0)
+        g -= st.Jc.T @ gam.reshape(-1)
+    if sys_.par.shape[0]:
+        gr = np.empty(sys_.par.shape[0])
+        eval_rows(np.ascontiguousarray(sys_.par), np.ascontiguousarray(sys_.Jr @ v), gr, np.empty_like(gr))
+        g -= sys_.Jr.T @ gr
+    return g
+
+
+def newton_matrix(st: StepStages, v: np.ndarray) -> np.ndarray:
+    """H = A + J_cᵀ G_c J_c + J_rᵀ diag(G_r) J_r at v (dense; G_c = −∂γ/∂vc exact)."""
+    sys_ = st.system
+    H = sys_.A.copy()
+    nc = st.contacts.count
+    if nc:
+        vc = (st.Jc @ v).reshape(-1, 3)
+        G = np.zeros((3 * nc, 3 * nc))
+        for i in range(nc):
+            G[3 * i:3 * i + 3, 3 * i:3 * i + 3] = -impulse_partials(int(st.kind[i]), st.cpar[i], vc[i])[1]
+        H += st.Jc.T @ G @ st.Jc
+    if sys_.par.shape[0]:
+        gr = np.empty(sys_.par.shape[0])
+        Gr = np.empty_like(gr)
+        eval_rows(np.ascontiguousarray(sys_.par), np.ascontiguousarray(sys_.Jr @ v), gr, Gr)
+        H += sys_.Jr.T @ (Gr[:, None] * sys_.Jr)
+    return H
+
+
+def target_columns(model: Model, st: StepStages, v: np.ndarray) -> np.ndarray:
+    """−∂g/∂(q̄, v̄) of every actuator, shape (nv, nact, 2): J_rᵀ dt (Kp', Kd') inside the effort box,
+    0 when saturated (module docstring)."""
+    sys_ = st.system
+    dt = model.time_step
+    out = np.zeros((sys_.nv, len(sys_.pd_rows), 2))
+    for n, (k, a, r) in enumerate(sys_.pd_rows):
+        R, v_hat, lo, hi = sys_.par[r]
+        y = (v_hat - sys_.Jr[r] @ v) / R
+        if not lo < y < hi:
+            continue
+        act = model.forest.trees[k].actuators[a]
+        w = float(np.sum(sys_.Jr[r] ** 2 / np.diag(sys_.A)))
+        kp, kd = pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)
+        out[:, n, 0] = sys_.Jr[r] * dt * kp
+        out[:, n, 1] = sys_.Jr[r] * dt * kd
+    return out
+
+
+@dataclass
+class TreeStepRecord:
+    """Linearization of one tree step: H dv_{l+1} = Mv dv_l + Mq dq_l + Mθ dθ + Mtarget d(q̄, v̄)_l."""
+
+    H: np.ndarray
+    Mv: np.ndarray
+    Mq: np.ndarray
+    Mtheta: np.ndarray
+    Mtarget: np.ndarray      # (nv, nact, 2)
+    v_next: np.ndarray
+    residual: float          # ‖g(v)‖ / ‖A (v − v*)‖ at the step's solution
+    _factor: tuple = field(default=(), repr=False)
+
+    def solve(self, rhs) -> np.ndarray:
+        """H⁻¹ rhs (Cholesky factor of H, computed once)."""
+        if not self._factor:
+            try:
+                self._factor = cho_factor(self.H)
+            except np.linalg.LinAlgError as exc:
+                raise TreeGradientError(f"the Newton matrix at the step's solution is not SPD: {exc}") \
+                    from None
+        return cho_solve(self._factor, rhs)
+
+
+def _same_contacts(a, b) -> bool:
+    return (a.count == b.count and np.array_equal(a.geom_a, b.geom_a) and np.array_equal(a.geom_b, b.geom_b))
+
+
+def _central(fun, n: int, step: float) -> np.ndarray:
+    """Columns (fun(+h e_j) − fun(−h e_j))/2h for j < n, fun(dx) → (nv,) or None (not comparable): one
+    side only then; both None raises."""
+    cols = []
+    for j in range(n):
+        e = np.zeros(n)
+        e[j] = step
+        plus, minus = fun(e), fun(-e)
+        if plus is not None and minus is not None:
+            cols.append((plus - minus) / (2 * step))
+        elif plus is not None or minus is not None:
+            base = fun(np.zeros(n))
+            cols.append((plus - base) / step if plus is not None else (base - minus) / step)
+        else:
+            raise TreeGradientError("the contact set changes within the configuration difference step")
+    return np.array(cols).T if cols else np.zeros((0, 0))
+
+
+def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=(), values=None,
+                   controls: Controls | None = None) -> TreeStepRecord:
+    """The step from ``state`` (model with ``values`` applied) whose solution is ``v_next``, linearized
+    (module docstring). Raises TreeGradientError when v_next is not the step's optimum."""
+    values = dict(values or {})
+    ref = step_stages(model, state, controls)
+    nv = ref.system.nv
+    g0 = residual(ref, v_next)
+    scale = np.linalg.norm(ref.system.A @ (v_next - ref.system.v_star)) + 1e-300
+    rel = float(np.linalg.norm(g0) / scale)
+    if rel > RESIDUAL_TOL:
+        raise TreeGradientError(f"step {state.step} (t = {state.t:.6g} s): momentum residual {rel:.2g} at the "
+                                f"step's solution (> {RESIDUAL_TOL:g}): tighten the solver tolerances")
+    H = newton_matrix(ref, v_next)
+    nrows = ref.system.par.shape[0]
+    # with SAP contacts only v* reads v0 (lagged/similar contacts read vn0; a joint limit's window reads v0
+    # too, but only its presence, a jump no derivative sees)
+    sap_contacts = ContactModel(model.contact_model) == ContactModel.SAP
+
+    def rows_same(st):
+        return st.system.par.shape[0] == nrows
+
+    def g_of_v(dv):
+        if sap_contacts:                   # only v* depends on v0: g = A (v − v*(v0)) + (terms free of v0)
+            return -ref.system.A @ free_velocity(model, _shift(model, state, dv=dv, links=False))
+        st = step_stages(model, _shift(model, state, dv=dv), controls, ref.contacts)
+        return residual(st, v_next) if rows_same(st) else None
+
+    def g_of_q(dq):
+        s = _shift(model, state, dq=dq)
+        st = step_stages(model, s, controls)
+        if not (_same_contacts(st.contacts, ref.contacts) and rows_same(st)):
+            return None
+        return residual(st, v_next)
+
+    Mv = -_central(g_of_v, nv, V_STEP)
+    Mq = -_central(g_of_q, nv, Q_STEP)
+    Mtheta = np.zeros((nv, len(parameters)))
+    for j, p in enumerate(parameters):
+        base = values[p] if p in values else robot_value(model, p)
+        h = THETA_REL_STEP * max(abs(base), 1.0)
+        gs = []
+        for sign in (1.0, -1.0):
+            m2 = with_robot_parameters(model, {p: base + sign * h})
+            gs.append(residual(step_stages(m2, state, controls, ref.contacts), v_next))
+        Mtheta[:, j] = -(gs[0] - gs[1]) / (2 * h)
+    return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next), np.array(v_next), rel)
+
+
+# --------------------------------------------------------------------------------------------------
+# rollouts
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class TreeRollout:
+    """States of a tree rollout (frame 0 = initial) and, if linearized, one TreeStepRecord per step."""
+
+    model: Model
+    parameters: tuple
+    states: list
+    records: list = field(default_factory=list)
+
+    @property
+    def nv(self) -> int:
+        return int(velocity_vector(self.model, self.states[0]).size)
+
+    @property
+    def q(self):
+        """Trees' joint coordinates per frame, shape (T, nq)."""
+        return np.array([s.tree_q for s in self.states])
+
+    def joint_angles(self) -> np.ndarray:
+        """Alias of :attr:`q` [rad or m], shape (T, nq)."""
+        return self.q
+
+    def positions(self) -> np.ndarray:
+        """COM positions of the free moving bodies, shape (T, nfree, 3) [m]."""
+        free = dynamics.moving_bodies(self.model)
+        return np.array([s.q[free, :3] for s in self.states])
+
+
+def gradient_model(model: Model, rel_tolerance: float = 1e-12) -> Model:
+    """The model with SAP tolerances tight enough for gradients (the linearization is exact only at the
+    optimum; its error is of the order of the momentum residual)."""
+    s = model.solver
+    return replace(model, solver=replace(s, kind="sap", rel_tolerance=min(s.rel_tolerance, rel_tolerance),
+                                         abs_tolerance=min(s.abs_tolerance, 1e-15),
+                                         max_iterations=max(s.max_iterations, 200)))
+
+
+def _controls(model: Model, targets, l: int) -> Controls | None:
+    if targets is None:
+        return None
+    names = [a.name for t in model.forest.trees for a in t.actuators]
+    return Controls(targets={n: (float(targets[l, i, 0]), float(targets[l, i, 1]))
+                             for i, n in enumerate(names)})
+
+
+def tree_rollout(model: Model, state0: State, steps: int, *, values=None, parameters=(), targets=None,
+                 linearize: bool = False, path: str = "auto") -> TreeRollout:
+    """``steps`` SAP steps of a tree model from ``state0`` by ``convexsim.stepping.step`` (compiled where
+    the model allows it) with robot parameters ``values`` (RobotParameter -> value) replaced.
+
+    Args:
+        parameters: RobotParameters to differentiate with respect to (the Mθ columns).
+        targets: PD targets (q̄, v̄) per step and actuator (forest order), shape (steps, nact, 2); None: the
+            scene's schedules. Given, they are the step's controller targets.
+        linearize: keep every step's TreeStepRecord (for :func:`convexsim.inverse.rollout.tangents` and
+            :func:`convexsim.inverse.rollout.adjoint`, which take tree rollouts too).
+    """
+    from convexsim.stepping import StepContext, step
+
+    check_tree_model(model)
+    values = dict(values or {})
+    parameters = tuple(parameters)
+    for p in list(values) + list(parameters):
+        robot_value(model, p)
+    m = with_robot_parameters(model, values)
+    nact = sum(len(t.actuators) for t in m.forest.trees)
+    if targets is not None:
+        targets = np.asarray(targets, float)
+        if targets.shape != (steps, nact, 2):
+            raise TreeGradientError(f"targets: expected shape (steps, actuators, 2) = ({steps}, {nact}, 2), "
+                                    f"got {targets.shape}")
+    ctx = StepContext()
+    states, records = [state0.copy()], []
+    state = state0.copy()
+    for l in range(int(steps)):
+        ctx.controls = _controls(m, targets, l)
+        new, _ = step(m, state, ctx, strict=True, path=path)
+        if linearize:
+            records.append(linearize_step(m, state, velocity_vector(m, new), parameters, values,
+                                          ctx.controls))
+        state = new
+        states.append(state.copy())
+    return TreeRollout(m, parameters, states, records)
+
+
+def target_gradient(ro: TreeRollout, multipliers: np.ndarray) -> np.ndarray:
+    """dL/d(q̄, v̄) of every step and actuator, shape (steps, nact, 2), from the adjoint's per-step
+    multipliers u_l = H_l⁻¹ a_l (``adjoint(..., step_multipliers=True)``): dL/dtarget_l = Mtarget_lᵀ u_l."""
+    return np.array([np.einsum("nak,n->ak", rec.Mtarget, u) for rec, u in zip(ro.records, multipliers)])
+
+
+def joint_coordinate_rows(model: Model) -> np.ndarray:
+    """Indices of the trees' joint coordinates in the v (and tangent q) layout."""
+    nf = 6 * dynamics.moving_bodies(model).size
+    return nf + np.arange(model.forest.nv)
+
+
+def free_position_rows(model: Model) -> np.ndarray:
+    """Indices of the free bodies' COM positions in the tangent q layout."""
+    free = dynamics.moving_bodies(model)
+    return np.array([6 * b + 3 + k for b in range(free.size) for k in range(3)], dtype=int)
+
+
+__all__ = [
+    "ROBOT_KINDS",
+    "RobotParameter",
+    "StepStages",
+    "TreeGradientError",
+    "TreeRollout",
+    "TreeStepRecord",
+    "check_tree_model",
+    "free_position_rows",
+    "gradient_model",
+    "joint_coordinate_rows",
+    "linearize_step",
+    "newton_matrix",
+    "residual",
+    "robot_value",
+    "step_stages",
+    "target_columns",
+    "target_gradient",
+    "tree_rollout",
+    "velocity_vector",
+    "with_robot_parameters",
+]

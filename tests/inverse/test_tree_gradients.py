@@ -1,0 +1,196 @@
+"""Gradients of SAP steps and rollouts of tree models (convexsim.inverse.trees) against central
+differences of the steps themselves.
+
+Tolerances. The step is solved to a relative momentum residual of 1e-12 (``gradient_model``); a central
+difference with relative step h has truncation error O(h²) ≈ 1e-10 and solver noise ≈ 1e-12/h ≈ 1e-7
+relative (h = 1e-5), and the linearization's own residual differences (steps 1e-6–1e-7) are good to
+~1e-8. The tests ask 1e-5 relative to the largest entry, 100× above these errors, and adjoint = forward
+to 1e-9 (same linear algebra, different order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convexsim.inverse.rollout import adjoint, tangents
+from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value,
+                                     target_gradient, tree_rollout, velocity_vector)
+from convexsim.simulate import prepare
+from tree_scenes import ARM
+
+ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow"),
+              RobotParameter("kd", "shoulder"), RobotParameter("mass", "fore"))
+H_REL = 1e-5
+TOL = 1e-5
+
+
+def scene_targets(model, state0, steps):
+    """The scene's PD targets (q̄, v̄) at the start of every step, shape (steps, nact, 2)."""
+    acts = [a for t in model.forest.trees for a in t.actuators]
+    dt = model.time_step
+    return np.array([[a.target(state0.t + l * dt) for a in acts] for l in range(steps)])
+
+
+@pytest.fixture(scope="module")
+def arm():
+    model, state, _ = prepare(ARM)
+    return gradient_model(model), state
+
+
+def fd_rollout(model, state, steps, p=None, targets=None, what=None, h=None):
+    """Central difference of a rollout's joint angles (T, nq) in a parameter or one target entry."""
+    out = []
+    for sign in (1.0, -1.0):
+        if p is not None:
+            base = robot_value(model, p)
+            ro = tree_rollout(model, state, steps, values={p: base + sign * h * base}, targets=targets)
+        else:
+            tg = targets.copy()
+            tg[what] += sign * h
+            ro = tree_rollout(model, state, steps, targets=tg)
+        out.append(ro.q)
+    scale = h * robot_value(model, p) if p is not None else h
+    return (out[0] - out[1]) / (2 * scale)
+
+
+def test_one_step_derivatives_match_finite_differences(arm):
+    """dv/dθ of one arm step for damping, Kp, Kd, a link mass and every actuator's (q̄, v̄)."""
+    model, state = arm
+    tg = scene_targets(model, state, 1)
+    ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
+    rec = ro.records[0]
+    assert rec.residual < 1e-10
+    for j, p in enumerate(ARM_PARAMS):
+        fd = fd_rollout(model, state, 1, p=p, targets=tg, h=H_REL)[1] / model.time_step    # dq = dt dv
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+    for n in range(tg.shape[1]):
+        for k in range(2):
+            fd = fd_rollout(model, state, 1, targets=tg, what=(0, n, k), h=1e-6)[1] / model.time_step
+            an = rec.solve(rec.Mtarget[:, n, k])
+            assert np.max(np.abs(an)) > 0
+            assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), (n, k)
+
+
+def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
+    """20 steps of the swinging arm: dq_l/dθ forward = central differences of whole rollouts, every frame;
+    the adjoint of L = Σ_l w_l·q_l equals the forward sensitivities (1e-9) and its PD-target gradient at
+    three steps equals central differences."""
+    model, state = arm
+    steps = 20
+    tg = scene_targets(model, state, steps)
+    ro = tree_rollout(model, state, steps, parameters=ARM_PARAMS, targets=tg, linearize=True)
+    Sq, _ = tangents(ro)
+    nf = 0                                                  # no free body: q rows are the joints
+    for j, p in enumerate(ARM_PARAMS):
+        fd = fd_rollout(model, state, steps, p=p, targets=tg, h=H_REL)
+        an = Sq[:, nf:, j]
+        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+    w = np.random.default_rng(3).normal(size=(steps + 1, ro.nv))
+    grad, _, _, mult = adjoint(ro, w, step_multipliers=True)
+    np.testing.assert_allclose(grad, np.einsum("tn,tnj->j", w, Sq), rtol=1e-9, atol=0)
+    dtg = target_gradient(ro, mult)
+    for what in ((0, 0, 0), (7, 1, 0), (15, 0, 1)):
+        fd = fd_rollout(model, state, steps, targets=tg, what=what, h=1e-6)
+        L_fd = float(np.sum(w * fd))
+        assert abs(dtg[what] - L_fd) <= TOL * abs(L_fd), what
+
+
+def test_saturated_actuator_has_zero_target_gradient():
+    """An elbow whose effort (0.5 N·m) is below the torque it must apply saturates: the step does not
+    depend on its target (the saturated side's derivative, 0) and the finite difference agrees."""
+    model, state, _ = prepare(ARM.replace("kp: 150, kd: 4,", "kp: 150, kd: 4, effort: 0.5,"))
+    model = gradient_model(model)
+    tg = scene_targets(model, state, 1)
+    ro = tree_rollout(model, state, 1, targets=tg, linearize=True)
+    assert np.all(ro.records[0].Mtarget[:, 1, :] == 0.0)
+    fd = fd_rollout(model, state, 1, targets=tg, what=(0, 1, 0), h=1e-6)
+    assert np.max(np.abs(fd)) < 1e-9
+
+
+def test_bad_parameters_are_refused(arm):
+    model, state = arm
+    with pytest.raises(TreeGradientError, match="no joint 'wrist'"):
+        tree_rollout(model, state, 1, parameters=(RobotParameter("damping", "wrist"),))
+    with pytest.raises(TreeGradientError, match="KIND:NAME"):
+        RobotParameter.parse("stiffness:elbow")
+    with pytest.raises(TreeGradientError, match="not a link"):
+        free, _, _ = prepare("scenes/iiwa_push.yaml")
+        tree_rollout(free, state, 1, parameters=(RobotParameter("mass", "box"),))
+
+
+IIWA_PARAMS = (RobotParameter("mass", "iiwa_link_7"), RobotParameter("mu", "box"),
+               RobotParameter("kp", "iiwa_joint_2"), RobotParameter("damping", "iiwa_joint_4"))
+
+
+@pytest.fixture(scope="module")
+def iiwa():
+    model, state, _ = prepare("scenes/iiwa_push.yaml")
+    return gradient_model(model), state
+
+
+@pytest.mark.parametrize("contact_model", ["sap", "lagged"])
+def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
+    """One step of the iiwa pushing its box 1.25 s in, with the `sap` and the `lagged` contact model (whose
+    impulses read the previous normal velocity, so the velocity columns difference the whole residual) (13 dofs: the box's 6, the arm's 7; the pusher–box
+    face and the box's floor corners, PD and limit rows on one Newton matrix): dv/dθ for a payload mass,
+    the box's friction, a gain and a joint damping, and dv/d(previous state), against re-solved steps.
+
+    The pusher's contacts hover at φ0 ≈ +3e-7 m (speculative): v̂n = −φ0/dt there and −φ0/(dt + τ_d) once
+    touching, a kink at φ0 = 0 a step of 1e-6 m in the box's x already crosses (and the sliding box's floor
+    corners sit 1e-3 from the contact/no-contact boundary), so every state column is checked with 1e-8
+    steps, where the step is smooth (docs/identify.md §6); 1e-5 relative, the differences carry ~1e-7
+    relative noise from the solver's 1e-12 residual."""
+    from convexsim.inverse.trees import _shift
+    from convexsim.stepping import StepContext, step
+
+    model, state, _ = prepare("scenes/iiwa_push.yaml", contact_model=contact_model)
+    model = gradient_model(model)
+    ctx = StepContext()
+    for _ in range(1250):
+        state, info = step(model, state, ctx)
+    assert info.contacts.count >= 4 and state.v[1, 3] > 0.05       # pushed and sliding
+    rec = tree_rollout(model, state, 1, parameters=IIWA_PARAMS, linearize=True).records[0]
+    v1 = lambda s, **kw: velocity_vector(model, tree_rollout(model, s, 1, **kw).states[1])  # noqa: E731
+    for j, p in enumerate(IIWA_PARAMS):
+        base = robot_value(model, p)
+        h = H_REL * max(base, 1.0)
+        fd = (v1(state, values={p: base + h}) - v1(state, values={p: base - h})) / (2 * h)
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(fd)) > 0, p.label()
+        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+    for which in ("dq", "dv"):
+        M = rec.Mq if which == "dq" else rec.Mv
+        for col in range(13):
+            e = np.zeros(13)
+            e[col] = 1e-8
+            fd = (v1(_shift(model, state, **{which: e})) - v1(_shift(model, state, **{which: -e}))) / 2e-8
+            an = rec.solve(M[:, col])
+            assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), (which, col)
+
+
+def test_iiwa_rollout_matches_finite_differences(iiwa):
+    """10 steps of the iiwa settling under its PD actuators at t = 0 with the box resting on the floor
+    (four corner contacts): d(joint angles, box position)/dθ for a payload mass, a gain and a joint damping,
+    forward against central differences of whole rollouts, and the adjoint equal to them (1e-9). The arm
+    starts on its targets, so the gain moves the joints by only ~1e-7 rad per N·m/rad here: a relative step
+    of 1e-3 keeps the solver's ~1e-12 noise out of the difference (truncation O(h²) ≈ 1e-6)."""
+    model, state = iiwa
+    steps = 10
+    params = (IIWA_PARAMS[0], IIWA_PARAMS[2], IIWA_PARAMS[3])
+    ro = tree_rollout(model, state, steps, parameters=params, linearize=True)
+    Sq, _ = tangents(ro)
+    obs = lambda r: np.concatenate([r.positions().reshape(steps + 1, -1), r.q], axis=1)   # noqa: E731
+    rows = np.r_[3:6, 6:13]                                 # box position, then the 7 joints
+    for j, p in enumerate(params):
+        base = robot_value(model, p)
+        h = 1e-3 * max(base, 1.0)
+        fd = (obs(tree_rollout(model, state, steps, values={p: base + h}))
+              - obs(tree_rollout(model, state, steps, values={p: base - h}))) / (2 * h)
+        an = Sq[:, rows, j]
+        assert np.max(np.abs(fd)) > 0, p.label()
+        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+    w = np.random.default_rng(5).normal(size=(steps + 1, ro.nv))
+    grad = adjoint(ro, w)[0]
+    np.testing.assert_allclose(grad, np.einsum("tn,tnj->j", w, Sq), rtol=1e-9, atol=0)
