@@ -486,8 +486,15 @@ def solve_active_set(prob: MpecProblem, x0, bounds, stages: list, *, W: float = 
         stages.append({"W": W, "delta": 0.0, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
                        "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x),
                        "converged": bool(sol.status > 0), "active_set": True, "flipped": int(flip.sum())})
+        if not flip.any() and sol.status == 0:      # the branches are right but the round ran out: finish it
+            sol = branch_solve(prob, x, pick_a, W, bounds, max_nfev=max_nfev)
+            x = sol.x
+            stages.append({"W": W, "delta": 0.0, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
+                           "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x),
+                           "converged": bool(sol.status > 0), "active_set": True, "flipped": 0})
         if not flip.any():
-            return x, _branch_residuals(prob, x, pick_a, W)[1], stages[-1]["violation"] <= FEASIBLE_VIOLATION
+            ok = sol.status > 0 and stages[-1]["violation"] <= FEASIBLE_VIOLATION
+            return x, _branch_residuals(prob, x, pick_a, W)[1], ok
         pick_a = np.where(flip, 1.0 - pick_a, pick_a)
     return x, _branch_residuals(prob, x, pick_a, W)[1], False
 
