@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+import math
+
+from convexsim._jit import jit
+from convexsim.geometry.transforms import quat_exp_times, rotation_entries_kernel
 from convexsim.model import Contacts, Model, State
+from convexsim.sap.newton import F_DT
 from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
 
 
@@ -128,6 +133,179 @@ def integrate(model: Model, state: State, v_next: np.ndarray) -> State:
     quat = quat_multiply(quat_exp(dt * v[bodies, :3]), q[bodies, 3:7])
     q[bodies, 3:7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     return State(t=state.t + dt, q=q, v=v, step=state.step + 1)
+
+
+
+
+# ---- the compiled stages (numba), each beside its numpy reference above
+
+@jit
+def contact_frame(n, R):
+    """R_WC (3, 3), columns (t1, t2, n) (``dynamics.contact_frames``)."""
+    i = 0
+    if abs(n[1]) < abs(n[i]):
+        i = 1
+    if abs(n[2]) < abs(n[i]):
+        i = 2
+    j = (i + 1) % 3
+    k = (j + 1) % 3
+    s = math.sqrt(max(1.0 - n[i] * n[i], 1e-300))
+    t1 = np.zeros(3)
+    t1[j] = -n[k] / s
+    t1[k] = n[j] / s
+    t2 = np.empty(3)
+    t2[0] = n[1] * t1[2] - n[2] * t1[1]
+    t2[1] = n[2] * t1[0] - n[0] * t1[2]
+    t2[2] = n[0] * t1[1] - n[1] * t1[0]
+    for r in range(3):
+        R[r, 0] = t1[r]
+        R[r, 1] = t2[r]
+        R[r, 2] = n[r]
+
+
+@jit
+def jacobian_block(R, point, q, body, sign, out, off):
+    """J = sign·R_WCᵀ[−[r]ₓ, 1₃] (3 x 6, row-major) at out[off:], r = point − p_WB."""
+    r0 = point[0] - q[body, 0]
+    r1 = point[1] - q[body, 1]
+    r2 = point[2] - q[body, 2]
+    # −[r]ₓ
+    M = np.empty((3, 3))
+    M[0, 0] = -0.0
+    M[0, 1] = r2
+    M[0, 2] = -r1
+    M[1, 0] = -r2
+    M[1, 1] = -0.0
+    M[1, 2] = r0
+    M[2, 0] = r1
+    M[2, 1] = -r0
+    M[2, 2] = -0.0
+    for i in range(3):
+        for j in range(3):
+            acc = R[0, i] * M[0, j]
+            acc += R[1, i] * M[1, j]
+            acc += R[2, i] * M[2, j]
+            out[off + 6 * i + j] = sign * acc
+            out[off + 6 * i + 3 + j] = sign * R[j, i]
+
+
+@jit
+def solve3(M, b):
+    """x = M⁻¹ b for a 3 x 3 M: LU with partial pivoting in LAPACK's unblocked order (dgetf2: pivot = first
+    largest |entry|, column scaled by the pivot's reciprocal, rank-1 update; dgetrs: unit-lower forward and
+    column-oriented upper back substitution). NaN and inf pass through (no exception)."""
+    A = M.copy()
+    x = b.copy()
+    for j in range(3):
+        p = j
+        best = abs(A[j, j])
+        for i in range(j + 1, 3):
+            if abs(A[i, j]) > best:
+                best = abs(A[i, j])
+                p = i
+        if p != j:
+            for k in range(3):
+                t = A[j, k]
+                A[j, k] = A[p, k]
+                A[p, k] = t
+            t = x[j]
+            x[j] = x[p]
+            x[p] = t
+        if j < 2:
+            r = 1.0 / A[j, j]
+            for i in range(j + 1, 3):
+                A[i, j] *= r
+            for k in range(j + 1, 3):
+                for i in range(j + 1, 3):
+                    A[i, k] -= A[i, j] * A[j, k]
+    for k in range(3):           # L y = x (unit diagonal), column by column
+        for i in range(k + 1, 3):
+            x[i] -= x[k] * A[i, k]
+    for k in range(2, -1, -1):   # U x = y, column by column
+        x[k] = x[k] / A[k, k]
+        for i in range(k):
+            x[i] -= x[k] * A[i, k]
+    return x
+
+
+@jit
+def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_values, v_star):
+    """A blocks (6 x 6 per moving body, angular first) and v* (``dynamics.free_motion``)."""
+    dt = fpar[F_DT]
+    for m in range(moving.shape[0]):
+        b = moving[m]
+        w = q[b, 3]
+        x = q[b, 4]
+        y = q[b, 5]
+        z = q[b, 6]
+        e = rotation_entries_kernel(w, x, y, z)      # the one quaternion → rotation formula (as stored)
+        R = np.empty((3, 3))
+        for i in range(3):
+            for j in range(3):
+                R[i, j] = e[3 * i + j]
+        RI = np.empty((3, 3))
+        for i in range(3):
+            for j in range(3):
+                acc = R[i, 0] * inertia[b, 0, j]
+                acc += R[i, 1] * inertia[b, 1, j]
+                acc += R[i, 2] * inertia[b, 2, j]
+                RI[i, j] = acc
+        IW = np.empty((3, 3))
+        for i in range(3):
+            for j in range(3):
+                acc = RI[i, 0] * R[j, 0]
+                acc += RI[i, 1] * R[j, 1]
+                acc += RI[i, 2] * R[j, 2]
+                IW[i, j] = acc
+        p = 36 * m
+        for i in range(36):
+            A_values[p + i] = 0.0
+        for i in range(3):
+            for j in range(3):
+                A_values[p + 6 * i + j] = IW[i, j]
+            A_values[p + 6 * (3 + i) + 3 + i] = mass[b]
+        Iw = np.empty(3)
+        for i in range(3):
+            acc = IW[i, 0] * v[b, 0]
+            acc += IW[i, 1] * v[b, 1]
+            acc += IW[i, 2] * v[b, 2]
+            Iw[i] = acc
+        tau = np.empty(3)
+        tau[0] = -(v[b, 1] * Iw[2] - v[b, 2] * Iw[1])
+        tau[1] = -(v[b, 2] * Iw[0] - v[b, 0] * Iw[2])
+        tau[2] = -(v[b, 0] * Iw[1] - v[b, 1] * Iw[0])
+        if tau[0] != 0.0 or tau[1] != 0.0 or tau[2] != 0.0:
+            dw = solve3(IW, tau)
+            for i in range(3):
+                v_star[6 * m + i] = v[b, i] + dt * dw[i]
+        else:
+            for i in range(3):
+                v_star[6 * m + i] = v[b, i]
+        for i in range(3):
+            v_star[6 * m + 3 + i] = v[b, 3 + i] + dt * gravity[i]
+
+
+@jit
+def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
+    """Symplectic Euler (``dynamics.integrate``): v_out = v with the moving bodies' v_next, q_out advanced."""
+    dt = fpar[F_DT]
+    for b in range(q.shape[0]):
+        for i in range(7):
+            q_out[b, i] = q[b, i]
+        for i in range(6):
+            v_out[b, i] = v[b, i]
+    for m in range(moving.shape[0]):
+        b = moving[m]
+        for i in range(6):
+            v_out[b, i] = v_next[6 * m + i]
+        for i in range(3):
+            q_out[b, i] = q[b, i] + dt * v_out[b, 3 + i]
+        qw, qx, qy, qz = quat_exp_times(dt * v_out[b, 0], dt * v_out[b, 1], dt * v_out[b, 2], q[b, 3], q[b, 4],
+                                        q[b, 5], q[b, 6])
+        q_out[b, 3] = qw
+        q_out[b, 4] = qx
+        q_out[b, 5] = qy
+        q_out[b, 6] = qz
 
 
 __all__ = [

@@ -32,6 +32,8 @@ class GeomType(enum.IntEnum):
     BOX = 1
     CAPSULE = 2
     HALFSPACE = 3
+    CYLINDER = 4
+    MESH = 5
 
 
 class ContactModel(enum.IntEnum):
@@ -98,7 +100,9 @@ class Model:
         geom_type: GeomType value, shape (ngeom,).
         geom_size: shape parameters [m], shape (ngeom, 3): sphere (r, 0, 0); box half extents
             (hx, hy, hz); capsule (r, h, 0) with h = half the distance between cap centres along local z;
-            halfspace (0, 0, 0) (surface through the geom origin, outward normal = local +z).
+            cylinder (r, h, 0) with h = half its height (flat caps at local z = ±h); mesh: the half extents
+            of its hull about the geometry origin (max |x|, max |y|, max |z| of its vertices); halfspace
+            (0, 0, 0) (surface through the geom origin, outward normal = local +z).
         geom_pos: geometry origin in body frame B [m], shape (ngeom, 3).
         geom_quat: geometry orientation R_BG, (w, x, y, z), shape (ngeom, 4).
         geom_material: material index, shape (ngeom,).
@@ -114,6 +118,12 @@ class Model:
             tree's link bodies are ordinary bodies here (not fixed, ``body_dof = -1``): collision, the
             viewer and trajectories see them as bodies; their poses come from the tree's joint
             coordinates (``State.tree_q``/``State.tree_v``) by forward kinematics (docs/articulated.md).
+        geom_mesh: index of the geometry's convex mesh (MESH geometries), else -1, shape (ngeom,).
+        mesh_vert_adr, mesh_vert_num: first row in ``mesh_vert`` and vertex count of each mesh, shapes (nmesh,).
+        mesh_vert: the meshes' hull vertices in their geometry frame G [m] (scale applied), shape (nvert, 3).
+        mesh_face_adr, mesh_face_num: first row in ``mesh_face`` and triangle count of each mesh, (nmesh,).
+        mesh_face: hull triangles, vertex indices local to their mesh, counter-clockwise seen from outside
+            (outward normal (b−a)×(c−a)), shape (nface, 3).
     """
 
     name: str
@@ -142,6 +152,22 @@ class Model:
     material_hc_dissipation: np.ndarray
     scene_yaml: str = ""
     forest: Any = None
+    geom_mesh: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mesh_vert_adr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mesh_vert_num: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mesh_vert: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    mesh_face_adr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mesh_face_num: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mesh_face: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+
+    def mesh_of(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """(vertices (nv, 3) in G [m], triangles (nf, 3)) of mesh geometry g."""
+        m = int(self.geom_mesh[g])
+        if m < 0:
+            raise ValueError(f"geometry {g} is not a mesh (type {int(self.geom_type[g])})")
+        va, vn = int(self.mesh_vert_adr[m]), int(self.mesh_vert_num[m])
+        fa, fn = int(self.mesh_face_adr[m]), int(self.mesh_face_num[m])
+        return self.mesh_vert[va:va + vn], self.mesh_face[fa:fa + fn]
 
     @property
     def has_trees(self) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 from convexsim.io.trajectory import Trajectory
 from convexsim.tools.kernels import KernelClock
 from convexsim.model import Model, State
-from convexsim.stepping import PATHS, ConvergenceWarning, SimulationError, StepInfo
+from convexsim.stepping import ConvergenceWarning, SimulationError, StepInfo
 
 if TYPE_CHECKING:
     from convexsim.stepping.context import StepContext
@@ -315,30 +315,21 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     one StepContext (buffers, caches, LCP warm start), fresh unless ``ctx`` is given. ``controller``:
     see :func:`simulate`.
 
-    ``path`` as in ``convexsim.stepping.step``: with "auto" (default) an eligible model without a
-    ``step_callback`` runs in the compiled run loop (many steps per numba call, :func:`_run_compiled`);
-    "reference" steps with the Python SAP path. LCP models step by step through ``lcp_step``, which takes
-    the same ``path`` (its compiled step, ``stepping.lcp_compiled``, or the Python one).
+    ``path`` as in ``convexsim.stepping.step``; ``stepping.dispatch.run_plan`` decides: an eligible SAP
+    model without a ``step_callback`` or ``controller`` runs in the compiled run loop (many steps per numba
+    call, :func:`_run_compiled`); other runs step one step at a time through ``stepping.step``.
     """
     if controller is not None and not model.has_trees:
         raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    if path != "reference" and step_callback is None:
-        from convexsim.stepping.compiled import supported_cached
+    from convexsim.stepping import dispatch
 
-        ok, reason = supported_cached(model)
-        if ok and (controller is None or not model.has_trees):
-            return _run_compiled(model, state, duration=duration, record_every=record_every,
-                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx)
-        if path == "compiled" and model.solver.kind == "lcp" and not model.has_trees:
-            from convexsim.stepping.lcp_compiled import lcp_supported_cached   # the compiled LCP step
-
-            ok, reason = lcp_supported_cached(model)
-        if path == "compiled" and not ok:
-            raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
+    run_loop, path_line = dispatch.run_plan(model, path, step_callback=step_callback is not None,
+                                            controller=controller is not None)
+    if run_loop:
+        return _run_compiled(model, state, duration=duration, record_every=record_every,
+                             progress=progress, strict=strict, metadata=metadata, ctx=ctx)
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext
 
@@ -348,7 +339,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     n_steps, _ = plan_steps(duration, model.time_step)
     rec = Recorder(model)
     rec.record(state, None)
-    stats = RunStats(path=path_text(model, path, step_callback))
+    stats = RunStats(path=path_line)
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
     with end:
         for k in range(n_steps):
@@ -488,7 +479,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
     fresh one when first needed) serves those large-island steps only."""
     from convexsim.stepping import compiled_kernels as K
-    from convexsim.stepping.compiled import compiled_step, packed
+    from convexsim.stepping import dispatch
+    from convexsim.stepping.compiled import packed
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
@@ -500,7 +492,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     v = np.array(state.v, dtype=np.float64, order="C")
     trees = model.has_trees      # tree models: tree_run_kernel, with the trees' q, v and joint forces
     if trees:
-        from convexsim.stepping.compiled_trees import compiled_tree_step, packed_forest
+        from convexsim.stepping.compiled_trees import packed_forest
         from convexsim.stepping.tree_kernels import tree_run_kernel
 
         pf = packed_forest(model)
@@ -508,7 +500,6 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
         tv = np.array(state.tree_v, dtype=np.float64, order="C")
         force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names],
                        [f"constraint:{n}" for n in pf.coupler_names])
-        compiled_step = compiled_tree_step      # noqa: F811 - the step taken outside the run kernel
     t, k = float(state.t), int(state.step)
     step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
     k_end = k + n_steps
@@ -590,12 +581,12 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                               tree_v=tv.copy() if trees else state.tree_v)
                 if code == K.RUN_NEED_CONTACT_SPACE:
                     contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # compiled_step (BAD_MARGIN raises)
+                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # one step at a time (BAD_MARGIN raises)
                     from convexsim.stepping.context import StepContext
 
                     ctx = StepContext() if ctx is None else ctx
                     for _ in range(min(backoff, k_end - k)):
-                        state, info = compiled_step(model, state, ctx, strict=strict)
+                        state, info = dispatch.step(model, state, ctx, strict=strict)
                         t, k = state.t, state.step
                         stats.add(info)
                         if (k - step0) % record_every == 0 or k == k_end:
@@ -609,8 +600,9 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
                                           time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
                 elif code == K.STEP_SOLVER_FAILED:
-                    name = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
-                            "numerical_failure")[sap_status]
+                    from convexsim.sap.newton import SAP_STATUS_NAMES
+
+                    name = SAP_STATUS_NAMES[sap_status]
                     raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
                                           step=k, time=t)
                 if taken:
@@ -632,21 +624,10 @@ def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.n
 
 
 def path_text(model: Model, path: str, step_callback: StepCallback | None) -> str:
-    """Which stepper the step-by-step loop of ``run_model`` takes, and why not the compiled run loop."""
-    if path == "reference":
-        return "Python path: path='reference' was asked for"
-    if model.solver.kind == "lcp" and not model.has_trees:
-        from convexsim.stepping.lcp_compiled import lcp_supported_cached
+    """Which stepper a run of ``model`` takes and, for the reference, why (``stepping.dispatch.run_plan``)."""
+    from convexsim.stepping import dispatch
 
-        ok, reason = lcp_supported_cached(model)
-        return "compiled LCP step" if ok else f"Python path: {reason}"
-    from convexsim.stepping.compiled import supported_cached
-
-    ok, reason = supported_cached(model)
-    if ok:
-        return ("compiled step, one call per step (a step callback, e.g. the live viewer, sees every step)"
-                if step_callback is not None else "compiled step")
-    return f"Python path: {reason}"
+    return dispatch.run_plan(model, path, step_callback=step_callback is not None)[1]
 
 
 class TerminationRequest(KeyboardInterrupt):

@@ -52,6 +52,13 @@ def neutral_fields(nbody: int, ngeom: int, nmat: int) -> dict:
         material_hc_dissipation=np.full(nmat, 50.0),
         scene_yaml="",
         forest=None,                                 # no kinematic trees
+        geom_mesh=np.full(ngeom, -1, np.int64),      # no meshes
+        mesh_vert_adr=np.zeros(0, np.int64),
+        mesh_vert_num=np.zeros(0, np.int64),
+        mesh_vert=np.zeros((0, 3)),
+        mesh_face_adr=np.zeros(0, np.int64),
+        mesh_face_num=np.zeros(0, np.int64),
+        mesh_face=np.zeros((0, 3), np.int64),
     )
 
 

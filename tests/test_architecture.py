@@ -187,3 +187,47 @@ def test_every_package_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {m for m, f in _modules().items() if f.name == "__init__.py"}
     assert on_disk == listed
+
+
+def _identifiers(path: Path) -> set[str]:
+    """Names a module's code defines or uses (``def x``, ``x``, ``m.x``; not imports alone, strings or
+    docstrings)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
+
+
+def test_only_the_dispatcher_chooses_the_runner():
+    """``stepping.dispatch`` is the one place that chooses compiled or reference: no other module refers to an
+    eligibility check (``dispatch.ELIGIBILITY``, cached or not), and none refers to both the compiled and the
+    reference runner of one (model kind, solver) of ``dispatch.RUNNERS`` (a tool may time one runner)."""
+    from convexsim.stepping import dispatch
+
+    def name(spec):
+        return spec.partition(":")[2]
+
+    def owner(spec):
+        return spec.partition(":")[0]
+
+    checks = {name(s) for s in dispatch.ELIGIBILITY.values()} | {"compiled_step_supported", "lcp_compiled_supported"}
+    check_owners = {owner(s) for s in dispatch.ELIGIBILITY.values()} | {"convexsim.stepping.dispatch"}
+    pairs = {(k, s): (name(dispatch.RUNNERS[k, s, "compiled"][0]), name(dispatch.RUNNERS[k, s, "reference"][0]))
+             for (k, s, p) in dispatch.RUNNERS if p == "compiled"}
+    assert pairs, "the runner table lost its compiled runners"
+    found = []
+    for mod, path in _modules().items():
+        if mod == "convexsim.stepping.dispatch":
+            continue
+        ids = _identifiers(path)
+        if mod not in check_owners and ids & checks:
+            found.append((mod, "eligibility", sorted(ids & checks)))
+        for pair, (compiled, reference) in pairs.items():
+            if compiled in ids and reference in ids:
+                found.append((mod, "both runners", pair))
+    assert not found, found

@@ -170,6 +170,26 @@ def capsule_mesh(radius: float, half_length: float, n_around: int = 24, n_cap: i
     return verts, np.array(faces, dtype=np.int64)
 
 
+def cylinder_mesh(radius: float, half_length: float, n_around: int = 32):
+    """Triangle mesh of a cylinder along z (flat caps at z = ±h): vertices (N, 3) and faces (M, 3), closed.
+
+    Two rims of ``n_around`` vertices each (bottom first, then top) and one centre vertex per cap; the caps
+    and the side have their own faces, counter-clockwise seen from outside.
+    """
+    ang = 2 * np.pi * np.arange(n_around) / n_around
+    ring = np.stack([radius * np.cos(ang), radius * np.sin(ang)], 1)
+    verts = np.vstack([np.column_stack([ring, np.full(n_around, -half_length)]),
+                       np.column_stack([ring, np.full(n_around, half_length)]),
+                       [[0.0, 0.0, -half_length], [0.0, 0.0, half_length]]])
+    bottom_c, top_c = 2 * n_around, 2 * n_around + 1
+    faces = []
+    for i in range(n_around):
+        j = (i + 1) % n_around
+        faces += [[i, j, n_around + j], [i, n_around + j, n_around + i]]      # side
+        faces += [[bottom_c, j, i], [top_c, n_around + i, n_around + j]]      # caps
+    return verts, np.array(faces, dtype=np.int64)
+
+
 def tinted(rgba, tint, weight: float):
     """``rgba`` with its RGB blended toward ``tint`` (RGB in [0, 1] or None) by ``weight`` in [0, 1]."""
     rgba = np.asarray(rgba, dtype=np.float64).copy()
@@ -232,8 +252,13 @@ def geom_objects(model: Model, g: int, opacity_factor: float, tint=None, tint_we
         return mg.Mesh(mg.Box((2.0 * np.asarray(size, dtype=np.float64)).tolist()), mat)
     if kind == GeomType.CAPSULE:
         verts, faces = capsule_mesh(float(size[0]), float(size[1]))
-        return mg.Mesh(mg.TriangularMeshGeometry(verts.astype(np.float32), faces.astype(np.uint32)), mat)
-    raise ValueError(f"geometry {g}: no drawing for type {kind}")
+    elif kind == GeomType.CYLINDER:
+        verts, faces = cylinder_mesh(float(size[0]), float(size[1]))
+    elif kind == GeomType.MESH:
+        verts, faces = model.mesh_of(g)          # the convex hull the simulation uses
+    else:
+        raise ValueError(f"geometry {g}: no drawing for type {kind}")
+    return mg.Mesh(mg.TriangularMeshGeometry(np.asarray(verts, np.float32), np.asarray(faces, np.uint32)), mat)
 
 
 def joint_frame_poses(model: Model) -> list[tuple[int, np.ndarray, int, np.ndarray]]:

@@ -1,4 +1,4 @@
-"""Collision detection (numba): broad phase and narrow phase for sphere, box, capsule, halfspace.
+"""Collision detection (numba): broad and narrow phase for sphere, box, capsule, halfspace, cylinder, mesh.
 
 ``collide(model, q, margin=...)`` is the entry point used by the steppers; the per-pair kernels
 (``sphere_sphere``, ``box_box``, ...) and ``collide_geoms`` are exported for tests and tools.
@@ -18,8 +18,11 @@ from convexsim.geometry.collide import (
     candidate_pairs,
     collide,
     collide_geoms,
+    collide_shapes,
+    geometry_table,
     narrow_phase,
 )
+from convexsim.geometry.convex import convex_convex, halfspace_convex
 from convexsim.geometry.primitives import (
     MAX_PAIR_CONTACTS,
     capsule_capsule,
@@ -34,6 +37,10 @@ __all__ = [
     "collide",
     "candidate_pairs",
     "collide_geoms",
+    "collide_shapes",
+    "geometry_table",
+    "convex_convex",
+    "halfspace_convex",
     "narrow_phase",
     "CollisionWorkspace",
     "BAD_GEOM_TYPE",

@@ -27,6 +27,8 @@ SPHERE = 0
 BOX = 1
 CAPSULE = 2
 HALFSPACE = 3
+CYLINDER = 4
+MESH = 5
 # Values of convexsim.model.GeomType, repeated as plain ints for the kernels.
 
 
@@ -35,19 +37,25 @@ def bounding_radius(gtype: int, size: np.ndarray) -> float:
     """Radius [m] of the smallest origin-centred ball containing the geometry (inf for a halfspace)."""
     if gtype == SPHERE:
         return size[0]
-    if gtype == BOX:
+    if gtype == BOX or gtype == MESH:  # a mesh is bounded by its hull's box (half extents about G's origin)
         return np.sqrt(size[0] ** 2 + size[1] ** 2 + size[2] ** 2)
     if gtype == CAPSULE:
         return size[0] + size[1]
+    if gtype == CYLINDER:
+        return np.sqrt(size[0] ** 2 + size[1] ** 2)
     return np.inf
 
 
 @jit
 def support_half_width(gtype: int, size: np.ndarray, R: np.ndarray, n: np.ndarray) -> float:
-    """max over the geometry of n·(x − c) [m] for a unit n: r, Σ h_i|R_i·n| or r + h|R_z·n|."""
+    """max over the geometry of n·(x − c) [m] for a unit n: r, Σ h_i|R_i·n| or r + h|R_z·n|; cylinder
+    h|R_z·n| + r·sqrt(1 − (R_z·n)²); a mesh: its hull's box's (an upper bound)."""
     if gtype == SPHERE:
         return size[0]
-    if gtype == BOX:
+    if gtype == CYLINDER:
+        c = abs(dot3(R[:, 2], n))
+        return size[1] * c + size[0] * np.sqrt(max(0.0, 1.0 - c * c))
+    if gtype == BOX or gtype == MESH:
         return (
             size[0] * abs(dot3(R[:, 0], n))
             + size[1] * abs(dot3(R[:, 1], n))

@@ -19,10 +19,13 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.geometry.boxes import box_box, capsule_box, halfspace_box, sphere_box
+from convexsim.geometry.convex import convex_convex, halfspace_convex
 from convexsim.geometry.broadphase import (
     BOX,
     CAPSULE,
+    CYLINDER,
     HALFSPACE,
+    MESH,
     SPHERE,
     brute_force_pairs,
     sweep_and_prune_pairs,
@@ -44,7 +47,7 @@ BAD_GEOM_TYPE = -1
 
 @jit
 def _rank(gtype: int) -> int:
-    """Canonical kernel order: halfspace < sphere < capsule < box (−1: unknown type)."""
+    """Canonical kernel order: halfspace < sphere < capsule < box < cylinder < mesh (−1: unknown type)."""
     if gtype == HALFSPACE:
         return 0
     if gtype == SPHERE:
@@ -53,6 +56,10 @@ def _rank(gtype: int) -> int:
         return 2
     if gtype == BOX:
         return 3
+    if gtype == CYLINDER:
+        return 4
+    if gtype == MESH:
+        return 5
     return -1
 
 
@@ -62,16 +69,22 @@ def _collide_canonical(
     p1: np.ndarray,
     R1: np.ndarray,
     s1: np.ndarray,
+    v1: np.ndarray,
     t2: int,
     p2: np.ndarray,
     R2: np.ndarray,
     s2: np.ndarray,
+    v2: np.ndarray,
     margin: float,
     phi: np.ndarray,
     point: np.ndarray,
     normal: np.ndarray,
 ) -> int:
     """Dispatch a pair already in canonical order (rank(t1) <= rank(t2)); normal from 1 into 2."""
+    if t2 == CYLINDER or t2 == MESH:
+        if t1 == HALFSPACE:
+            return halfspace_convex(p1, R1, t2, p2, R2, s2, v2, margin, phi, point, normal)
+        return convex_convex(t1, p1, R1, s1, v1, t2, p2, R2, s2, v2, margin, phi, point, normal)
     if t1 == HALFSPACE:
         if t2 == SPHERE:
             return halfspace_sphere(p1, R1, p2, s2[0], margin, phi, point, normal)
@@ -94,6 +107,42 @@ def _collide_canonical(
 
 
 @jit
+def collide_shapes(
+    ta: int,
+    pa: np.ndarray,
+    Ra: np.ndarray,
+    sa: np.ndarray,
+    va: np.ndarray,
+    tb: int,
+    pb: np.ndarray,
+    Rb: np.ndarray,
+    sb: np.ndarray,
+    vb: np.ndarray,
+    margin: float,
+    phi: np.ndarray,
+    point: np.ndarray,
+    normal: np.ndarray,
+) -> int:
+    """Contacts between geometry A (type, world position, R_WG, size, mesh vertices in G) and B, normal
+    from A into B; the vertices of a non-mesh geometry are an empty (0, 3) array.
+
+    Writes n <= MAX_PAIR_CONTACTS rows of ``phi`` (k,), ``point`` (k, 3), ``normal`` (k, 3) and
+    returns n, or BAD_GEOM_TYPE for an unknown type or a mesh without vertices.
+    """
+    ra = _rank(ta)
+    rb = _rank(tb)
+    if ra < 0 or rb < 0 or (ta == MESH and va.shape[0] < 4) or (tb == MESH and vb.shape[0] < 4):
+        return BAD_GEOM_TYPE
+    if ra <= rb:
+        return _collide_canonical(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, margin, phi, point, normal)
+    n = _collide_canonical(tb, pb, Rb, sb, vb, ta, pa, Ra, sa, va, margin, phi, point, normal)
+    for k in range(n):
+        for i in range(3):
+            normal[k, i] = -normal[k, i]
+    return n
+
+
+@jit
 def collide_geoms(
     ta: int,
     pa: np.ndarray,
@@ -108,22 +157,18 @@ def collide_geoms(
     point: np.ndarray,
     normal: np.ndarray,
 ) -> int:
-    """Contacts between geometry A (type, world position, R_WG, size) and B, normal from A into B.
+    """``collide_shapes`` for geometries without mesh vertices (every type but mesh)."""
+    none = np.zeros((0, 3))
+    return collide_shapes(ta, pa, Ra, sa, none, tb, pb, Rb, sb, none, margin, phi, point, normal)
 
-    Writes n <= MAX_PAIR_CONTACTS rows of ``phi`` (k,), ``point`` (k, 3), ``normal`` (k, 3) and
-    returns n, or BAD_GEOM_TYPE for an unknown type.
-    """
-    ra = _rank(ta)
-    rb = _rank(tb)
-    if ra < 0 or rb < 0:
-        return BAD_GEOM_TYPE
-    if ra <= rb:
-        return _collide_canonical(ta, pa, Ra, sa, tb, pb, Rb, sb, margin, phi, point, normal)
-    n = _collide_canonical(tb, pb, Rb, sb, ta, pa, Ra, sa, margin, phi, point, normal)
-    for k in range(n):
-        for i in range(3):
-            normal[k, i] = -normal[k, i]
-    return n
+
+@jit
+def _geom_vertices(table: np.ndarray, ngeom: int, g: int) -> np.ndarray:
+    """Mesh vertices (in G) of geometry g from a geometry table (``geometry_table``); (0, 3) if none."""
+    if table.shape[0] < 2 * ngeom:
+        return table[:0]
+    start = int(table[ngeom + g, 0])
+    return table[start:start + int(table[ngeom + g, 1])]
 
 
 @jit
@@ -140,9 +185,10 @@ def narrow_phase(
     out_point: np.ndarray,
     out_normal: np.ndarray,
 ) -> int:
-    """Run ``collide_geoms`` on pairs[:npairs] (A, B) and append the contacts to the out buffers.
+    """Run ``collide_shapes`` on pairs[:npairs] (A, B) and append the contacts to the out buffers.
 
-    The margin of pair (A, B) is gmargin[A] + gmargin[B] [m] (per-geometry shares, (ngeom,)).
+    ``geom_size`` is the geometry table of ``geometry_table`` (sizes, then the mesh vertices), or just
+    the (ngeom, 3) sizes for a model without meshes. The margin of pair (A, B) is gmargin[A] + gmargin[B] [m] (per-geometry shares, (ngeom,)).
 
     Returns the total number of contacts (rows beyond the buffer capacity are counted, not
     written: the caller grows the buffers and retries), or BAD_GEOM_TYPE.
@@ -151,13 +197,14 @@ def narrow_phase(
     point = np.empty((MAX_PAIR_CONTACTS, 3))
     normal = np.empty((MAX_PAIR_CONTACTS, 3))
     cap = out_phi.shape[0]
+    ngeom = geom_type.shape[0]
     total = 0
     for k in range(npairs):
         a = pairs[k, 0]
         b = pairs[k, 1]
-        n = collide_geoms(
-            geom_type[a], pos[a], rot[a], geom_size[a],
-            geom_type[b], pos[b], rot[b], geom_size[b],
+        n = collide_shapes(
+            geom_type[a], pos[a], rot[a], geom_size[a], _geom_vertices(geom_size, ngeom, a),
+            geom_type[b], pos[b], rot[b], geom_size[b], _geom_vertices(geom_size, ngeom, b),
             gmargin[a] + gmargin[b], phi, point, normal,
         )  # fmt: skip
         if n < 0:
@@ -206,10 +253,29 @@ def _default_workspace() -> CollisionWorkspace:
     return ws
 
 
+def geometry_table(model) -> np.ndarray:
+    """The geometry table the kernels take in place of ``geom_size``, shape (2·ngeom + nvert, 3) [m]:
+    rows [0, ngeom) are ``Model.geom_size``; row ngeom + g is (first row of g's vertices in this table,
+    their count, 0) for a mesh geometry g, zeros otherwise; then the meshes' vertices in G. A model
+    without meshes gets its plain (ngeom, 3) sizes."""
+    size = np.ascontiguousarray(model.geom_size, dtype=np.float64)
+    geom_mesh = np.asarray(getattr(model, "geom_mesh", np.zeros(0, np.int64)), dtype=np.int64)
+    if not np.any(geom_mesh >= 0):
+        return size
+    ngeom = size.shape[0]
+    meta = np.zeros((ngeom, 3))
+    base = 2 * ngeom
+    for g in np.flatnonzero(geom_mesh >= 0):
+        m = geom_mesh[g]
+        meta[g, 0] = base + model.mesh_vert_adr[m]
+        meta[g, 1] = model.mesh_vert_num[m]
+    return np.ascontiguousarray(np.vstack([size, meta, np.asarray(model.mesh_vert, dtype=np.float64)]))
+
+
 def _model_arrays(model) -> tuple[np.ndarray, ...]:
     return (
         np.ascontiguousarray(model.geom_type, dtype=np.int64),
-        np.ascontiguousarray(model.geom_size, dtype=np.float64),
+        geometry_table(model),
         np.ascontiguousarray(model.geom_body, dtype=np.int64),
         np.ascontiguousarray(model.body_fixed, dtype=np.bool_),
     )
@@ -225,7 +291,8 @@ def _check_inputs(model, q: np.ndarray) -> np.ndarray:
     qnorm = np.linalg.norm(q[:, 3:], axis=1)
     if np.any(qnorm == 0.0):
         raise ValueError(f"collide: zero quaternion for bodies {np.flatnonzero(qnorm == 0.0).tolist()}")
-    bad_types = sorted({int(t) for t in np.asarray(model.geom_type)} - {SPHERE, BOX, CAPSULE, HALFSPACE})
+    types = {int(t) for t in np.asarray(model.geom_type)}
+    bad_types = sorted(types - {SPHERE, BOX, CAPSULE, HALFSPACE, CYLINDER, MESH})
     if bad_types:
         raise ValueError(f"collide: unknown geometry type(s) {bad_types}")
     return q

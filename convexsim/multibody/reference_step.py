@@ -4,7 +4,7 @@ The same discretization as convexsim's SAP stepper (and Drake's MultibodyPlant w
 
     A  = M(q0) + dt·D                                    (armature inside M, joint damping D implicit)
     v* = v0 + dt·A⁻¹ (τ − C(q0, v0) v0 − g(q0) − D v0)     (explicit forces at the start of the step)
-    v  = argmin ½ (v − v*)ᵀ A (v − v*) + Σ_r ℓ_r(J_r v)    (convexsim.sap.clique_reference)
+    v  = argmin ½ (v − v*)ᵀ A (v − v*) + Σ_r ℓ_r(J_r v)    (convexsim.sap.solver.solve_rows)
     q  = integrate_q(q0, v, dt)                          (symplectic Euler; quaternions renormalized)
 
 so A (v − v*) = Jᵀ γ: limit, PD and coupler impulses are implicit in v. Limits and PD actuators act on
@@ -23,7 +23,8 @@ import numpy as np
 from convexsim.multibody.dynamics import bias_forces, mass_matrix
 from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.multibody.model import JointType, MultibodyModel
-from convexsim.sap.clique_reference import solve_clique
+from convexsim.sap.solver import solve_rows
+from convexsim.sap.types import SapParameters
 from convexsim.sap.joint_constraints import (
     KIND_COUPLER,
     KIND_LIMIT,
@@ -194,6 +195,10 @@ def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limi
     return J, par, report, pd_rows
 
 
+SOLVE_PARAMETERS = SapParameters(rel_tolerance=1e-10, abs_tolerance=1e-14, on_failure="ignore")
+"""The reference step's Newton tolerances (tighter than a scene's default ε_r = 1e-6: a reference)."""
+
+
 def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuators=(), couplers=(),
          v_guess=None) -> tuple[np.ndarray, np.ndarray, StepReport]:
     """One time step (module docstring): returns (q_next, v_next, report).
@@ -206,12 +211,13 @@ def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuato
     v = np.asarray(v, dtype=float)
     A, v_star = free_motion(model, q, v, dt, tau)
     J, par, report, pd_rows = constraint_rows(model, q, v, v_star, np.diag(A), dt, limits, actuators, couplers)
-    res = solve_clique(A, v_star, J, par, v if v_guess is None else v_guess)
+    res = solve_rows(A, v_star, Jr=J, par=par, v_guess=v if v_guess is None else v_guess, params=SOLVE_PARAMETERS)
     if not res.converged:
         raise RuntimeError(f"reference step at q = {q.tolist()}: the clique solve did not converge in "
                            f"{res.iterations} iterations")
-    report.gamma = res.gamma
-    report.actuator_force = res.gamma[pd_rows] / dt if pd_rows else np.zeros(0)
+    gamma = res.gamma[:, 0]
+    report.gamma = gamma
+    report.actuator_force = gamma[pd_rows] / dt if pd_rows else np.zeros(0)
     report.iterations = res.iterations
     report.converged = res.converged
     return integrate_q(model, q, res.v, dt), res.v, report

@@ -115,6 +115,56 @@ def solve_dense(
     return _solve_kernel_data(problem, kind, cpar, delassus_diagonal(problem), R, v_hat, v_guess, params)
 
 
+def solve_rows(A, v_star, *, kind=None, cpar=None, Jc=None, Jr=None, par=None, v_guess=None,
+               params: SapParameters | None = None) -> SapResult:
+    """Solve a SAP problem with contacts and scalar joint rows on one dense clique, by the same Newton loop
+    as :func:`solve` (the numpy reference of the compiled ``newton_solve``):
+
+        min_v ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v) + Σ_r ℓ_r(J_r v)
+
+    A row r (limits, PD actuators, couplers, holonomic rows: ``sap.joint_constraints``) is a constraint of
+    kind ≥ ``constraints.KIND_ROW_MIN`` whose Jacobian block holds J_r in its first row and zeros in the other
+    two (``sap.constraints``), as in the compiled step.
+
+    Args:
+        A: (nv, nv) SPD [kg, kg·m²]. v_star: (nv,) [m/s, rad/s].
+        kind (nk,), cpar (nk, 8), Jc (3 nk, nv): the contacts (optional; rows t1, t2, n).
+        Jr (nr, nv), par (nr, 4): the joint rows (optional; parameters (R, v̂, γ_lo, γ_hi)).
+        v_guess: initial iterate (default v*). params: SapParameters (linear_solver is "dense" here).
+
+    Returns:
+        SapResult; ``gamma[:nk]`` are the contact impulses (nk, 3), ``gamma[nk:, 0]`` the row impulses (nr,)
+        [N·s or N·m·s].
+    """
+    from dataclasses import replace
+
+    from convexsim.sap.constraints import KIND_ROW_MIN
+
+    A = np.asarray(A, dtype=float)
+    v_star = np.asarray(v_star, dtype=float)
+    nv = v_star.size
+    kind = np.zeros(0, np.int64) if kind is None else np.ascontiguousarray(kind, dtype=np.int64).reshape(-1)
+    nk = kind.size
+    cpar = np.zeros((0, NPAR)) if cpar is None else np.asarray(cpar, dtype=float).reshape(nk, NPAR)
+    Jc = np.zeros((0, nv)) if Jc is None else np.asarray(Jc, dtype=float).reshape(3 * nk, nv)
+    par = np.zeros((0, 4)) if par is None else np.asarray(par, dtype=float).reshape(-1, 4)
+    Jr = np.zeros((0, nv)) if Jr is None else np.asarray(Jr, dtype=float).reshape(-1, nv)
+    nr = par.shape[0]
+    if Jr.shape[0] != nr:
+        raise ValueError(f"Jr has {Jr.shape[0]} rows but par has {nr}")
+    J = np.zeros((3 * (nk + nr), nv))
+    J[:3 * nk] = Jc
+    J[3 * nk::3] = Jr
+    all_kind = np.concatenate([kind, np.full(nr, KIND_ROW_MIN, np.int64)])
+    all_par = np.zeros((nk + nr, NPAR))
+    all_par[:nk] = cpar
+    all_par[nk:, :4] = par
+    problem = ContactProblem.from_dense(A, v_star, J, mu=0.0, k=1.0, model="sap")
+    params = replace(params or SapParameters(), linear_solver="dense")
+    return _solve_kernel_data(problem, all_kind, all_par, delassus_diagonal(problem), np.zeros((nk + nr, 3)),
+                              np.zeros((nk + nr, 3)), v_guess, params)
+
+
 def _make_hessian(problem: ContactProblem, params: SapParameters, symbolic_cache: SymbolicCache | None):
     if params.linear_solver == "dense":
         return DenseHessian(problem)

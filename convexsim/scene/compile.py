@@ -3,8 +3,10 @@
 This is the only place where pydantic objects become numpy arrays. Conventions:
 
 * Body order: ``bodies`` in file order, then each grid's bodies in grid order (``<grid>_<i>``).
-* ``geom_size``: sphere (r, 0, 0); box half extents (file ``size`` is full edge lengths); capsule
-  (r, length/2, 0); halfspace (0, 0, 0).
+* ``geom_size``: sphere (r, 0, 0); box half extents (file ``size`` is full edge lengths); capsule and
+  cylinder (r, length/2, 0); mesh: its hull's half extents about the geometry origin; halfspace (0, 0, 0).
+* Meshes: each ``shape: mesh`` geometry's convex hull (vertices in G, scale applied, and outward
+  triangles) is stored once per distinct hull in ``Model.mesh_*`` (``geom_mesh`` points to it).
 * Inertia, when not given, is computed from the shapes at uniform density ρ = m / Σ V_g over the
   body's solid geometries (overlaps are not subtracted; halfspaces have no volume), each shape's
   inertia rotated into B and moved to the body origin by the parallel-axis theorem. The body origin
@@ -30,7 +32,10 @@ from convexsim.scene.schema import (
     GridSpec,
     SceneSpec,
     check_inertia,
+    geom_centroid_in_body,
     inertia_matrix,
+    mesh_hull,
+    mesh_mass,
     shape_extent,
     shape_volume,
 )
@@ -38,7 +43,8 @@ from convexsim.scene.schema import (
 FIXED_BODY_COLOR = (0.62, 0.64, 0.66, 1.0)
 """Default RGBA of fixed bodies (ground, walls)."""
 
-_GEOM_TYPES = {"sphere": GeomType.SPHERE, "box": GeomType.BOX, "capsule": GeomType.CAPSULE, "halfspace": GeomType.HALFSPACE}
+_GEOM_TYPES = {"sphere": GeomType.SPHERE, "box": GeomType.BOX, "capsule": GeomType.CAPSULE, "halfspace": GeomType.HALFSPACE,
+               "cylinder": GeomType.CYLINDER, "mesh": GeomType.MESH}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +107,7 @@ def expand_bodies(spec: SceneSpec) -> list[BodySpec]:
 
 
 def shape_unit_inertia(geom: GeometrySpec) -> np.ndarray:
-    """Inertia per unit mass about the shape's centre in the geometry frame G [m²], shape (3, 3).
+    """Inertia per unit mass about the shape's centroid in the geometry frame G [m²], shape (3, 3).
 
     Sphere: 2/5·r² (each axis). Box with edges (a, b, c): ((b²+c²), (a²+c²), (a²+b²))/12.
     Capsule (radius r, cylinder length L along z), with cylinder mass fraction f_c and hemispheres
@@ -121,13 +127,19 @@ def shape_unit_inertia(geom: GeometrySpec) -> np.ndarray:
         izz = f_c * r * r / 2.0 + f_h * 0.4 * r * r
         ixx = f_c * (length**2 / 12.0 + r * r / 4.0) + f_h * (0.4 * r * r + length**2 / 4.0 + 3.0 * length * r / 8.0)
         return np.diag([ixx, ixx, izz])
+    if geom.shape == "cylinder":
+        from convexsim.geometry.hull import cylinder_mass_properties   # numpy only
+        return cylinder_mass_properties(geom.radius, geom.length)[1]
+    if geom.shape == "mesh":
+        return np.asarray(mesh_mass(geom)[2])
     return np.zeros((3, 3))
 
 
 def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarray:
     """Rotational inertia about the body origin in B [kg·m²] of ``mass`` spread uniformly over the shapes.
 
-    I = Σ_g m_g·(R_g·Î_g·R_gᵀ + |p_g|²·1 − p_g·p_gᵀ), m_g = mass·V_g/ΣV (overlaps counted twice).
+    I = Σ_g m_g·(R_g·Î_g·R_gᵀ + |c_g|²·1 − c_g·c_gᵀ), m_g = mass·V_g/ΣV (overlaps counted twice), c_g the
+    geometry's centroid in B (its origin, or p_g + R_g·(hull centroid) for a mesh).
     """
     solids = [g for g in geometries if g.shape != "halfspace"]
     volumes = np.array([shape_volume(g) for g in solids])
@@ -136,7 +148,7 @@ def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarr
     for g, vol in zip(solids, volumes):
         m_g = mass * vol / total
         rot = quat_to_matrix(g.quaternion)
-        p = np.asarray(g.position)
+        p = geom_centroid_in_body(g)
         inertia += m_g * (rot @ shape_unit_inertia(g) @ rot.T + (p @ p) * np.eye(3) - np.outer(p, p))
     return 0.5 * (inertia + inertia.T)
 
@@ -147,7 +159,12 @@ def geom_bound_radius(geom: GeometrySpec) -> float:
 
 
 def geom_size(geom: GeometrySpec) -> tuple[float, float, float]:
-    """Model.geom_size row: sphere (r, 0, 0); box half extents; capsule (r, length/2, 0); halfspace 0."""
+    """Model.geom_size row: sphere (r, 0, 0); box half extents; capsule and cylinder (r, length/2, 0); mesh: the
+    half extents of its hull's bounding box in G about the G origin (max |x|, max |y|, max |z|); halfspace 0."""
+    if geom.shape == "mesh":
+        return tuple(float(x) for x in np.abs(mesh_hull(geom)[0]).max(0))  # type: ignore[return-value]
+    if geom.shape == "cylinder":
+        return (geom.radius, 0.5 * geom.length, 0.0)
     if geom.shape == "sphere":
         return (geom.radius, 0.0, 0.0)
     if geom.shape == "box":
@@ -187,6 +204,35 @@ def _body_inertia(body: BodyTemplate, where: str) -> np.ndarray:
     if why:
         raise SceneError([f"{where}: inertia computed from the shapes is not physical: {why}"])
     return inertia
+
+
+def _mesh_arrays(geometries: list[GeometrySpec]) -> dict[str, np.ndarray]:
+    """Model.geom_mesh and the flat mesh storage: one entry per distinct hull (grids share theirs)."""
+    geom_mesh = np.full(len(geometries), -1, np.int64)
+    index: dict[tuple, int] = {}
+    verts: list[np.ndarray] = []
+    faces: list[np.ndarray] = []
+    for i, g in enumerate(geometries):
+        if g.shape != "mesh":
+            continue
+        key = (g.vertices, g.file, g.scale)
+        if key not in index:
+            index[key] = len(verts)
+            v, f = mesh_hull(g)
+            verts.append(v)
+            faces.append(f)
+        geom_mesh[i] = index[key]
+    nv = np.array([v.shape[0] for v in verts], np.int64)
+    nf = np.array([f.shape[0] for f in faces], np.int64)
+    return dict(
+        geom_mesh=geom_mesh,
+        mesh_vert_adr=np.concatenate([[0], np.cumsum(nv)[:-1]]).astype(np.int64) if verts else np.zeros(0, np.int64),
+        mesh_vert_num=nv,
+        mesh_vert=np.concatenate(verts).reshape(-1, 3) if verts else np.zeros((0, 3)),
+        mesh_face_adr=np.concatenate([[0], np.cumsum(nf)[:-1]]).astype(np.int64) if faces else np.zeros(0, np.int64),
+        mesh_face_num=nf,
+        mesh_face=np.concatenate(faces).reshape(-1, 3).astype(np.int64) if faces else np.zeros((0, 3), np.int64),
+    )
 
 
 def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
@@ -233,6 +279,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         raise SceneError([f"unknown material(s) {missing}; defined: {list(material_names)}"])
 
     ngeom = len(geoms)
+    meshes = _mesh_arrays([g for _, g, _ in geoms])
     model = Model(
         name=spec.name,
         time_step=float(spec.time_step),
@@ -259,6 +306,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         material_dissipation_time=np.array([m.dissipation_time for m in mats], dtype=float),
         material_hc_dissipation=np.array([m.hunt_crossley_dissipation for m in mats], dtype=float),
         scene_yaml=dump_scene_compact(spec),
+        **meshes,
     )
     state = State(t=0.0, q=q, v=v, step=0)
     if spec.joints or spec.constraints:        # kinematic trees, body constraints (convexsim.scene.articulated)

@@ -766,6 +766,12 @@ def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
             return urdf_to_scene(path), None, source
         except UrdfError as exc:
             raise SceneError(exc.problems, source) from None
+    if path.suffix.lower() == ".xml":           # a MuJoCo model: converted (convexsim.scene.mjcf)
+        from convexsim.scene.mjcf import MjcfError, mjcf_to_scene
+        try:
+            return mjcf_to_scene(path), None, source
+        except MjcfError as exc:
+            raise SceneError(exc.problems, source) from None
     text = _read_scene_text(path)
     data, node = _read_yaml(text, source)
     if data == {} and _yaml_load(text) is None:
@@ -774,7 +780,24 @@ def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
     if isinstance(data, dict) and "name" not in data:
         stem = re.sub(r"[.=\[\]\s]", "_", path.stem) or "scene"
         data = {"name": stem, **data}
+    resolve_mesh_files(data, path.parent)
     return data, node, source
+
+
+def resolve_mesh_files(data: Any, folder: Path) -> None:
+    """Make the relative ``file`` of every mesh geometry (bodies and grid templates) of a raw scene mapping
+    absolute, taken from ``folder`` (the scene file's folder); in place. Tolerates any structure."""
+    if not isinstance(data, dict):
+        return
+    holders = list(data.get("bodies") or []) if isinstance(data.get("bodies"), list) else []
+    if isinstance(data.get("grids"), list):
+        holders += [g.get("template") for g in data["grids"] if isinstance(g, dict)]
+    for body in holders:
+        geoms = body.get("geometries") if isinstance(body, dict) else None
+        for geom in geoms if isinstance(geoms, list) else []:
+            f = geom.get("file") if isinstance(geom, dict) else None
+            if isinstance(f, str) and f and not Path(f).expanduser().is_absolute():
+                geom["file"] = str((folder / Path(f).expanduser()).resolve())
 
 
 def read_scene_data(scene: Any, text_source: str = "<string>") -> tuple[Any, Any, str]:

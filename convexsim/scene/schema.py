@@ -12,6 +12,7 @@ a ``ValueError`` carrying ``(relative field path, message, bad value)`` triples,
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -154,8 +155,40 @@ CENTROID_RELATIVE_TOLERANCE = 1e-9
 origin to within this fraction of the body's size (the largest |geometry position| + shape extent)."""
 
 
+def mesh_hull(geom: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices (nv, 3) [m], outward triangles (nf, 3)) of a ``shape: mesh`` geometry's convex hull in its
+    geometry frame, ``scale`` applied (cached by the geometry's fields). Raises MeshError (a ValueError)."""
+    return _mesh_hull(geom.vertices, geom.file, geom.scale)
+
+
+@functools.lru_cache(maxsize=1024)
+def _mesh_hull(vertices, file, scale) -> tuple[np.ndarray, np.ndarray]:
+    from convexsim.geometry.hull import convex_hull, read_mesh_points   # numpy only; lazy: keeps numba out
+
+    points = np.asarray(vertices, dtype=float) if vertices is not None else read_mesh_points(file)
+    if scale is not None:
+        points = points * np.asarray(scale, dtype=float)
+    verts, faces = convex_hull(points)
+    verts.setflags(write=False)
+    faces.setflags(write=False)
+    return verts, faces
+
+
+@functools.lru_cache(maxsize=1024)
+def _mesh_mass(vertices, file, scale) -> tuple[float, np.ndarray, np.ndarray]:
+    from convexsim.geometry.hull import mesh_mass_properties
+
+    return mesh_mass_properties(*_mesh_hull(vertices, file, scale))
+
+
+def mesh_mass(geom: Any) -> tuple[float, np.ndarray, np.ndarray]:
+    """(volume [m³], centroid in G [m], inertia per unit mass about the centroid in G [m²]) of a mesh's hull."""
+    return _mesh_mass(geom.vertices, geom.file, geom.scale)
+
+
 def shape_volume(geom: Any) -> float:
-    """Volume [m³] of a geometry: sphere 4/3·π·r³; box a·b·c; capsule π·r²·L + 4/3·π·r³; halfspace 0."""
+    """Volume [m³] of a geometry: sphere 4/3·π·r³; box a·b·c; capsule π·r²·L + 4/3·π·r³; cylinder π·r²·L;
+    mesh: its convex hull's (divergence theorem); halfspace 0."""
     if geom.shape == "sphere":
         return 4.0 / 3.0 * math.pi * geom.radius**3
     if geom.shape == "box":
@@ -164,7 +197,19 @@ def shape_volume(geom: Any) -> float:
     if geom.shape == "capsule":
         r, length = geom.radius, geom.length
         return math.pi * r * r * length + 4.0 / 3.0 * math.pi * r**3
+    if geom.shape == "cylinder":
+        return math.pi * geom.radius**2 * geom.length
+    if geom.shape == "mesh":
+        return mesh_mass(geom)[0]
     return 0.0
+
+
+def shape_center(geom: Any) -> np.ndarray:
+    """Centroid of a geometry's solid in its geometry frame G [m]: the origin for the point-symmetric
+    primitives, the hull's centroid for a mesh."""
+    if geom.shape == "mesh":
+        return np.asarray(mesh_mass(geom)[1])
+    return np.zeros(3)
 
 
 def shape_extent(geom: Any) -> float:
@@ -175,23 +220,40 @@ def shape_extent(geom: Any) -> float:
         return 0.5 * math.sqrt(sum(s * s for s in geom.size))
     if geom.shape == "capsule":
         return float(geom.radius + 0.5 * geom.length)
+    if geom.shape == "cylinder":
+        return math.hypot(geom.radius, 0.5 * geom.length)
+    if geom.shape == "mesh":
+        return float(np.max(np.linalg.norm(mesh_hull(geom)[0], axis=1)))
     return 0.0
+
+
+def geom_centroid_in_body(geom: Any) -> np.ndarray:
+    """Centroid of a geometry's solid in the body frame B [m]: p_g + R_BG·c_G."""
+    c = shape_center(geom)
+    p = np.asarray(geom.position, dtype=float)
+    if not c.any():
+        return p
+    w, x, y, z = geom.quaternion
+    rot = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                    [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                    [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    return p + rot @ c
 
 
 def shapes_centroid(geometries: list[Any]) -> tuple[np.ndarray, float]:
     """(centroid [m], body size [m]) of the solid geometries in the body frame at uniform density.
 
-    centroid = Σ V_g·p_g / Σ V_g (sphere, box and capsule are point-symmetric about their origin p_g,
-    so orientation does not matter; overlaps are counted twice, as in the inertia); size =
+    centroid = Σ V_g·c_g / Σ V_g with c_g the geometry's centroid in B (its origin p_g for the point-symmetric
+    primitives, p_g + R_BG·(hull centroid) for a mesh; overlaps are counted twice, as in the inertia); size =
     max_g (|p_g| + enclosing radius of g). Halfspaces are ignored. (zeros, 0) without solids.
     """
     solids = [g for g in geometries if g.shape != "halfspace"]
     if not solids:
         return np.zeros(3), 0.0
     volumes = np.array([shape_volume(g) for g in solids])
-    positions = np.array([g.position for g in solids], dtype=float)
-    centroid = volumes @ positions / volumes.sum()
-    size = max(float(np.linalg.norm(p)) + shape_extent(g) for g, p in zip(solids, positions))
+    centroids = np.array([geom_centroid_in_body(g) for g in solids], dtype=float)
+    centroid = volumes @ centroids / volumes.sum()
+    size = max(float(np.linalg.norm(g.position)) + shape_extent(g) for g in solids)
     return centroid, size
 
 
@@ -311,12 +373,17 @@ class SolverSpec(_Spec):
 # Geometry and bodies
 # ---------------------------------------------------------------------------------------------
 
-_SHAPE_FIELDS = {"sphere": ("radius",), "box": ("size",), "capsule": ("radius", "length"), "halfspace": ()}
+_SHAPE_FIELDS = {"sphere": ("radius",), "box": ("size",), "capsule": ("radius", "length"), "halfspace": (),
+                 "cylinder": ("radius", "length"), "mesh": ("vertices", "file", "scale")}
 _SHAPE_FIELD_HELP = {
     "radius": "a radius [m] > 0",
     "size": "full edge lengths (x, y, z) [m], each > 0",
     "length": "the distance between the cap centres along local z [m], >= 0",
 }
+_CYLINDER_LENGTH_HELP = "the full height along local z [m] > 0 (flat caps at z = ±length/2)"
+_MESH_SOURCE_HELP = ("either `vertices: [[x, y, z], ...]` (at least 4 points not in one plane; their convex hull "
+                     "is used) or `file: path` (OBJ, STL or PLY, relative to the scene file's folder)")
+_OPTIONAL_SHAPE_FIELDS = {"mesh": ("scale",)}
 
 
 class GeometrySpec(_Spec):
@@ -324,14 +391,23 @@ class GeometrySpec(_Spec):
 
     _scale_fields: ClassVar[tuple[str, ...]] = ("radius", "size")
 
-    shape: Literal["sphere", "box", "capsule", "halfspace"] = Field(
-        description="Primitive: 'sphere', 'box', 'capsule' or 'halfspace' (halfspace: fixed bodies only, outward normal = local +z)."
+    shape: Literal["sphere", "box", "capsule", "cylinder", "mesh", "halfspace"] = Field(
+        description="'sphere', 'box', 'capsule', 'cylinder', 'mesh' (convex hull of points or of a mesh file) or "
+                    "'halfspace' (halfspace: fixed bodies only, outward normal = local +z)."
     )
-    radius: float | None = Field(None, gt=0.0, description="Sphere or capsule radius [m] (> 0).")
+    radius: float | None = Field(None, gt=0.0, description="Sphere, capsule or cylinder radius [m] (> 0).")
     size: tuple[Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)]] | None = Field(
         None, description="Box full edge lengths (x, y, z) along the geometry axes [m] (each > 0)."
     )
-    length: float | None = Field(None, ge=0.0, description="Capsule: distance between the cap centres along local z [m] (>= 0).")
+    length: float | None = Field(None, ge=0.0, description="Capsule: distance between the cap centres along local z "
+                                 "[m] (>= 0). Cylinder: full height along local z [m] (> 0), caps at z = ±length/2.")
+    vertices: tuple[Vec3, ...] | None = Field(None, description="Mesh: points in the geometry frame [m] (>= 4, not "
+                                              "coplanar); the shape is their convex hull.")
+    file: str | None = Field(None, description="Mesh: an OBJ, STL or PLY file path [file units are m] (relative: from the scene file's "
+                             "folder); the shape is the convex hull of its vertices.")
+    scale: tuple[Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)], Annotated[float, Field(gt=0.0)]] | None = Field(
+        None, description="Mesh: scale factors (sx, sy, sz), dimensionless, applied to the points in the geometry frame (default 1, 1, 1)."
+    )
     position: Vec3 = Field((0.0, 0.0, 0.0), description="Geometry origin in the body frame B [m].")
     quaternion: Quaternion = Field(
         (1.0, 0.0, 0.0, 0.0), description="Orientation R_BG (w, x, y, z), unit norm (near-unit values are normalized)."
@@ -343,16 +419,32 @@ class GeometrySpec(_Spec):
     def _check_shape_fields(self) -> "GeometrySpec":
         problems: list[tuple[Loc, str, Any]] = []
         needed = _SHAPE_FIELDS[self.shape]
-        for fname in ("radius", "size", "length"):
+        for fname in ("radius", "size", "length", "vertices", "file", "scale"):
             value = getattr(self, fname)
-            if fname in needed and value is None:
+            if fname in needed and value is None and self.shape != "mesh":
                 problems.append(((fname,), f"required for shape '{self.shape}': {_SHAPE_FIELD_HELP[fname]}", None))
             elif fname not in needed and value is not None:
                 uses = ", ".join(needed) if needed else "no size parameters"
                 problems.append(((fname,), f"not used by shape '{self.shape}' (it takes {uses}); remove it", value))
+        if self.shape == "cylinder" and self.length is not None and self.length <= 0.0:
+            problems.append((("length",), f"a cylinder's length is {_CYLINDER_LENGTH_HELP}", self.length))
+        if self.shape == "mesh":
+            problems += self._mesh_problems()
         if problems:
             raise FieldProblems(problems)
         return self
+
+    def _mesh_problems(self) -> list[tuple[Loc, str, Any]]:
+        """A mesh has exactly one of vertices / file, and its hull has a volume."""
+        if (self.vertices is None) == (self.file is None):
+            both = "both" if self.vertices is not None else "neither"
+            return [(("vertices",), f"shape 'mesh' needs {_MESH_SOURCE_HELP}; got {both}", None)]
+        try:
+            mesh_hull(self)
+        except ValueError as exc:   # MeshError
+            where = "vertices" if self.vertices is not None else "file"
+            return [((where,), str(exc), None)]
+        return []
 
 
 class BodyTemplate(_Spec):
@@ -403,7 +495,7 @@ class BodyTemplate(_Spec):
             solid = [g for g in self.geometries if g.shape != "halfspace"]
             if self.inertia is None and not solid and self.mass is not None:
                 problems.append(
-                    (("inertia",), "required for a moving body without sphere/box/capsule geometries "
+                    (("inertia",), "required for a moving body without solid geometries "
                      "(3 principal values or a 3x3 matrix [kg·m²])", None)
                 )
             if self.inertia is None and solid:

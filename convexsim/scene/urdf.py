@@ -11,6 +11,8 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   its joints hang from the scene's world. A link attached to it by a ``fixed`` joint is a fixed body at
   the joint's pose (it needs no ``<inertial>``); a ``floating`` joint from it makes its child a free
   body (a ``free`` joint) starting at the joint's pose;
+* a link without ``<inertial>`` attached to its parent by a ``fixed`` joint (a tool frame, a finger pad) is
+  merged into the parent: its geometry and the joints hanging from it move there, origins composed;
 * every other link becomes a body with the ``<inertial>`` mass and inertia (the inertia is rotated from
   the inertial frame into the link frame; ``<inertial>`` with mass > 0 is required); its body frame is at
   the inertial origin (its centre of mass) with the link frame's axes;
@@ -23,14 +25,20 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   defaults to (1, 0, 0); ``<dynamics damping>`` becomes the joint damping; ``<limit effort velocity>`` is
   read but not enforced (add an actuator in the scene for motors);
 * geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
-  ``sphere`` and ``cylinder``. A cylinder becomes a **capsule** of the same radius and the same overall
-  length (cap centres length − 2r apart, a sphere when length < 2r): it fits in the cylinder's bounding
-  extent and is rounded at the ends. ``mesh`` is refused with a message until convex meshes exist.
+  ``sphere``, ``cylinder`` (a cylinder shape: ``length`` is the full height along the local z axis) and
+  ``mesh``: an OBJ, STL or PLY file (collision uses its convex hull), with ``scale``; ``package://pkg/f``
+  is found as ``<package_root>/pkg/f`` or ``<package_root>/f`` (without a package root, under each folder
+  of ``ROS_PACKAGE_PATH``), a relative file name against the URDF's
+  folder, then the package root; the scene refers to the file by its absolute path (``convexsim
+  import-urdf --out`` writes it relative to the scene file). Other mesh formats (COLLADA ``.dae``) are
+  refused with the fix (convert the file to STL or OBJ).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -116,19 +124,72 @@ def _attr_float(el, name: str, where: str, probs: _Problems, default=None, posit
     return v
 
 
-def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
+MESH_SUFFIXES = (".obj", ".stl", ".ply")
+"""Mesh file formats a scene's ``mesh`` geometry reads."""
+
+
+def resolve_mesh_file(name: str, urdf_dir: Path, package_root: Path | None) -> tuple[Path | None, str]:
+    """(the mesh file of a URDF ``filename``, or None, and why not): ``package://pkg/f`` is tried as
+    ``<root>/pkg/f`` then ``<root>/f`` for the package root, or without one for each folder of the
+    ``ROS_PACKAGE_PATH`` environment variable (as ROS finds packages); ``file://`` paths and absolute paths as
+    they are; a relative name against the URDF's folder, then the package root."""
+    if name.startswith("package://"):
+        rest = name[len("package://"):]
+        roots = [package_root] if package_root is not None else \
+            [Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
+        if not roots:
+            return None, (f"{name!r} needs a package root: pass --package-root DIR (the folder holding the "
+                          "package) or set ROS_PACKAGE_PATH")
+        tail = rest.split("/", 1)[1] if "/" in rest else rest
+        candidates = [c for root in roots for c in (root / rest, root / tail)]
+    elif name.startswith("file://"):
+        candidates = [Path(name[len("file://"):])]
+    else:
+        candidates = [urdf_dir / name] + ([package_root / name] if package_root is not None else [])
+    for c in candidates:
+        if c.is_file():
+            return c.resolve(), ""
+    tried = ", ".join(str(c) for c in candidates)
+    return None, f"mesh file {name!r} not found (tried {tried}); check the path or --package-root"
+
+
+def _mesh(shape, where: str, probs: _Problems, urdf_dir: Path, package_root: Path | None) -> dict | None:
+    """The scene fields of a ``<mesh filename scale>``: an absolute ``file`` and ``scale``, or None."""
+    name = shape.get("filename") or ""
+    if not name:
+        probs.add(where + " <mesh>", "filename is required")
+        return None
+    if Path(name).suffix.lower() not in MESH_SUFFIXES:
+        probs.add(where + " <mesh>", f"{name!r}: only OBJ, STL and PLY mesh files are read; convert it to STL or OBJ "
+                  "(e.g. trimesh, MeshLab or Blender)")
+        return None
+    path, why = resolve_mesh_file(name, urdf_dir, package_root)
+    if path is None:
+        probs.add(where + " <mesh>", why)
+        return None
+    out: dict = {"shape": "mesh", "file": str(path)}
+    scale = _floats(shape.get("scale"), 3, where + " <mesh>", "scale", probs)
+    if scale is not None:
+        if min(scale) <= 0:
+            probs.add(where + " <mesh>", f"scale must be > 0 (a mirrored mesh is not supported), got {shape.get('scale')!r}")
+            return None
+        out["scale"] = scale
+    return out
+
+
+def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray, urdf_dir: Path,
+              package_root: Path | None):
     where = f"link {link_name!r} <{el.tag}>[{k}] <geometry>"
     g = el.find("geometry")
     if g is None or len(g) != 1:
-        probs.add(where, "needs exactly one of <box>, <sphere>, <cylinder>")
+        probs.add(where, "needs exactly one of <box>, <sphere>, <cylinder>, <mesh>")
         return None
     shape = g[0]
     pos, R = _origin(el, f"link {link_name!r} <{el.tag}>[{k}]", probs)
     spec = {"position": [float(x) for x in pos - com], "quaternion": matrix_to_quaternion(R)}
     if shape.tag == "mesh":
-        probs.add(where, f"mesh geometry ({shape.get('filename', '?')}) is not supported: convexsim has no "
-                  "convex meshes yet; replace it with <box>, <sphere> or <cylinder> primitives")
-        return None
+        mesh = _mesh(shape, where, probs, urdf_dir, package_root)
+        return None if mesh is None else {**mesh, **spec}
     if shape.tag == "box":
         size = _floats(shape.get("size"), 3, where + " <box>", "size", probs)
         if size is None or min(size) <= 0:
@@ -150,26 +211,42 @@ def _geometry(link_name: str, k: int, el, probs: _Problems, com: np.ndarray):
             if shape.get("radius") is None or shape.get("length") is None:
                 probs.add(where + " <cylinder>", "radius and length are required")
             return None
-        if length <= 2 * r:
-            return {"shape": "sphere", "radius": r, **spec}
-        return {"shape": "capsule", "radius": r, "length": length - 2 * r, **spec}
-    probs.add(where, f"unknown geometry <{shape.tag}>; expected <box>, <sphere>, <cylinder> (or <mesh>, refused)")
+        return {"shape": "cylinder", "radius": r, "length": length, **spec}
+    probs.add(where, f"unknown geometry <{shape.tag}>; expected <box>, <sphere>, <cylinder> or <mesh>")
     return None
 
 
 WORLD_LINK = "world"
 """A root link of this name is the world itself (module docstring)."""
 
+_PREFIX = re.compile(r"</?([A-Za-z_][\w.-]*):[A-Za-z_]")
+
+
+def _bind_prefixes(text: str) -> str:
+    """The URDF text with every undeclared element prefix (``<drake:collision_filter_group>``, common in
+    published files, which simulator-specific parsers accept) declared on the root element, so that the XML
+    parser reads the file; those elements are then ignored like any other unknown element."""
+    used = set(_PREFIX.findall(text)) - {"xml"}
+    missing = [p for p in sorted(used) if f"xmlns:{p}=" not in text]
+    if not missing:
+        return text
+    decl = "".join(f' xmlns:{p}="urn:convexsim:ignored:{p}"' for p in missing)
+    return re.sub(r"<robot\b", "<robot" + decl, text, count=1)
+
 PLANAR_RECIPE = ("planar joints are not imported; model one as two prismatic joints (the plane's two axes) and a "
                  "revolute joint (its normal) in series, through two light links (small mass and inertia)")
 
 
-def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: bool = False) -> dict:
+def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: bool = False,
+                  package_root: str | Path | None = None) -> dict:
     """The scene mapping of a URDF file (module docstring); SceneError listing every problem.
 
     floating_base: the root link becomes a free body instead of being welded to the world (ignored, and
-    reported, when the root link is ``world``)."""
+    reported, when the root link is ``world``).
+    package_root: the folder ``package://`` mesh names are resolved against (and relative names after the
+    URDF's folder)."""
     path = Path(path)
+    package_root = Path(package_root).resolve() if package_root is not None else None
     source = str(path)
     probs = _Problems(source)
     try:
@@ -177,7 +254,7 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
     except (OSError, UnicodeDecodeError) as err:
         raise SceneError([f"{source}: cannot read URDF file: {err}"], source) from None
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(_bind_prefixes(text))
     except ET.ParseError as err:
         raise SceneError([f"{source}: invalid XML: {err}"], source) from None
     if root.tag != "robot":
@@ -239,6 +316,9 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
             p = parent_of.get(p)
     root_link = roots[0]
     world_root = root_link == WORLD_LINK
+    _merge_massless_fixed_links(root, WORLD_LINK if world_root else None, probs)
+    links, joints = root.findall("link"), root.findall("joint")
+    names = [l.get("name") for l in links]
     if world_root and floating_base:
         probs.add(f"link {WORLD_LINK!r}", "floating_base does not apply: the root link is the world, so its joints "
                   "decide (a 'floating' joint from it makes a free base)")
@@ -282,7 +362,7 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
         geoms = []
         elems = l.findall("collision") or l.findall("visual")
         for k, el in enumerate(elems):
-            g = _geometry(n, k, el, probs, com)
+            g = _geometry(n, k, el, probs, com, path.resolve().parent, package_root)
             if g is not None:
                 geoms.append(g)
         body: dict = {"name": n, "geometries": geoms}
@@ -356,6 +436,52 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
     return scene
 
 
+def matrix_to_rpy(R: np.ndarray) -> list[float]:
+    """(roll, pitch, yaw) with R = Rz(yaw)·Ry(pitch)·Rx(roll) (the inverse of :func:`rpy_to_matrix`; at
+    pitch = ±π/2 the roll is taken as 0)."""
+    pitch = math.asin(max(-1.0, min(1.0, -R[2, 0])))
+    if abs(R[2, 0]) < 1.0 - 1e-12:
+        return [math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])]
+    return [0.0, pitch, math.atan2(-R[0, 1], R[1, 1])]
+
+
+def _set_origin(el, pos: np.ndarray, R: np.ndarray) -> None:
+    """Replace the ``<origin>`` of an element by the pose (pos, R)."""
+    for o in el.findall("origin"):
+        el.remove(o)
+    ET.SubElement(el, "origin", xyz=" ".join(repr(float(x)) for x in pos),
+                  rpy=" ".join(repr(float(x)) for x in matrix_to_rpy(R)))
+
+
+def _merge_massless_fixed_links(root, world: str | None, probs: _Problems) -> None:
+    """Merge every link without ``<inertial>`` that hangs from its parent by a ``fixed`` joint (tool frames,
+    finger pads, sensor mounts in published URDFs) into the parent: its collision and visual elements and
+    the joints that hang from it move to the parent with their origins composed with the fixed joint's,
+    T_P,x = T_P,C · T_C,x. Links welded to the ``world`` root link are left alone (they become fixed
+    bodies)."""
+    while True:
+        links = {l.get("name"): l for l in root.findall("link")}
+        for j in root.findall("joint"):
+            child, parent = j.find("child").get("link"), j.find("parent").get("link")
+            if j.get("type") == "fixed" and parent != world and links[child].find("inertial") is None:
+                break
+        else:
+            return
+        where = f"joint {j.get('name')!r}"
+        p_j, R_j = _origin(j, where, probs)
+        for el in [e for e in links[child] if e.tag in ("collision", "visual")]:
+            p_e, R_e = _origin(el, f"link {child!r} <{el.tag}>", probs)
+            _set_origin(el, p_j + R_j @ p_e, R_j @ R_e)
+            links[parent].append(el)
+        for k in root.findall("joint"):
+            if k.find("parent").get("link") == child:
+                p_k, R_k = _origin(k, f"joint {k.get('name')!r}", probs)
+                _set_origin(k, p_j + R_j @ p_k, R_j @ R_k)
+                k.find("parent").set("link", parent)
+        root.remove(j)
+        root.remove(links[child])
+
+
 def _free_joint(name: str, child: str, pos: np.ndarray, R: np.ndarray, com: np.ndarray) -> dict:
     """A ``free`` joint from the world: the child's body frame (its COM, the link's axes) starts at
     p + R·com with orientation R, where (p, R) is the link frame's pose in the world."""
@@ -396,4 +522,5 @@ def _mimic(j, where: str, joints, probs: _Problems) -> dict | None:
             "ratio": ratio, "offset": offset}
 
 
-__all__ = ["PLANAR_RECIPE", "UrdfError", "WORLD_LINK", "rpy_to_matrix", "urdf_to_scene"]
+__all__ = ["MESH_SUFFIXES", "PLANAR_RECIPE", "UrdfError", "WORLD_LINK", "resolve_mesh_file", "rpy_to_matrix",
+           "urdf_to_scene"]

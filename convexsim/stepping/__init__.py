@@ -15,7 +15,7 @@ The two steppers are siblings over the same Model/State and the same contact kin
 * ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
 * ``types``: ``StepInfo`` and the errors.
 
-``step`` dispatches on ``model.solver.kind``. Everything a step reads is in its arguments: with a
+``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step reads is in its arguments: with a
 fresh context the same (model, state) always gives the same result.
 """
 
@@ -57,8 +57,8 @@ __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 PATHS = ("auto", "compiled", "reference")
-"""The ways ``step`` can take a SAP step: "compiled" (one numba call, ``stepping.compiled``),
-"reference" (the Python path of ``sap_stepper``), "auto" (compiled when the model is eligible)."""
+"""The ways ``step`` can take a step (``stepping.dispatch``): "compiled" (one numba call), "reference" (the
+numpy composition of the same stages), "auto" (compiled when the model is eligible)."""
 
 
 def step(model: Model, state: State, ctx: StepContext | None = None, *,
@@ -71,47 +71,20 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
             symbolic analysis and the LCP warm start. None: a fresh context (a cold step).
         strict: SAP only — raise SimulationError instead of warning when Newton does not converge.
             The LCP stepper has no approximate answer to fall back on and always raises (LcpStepError).
-        path: "auto" (default): the compiled SAP step when ``compiled_step_supported(model)``, else the
-            reference; "compiled": the compiled step (ValueError naming the reason if the model is not
-            eligible); "reference": the Python SAP step (the compiled path's reference: ``sap_step``, or
-            ``articulated_sap_step`` for models with trees). LCP models: the
-            same choice between ``stepping.lcp_compiled`` and the Python ``lcp_step`` (``lcp_step``'s path).
+        path: "auto" (default): the compiled step when the model is eligible, else the reference;
+            "compiled": the compiled step (ValueError naming the reason if the model is not eligible);
+            "reference": the numpy reference step. ``stepping.dispatch`` holds the table of runners.
 
     Returns:
         (the state at t + dt, StepInfo of the step).
     """
-    from convexsim.stepping.compiled import compiled_step, supported_cached
-    from convexsim.stepping.context import StepContext
+    from convexsim.stepping import dispatch
 
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    ctx = StepContext() if ctx is None else ctx
-    if model.has_trees:                       # kinematic trees: the articulated steppers
-        if model.solver.kind == "lcp":
-            from convexsim.stepping.lcp_trees import lcp_trees_step
-            return lcp_trees_step(model, state, ctx)
-        if path != "reference":
-            ok, reason = supported_cached(model)
-            if ok:
-                from convexsim.stepping.compiled_trees import compiled_tree_step
-                return compiled_tree_step(model, state, ctx, strict=strict)
-            if path == "compiled":
-                raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
-        from convexsim.stepping.articulated import articulated_sap_step
-        return articulated_sap_step(model, state, ctx, strict=strict)
-    if model.solver.kind == "lcp":            # lcp_step chooses its compiled or reference path
+    if model.solver.kind == "lcp" and not model.has_trees:
         from convexsim.stepping.contacts import check_finite_state
-        from convexsim.stepping.lcp_stepper import lcp_step
+
         check_finite_state(model, state)
-        return lcp_step(model, state, ctx, path=path)
-    if path != "reference":
-        ok, reason = supported_cached(model)
-        if ok:
-            return compiled_step(model, state, ctx, strict=strict)
-        if path == "compiled":
-            raise ValueError(f"path='compiled': this model cannot take the compiled step: {reason}")
-    from convexsim.stepping.sap_stepper import sap_step
-    return sap_step(model, state, ctx, strict=strict)
+    return dispatch.step(model, state, ctx, strict=strict, path=path)
 
 
 __all__ = ["step", "PATHS", "compiled_step", "compiled_step_supported", "supported_cached",

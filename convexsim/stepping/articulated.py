@@ -14,7 +14,7 @@ Generalized velocities, cliques and constraints of the step:
   ``convexsim.multibody.reference_step`` builds them (same function).
 * body constraints (welds 6 rows, distances and couplers 1 row, ``Forest.constraints``) between bodies
   of different trees, free bodies and the world: convexsim.stepping.body_constraints.
-* v = argmin of the SAP cost with all of them (convexsim.sap.mixed); then free bodies are integrated as
+* v = argmin of the SAP cost with all of them (``sap.solver.solve_rows``: the Newton loop of every SAP step, in numpy); then free bodies are integrated as
   today and the trees by ``integrate_q``; link bodies' rows of State.q/v come from forward kinematics.
 
 With one tree, no contact and no free body this is the reference step exactly (tested to 1e-10).
@@ -23,7 +23,7 @@ With one tree, no contact and no free body this is the reference step exactly (t
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from convexsim.model import ContactModel, Contacts, Model, State
 from convexsim.multibody.forest import Controls, tree_step_data, tree_torques, write_link_rows
 from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.multibody.reference_step import ConeLimit
-from convexsim.sap.mixed import solve_mixed
+from convexsim.sap.solver import solve_rows
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.spatial import skew
 from convexsim.sap.joint_constraints import KIND_LIMIT
@@ -43,6 +43,7 @@ from convexsim.stepping.body_constraints import constraint_rows as body_constrai
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import (geom_sweep_radius, select_contacts, check_finite_state, combined_parameters,
                                          contact_margin, pair_reach)
+from convexsim.stepping.sap_stepper import sap_parameters
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 
@@ -300,21 +301,22 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
     kind = cpar = None
     if contacts.count:
         kind, cpar = contact_kernel(model, system, contacts, cliques, blocks, Jc)
-    s = model.solver
     if contacts.count == 0 and system.par.shape[0] == 0:
         v_next = system.v_star
         info = StepInfo(contacts=contacts)
         info.limit_force, info.constraint_force = row_forces(model, state, system, np.zeros(0))
     else:
-        res = solve_mixed(system.A, system.v_star, kind=kind, cpar=cpar, Jc=Jc, Jr=system.Jr, par=system.par,
-                          v_guess=system.v0, abs_tol=s.abs_tolerance, rel_tol=s.rel_tolerance,
-                          max_iterations=s.max_iterations)
+        res = solve_rows(system.A, system.v_star, kind=kind, cpar=cpar, Jc=Jc, Jr=system.Jr, par=system.par,
+                         v_guess=system.v0, params=replace(sap_parameters(model), on_failure="ignore"))
         v_next = res.v
-        info = StepInfo(contacts=contacts, gamma=res.gamma_contact, iterations=res.iterations,
-                        converged=res.converged, status="converged" if res.converged else "max_iterations")
-        info.force_world = np.einsum("nij,nj->ni", R_WC, res.gamma_contact) / model.time_step
-        info.actuator_force = np.array([res.gamma_rows[r] for _, _, r in system.pd_rows]) / model.time_step
-        info.limit_force, info.constraint_force = row_forces(model, state, system, res.gamma_rows)
+        nk = contacts.count
+        gamma_contact, gamma_rows = res.gamma[:nk], res.gamma[nk:, 0]
+        info = StepInfo(contacts=contacts, gamma=gamma_contact, iterations=res.iterations,
+                        converged=res.converged, status=res.status.name.lower(),
+                        line_search_evaluations=res.line_search_evaluations)
+        info.force_world = np.einsum("nij,nj->ni", R_WC, gamma_contact) / model.time_step
+        info.actuator_force = np.array([gamma_rows[r] for _, _, r in system.pd_rows]) / model.time_step
+        info.limit_force, info.constraint_force = row_forces(model, state, system, gamma_rows)
         if not res.converged:
             msg = f"SAP (articulated) did not converge after {res.iterations} iterations"
             if strict or not np.all(np.isfinite(v_next)):

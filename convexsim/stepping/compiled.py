@@ -27,28 +27,30 @@ import weakref
 import numpy as np
 
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
+from convexsim.geometry.collide import geometry_table
+from convexsim.sap import newton as N
 from convexsim.stepping import compiled_kernels as K
 from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
-from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 ISLAND_MAX_DOFS = 120
 """Largest island (dofs) the compiled step factors with a dense Cholesky; larger ones take the reference
 step. 120 dofs = 20 free bodies: a dense factor of that size costs about as much as the reference
 step's orchestration (docs/performance.md)."""
 
-SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE)
+SUPPORTED_SHAPES = (GeomType.SPHERE, GeomType.BOX, GeomType.CAPSULE, GeomType.HALFSPACE, GeomType.CYLINDER,
+                    GeomType.MESH)
 
-SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
-                     "numerical_failure")
+SAP_STATUS_NAMES = N.SAP_STATUS_NAMES
 
 
 def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
     """Why the compiled kernels cannot take ``model``'s bodies and shapes ("" if they can): every shape
-    among sphere, box, capsule, halfspace; every body free (6 dofs, in body order) or fixed (or, with
+    among sphere, box, capsule, halfspace, cylinder, mesh; every body free (6 dofs, in body order) or fixed (or, with
     ``links_allowed``, a link of a kinematic tree). Shared by the compiled SAP and LCP steps."""
     bad = sorted({int(t) for t in np.asarray(model.geom_type)} - {int(s) for s in SUPPORTED_SHAPES})
     if bad:
-        return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace)"
+        return f"geometry type(s) {bad} not supported (sphere, box, capsule, halfspace, cylinder, mesh)"
     fixed = np.asarray(model.body_fixed, dtype=bool)
     dof = np.asarray(model.body_dof)
     if links_allowed and model.forest is not None:
@@ -117,7 +119,7 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
 
     Conditions: the SAP solver (not LCP); every body free (6 dofs), fixed or a link of a kinematic tree
     whose joints, limits, actuators and couplers ``tree_layout_problem`` accepts (no cone
-    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace; contact model
+    limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace, cylinder, mesh; contact model
     sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
     reference path rejects others when it builds the problem). Tree models step by
     ``compiled_trees.compiled_tree_step``, free-body models by :func:`compiled_step`."""
@@ -155,31 +157,31 @@ class PackedModel:
 
         prm = sap_parameters(model)
         s = model.solver
-        fpar = np.zeros(K.NFPAR)
-        fpar[K.F_DT] = model.time_step
-        fpar[K.F_GNORM] = float(np.linalg.norm(model.gravity))
-        fpar[K.F_SIGMA] = s.sigma
-        fpar[K.F_BETA] = s.beta
-        fpar[K.F_VS] = s.stiction_tolerance
-        fpar[K.F_REL_TOL] = prm.rel_tolerance
-        fpar[K.F_ABS_TOL] = prm.abs_tolerance
-        fpar[K.F_COST_ABS_TOL] = prm.cost_abs_tolerance
-        fpar[K.F_COST_REL_TOL] = prm.cost_rel_tolerance
-        fpar[K.F_EXACT_ALPHA_MAX] = prm.exact_alpha_max
-        fpar[K.F_ARMIJO] = prm.armijo
-        fpar[K.F_RHO] = prm.rho
-        fpar[K.F_RELATIVE_SLOP] = prm.relative_slop
-        fpar[K.F_MARGIN_FLOOR] = MARGIN_FLOOR
-        fpar[K.F_SLIP_CURVATURE] = prm.slip_curvature
-        fpar[K.F_SLIP_CURVATURE_RESIDUAL] = prm.slip_curvature_residual
-        ipar = np.zeros(K.NIPAR, np.int64)
-        ipar[K.I_CONTACT_KIND] = int(ContactModel(model.contact_model))
-        ipar[K.I_MAX_ITERATIONS] = prm.max_iterations
-        ipar[K.I_LINE_SEARCH] = 0 if prm.line_search == "exact" else 1
-        ipar[K.I_EXACT_MAX_ITERATIONS] = prm.exact_max_iterations
-        ipar[K.I_BACKTRACKING_MAX_ITERATIONS] = prm.backtracking_max_iterations
-        ipar[K.I_ISLAND_MAX_DOFS] = ISLAND_MAX_DOFS
-        ipar[K.I_STRICT] = int(bool(strict))
+        fpar = np.zeros(N.NFPAR)
+        fpar[N.F_DT] = model.time_step
+        fpar[N.F_GNORM] = float(np.linalg.norm(model.gravity))
+        fpar[N.F_SIGMA] = s.sigma
+        fpar[N.F_BETA] = s.beta
+        fpar[N.F_VS] = s.stiction_tolerance
+        fpar[N.F_REL_TOL] = prm.rel_tolerance
+        fpar[N.F_ABS_TOL] = prm.abs_tolerance
+        fpar[N.F_COST_ABS_TOL] = prm.cost_abs_tolerance
+        fpar[N.F_COST_REL_TOL] = prm.cost_rel_tolerance
+        fpar[N.F_EXACT_ALPHA_MAX] = prm.exact_alpha_max
+        fpar[N.F_ARMIJO] = prm.armijo
+        fpar[N.F_RHO] = prm.rho
+        fpar[N.F_RELATIVE_SLOP] = prm.relative_slop
+        fpar[N.F_MARGIN_FLOOR] = MARGIN_FLOOR
+        fpar[N.F_SLIP_CURVATURE] = prm.slip_curvature
+        fpar[N.F_SLIP_CURVATURE_RESIDUAL] = prm.slip_curvature_residual
+        ipar = np.zeros(N.NIPAR, np.int64)
+        ipar[N.I_CONTACT_KIND] = int(ContactModel(model.contact_model))
+        ipar[N.I_MAX_ITERATIONS] = prm.max_iterations
+        ipar[N.I_LINE_SEARCH] = 0 if prm.line_search == "exact" else 1
+        ipar[N.I_EXACT_MAX_ITERATIONS] = prm.exact_max_iterations
+        ipar[N.I_BACKTRACKING_MAX_ITERATIONS] = prm.backtracking_max_iterations
+        ipar[N.I_ISLAND_MAX_DOFS] = ISLAND_MAX_DOFS
+        ipar[N.I_STRICT] = int(bool(strict))
         self.fpar, self.ipar = fpar, ipar
         fixed = np.ascontiguousarray(model.body_fixed, dtype=np.bool_)
         geom_body = np.ascontiguousarray(model.geom_body, dtype=np.int64)
@@ -192,7 +194,7 @@ class PackedModel:
         self.model_arrays = (
             f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
             np.flatnonzero(np.asarray(model.body_dof) >= 0).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
-            np.ascontiguousarray(model.geom_type, dtype=np.int64), f(model.geom_size), geom_body,
+            np.ascontiguousarray(model.geom_type, dtype=np.int64), geometry_table(model), geom_body,
             f(model.geom_pos), f(model.geom_quat), rho,
             f(np.asarray(model.material_stiffness)[mat]), f(np.asarray(model.material_friction)[mat]),
             f(np.asarray(model.material_dissipation_time)[mat]),
@@ -202,9 +204,9 @@ class PackedModel:
     def args(self, strict: bool) -> tuple:
         """(fpar, ipar, *model arrays) with the strict flag set."""
         ipar = self.ipar
-        if bool(ipar[K.I_STRICT]) != bool(strict):
+        if bool(ipar[N.I_STRICT]) != bool(strict):
             ipar = ipar.copy()
-            ipar[K.I_STRICT] = int(bool(strict))
+            ipar[N.I_STRICT] = int(bool(strict))
         return (self.fpar, ipar, *self.model_arrays)
 
 
@@ -241,8 +243,10 @@ def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
 
 
-def compiled_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
-    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``).
+def compiled_step(model: Model, state: State, ctx=None, *,
+                  strict: bool = False) -> tuple[State, StepInfo] | Handoff:
+    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``), or a Handoff for a
+    step the reference takes (``stepping.dispatch`` takes it).
 
     A step with an island too large for the dense factor is taken by :func:`_supernodal_step` (module
     docstring); ``ctx.big_islands`` remembers that, so the next step starts there (same result)."""
@@ -273,15 +277,15 @@ def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
     if status != K.STEP_OK:
         return _result(model, state, pm, ctx, strict, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, q_out,
                        v_out)
-    use_sn = bool(max_n > args[1][K.I_ISLAND_MAX_DOFS])
+    use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])
     ctx.big_islands = use_sn
     sym = None
     if use_sn:
         sym = ctx.symbolic.covering(prep[8], prep[18])
-        sn = tuple(np.ascontiguousarray(getattr(sym, f), dtype=np.int64) for f in K.SN_FIELDS)
+        sn = tuple(np.ascontiguousarray(getattr(sym, f), dtype=np.int64) for f in N.SN_FIELDS)
         sn_edges = np.ascontiguousarray(sym.edges, dtype=np.int64).reshape(-1, 2)
     else:
-        sn, sn_edges = K.no_supernodal()
+        sn, sn_edges = N.no_supernodal()
     (status, bad, sap_status, iterations, ls_evals, resid, gamma,
      force) = K.step_finish(args[0], args[1], args[5], q, v, q_out, v_out, prep, use_sn, sn, sn_edges)
     if sym is not None:
@@ -298,11 +302,10 @@ def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
 
 def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,
             point, normal, gamma, force, q_out, v_out) -> tuple[State, StepInfo]:
-    """(new state, StepInfo) of a kernel step, or the reference step / an exception for its failure codes."""
-    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # the reference step (it raises for the latter)
-        from convexsim.stepping.sap_stepper import sap_step
-
-        return sap_step(model, state, ctx, strict=strict)
+    """(new state, StepInfo) of a kernel step, a Handoff to the reference step (which raises for a bad
+    margin), or an exception for its failure codes."""
+    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
+        return Handoff(K.STEP_STATUS_NAMES[status])
     if status == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]

@@ -23,7 +23,7 @@ from convexsim.model import Contacts, Model, State
 from convexsim.multibody.model import JOINT_NV
 from convexsim.stepping import compiled_kernels as K
 from convexsim.stepping.compiled import SAP_STATUS_NAMES, nonfinite_error, packed, per_model
-from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 class PackedForest:
     """The forest of a model as the flat arrays of ``tree_kernels`` (built once per model).
@@ -144,24 +144,15 @@ def packed_forest(model: Model) -> PackedForest:
     return per_model(_PACKED_FOREST, model, PackedForest)
 
 
-def _reference(model, state, ctx, strict):
-    from convexsim.stepping.articulated import articulated_sap_step
-
-    return articulated_sap_step(model, state, ctx, strict=strict)
-
-
-def _has_controls(ctx) -> bool:
-    c = getattr(ctx, "controls", None)
-    return c is not None and bool(c.targets or c.torques)
-
-
-def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = False) -> tuple[State, StepInfo]:
+def compiled_tree_step(model: Model, state: State, ctx=None, *,
+                       strict: bool = False) -> tuple[State, StepInfo] | Handoff:
     """One SAP step of a tree model by ``tree_kernels.tree_step_kernel`` (same contract as
-    ``articulated.articulated_sap_step``; module docstring for the steps the reference takes instead)."""
+    ``articulated.articulated_sap_step``), or a Handoff for the steps the reference takes instead (module
+    docstring; ``stepping.dispatch`` takes them)."""
     from convexsim.stepping.tree_kernels import tree_step_kernel
 
-    if _has_controls(ctx):
-        return _reference(model, state, ctx, strict)
+    if ctx is not None and ctx.controlled:
+        return Handoff("a controller drives the joints this step")
     pm = packed(model)
     pf = packed_forest(model)
     args = pm.args(strict)
@@ -174,7 +165,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *, strict: bool = F
      lim_force, con_force, nrows) = tree_step_kernel(args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv,
                                          q_out, v_out, tq_out, tv_out)
     if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
-        return _reference(model, state, ctx, strict)
+        return Handoff(K.STEP_STATUS_NAMES[status])
     if status == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
     geom_body = pm.model_arrays[9]

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from convexsim import dynamics
-from convexsim.geometry.collide import CollisionWorkspace, collide
+import math
+
+from convexsim._jit import jit
+from convexsim.geometry.broadphase import sweep_and_prune_pairs
+from convexsim.geometry.collide import CollisionWorkspace, collide, narrow_phase
+from convexsim.geometry.transforms import geom_world_poses_kernel
+from convexsim.sap.newton import F_DT, F_GNORM, F_MARGIN_FLOOR
 from convexsim.model import Contacts, GeomType, Model, State
 from convexsim.stepping.types import SimulationError
 
@@ -201,6 +207,104 @@ def check_finite_state(model: Model, state: State) -> None:
         names = ", ".join(model.body_names[i] for i in np.flatnonzero(bad)[:5])
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
+
+
+
+
+# ---- the compiled stage (numba): margins, collision and the pair-reach filter of one step
+
+@jit
+def _norm3_seq(x0, x1, x2):
+    """sqrt((x0² + x1²) + x2²): numpy's ``norm(axis=1)`` of a row of 3."""
+    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+
+
+@jit
+def margin_shares(fpar, fixed, body_dof, body_rb, v, share):
+    """Per-body speculative-margin shares m_b [m] (``contacts.contact_margin``) into share (nbody,)."""
+    dt = fpar[F_DT]
+    fall = dt * dt * fpar[F_GNORM]
+    for b in range(fixed.shape[0]):
+        share[b] = 0.5 * fpar[F_MARGIN_FLOOR]
+        if fixed[b]:
+            share[b] += fall
+    for b in range(fixed.shape[0]):
+        if body_dof[b] < 0:
+            continue
+        speed = _norm3_seq(v[b, 3], v[b, 4], v[b, 5]) + _norm3_seq(v[b, 0], v[b, 1], v[b, 2]) * body_rb[b]
+        share[b] += dt * speed
+
+
+@jit
+def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
+                       geom_rho, q, v):
+    """Contacts of the step: collision with the margin shares, then the pair-reach filter.
+
+    Returns (geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3)).
+    """
+    nbody = fixed.shape[0]
+    ngeom = geom_type.shape[0]
+    share = np.empty(nbody)
+    margin_shares(fpar, fixed, body_dof, body_rb, v, share)
+    gmargin = np.empty(ngeom)
+    for g in range(ngeom):
+        gmargin[g] = share[geom_body[g]]
+    pos, rot = geom_world_poses_kernel(q, geom_body, geom_pos, geom_quat)
+    cap = max(16, 2 * ngeom)
+    pairs = np.empty((cap, 2), np.int64)
+    while True:
+        npairs = sweep_and_prune_pairs(geom_type, geom_size, geom_body, fixed, pos, rot, gmargin, pairs)
+        if npairs <= pairs.shape[0]:
+            break
+        pairs = np.empty((max(npairs, 2 * pairs.shape[0]), 2), np.int64)
+    key = np.empty(npairs, np.int64)
+    ng = max(ngeom, 1)
+    for k in range(npairs):
+        key[k] = pairs[k, 0] * ng + pairs[k, 1]
+    order = np.argsort(key, kind="mergesort")
+    sorted_pairs = np.empty((npairs, 2), np.int64)
+    for k in range(npairs):
+        sorted_pairs[k, 0] = pairs[order[k], 0]
+        sorted_pairs[k, 1] = pairs[order[k], 1]
+    ccap = max(16, 4 * npairs)
+    while True:
+        geoms = np.empty((ccap, 2), np.int64)
+        phi = np.empty(ccap)
+        point = np.empty((ccap, 3))
+        normal = np.empty((ccap, 3))
+        nc = narrow_phase(sorted_pairs, npairs, geom_type, geom_size, pos, rot, gmargin, geoms, phi, point,
+                          normal)
+        if nc <= ccap:
+            break
+        ccap = nc
+    # pair reach: keep the contacts whose gap can close in the step
+    dt = fpar[F_DT]
+    fall = dt * dt * fpar[F_GNORM]
+    floor = fpar[F_MARGIN_FLOOR]
+    keep = 0
+    for c in range(nc):
+        ga = geoms[c, 0]
+        gb = geoms[c, 1]
+        a = geom_body[ga]
+        b = geom_body[gb]
+        rel = _norm3_seq(v[a, 3] - v[b, 3], v[a, 4] - v[b, 4], v[a, 5] - v[b, 5])
+        spin_a = _norm3_seq(v[a, 0], v[a, 1], v[a, 2]) * (0.0 if fixed[a] else geom_rho[ga])
+        spin_b = _norm3_seq(v[b, 0], v[b, 1], v[b, 2]) * (0.0 if fixed[b] else geom_rho[gb])
+        reach = dt * (rel + spin_a + spin_b)
+        if fixed[a] or fixed[b]:
+            reach = reach + (fall + floor)
+        else:
+            reach = reach + max(fall, floor)
+        if phi[c] > reach:
+            continue
+        geoms[keep, 0] = ga
+        geoms[keep, 1] = gb
+        phi[keep] = phi[c]
+        for i in range(3):
+            point[keep, i] = point[c, i]
+            normal[keep, i] = normal[c, i]
+        keep += 1
+    return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
 
 __all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach", "geom_sweep_radius", "select_contacts",

@@ -106,5 +106,11 @@ class StepContext:
     """(step, k): the LCP stepper's crash start last failed at that step and is skipped for the k steps after
     it (``lcp_stepper.CRASH_BACKOFF_MAX``); k doubles with each failure in a row and resets on a success."""
 
+    @property
+    def controlled(self) -> bool:
+        """Whether ``controls`` sets joint targets or torques for the next step."""
+        c = self.controls
+        return c is not None and bool(c.targets or c.torques)
+
 
 __all__ = ["StepContext", "LcpWarmStart"]

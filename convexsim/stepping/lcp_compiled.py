@@ -3,12 +3,12 @@
 ``compiled_lcp_step`` returns what the reference ``lcp_stepper.lcp_step`` returns,
 computed by one numba call (``lcp_compiled_kernels.lcp_step_kernel``: collision, frames, Jacobians, free
 motion and integration through the compiled SAP step's kernels; islands, the dense (M, q), Lemke, impulses,
-warm-start bookkeeping). ``lcp_step`` dispatches here for the models :func:`lcp_compiled_supported` accepts
+warm-start bookkeeping). ``stepping.dispatch`` sends here the models :func:`lcp_compiled_supported` accepts
 (``path="auto"``); ``path="reference"`` is the Python step the tests compare against.
 
 Steps the kernel does not take (its status is not LCP_OK: the first Lemke run of an island failed, an island
 above ``DENSE_ASSEMBLY_WORK``, an LCP of warm-start size with the warm start on, non-finite data) are taken by
-the reference path from the same (state, context) (``lcp_step`` does that on a None answer), which reports
+the reference path from the same (state, context) (the dispatcher does that on a Handoff), which reports
 them exactly as it always does (the
 fallback rungs in ``LcpStepInfo.rung``, ``LcpStepError`` naming the contacts and the step). Such a step's
 ``LcpStepInfo.path`` says so ("reference: <reason>"); it is never silent.
@@ -22,6 +22,7 @@ from convexsim.lcp.lemke import REBUILD_LU_MAX, LemkeOptions
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
 from convexsim.stepping.compiled import per_model, free_body_layout_problem, packed
+from convexsim.stepping.types import Handoff
 
 _SUPPORTED: dict = {}
 _PACKED: dict = {}
@@ -97,21 +98,21 @@ class _LcpPacked:
         return jpar
 
 
-def compiled_lcp_step(model: Model, state: State, ctx, warm: bool, info_type, friction_directions,
-                      warm_min: int, dense_work: int):
-    """One LCP step by the compiled kernel (same contract as ``lcp_stepper.lcp_step``, which calls it).
+def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
+    """One LCP step by the compiled kernel (same contract as ``lcp_stepper.lcp_step``), or a Handoff saying
+    why the reference step takes it (module docstring). Reads ``lcp_stepper``'s settings per step:
+    WARM_START_DEFAULT, WARM_MIN_SIZE (LCPs of this size with the warm start on go to the reference),
+    DENSE_ASSEMBLY_WORK (islands above it go to the reference), SPLIT_ISLANDS (off: every step does)."""
+    from convexsim.stepping import lcp_stepper as S
+    from convexsim.stepping.context import StepContext
 
-    Args:
-        info_type, friction_directions: ``lcp_stepper``'s LcpStepInfo and u_j (passed in: this module does
-            not import the reference stepper, which imports it).
-        warm_min: WARM_MIN_SIZE (LCPs of this size with the warm start on go to the reference path).
-        dense_work: DENSE_ASSEMBLY_WORK (islands above it go to the reference path); −1: every island.
-
-    Returns:
-        ((new state, LcpStepInfo), "") or (None, why the step goes to the reference path).
-    """
-    if dense_work < 0:
-        return None, "SPLIT_ISLANDS is off or dense assembly disabled"
+    ctx = StepContext() if ctx is None else ctx
+    S.validate_settings(model)
+    warm = S.WARM_START_DEFAULT if warm_start is None else bool(warm_start)
+    if not S.SPLIT_ISLANDS:
+        return Handoff("SPLIT_ISLANDS is off or dense assembly disabled")
+    dense_work, warm_min, info_type = S.DENSE_ASSEMBLY_WORK, S.WARM_MIN_SIZE, S.LcpStepInfo
+    friction_directions = S.friction_directions
     lp = per_model(_PACKED, model, lambda m: _LcpPacked(m, friction_directions))
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
@@ -121,13 +122,13 @@ def compiled_lcp_step(model: Model, state: State, ctx, warm: bool, info_type, fr
      keys) = LK.lcp_step_kernel(lp.fpar, *lp.arrays, q, v, lp.U, lp.stabilization,
                                 lp.settings(warm_min if warm else -1, dense_work), lp.lpar, q_out, v_out)
     if status != LK.LCP_OK:
-        return None, LK.STATUS_NAMES[status]
+        return Handoff(LK.STATUS_NAMES[status])
     geom_body = lp.arrays[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
     new = State(t=state.t + model.time_step, q=q_out, v=v_out, step=state.step + 1)
     if contacts.count == 0:
-        return (new, info_type(contacts=contacts, status="solved", path="compiled")), ""
+        return new, info_type(contacts=contacts, status="solved", path="compiled")
     pivots = int(pivots)
     nisl = int(nisl)
     info = info_type(contacts=contacts, gamma=gamma, force_world=force, iterations=pivots, converged=True,
@@ -136,7 +137,7 @@ def compiled_lcp_step(model: Model, state: State, ctx, warm: bool, info_type, fr
     if warm:
         d = int(lp.jpar[LK.J_NDIR]) if _any_friction(lp, geoms) else 0
         ctx.lcp_warm.store_per_contact(model, state.step + 1, keys, d, basic_pc[:, :d + 2])
-    return (new, info), ""
+    return new, info
 
 
 def _any_friction(lp: _LcpPacked, geoms: np.ndarray) -> bool:

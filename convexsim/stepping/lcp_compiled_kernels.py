@@ -3,19 +3,19 @@
 One call of :func:`lcp_step_kernel` does what the reference ``lcp_step`` does for a free-body model without
 restitution, in the same order and through the same kernels wherever one exists:
 
-1. finite start state and margin shares (``compiled_kernels.margin_shares``), collision with the pair-reach
-   filter (``compiled_kernels.collide_and_filter``, the compiled SAP step's),
-2. free motion A, v* (``compiled_kernels.free_motion_kernel``), contact frames and Jacobian blocks
-   (``compiled_kernels.contact_frame`` / ``jacobian_block``) written as dense rows (``dense_jacobian``),
+1. finite start state and margin shares (``contacts.margin_shares``), collision with the pair-reach
+   filter (``contacts.collide_and_filter``, the compiled SAP step's),
+2. free motion A, v* (``dynamics.free_motion_kernel``), contact frames and Jacobian blocks
+   (``dynamics.contact_frame`` / ``jacobian_block``) written as dense rows (``dense_jacobian``),
    combined friction μ (``contacts.combined_parameters``), gap term b (``gap_bias``),
 3. contact islands (``contact_islands``: same union rule, same island order), per island A⁻¹ of the
    6 × 6 blocks (``block_inverse``), the dense (M, q) (``lcp_dense.assemble_dense``, the reference's kernel),
    one Lemke run (``lemke.revised_kernel`` with ``lemke``'s defaults), v⁺ and the impulses
    (``ContactLcpLayout.velocity`` / ``impulses``), the final basis' basic z's (``basic_of``),
-4. symplectic Euler (``compiled_kernels.integrate_kernel``), contact keys (``contact_keys``).
+4. symplectic Euler (``dynamics.integrate_kernel``), contact keys (``contact_keys``).
 
 Whatever the kernel does not take on returns a status other than LCP_OK *before* anything is written, and
-the caller (``stepping.lcp_compiled``) takes the step by the reference path, which then reports it exactly
+the dispatcher (``stepping.dispatch``, on ``lcp_compiled``'s Handoff) takes the step by the reference path, which then reports it exactly
 as it always does: a first Lemke run that fails (the fallback chain, and ``LcpStepError`` if no rung
 solves it), an island above the dense-assembly size, a warm-start-sized LCP, non-finite data.
 """
@@ -28,9 +28,10 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke.revised import revised_buffers, revised_kernel
-from convexsim.stepping.compiled_kernels import (F_DT, first_nonfinite_body, collide_and_filter,
-                                                 contact_frame, free_motion_kernel, integrate_kernel,
-                                                 jacobian_block, margin_shares)
+from convexsim.dynamics import contact_frame, free_motion_kernel, integrate_kernel, jacobian_block
+from convexsim.sap.newton import F_DT
+from convexsim.stepping.compiled_kernels import first_nonfinite_body
+from convexsim.stepping.contacts import collide_and_filter, margin_shares
 from convexsim.stepping.lcp_dense import assemble_dense
 
 LCP_OK = 0

@@ -43,8 +43,8 @@ import scipy.sparse
 from convexsim import dynamics
 from convexsim.lcp.crash import crash_guess
 from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWorkspace, as_sparse_lcp_matrix,
-                                 default_max_pivots, final_check, final_check_sparse, lemke, lemke_from_basis,
-                                 solve_from_basis)
+                                 default_max_pivots, final_check, final_check_sparse, inf_norm, lemke,
+                                 lemke_from_basis, solve_from_basis)
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
@@ -390,7 +390,7 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
     return keys
 
 
-def _validate_settings(model: Model) -> None:
+def validate_settings(model: Model) -> None:
     s = model.solver
     if not 0.0 <= s.lcp_stabilization <= 1.0:
         raise ValueError(f"solver.lcp_stabilization must be in [0, 1]; got {s.lcp_stabilization}")
@@ -428,13 +428,6 @@ class _ChainResult:
     basic: np.ndarray | None = None
 
 
-def _row_sum_norm(M) -> float:
-    """‖M‖∞ (largest absolute row sum) of a dense or scipy.sparse M; 0 for an empty one."""
-    if M.shape[0] == 0:
-        return 0.0
-    return float(np.asarray(abs(M).sum(axis=1)).max())
-
-
 def _accept_on_original(M, q, z) -> np.ndarray | None:
     """z if it passes Lemke's final check on (M, q), else the re-solve on z's support if that passes, else None.
 
@@ -444,7 +437,7 @@ def _accept_on_original(M, q, z) -> np.ndarray | None:
     opts = LemkeOptions()
     w = np.empty(q.shape[0])
     z = np.ascontiguousarray(z, dtype=float)
-    mnorm = _row_sum_norm(M)
+    mnorm = inf_norm(M)
     bound = FALLBACK_MAX_GAIN * float(np.abs(q).max()) / max(mnorm, 1e-300)
     if not np.abs(z).max() <= bound:
         return None
@@ -490,7 +483,7 @@ def _fallback_attempts(M, q, step: int):
     covering = [("covering", M, q, np.random.default_rng([step, 2, k]).uniform(0.5, 1.5, n))
                 for k in range(FALLBACK_COVERING_TRIES)]
     yield from (covering + perturbed if n >= LARGE_ISLAND_SIZE else perturbed + covering)
-    mscale = _row_sum_norm(M)
+    mscale = inf_norm(M)
     eye = scipy.sparse.identity(n, format="csr") if scipy.sparse.issparse(M) else np.eye(n)
     for eps in FALLBACK_REGULARIZATION:
         yield "regularized", M + eps * mscale * eye, q, None
@@ -790,9 +783,10 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
             used only if it belongs to the same model object and to step ``state.step − 1``; a warm
             solution is accepted only if it passes Lemke's final check, otherwise the cold chain runs
             (docs/lcp.md, "Warm start").
-        path: "auto" (default): the compiled step (``stepping.lcp_compiled``) when
-            ``lcp_compiled_supported(model)``, else this Python step; "compiled": the compiled step
-            (ValueError naming the reason if the model is not eligible); "reference": this Python step.
+        path: "auto" (default): the compiled step (``stepping.lcp_compiled``) when the model is eligible,
+            else :func:`reference_lcp_step`; "compiled": the compiled step (ValueError naming the reason if
+            the model is not eligible); "reference": :func:`reference_lcp_step`. The choice is
+            ``stepping.dispatch``'s.
 
     Returns:
         (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
@@ -804,24 +798,17 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
             gave an answer passing the check on the step's LCP (step, time, contacts, Lemke's status).
         ValueError: invalid LCP settings in model.solver.
     """
+    from convexsim.stepping import dispatch
+
+    return dispatch.step(model, state, ctx, path=path, warm_start=warm_start)
+
+
+def reference_lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
+                       warm_start: bool | None = None) -> tuple[State, StepInfo]:
+    """The numpy reference of the LCP step (arguments and result as :func:`lcp_step`)."""
     ctx = StepContext() if ctx is None else ctx
-    _validate_settings(model)
+    validate_settings(model)
     warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
-    if path != "reference":
-        from convexsim.stepping.lcp_compiled import compiled_lcp_step, lcp_supported_cached
-        ok, reason = lcp_supported_cached(model)
-        if ok:
-            done, handoff = compiled_lcp_step(model, state, ctx, warm, LcpStepInfo, friction_directions,
-                                              WARM_MIN_SIZE, DENSE_ASSEMBLY_WORK if SPLIT_ISLANDS else -1)
-            if done is not None:
-                return done
-            new, info = lcp_step(model, state, ctx, warm_start=warm, path="reference")
-            info.path = f"reference: {handoff}"         # the compiled path handed this step over: say why
-            return new, info
-        if path == "compiled":
-            raise ValueError(f"path='compiled': this model cannot take the compiled LCP step: {reason}")
-        if path != "auto":
-            raise ValueError(f"path must be 'auto', 'compiled' or 'reference'; got {path!r}")
     s = model.solver
     dt = model.time_step
     A_blocks, v_star = dynamics.free_motion(model, state)
@@ -862,5 +849,5 @@ def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
     return dynamics.integrate(model, state, v_next), info
 
 
-__all__ = ["lcp_step", "solve_contact_lcp", "contact_islands", "LcpStepInfo", "contact_keys", "WARM_START_DEFAULT", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
+__all__ = ["lcp_step", "reference_lcp_step", "solve_contact_lcp", "contact_islands", "LcpStepInfo", "contact_keys", "WARM_START_DEFAULT", "build_contact_lcp", "ContactLcpLayout", "LcpStepError", "friction_directions",
            "gap_bias", "dense_jacobian", "block_inverse", "ray_contacts"]

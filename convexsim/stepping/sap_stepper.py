@@ -41,9 +41,9 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx
-    if model.has_trees:                       # kinematic trees: the articulated step (stepping.articulated)
-        from convexsim.stepping.articulated import articulated_sap_step
-        return articulated_sap_step(model, state, ctx, strict=strict)
+    if model.has_trees:
+        raise ValueError("sap_step is the free-body reference step; a model with kinematic trees steps by "
+                         "stepping.step (its reference: articulated.articulated_sap_step)")
     check_finite_state(model, state)
     kin = contact_kinematics(model, state, workspace=ctx.collision)
     A_blocks, v_star = dynamics.free_motion(model, state)

@@ -3,23 +3,23 @@
 
 The stages, in the order of the reference step, each calling the kernel of the module that owns its math:
 
-1. finite start state; per-body margin shares (``compiled_kernels.margin_shares``, links sweeping like free
+1. finite start state; per-body margin shares (``contacts.margin_shares``, links sweeping like free
    bodies, as ``articulated.detect_contacts``), collision and the pair-reach filter
-   (``compiled_kernels.collide_and_filter``), then the tree filter: pairs within one tree, pairs of a
+   (``contacts.collide_and_filter``), then the tree filter: pairs within one tree, pairs of a
    link and the body its tree hangs from, and pairs of two bodies without dofs are dropped;
 2. poses and motion subspaces of the forest at q0 (``multibody.kinematics.fk_kernel``,
    ``subspace_kernel``), free motion of the trees A = M + dt·D, v* (``multibody.dynamics.forest_free_motion``:
-   CRBA, RNEA, implicit joint damping) and of the free bodies (``compiled_kernels.free_motion_kernel``);
+   CRBA, RNEA, implicit joint damping) and of the free bodies (``dynamics.free_motion_kernel``);
 3. joint rows of every tree, as ``multibody.reference_step.constraint_rows`` builds them: limit sides in
    their window (``joint_constraints.limit_in_window``, near-rigid ``holonomic_row_kernel``), PD actuators
    with the targets at t (``joint_constraints.pd_target``, ``pd_row_kernel``), couplers;
-4. contact frames, Jacobian blocks (``compiled_kernels.jacobian_block`` on free bodies, R_WCᵀ J_P with the
+4. contact frames, Jacobian blocks (``dynamics.jacobian_block`` on free bodies, R_WCᵀ J_P with the
    tree's point Jacobian ``kinematics.path_point_jacobian`` on links), Delassus estimate and contact
    kernel parameters (``compiled_kernels.contact_parameters``);
-5. one SAP Newton solve (``compiled_kernels.newton_solve``) over the participating cliques (free bodies,
+5. one SAP Newton solve (``sap.newton.newton_solve``) over the participating cliques (free bodies,
    6 dofs; trees, nv_k dofs) with the contacts and the joint rows as constraints of one problem (a joint
    row is a constraint of kind ≥ ``sap.constraints.KIND_ROW_MIN`` whose block carries J in its first row);
-6. integration: free bodies by ``compiled_kernels.integrate_kernel``, trees by
+6. integration: free bodies by ``dynamics.integrate_kernel``, trees by
    ``kinematics.integrate_q_kernel``; link rows of q, v by forward kinematics at the new q
    (``kinematics.link_rows_kernel``).
 
@@ -42,14 +42,14 @@ from convexsim.sap import blocks
 from convexsim.sap.constraints import KIND_SAP, NPAR
 from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_LIMIT, KIND_PD, LIMIT_STIFFNESS,
                                              holonomic_row_kernel, limit_in_window, pd_row_kernel, pd_target)
-from convexsim.stepping.compiled_kernels import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, RUN_CHUNK_END, RUN_DONE,
-                                                 RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN, STEP_NONFINITE_END,
-                                                 STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
-                                                 STEP_TOO_LARGE, SAP_CONVERGED, clique_graph,
-                                                 first_nonfinite_body, islands, collide_and_filter,
-                                                 contact_frame, contact_parameters, free_motion_kernel,
-                                                 integrate_kernel, jacobian_block, margin_shares, newton_solve,
-                                                 no_supernodal)
+from convexsim.dynamics import contact_frame, free_motion_kernel, integrate_kernel, jacobian_block
+from convexsim.sap.newton import (F_DT, I_CONTACT_KIND, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, clique_graph,
+                                  islands, newton_solve, no_supernodal)
+from convexsim.stepping.compiled_kernels import (RUN_CHUNK_END, RUN_DONE, RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN,
+                                                 STEP_NONFINITE_END, STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
+                                                 STEP_TOO_LARGE, contact_parameters, count_step,
+                                                 first_nonfinite_body, record_frame)
+from convexsim.stepping.contacts import collide_and_filter, margin_shares
 
 
 @jit
@@ -540,41 +540,20 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, sap_status, iterations
         nc = phi.shape[0]
+        quiet = nc == 0 and nrows == 0           # no problem solved: StepInfo's defaults
         if record:
             if ncr + nc > c_phi.shape[0]:
                 return RUN_NEED_CONTACT_SPACE, taken, nf, ncr, -1, 0, nc
-            fr_step[nf] = k + 1
-            fr_q[nf] = q_new
-            fr_v[nf] = v_new
-            quiet = nc == 0 and nrows == 0           # no problem solved: StepInfo's defaults
-            fr_stat[nf, 0] = 0 if quiet else iterations
-            fr_stat[nf, 1] = 1 if (quiet or sap_status == 0) else 0
-            fr_stat[nf, 2] = 0 if quiet else ls_evals
-            fr_stat[nf, 3] = 0 if quiet else sap_status
-            fr_resid[nf] = 0.0 if quiet else resid
-            fr_nc[nf] = nc
+            ncr = record_frame(nf, ncr, k, q_new, v_new, quiet, iterations, sap_status, ls_evals, resid, geoms,
+                               phi, point, normal, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc,
+                               c_body, c_point, c_normal, c_phi, c_force)
             fr_act[nf] = act_force
             fr_lim[nf] = lim_force
             fr_con[nf] = con_force
-            for c in range(nc):
-                c_body[ncr + c, 0] = geom_body[geoms[c, 0]]
-                c_body[ncr + c, 1] = geom_body[geoms[c, 1]]
-                c_phi[ncr + c] = phi[c]
-                for i in range(3):
-                    c_point[ncr + c, i] = point[c, i]
-                    c_normal[ncr + c, i] = normal[c, i]
-                    c_force[ncr + c, i] = force[c, i]
-            ncr += nc
             nf += 1
-        q[:, :] = q_new
-        v[:, :] = v_new
+        count_step(st, taken, quiet, iterations, nc, sap_status, ls_evals, q, v, q_new, v_new)
         tq[:] = tq_new
         tv[:] = tv_new
-        quiet = nc == 0 and nrows == 0
-        st[taken, 0] = 0 if quiet else iterations
-        st[taken, 1] = nc
-        st[taken, 2] = 1 if (quiet or sap_status == 0) else 0
-        st[taken, 3] = 0 if quiet else ls_evals
         taken += 1
         t += dt
     code = RUN_DONE if k0 + taken >= n_total else RUN_CHUNK_END

@@ -1,4 +1,4 @@
-"""What a step returns and how it fails: ``StepInfo``, ``SimulationError``, ``ConvergenceWarning``."""
+"""What a step returns and how it fails: ``StepInfo``, ``SimulationError``, ``ConvergenceWarning``, ``Handoff``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ class SimulationError(RuntimeError):
 
 class ConvergenceWarning(RuntimeWarning):
     """The solver did not reach its tolerance in a step; the step's result was used anyway."""
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What a compiled runner returns for a step it does not take: the dispatcher (``stepping.dispatch``)
+    takes that step with the reference runner. ``reason``: why (reported in ``LcpStepInfo.path``)."""
+    reason: str
 
 
 @dataclass
@@ -70,4 +77,4 @@ class StepInfo:
         return out
 
 
-__all__ = ["SimulationError", "ConvergenceWarning", "StepInfo"]
+__all__ = ["SimulationError", "ConvergenceWarning", "StepInfo", "Handoff"]

@@ -362,9 +362,9 @@ def _warm_up_compiled(model, state) -> None:
     """Load the compiled step's kernels (both the one-call step and the two-call supernodal step; for a tree
     model its one-call step) outside the timed window: one step of each from the scene's initial state, in a
     throwaway context."""
-    from convexsim.stepping import StepContext, compiled
+    from convexsim.stepping import StepContext, compiled, dispatch
 
-    if not compiled.supported_cached(model)[0]:
+    if dispatch.route(model).path != "compiled":
         return
     if model.has_trees:                       # the tree step's kernel (stepping.compiled_trees)
         from convexsim.stepping.compiled_trees import compiled_tree_step

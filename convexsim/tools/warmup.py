@@ -36,9 +36,14 @@ WARMUP_SCENE = {
          "geometries": [{"shape": "capsule", "radius": 0.05, "length": 0.1}]},
         {"name": "ball_on_box", "mass": 0.2, "position": [0.6499, 0.0, 0.3],
          "geometries": [{"shape": "sphere", "radius": 0.05}]},
+        {"name": "can", "mass": 0.5, "position": [1.5, 0.0, 0.0999],
+         "geometries": [{"shape": "cylinder", "radius": 0.05, "length": 0.2}]},
+        {"name": "hull_on_can", "mass": 0.2, "position": [1.5, 0.0, 0.2497],
+         "geometries": [{"shape": "mesh", "vertices": [[x, y, z] for x in (-0.05, 0.05) for y in (-0.05, 0.05)
+                                                        for z in (-0.05, 0.05)]}]},
     ],
 }
-"""Every pair of moving shapes (sphere, box, capsule) and halfspace in contact at t = 0, so that a few
+"""Every pair of moving shapes (sphere, box, capsule, cylinder, mesh) and halfspace in contact at t = 0, so that a few
 steps reach the collision, SAP and LCP kernels of every shipped scene."""
 
 WARMUP_TREE_SCENE = {

@@ -21,11 +21,11 @@ def _verbs() -> list[str]:
 
 def test_every_verb_is_a_subcommand():
     assert set(_verbs()) == {"run", "validate", "scenes", "info", "view", "compare", "bench", "study",
-                             "examples", "warmup", "seeds", "learn", "identify", "import-urdf"}
+                             "examples", "warmup", "seeds", "learn", "identify", "import-urdf", "import-mjcf"}
 
 
 def test_import_urdf_writes_a_scene_and_rejects_bad_files(tmp_path, capsys, repo):
-    """`convexsim import-urdf`: a valid scene from the shipped example; a mesh URDF is one error, exit 2."""
+    """`convexsim import-urdf`: a valid scene from the shipped example; a missing mesh file is one error, exit 2."""
     out = tmp_path / "arm.yaml"
     assert main(["import-urdf", str(repo / "scenes" / "robots" / "two_link_arm.urdf"), "--out", str(out)]) == EXIT_OK
     assert main(["validate", str(out)]) == EXIT_OK
@@ -35,7 +35,7 @@ def test_import_urdf_writes_a_scene_and_rejects_bad_files(tmp_path, capsys, repo
     capsys.readouterr()
     assert main(["import-urdf", str(bad)]) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "mesh geometry (a.stl) is not supported" in err[0]
+    assert len(err) == 1 and "mesh file 'a.stl' not found" in err[0]
     assert main(["import-urdf", str(out)]) == EXIT_USAGE      # not a .urdf
 
 

@@ -75,7 +75,7 @@ NOT_FOR_A_FREE_BODY_RUN = (
     "matplotlib", "dask", "rich", "scipy.linalg", "scipy.sparse", "scipy.optimize",
     "convexsim.viz", "convexsim.inverse", "convexsim.tools.compare_engines", "convexsim.lcp", "convexsim.multibody",
     "convexsim.stepping.lcp_stepper", "convexsim.stepping.articulated", "convexsim.stepping.context",
-    "convexsim.sap.solver", "convexsim.sap.linalg", "convexsim.sap.clique_reference",
+    "convexsim.sap.solver", "convexsim.sap.linalg",
 )
 """Modules (and their submodules) that `run` of a free-body SAP scene must not import: the compiled run loop
 needs neither the reference, LCP and articulated steppers nor the analysis packages, and numba finds BLAS

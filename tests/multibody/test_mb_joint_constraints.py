@@ -5,12 +5,14 @@ SapCouplerConstraint, SapPdControllerConstraint and its gain limiting), and the 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.optimize
 
-from convexsim.sap.clique_reference import solve_clique
+from convexsim.multibody.reference_step import SOLVE_PARAMETERS
+from convexsim.sap.solver import solve_rows
 from convexsim.sap.joint_constraints import (
     BETA_JOINT,
     LIMIT_STIFFNESS,
@@ -27,6 +29,12 @@ from convexsim.sap.joint_constraints import (
 
 DT = 1e-3
 W = 2.5  # Delassus estimate [1/kg]
+
+
+def solve_clique(A, v_star, J, par, v_guess):
+    """The one SAP Newton loop (numpy reference) on one clique with scalar rows; gamma (nr,)."""
+    r = solve_rows(A, v_star, Jr=J, par=par, v_guess=v_guess, params=SOLVE_PARAMETERS)
+    return SimpleNamespace(v=r.v, gamma=r.gamma[:, 0], iterations=r.iterations, converged=r.converged)
 
 
 def assert_fd_consistent(par, vc, h):

@@ -241,5 +241,6 @@ def test_scene_setting_reaches_the_solver(monkeypatch):
         state, _ = stepping.step(model, state, path="reference")
     assert seen and set(seen) == {0.25}
     # the compiled step reads the same setting (its flat parameter array)
-    from convexsim.stepping import compiled, compiled_kernels as K
-    assert compiled.packed(model).fpar[K.F_SLIP_CURVATURE] == 0.25
+    from convexsim.sap import newton
+    from convexsim.stepping import compiled
+    assert compiled.packed(model).fpar[newton.F_SLIP_CURVATURE] == 0.25

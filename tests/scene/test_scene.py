@@ -42,6 +42,7 @@ SHIPPED = [
     "sphere_pile",
     "clutter_1000",
     "mixed_clutter",
+    "cylinder_roll",
 ]
 
 FULL = """\

@@ -23,11 +23,11 @@ bodies:
   - name: upper_arm
     mass: 1.0
     inertia: [0.021, 0.021, 0.0013]
-    geometries: [{shape: capsule, radius: 0.05, length: 0.4}]
+    geometries: [{shape: cylinder, radius: 0.05, length: 0.5}]
   - name: forearm
     mass: 0.5
     inertia: [0.0068, 0.0068, 0.0004]
-    geometries: [{shape: capsule, radius: 0.04, length: 0.32}]
+    geometries: [{shape: cylinder, radius: 0.04, length: 0.4}]
 joints:
   - {name: shoulder, type: revolute, child: upper_arm, parent: base, axis: [0, 1, 0], position: [0, 0, 1.5],
      child_offset: [0, 0, -0.25], lower: -2.0, upper: 2.0, damping: 0.05, initial_position: 1.0}
@@ -37,7 +37,7 @@ joints:
 
 
 def test_urdf_arm_moves_exactly_like_the_equivalent_scene(repo):
-    """The imported two-link arm (cylinders → capsules of the same overall length, COM frames, the elbow's
+    """The imported two-link arm (cylinders stay cylinders, COM frames, the elbow's
     origin moved into the upper arm's COM frame) gives the same trajectory as the scene written by hand."""
     path = repo / "scenes" / ARM
     over = ["joints.shoulder.initial_position=1.0", "joints.elbow.initial_position=-0.5"]
@@ -51,7 +51,7 @@ def test_urdf_arm_moves_exactly_like_the_equivalent_scene(repo):
 
 def test_rpy_and_geometry_mapping(tmp_path):
     """rpy is fixed-axis R = Rz(y) Ry(p) Rx(r); geometry and joint positions are shifted into COM frames;
-    a short cylinder (length < 2r) becomes a sphere."""
+    a cylinder stays a cylinder of the same radius and full length."""
     R = rpy_to_matrix(0.3, -0.2, 1.1)
     Rx = np.array([[1, 0, 0], [0, math.cos(0.3), -math.sin(0.3)], [0, math.sin(0.3), math.cos(0.3)]])
     Ry = np.array([[math.cos(-0.2), 0, math.sin(-0.2)], [0, 1, 0], [-math.sin(-0.2), 0, math.cos(-0.2)]])
@@ -62,7 +62,7 @@ def test_rpy_and_geometry_mapping(tmp_path):
                                 "origin": 'xyz="0 0 1" rpy="0.3 -0.2 1.1"'}), encoding="utf-8")
     scene = urdf_to_scene(f)
     g = scene["bodies"][1]["geometries"][0]
-    assert g["shape"] == "sphere" and g["radius"] == 0.1
+    assert g["shape"] == "cylinder" and g["radius"] == 0.1 and g["length"] == 0.15
     np.testing.assert_allclose(g["position"], [0.0, 0.0, 0.1 - (-0.2)], atol=1e-15)   # origin − COM
     j = scene["joints"][0]
     np.testing.assert_allclose(quat_to_matrix(np.array(j["quaternion"])), R, atol=1e-12)
@@ -84,7 +84,8 @@ GOOD = dict(geom='<box size="0.1 0.1 0.1"/>', joint_extra='', jtype="revolute", 
             parent="base", axis="0 1 0")
 
 BAD = {
-    "mesh": (dict(geom='<mesh filename="arm.stl"/>'), "mesh geometry (arm.stl) is not supported"),
+    "mesh": (dict(geom='<mesh filename="arm.stl"/>'), "<mesh>: mesh file 'arm.stl' not found"),
+    "dae": (dict(geom='<mesh filename="arm.dae"/>'), "only OBJ, STL and PLY mesh files are read"),
     "unknown_link": (dict(parent="nowhere"), "<parent>: unknown link 'nowhere'"),
     "floating": (dict(jtype="floating"), "a floating joint must hang from the root link 'world'"),
     "unknown_type": (dict(jtype="hinge"), "type 'hinge' is not supported"),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.spatial.transform import Rotation
 
 from convexsim.viz._math import pose_matrix, quat_from_y_to, quat_to_matrix, wxyz_to_xyzw
-from convexsim.viz.draw import capsule_mesh, nice_step
+from convexsim.viz.draw import capsule_mesh, cylinder_mesh, nice_step
 
 
 def test_quat_to_matrix_matches_scipy():
@@ -50,6 +51,33 @@ def test_capsule_mesh_is_a_closed_outward_capsule():
     vol = np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0
     exact = np.pi * r**2 * 2 * h + 4.0 / 3.0 * np.pi * r**3
     assert 0.96 * exact < vol < exact
+
+
+def test_cylinder_mesh_is_a_closed_outward_prism():
+    """Rim vertices at radius r on z = ±h; closed (V − E + F = 2); volume of the inscribed n-gon prism,
+    n·sin(2π/n)/2·r²·2h, to round-off (outward winding makes it positive)."""
+    r, h, n = 0.05, 0.1, 32
+    v, f = cylinder_mesh(r, h, n_around=n)
+    np.testing.assert_allclose(np.hypot(v[:2 * n, 0], v[:2 * n, 1]), r, rtol=1e-12)
+    np.testing.assert_allclose(np.abs(v[:, 2]), h)
+    edges = {tuple(sorted(e)) for tri in f for e in ((tri[0], tri[1]), (tri[1], tri[2]), (tri[2], tri[0]))}
+    assert len(v) - len(edges) + len(f) == 2
+    a, b, c = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    vol = np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0
+    assert vol == pytest.approx(n * np.sin(2 * np.pi / n) / 2 * r * r * 2 * h, rel=1e-12)
+
+
+def test_mesh_geometry_is_drawn_as_its_hull():
+    from convexsim.scene import compile_scene, scene_from_yaml
+    from convexsim.viz.draw import geom_objects
+
+    model, _ = compile_scene(scene_from_yaml(
+        "bodies: [{name: b, mass: 1, geometries: [{shape: mesh, vertices: [[0.1,0.1,0.1],[-0.1,-0.1,0.1],"
+        "[-0.1,0.1,-0.1],[0.1,-0.1,-0.1],[0,0,0]]}, {shape: cylinder, radius: 0.1, length: 0.2}]}]"))
+    hull = geom_objects(model, 0, 1.0).geometry
+    assert hull.vertices.shape == (4, 3) and hull.faces.shape == (4, 3)      # the hull drops the inner point
+    np.testing.assert_allclose(np.sort(np.abs(hull.vertices), axis=0), 0.1, rtol=1e-6)
+    assert geom_objects(model, 1, 1.0).geometry.vertices.shape == (2 * 32 + 2, 3)
 
 
 def test_grid_spacing_is_1_2_5():

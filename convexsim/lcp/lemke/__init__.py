@@ -60,8 +60,8 @@ Modules, one idea each (the names below are all re-exported here):
   basis.
 """
 
-from convexsim.lcp.lemke.checks import (RESTART_MAX_GAIN, both_finite, final_check, final_check_sparse, lcp_residual,
-                                        plausible_gain)
+from convexsim.lcp.lemke.checks import (RESTART_MAX_GAIN, both_finite, final_check, final_check_sparse, inf_norm,
+                                        lcp_residual, plausible_gain)
 from convexsim.lcp.lemke.options import LemkeOptions, default_max_pivots
 from convexsim.lcp.lemke.result import LemkeResult, LemkeStatus
 from convexsim.lcp.lemke.revised import REBUILD_LU_MAX, compressed_transpose, harris_passes, pivot_rhs, revised_buffers
@@ -73,4 +73,5 @@ from convexsim.lcp.lemke.workspace import LemkeWorkspace
 __all__ = ["lemke", "LemkeResult", "LemkeStatus", "LemkeOptions", "LemkeWorkspace", "lcp_residual",
            "default_max_pivots", "solve_from_basis", "BasisSolveResult", "lemke_from_basis", "independent_basis",
            "as_sparse_lcp_matrix", "plausible_gain", "RESTART_MAX_GAIN", "REBUILD_LU_MAX", "both_finite",
-           "compressed_transpose", "harris_passes", "pivot_rhs", "revised_buffers", "final_check", "final_check_sparse"]
+           "compressed_transpose", "harris_passes", "pivot_rhs", "revised_buffers", "final_check", "final_check_sparse",
+           "inf_norm"]

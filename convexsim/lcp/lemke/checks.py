@@ -9,9 +9,9 @@ import numpy as np
 from convexsim._jit import jit
 
 
-@jit
-def final_check(M, q, z, w, check_tol):
-    """Compute w = Mz + q and return the largest scaled violation of the LCP conditions (÷ tol)."""
+@jit(inline="always")
+def row_sum_norm(M):
+    """‖M‖∞ = max_i Σ_j |M_ij| of a dense square M (0 for an empty M); inlined into the kernels."""
     n = M.shape[0]
     mnorm = 0.0
     for i in range(n):
@@ -19,6 +19,14 @@ def final_check(M, q, z, w, check_tol):
         for j in range(n):
             s += abs(M[i, j])
         mnorm = max(mnorm, s)
+    return mnorm
+
+
+@jit
+def final_check(M, q, z, w, check_tol):
+    """Compute w = Mz + q and return the largest scaled violation of the LCP conditions (÷ tol)."""
+    n = M.shape[0]
+    mnorm = row_sum_norm(M)
     qnorm = 0.0
     znorm = 0.0
     for i in range(n):
@@ -86,10 +94,18 @@ relative to s_w = ‖M‖∞‖z‖∞ + ‖q‖∞, so on an LCP without soluti
 a restart can end on a point with z ~ 1e15 that passes it; contact answers have gains ~1e3."""
 
 
+def inf_norm(M) -> float:
+    """‖M‖∞ (largest absolute row sum) of a dense or scipy.sparse M; 0 for an empty one (numpy; the kernels
+    use :func:`row_sum_norm`)."""
+    if M.shape[0] == 0:
+        return 0.0
+    return float(np.asarray(abs(M).sum(axis=1)).max())
+
+
 def plausible_gain(M, q, z) -> bool:
     """‖M‖∞‖z‖∞ ≤ RESTART_MAX_GAIN·‖q‖∞ (M dense or scipy.sparse): the answer is not a huge z that passes the
     relative final check only through its own size."""
-    mnorm = float(np.asarray(abs(M).sum(axis=1)).max()) if q.shape[0] else 0.0
+    mnorm = inf_norm(M) if q.shape[0] else 0.0
     return bool(mnorm * float(np.abs(z).max(initial=0.0)) <= RESTART_MAX_GAIN * float(np.abs(q).max(initial=0.0)))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.checks import both_finite, final_check, final_check_sparse
+from convexsim.lcp.lemke.checks import both_finite, final_check, final_check_sparse, row_sum_norm
 from convexsim.lcp.lemke.tableau import final_resolve, lu_factor, lu_solve, original_column
 
 
@@ -428,12 +428,7 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
     sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval)
     for j in range(n):
         qabs[j] = abs(q[j])
-    mnorm = 0.0
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += abs(M[i, j])
-        mnorm = max(mnorm, s)
+    mnorm = row_sum_norm(M)
     dmax = 0.0
     qmax = 0.0
     for i in range(n):

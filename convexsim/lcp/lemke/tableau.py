@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.checks import final_check
+from convexsim.lcp.lemke.checks import final_check, row_sum_norm
 
 
 @jit
@@ -288,12 +288,7 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         if start == 0:
             basis[i] = i
     # data scales
-    mnorm = 0.0
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += abs(M[i, j])
-        mnorm = max(mnorm, s)
+    mnorm = row_sum_norm(M)
     dmax = 0.0
     qmax = 0.0
     for i in range(n):

@@ -97,8 +97,8 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
     whose actuator targets are laid out for ``duration`` [s].
     """
     require("drake")
-    from pydrake.geometry import (AddContactMaterial, Box, Capsule, HalfSpace, ProximityProperties,
-                                  Sphere)
+    from pydrake.geometry import (AddContactMaterial, Box, Capsule, Convex, Cylinder, HalfSpace,
+                                  ProximityProperties, Sphere)
     from pydrake.math import RigidTransform
     from pydrake.common.eigen_geometry import Quaternion
     from pydrake.multibody.plant import AddMultibodyPlant, CoulombFriction, MultibodyPlantConfig
@@ -139,7 +139,9 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
         t = GeomType(int(model.geom_type[g]))
         size = model.geom_size[g]
         shape = {GeomType.SPHERE: lambda: Sphere(size[0]), GeomType.BOX: lambda: Box(*(2 * size)),
-                 GeomType.CAPSULE: lambda: Capsule(size[0], 2 * size[1]), GeomType.HALFSPACE: HalfSpace}[t]()
+                 GeomType.CAPSULE: lambda: Capsule(size[0], 2 * size[1]), GeomType.HALFSPACE: HalfSpace,
+                 GeomType.CYLINDER: lambda: Cylinder(size[0], 2 * size[1]),
+                 GeomType.MESH: lambda: Convex(_hull_obj(model, g))}[t]()
         mat = int(model.geom_material[g])
         props = ProximityProperties()
         mu = float(model.material_friction[mat])
@@ -151,6 +153,27 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
     if trees is not None:
         trees.connect_targets(builder, duration)
     return builder.Build(), plant, bodies, trees
+
+
+_HULL_FILES: dict[tuple, str] = {}
+
+
+def _hull_obj(model: Model, g: int) -> str:
+    """Path of an OBJ file (a temporary folder, one per distinct hull and process) holding mesh geometry g's
+    hull, for Drake's ``Convex`` (it reads meshes from files)."""
+    import os
+    import tempfile
+
+    verts, faces = model.mesh_of(g)
+    key = (verts.tobytes(), faces.tobytes())
+    if key not in _HULL_FILES:
+        folder = _HULL_FILES.setdefault(("dir",), tempfile.mkdtemp(prefix="convexsim_hulls_"))
+        path = os.path.join(folder, f"hull{len(_HULL_FILES)}.obj")
+        with open(path, "w", encoding="ascii") as f:
+            f.writelines(f"v {x:.17g} {y:.17g} {z:.17g}\n" for x, y, z in verts)
+            f.writelines(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces)
+        _HULL_FILES[key] = path
+    return _HULL_FILES[key]
 
 
 def _drake_set_state(plant, ctx, bodies, state: State) -> None:

@@ -1,0 +1,393 @@
+"""The SAP Newton loop, compiled: the one Newton loop of every SAP step (free bodies, trees, mixed scenes).
+
+:func:`newton_solve` minimizes the SAP cost ℓ(v) = ½ (v − v*)ᵀ A (v − v*) + Σ_i ℓ_i(J_i v) over the participating
+cliques of one step, with the stopping rules, slip curvature and line searches of ``sap.solver`` (its numpy
+reference: ``sap.solve`` for block problems, ``sap.solver.solve_rows`` for one dense clique with joint rows):
+the Hessian A + Jᵀ G J assembled by ``blocks.assemble_hessian_blocks`` and factored by a dense Cholesky per
+island (connected component of the clique graph: :func:`clique_graph`, :func:`islands`) or, for large islands,
+by the supernodal Cholesky of ``sap.supernodal`` on an analysis made in Python (:data:`SN_FIELDS`).
+A constraint is a contact (kinds 0–2) or a scalar joint row (kinds ≥ ``constraints.KIND_ROW_MIN``).
+
+The step's settings come in two flat arrays (``fpar`` floats, ``ipar`` ints) whose slots are the F_* / I_*
+constants below: every SapParameters field has one, so a new setting is one new slot.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.sap import blocks, supernodal
+from convexsim.sap.constraints import eval_constraints
+from convexsim.sap.linesearch import LS_OK, backtracking_line_search, exact_line_search
+
+# ---- slots of fpar (floats)
+F_DT = 0
+F_GNORM = 1
+F_SIGMA = 2
+F_BETA = 3
+F_VS = 4
+F_REL_TOL = 5
+F_ABS_TOL = 6
+F_COST_ABS_TOL = 7
+F_COST_REL_TOL = 8
+F_EXACT_ALPHA_MAX = 9
+F_ARMIJO = 10
+F_RHO = 11
+F_RELATIVE_SLOP = 12
+F_MARGIN_FLOOR = 13
+F_SLIP_CURVATURE = 14       # κ of SapParameters.slip_curvature (0: exact Hessian blocks)
+F_SLIP_CURVATURE_RESIDUAL = 15  # ε_κ: exact blocks once r ≤ ε_κ·s
+NFPAR = 16
+# ---- slots of ipar (ints)
+I_CONTACT_KIND = 0
+I_MAX_ITERATIONS = 1
+I_LINE_SEARCH = 2          # 0 exact, 1 backtracking
+I_EXACT_MAX_ITERATIONS = 3
+I_BACKTRACKING_MAX_ITERATIONS = 4
+I_ISLAND_MAX_DOFS = 5
+I_STRICT = 6
+NIPAR = 7
+
+# SapStatus values (convexsim.sap.types)
+SAP_CONVERGED = 0
+_MAX_ITERATIONS = 1
+_LINE_SEARCH_FAILED = 2
+_FACTORIZATION_FAILED = 3
+_NUMERICAL_FAILURE = 4
+SAP_STATUS_NAMES = ("converged", "max_iterations", "line_search_failed", "factorization_failed",
+                    "numerical_failure")
+
+
+@jit
+def _dot(a, b):
+    """aᵀb of two contiguous vectors through BLAS, like numpy's ``np.dot``."""
+    return np.dot(a, b)
+
+
+@jit
+def clique_graph(cliques):
+    """Edges (ne, 2) of coupled clique pairs (a < b, sorted unique) and the edge of each constraint."""
+    nk = cliques.shape[0]
+    keys = np.empty(nk, np.int64)
+    big = 1
+    for i in range(nk):
+        big = max(big, cliques[i, 0] + 1, cliques[i, 1] + 1)
+    m = 0
+    for i in range(nk):
+        if cliques[i, 1] >= 0:
+            a = min(cliques[i, 0], cliques[i, 1])
+            b = max(cliques[i, 0], cliques[i, 1])
+            keys[m] = a * big + b
+            m += 1
+    uniq = np.unique(keys[:m])
+    edges = np.empty((uniq.shape[0], 2), np.int64)
+    for e in range(uniq.shape[0]):
+        edges[e, 0] = uniq[e] // big
+        edges[e, 1] = uniq[e] % big
+    constraint_edge = -np.ones(nk, np.int64)
+    for i in range(nk):
+        if cliques[i, 1] >= 0:
+            a = min(cliques[i, 0], cliques[i, 1])
+            b = max(cliques[i, 0], cliques[i, 1])
+            constraint_edge[i] = np.searchsorted(uniq, a * big + b)
+    return edges, constraint_edge
+
+
+@jit
+def islands(ncl, edges):
+    """Connected components of the clique graph: (island of each clique, number of islands); islands are
+    numbered in the order of their lowest clique."""
+    parent = np.arange(ncl)
+    for e in range(edges.shape[0]):
+        a = edges[e, 0]
+        b = edges[e, 1]
+        while parent[a] != a:
+            a = parent[a]
+        while parent[b] != b:
+            b = parent[b]
+        if a != b:
+            if a < b:
+                parent[b] = a
+            else:
+                parent[a] = b
+    island = -np.ones(ncl, np.int64)
+    count = 0
+    for c in range(ncl):
+        r = c
+        while parent[r] != r:
+            r = parent[r]
+        if island[r] < 0:
+            island[r] = count
+            count += 1
+        island[c] = island[r]
+    return island, count
+
+
+SN_FIELDS = ("sn_col", "sn_rowptr", "sn_rows", "sn_valptr", "upd_ptr", "upd_target", "upd_first",
+             "upd_relptr", "upd_rel", "diag_dst", "diag_stride", "edge_dst", "edge_stride", "edge_transposed",
+             "scalar_perm")
+"""The fields of a ``sap.supernodal.SupernodalSymbolic`` that :func:`newton_solve` takes (in this order,
+one tuple of int64 arrays)."""
+SN_VALPTR = 3
+
+
+@jit
+def _supernodal_solve(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn, values, grad, x, dv):
+    """dv = −H⁻¹ grad with H's blocks scattered into the panels of the analysis ``sn`` and factored by
+    ``sap.supernodal`` (the kernels and operation order of ``supernodal.factor`` / ``supernodal.solve``).
+    Returns False if H is not numerically SPD or dv is not finite."""
+    supernodal._scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn[9], sn[10], sn[11],
+                          sn[12], sn[13], values)
+    bad = supernodal._factor_kernel(sn[0], sn[1], sn[3], sn[4], sn[5], sn[6], sn[7], sn[8], values, False)
+    if bad >= 0:
+        return False
+    perm = sn[14]
+    n = perm.shape[0]
+    for p in range(n):
+        x[p, 0] = -grad[perm[p]]
+    supernodal._solve_kernel(sn[0], sn[1], sn[2], sn[3], values, x)
+    for p in range(n):
+        dv[perm[p]] = x[p, 0]
+    return True
+
+
+@jit
+def _pattern_edges(cliques, ncl, sn_edges):
+    """The edge of every constraint in the (superset) pattern ``sn_edges`` (sorted unique pairs a < b),
+    -1 for a one-clique constraint; -2 if some pair is missing from the pattern."""
+    nk = cliques.shape[0]
+    ne = sn_edges.shape[0]
+    keys = np.empty(ne, np.int64)
+    for e in range(ne):
+        keys[e] = sn_edges[e, 0] * ncl + sn_edges[e, 1]
+    out = -np.ones(nk, np.int64)
+    for i in range(nk):
+        if cliques[i, 1] >= 0:
+            a = min(cliques[i, 0], cliques[i, 1])
+            b = max(cliques[i, 0], cliques[i, 1])
+            key = a * ncl + b
+            e = np.searchsorted(keys, key)
+            if e >= ne or keys[e] != key:
+                out[0] = -2
+                return out
+            out[i] = e
+    return out
+
+
+@jit
+def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star, cliques, J_ptr, J_values,
+                 kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
+    """SAP Newton iterations of ``sap.solver._NewtonRun.iterate`` on one (participating) problem, v in place.
+
+    ``edges``, ``constraint_edge``: the clique graph (``clique_graph``). ``use_sn`` False: H is factored
+    by a dense Cholesky per island; True: by the supernodal Cholesky (``sap.supernodal``) of the symbolic
+    analysis ``sn`` (:data:`SN_FIELDS` of a ``SupernodalSymbolic``) of the pattern ``sn_edges``, which must
+    contain ``edges`` (a superset pattern gives the same factor up to round-off).
+
+    Returns (status, iterations, line-search evaluations, r, s, gamma (nk, 3), too_large) with r, s the
+    momentum residual and its scale at the last evaluation; too_large: an island exceeds the dense limit,
+    or the pattern misses an edge (nothing was solved)."""
+    nv = v.shape[0]
+    nk = cliques.shape[0]
+    ncl = clique_sizes.shape[0]
+    vc = np.empty((nk, 3))
+    dvc = np.empty((nk, 3))
+    gamma = np.empty((nk, 3))
+    G = np.empty((nk, 3, 3))
+    Av = np.empty(nv)
+    jc = np.empty(nv)
+    dp = np.empty(nv)
+    p_star = np.empty(nv)
+    blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v_star, p_star)
+    D = np.empty(nv)
+    for c in range(ncl):
+        n = clique_sizes[c]
+        for k in range(n):
+            D[clique_start[c] + k] = 1.0 / math.sqrt(A_values[A_ptr[c] + k * (n + 1)])
+    # Hessian layout and islands
+    if use_sn:
+        edges = sn_edges
+        constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
+        if nk > 0 and constraint_edge[0] == -2:
+            return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    island, nisl = islands(ncl, edges)
+    isl_size = np.zeros(nisl, np.int64)
+    pos_in_island = np.empty(ncl, np.int64)
+    for c in range(ncl):
+        pos_in_island[c] = isl_size[island[c]]
+        isl_size[island[c]] += clique_sizes[c]
+    max_n = 0
+    for i in range(nisl):
+        max_n = max(max_n, isl_size[i])
+    too_large = max_n > ipar[I_ISLAND_MAX_DOFS] and not use_sn
+    diag_ptr = np.empty(ncl, np.int64)
+    total = 0
+    for c in range(ncl):
+        diag_ptr[c] = total
+        total += clique_sizes[c] * clique_sizes[c]
+    diag_values = np.empty(total)
+    edge_ptr = np.empty(edges.shape[0], np.int64)
+    total = 0
+    for e in range(edges.shape[0]):
+        edge_ptr[e] = total
+        total += clique_sizes[edges[e, 0]] * clique_sizes[edges[e, 1]]
+    edge_values = np.empty(total)
+    # cliques of each island in order
+    isl_ptr = np.zeros(nisl + 1, np.int64)
+    for c in range(ncl):
+        isl_ptr[island[c] + 1] += 1
+    for i in range(nisl):
+        isl_ptr[i + 1] += isl_ptr[i]
+    fill = isl_ptr[:-1].copy()
+    isl_cliques = np.empty(ncl, np.int64)
+    for c in range(ncl):
+        isl_cliques[fill[island[c]]] = c
+        fill[island[c]] += 1
+    dv = np.empty(nv)
+    dv_minus = np.empty(nv)
+    tmp = np.empty(nv)
+    grad = np.empty(nv)
+    Avp = np.empty(nv)
+    vmv = np.empty(nv)
+
+    ell_prev = np.inf
+    alpha_last = 1.0
+    iterations = 0
+    ls_evaluations = 0
+    r = 0.0
+    s = 0.0
+    if too_large:
+        return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    if use_sn:
+        max_n = 0
+        sn_values = np.empty(sn[SN_VALPTR][-1])
+        sn_x = np.empty((nv, 1))
+    else:
+        sn_values = np.empty(0)
+        sn_x = np.empty((0, 1))
+    H = np.empty((max_n, max_n))
+    rhs = np.empty(max_n)
+    xs = np.empty(max_n)
+    exact = ipar[I_LINE_SEARCH] == 0
+    kappa = fpar[F_SLIP_CURVATURE]
+    while True:
+        blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, v, vc)
+        ell_r = eval_constraints(kind, cpar, vc, gamma, G, True, kappa)
+        blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v, Av)
+        blocks.generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, gamma, jc)
+        for k in range(nv):
+            Avp[k] = Av[k] - p_star[k]
+            grad[k] = Avp[k] - jc[k]
+            vmv[k] = v[k] - v_star[k]
+        ell_a = 0.5 * _dot(vmv, Avp)
+        ell = ell_a + ell_r
+        for k in range(nv):
+            tmp[k] = D[k] * grad[k]
+        r = math.sqrt(_dot(tmp, tmp))
+        for k in range(nv):
+            tmp[k] = D[k] * Av[k]
+        s1 = math.sqrt(_dot(tmp, tmp))
+        for k in range(nv):
+            tmp[k] = D[k] * jc[k]
+        s2 = math.sqrt(_dot(tmp, tmp))
+        s = max(s1, s2)
+        if not (math.isfinite(ell) and math.isfinite(r)):
+            return _NUMERICAL_FAILURE, iterations, ls_evaluations, r, s, gamma, False
+        optimality = r <= fpar[F_ABS_TOL] + fpar[F_REL_TOL] * s
+        cost_reached = False
+        if iterations > 0:
+            tol = fpar[F_COST_ABS_TOL] + fpar[F_COST_REL_TOL] * 0.5 * (abs(ell) + abs(ell_prev))
+            cost_reached = abs(ell_prev - ell) < tol and alpha_last > 0.5
+        if optimality or cost_reached:
+            return SAP_CONVERGED, iterations, ls_evaluations, r, s, gamma, False
+        if kappa > 0.0 and r <= fpar[F_SLIP_CURVATURE_RESIDUAL] * s:
+            kappa = 0.0  # near the optimum: exact Hessian blocks from here on, as sap.solver does
+            eval_constraints(kind, cpar, vc, gamma, G, True, 0.0)
+        if iterations >= ipar[I_MAX_ITERATIONS]:
+            return _MAX_ITERATIONS, iterations, ls_evaluations, r, s, gamma, False
+        # Newton direction: H dv = −∇ℓ, H = A + Jᵀ G J, one dense Cholesky per island
+        blocks.assemble_hessian_blocks(clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
+                                       constraint_edge, diag_ptr, edge_ptr, diag_values, edge_values)
+        ok = True
+        if use_sn:
+            ok = _supernodal_solve(clique_sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn,
+                                   sn_values, grad, sn_x, dv)
+            nisl_dense = 0
+        else:
+            nisl_dense = nisl
+        for isl in range(nisl_dense):
+            n = isl_size[isl]
+            Hi = H[:n, :n]
+            if isl_ptr[isl + 1] - isl_ptr[isl] > 1:
+                Hi[:, :] = 0.0
+            for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
+                c = isl_cliques[c_i]
+                nc_ = clique_sizes[c]
+                o = pos_in_island[c]
+                for a in range(nc_):
+                    for b in range(nc_):
+                        Hi[o + a, o + b] = diag_values[diag_ptr[c] + a * nc_ + b]
+                    rhs[o + a] = -grad[clique_start[c] + a]
+            for e in range(edges.shape[0]):
+                ca = edges[e, 0]
+                if island[ca] != isl:
+                    continue
+                cb = edges[e, 1]
+                na = clique_sizes[ca]
+                nb = clique_sizes[cb]
+                oa = pos_in_island[ca]
+                ob = pos_in_island[cb]
+                for rr in range(nb):
+                    for kk in range(na):
+                        x = edge_values[edge_ptr[e] + rr * na + kk]
+                        Hi[ob + rr, oa + kk] = x
+                        Hi[oa + kk, ob + rr] = x
+            info = blocks.dense_cholesky_solve(Hi, rhs[:n], xs[:n])
+            if info != 0:
+                ok = False
+                break
+            for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
+                c = isl_cliques[c_i]
+                o = pos_in_island[c]
+                for a in range(clique_sizes[c]):
+                    dv[clique_start[c] + a] = xs[o + a]
+        if ok:
+            for k in range(nv):
+                if not math.isfinite(dv[k]):
+                    ok = False
+        if not ok:
+            return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
+        blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, dv, dp)
+        blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, dv, dvc)
+        a2 = _dot(dv, dp)
+        if not a2 > 0.0:
+            return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
+        a1 = _dot(dp, vmv)
+        dell0 = _dot(grad, dv)
+        if exact:
+            alpha, nev, code = exact_line_search(
+                kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, fpar[F_EXACT_ALPHA_MAX],
+                ipar[I_EXACT_MAX_ITERATIONS], fpar[F_COST_ABS_TOL], fpar[F_COST_REL_TOL])
+        else:
+            alpha, nev, code = backtracking_line_search(
+                kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / fpar[F_RHO],
+                ipar[I_BACKTRACKING_MAX_ITERATIONS], fpar[F_ARMIJO], fpar[F_RHO], fpar[F_RELATIVE_SLOP])
+        ls_evaluations += nev
+        iterations += 1
+        if code != LS_OK:
+            return _LINE_SEARCH_FAILED, iterations, ls_evaluations, r, s, gamma, False
+        for k in range(nv):
+            v[k] += alpha * dv[k]
+        alpha_last = alpha
+        ell_prev = ell
+
+
+@jit
+def no_supernodal():
+    """An empty analysis tuple (:data:`SN_FIELDS`) and pattern, for :func:`step_finish` without one."""
+    e = np.zeros(0, np.int64)
+    return (e, e, e, e, e, e, e, e, e, e, e, e, e, e, e), np.zeros((0, 2), np.int64)
+

@@ -1,0 +1,457 @@
+"""MJCF import: a MuJoCo model file → a convexsim scene (a dict validated as any scene file).
+
+The file is compiled by the ``mujoco`` package (the optional extra ``convexsim[mjcf]``), so default
+classes, ``<include>``, ``<compiler angle/meshdir>``, inertias computed from geoms and mesh assets are
+resolved exactly as MuJoCo resolves them; the scene is built from the compiled ``MjModel`` at its
+reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
+
+* **bodies**: a body with one joint becomes a scene body (a link) with MuJoCo's mass and its inertia
+  rotated from the inertial frame into the body's axes; its frame is at the centre of mass with the
+  MuJoCo body's axes. A body without joints is welded to its parent: it is merged into it (masses, centres
+  of mass and inertias combined by the parallel-axis theorem, geoms carried over), or, hanging from the
+  world, becomes a **fixed** body at its pose (the world body's own geoms go on a fixed body
+  ``worldbody``). A body with several joints is refused (nest one body per joint);
+* **joints**: hinge → revolute, slide → prismatic, ball → ball, free → free (its ``initial_position`` the
+  body's pose); the joint frame sits at the joint's anchor with the child body's axes, the axis in them;
+  ``range`` of limited hinge/slide joints → lower/upper, damping and armature carried over. Refused: a
+  non-zero ``ref``, a joint spring (``stiffness``), ``frictionloss``, ``actuatorfrcrange``, limits,
+  damping or armature on ball/free joints;
+* **geoms** that collide (``contype`` or ``conaffinity`` non-zero; purely visual geoms are skipped):
+  plane → halfspace (fixed bodies only), sphere, capsule (``length`` = distance between cap centres),
+  box (full edges), cylinder (``length`` = full height), mesh → a convex mesh given by the vertices of the
+  convex hull of MuJoCo's scaled mesh, in the mesh file's own frame (MuJoCo's recentring undone), posed
+  where MuJoCo puts it; the sliding friction becomes a material
+  ``friction_<μ>``. Ellipsoids, height fields and SDFs are refused with a recipe;
+* **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
+  ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
+  (g the gear), the target ``clamp(0, ctrlrange)/g`` (MuJoCo's ctrl starts at 0) and the effort limit
+  g·forcerange (symmetric only); any other actuator (motor, velocity, tendon or site transmission,
+  activation dynamics) is refused;
+* **equality constraints**: ``weld`` between bodies → a weld (keeping the relative pose of qpos0; one with
+  another ``relpose`` is refused), ``joint`` with a linear polynomial q1 = c0 + c1·q2 → a coupler.
+  connect, tendon and flex equalities, inactive ones, site welds are refused;
+* ``<option timestep gravity>`` → time_step and gravity. Tendons, explicit contact ``<pair>``\\ s and
+  ``<exclude>`` between bodies of different trees are refused; contact parameters other than the sliding
+  friction (solref, solimp, condim, margins, contype/conaffinity bit masks) are not represented.
+
+Every problem names the file and the element (``gripper.xml: joint 'finger' (body 'left'): ...``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from convexsim.scene.urdf import UrdfError, matrix_to_quaternion
+from convexsim.spatial import quat_to_matrix
+
+WORLD_GEOMS_BODY = "worldbody"
+"""Name of the fixed body that carries the MuJoCo world body's own geoms."""
+
+ELLIPSOID_RECIPE = ("ellipsoids are not a convexsim shape; replace the geom with a sphere or capsule of similar "
+                    "size, or with a mesh geom (the convex hull of points on the ellipsoid's surface)")
+MULTI_JOINT_RECIPE = ("convexsim gives a body one joint; split the body into a chain of bodies with one joint "
+                      "each (the intermediate bodies light: a small mass and inertia)")
+POSITION_ACTUATOR_HELP = ("only position servos map to PD actuators (<position joint kp kv>: gain kp, bias "
+                          "-kp*q - kv*qdot, no activation dynamics, a hinge or slide joint transmission); "
+                          "replace it with a <position> actuator or drive the joint from a controller")
+AGREE = 1e-9
+"""Relative tolerance of the consistency checks on the compiled model (weld relpose against qpos0)."""
+
+
+class MjcfError(UrdfError):
+    """An MJCF file cannot be imported; ``problems`` lists every problem (file and element named).
+    ``convexsim.scene.load`` reports it as a SceneError."""
+
+
+def load_mjcf_model(path: str | Path):
+    """Compile an MJCF file with MuJoCo: ``mujoco.MjModel``. MjcfError when mujoco is missing or refuses."""
+    source = str(path)
+    try:
+        import mujoco
+    except ImportError:
+        raise MjcfError([f"{source}: reading MJCF needs the mujoco package: pip install 'convexsim[mjcf]' "
+                         "(the scene it writes runs without it)"], source) from None
+    if not Path(path).is_file():
+        raise MjcfError([f"{source}: no such file"], source)
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as err:           # MuJoCo's compiler errors name the element and line
+        raise MjcfError([f"{source}: MuJoCo cannot compile the file: {err}"], source) from None
+
+
+def mjcf_to_scene(path: str | Path) -> dict:
+    """The scene mapping of an MJCF file (module docstring); MjcfError listing every problem."""
+    path = Path(path)
+    return model_to_scene(load_mjcf_model(path), str(path), name=path.stem)
+
+
+class _Model:
+    """The compiled model at qpos0 with names, enums and the problem list."""
+
+    def __init__(self, m, source: str):
+        import mujoco
+        self.mj, self.m, self.source = mujoco, m, source
+        self.d = mujoco.MjData(m)
+        mujoco.mj_kinematics(m, self.d)      # at qpos0: body, inertial, geom frames and joint anchors in W
+        self.problems: list[str] = []
+
+    def name(self, obj: str, i: int) -> str:
+        kind = getattr(self.mj.mjtObj, f"mjOBJ_{obj.upper()}")
+        return self.mj.mj_id2name(self.m, kind, i) or ""
+
+    def where(self, obj: str, i: int) -> str:
+        n = self.name(obj, i)
+        return f"{obj} {n!r}" if n else f"{obj} #{i}"
+
+    def add(self, where: str, msg: str) -> None:
+        self.problems.append(f"{self.source}: {where}: {msg}")
+
+
+def _scene_name(raw: str, fallback: str, taken: set) -> str:
+    """A valid, unique scene name (no '.', '=', '[', ']' or whitespace) for a MuJoCo name."""
+    base = "".join(c if c.isalnum() or c in "_-" else "_" for c in raw) or fallback
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf") -> dict:
+    """The scene mapping of a compiled ``mujoco.MjModel`` (module docstring); MjcfError otherwise."""
+    M = _Model(m, source)
+    _check_model_level(M)
+    host = _hosts(M)
+    taken: set = {"world"}
+    names = {}
+    for b in sorted(set(host.values())):
+        names[b] = _scene_name(M.name("body", b), f"body{b}", taken) if b else _scene_name(WORLD_GEOMS_BODY, "w", taken)
+    moving = {b for b in names if b and m.body_jntnum[b] == 1}
+    frames = {b: _host_frame(M, b, host, b in moving) for b in names}
+    materials: dict = {}
+    bodies = []
+    for b in sorted(names):
+        geoms = _geoms(M, b, host, frames[b], materials)
+        if b == 0 and not geoms:
+            continue
+        body: dict = {"name": names[b], "geometries": geoms}
+        o, R = frames[b][0], frames[b][1]
+        if b in moving:
+            mass, inertia = frames[b][2], frames[b][3]
+            body["mass"] = mass
+            body["inertia"] = [[float(x) for x in row] for row in inertia]
+        else:
+            body["fixed"] = True
+            if b:
+                body["position"] = [float(x) for x in o]
+                body["quaternion"] = matrix_to_quaternion(R)
+        bodies.append(body)
+    jnames: dict[int, str] = {}
+    joints = []
+    for b in sorted(moving):
+        j = int(m.body_jntadr[b])
+        jnames[j] = _scene_name(M.name("joint", j), f"joint{j}", set(jnames.values()))
+        p = host[int(m.body_parentid[b])]
+        joints.append(_joint(M, j, jnames[j], names[b], names[p] if p else "world", frames[b], frames[p] if p else None))
+    actuators = _actuators(M, jnames)
+    constraints = _equalities(M, host, names, moving, jnames)
+    if M.problems:
+        raise MjcfError(M.problems, source)
+    scene = {"name": _scene_name(name, "mjcf", set()), "description": f"imported from {Path(source).name}",
+             "time_step": float(m.opt.timestep), "gravity": [float(x) for x in m.opt.gravity],
+             "materials": materials, "bodies": bodies, "joints": joints}
+    if actuators:
+        scene["actuators"] = actuators
+    if constraints:
+        scene["constraints"] = constraints
+    return _tidy(scene)
+
+
+def _tidy(value):
+    """The scene with round-off dust (|x| < 1e-15, e.g. quaternion parts of exact quarter turns) set to 0."""
+    if isinstance(value, dict):
+        return {k: _tidy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tidy(v) for v in value]
+    if isinstance(value, float) and abs(value) < 1e-15:
+        return 0.0
+    return value
+
+
+def _check_model_level(M: _Model) -> None:
+    """Refuse model-wide features with no convexsim counterpart: tendons, explicit contact pairs, exclusions
+    between bodies of different trees (within one tree convexsim never collides), flexes, gravcomp, mocap."""
+    m = M.m
+    if m.ntendon:
+        M.add("<tendon>", f"{m.ntendon} tendon(s): tendons are not imported; couple joints with an <equality> "
+              "<joint> (a coupler) or drive them with position actuators")
+    if m.npair:
+        M.add("<contact> <pair>", "explicit contact pairs are not imported (convexsim collides every pair of "
+              "bodies except links of one tree); remove the <pair> elements")
+    for e in range(m.nexclude):              # signature = body1 << 16 | body2
+        b1, b2 = int(m.exclude_signature[e]) >> 16, int(m.exclude_signature[e]) & 0xFFFF
+        if m.body_rootid[b1] != m.body_rootid[b2] and 0 not in (b1, b2):
+            M.add(f"<contact> <exclude> (bodies {M.name('body', b1)!r}, {M.name('body', b2)!r})",
+                  "contact exclusions between different trees are not imported (convexsim collides every pair "
+                  "of bodies except links of one tree and the body the tree hangs from); remove it")
+    if getattr(m, "nflex", 0):
+        M.add("<flex>", "deformable flexes are not imported; convexsim simulates rigid bodies")
+    for b in range(1, m.nbody):
+        if m.body_gravcomp[b] != 0:
+            M.add(M.where("body", b), "gravcomp is not imported; remove it or add the compensating torques from "
+                  "a controller")
+        if m.body_mocapid[b] >= 0:
+            M.add(M.where("body", b), "mocap bodies are not imported; make it a fixed body or give it a free "
+                  "joint driven by a weld")
+
+
+def _hosts(M: _Model) -> dict[int, int]:
+    """host[b]: the scene body that carries MuJoCo body b. A body with a joint hosts itself; a body without
+    joints is merged into its parent's host, or hosts itself as a fixed body when it hangs from the world
+    (body 0, the world, hosts the world body's geoms)."""
+    m = M.m
+    host = {0: 0}
+    for b in range(1, m.nbody):                 # parents come before children in MuJoCo's body order
+        nj, p = int(m.body_jntnum[b]), int(m.body_parentid[b])
+        if nj > 1:
+            M.add(M.where("body", b), f"{nj} joints in one body: {MULTI_JOINT_RECIPE}")
+        host[b] = b if nj >= 1 or p == 0 else host[p]
+    return host
+
+
+def _host_frame(M: _Model, h: int, host: dict, moving: bool):
+    """(origin o [m], axes R, mass [kg], inertia about the COM in R's axes [kg·m²]) of scene body h in W at
+    qpos0. Moving: o is the composite centre of mass of the MuJoCo bodies it hosts (parallel-axis theorem,
+    I = Σ R_i diag(I_i) R_iᵀ + m_i (|d_i|² E − d_i d_iᵀ)), R the MuJoCo body's axes. Fixed: its frame."""
+    m, d = M.m, M.d
+    R = d.xmat[h].reshape(3, 3).copy()
+    if not moving:
+        return d.xpos[h].copy(), R, 0.0, None
+    members = [b for b, hb in host.items() if hb == h]
+    masses = np.array([m.body_mass[b] for b in members])
+    coms = np.array([d.xipos[b] for b in members])
+    mass = float(masses.sum())
+    com = masses @ coms / mass
+    I = np.zeros((3, 3))
+    for b, mb, c in zip(members, masses, coms):
+        Ri = d.ximat[b].reshape(3, 3)
+        dv = c - com
+        I += Ri @ np.diag(m.body_inertia[b]) @ Ri.T + mb * (dv @ dv * np.eye(3) - np.outer(dv, dv))
+    I_body = R.T @ I @ R
+    return com, R, mass, 0.5 * (I_body + I_body.T)
+
+
+def _material(materials: dict, mu: float) -> str:
+    """The material of sliding friction μ (named ``friction_<μ>``, '.' written 'p')."""
+    name = "friction_" + f"{mu:g}".replace(".", "p").replace("-", "m").replace("+", "")
+    materials.setdefault(name, {"friction": float(mu)})
+    return name
+
+
+def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
+    """The colliding geoms of the MuJoCo bodies hosted by h, posed in h's scene frame."""
+    m, d, mj = M.m, M.d, M.mj
+    o, R = frame[0], frame[1]
+    T = mj.mjtGeom
+    out = []
+    for g in range(m.ngeom):
+        if host.get(int(m.geom_bodyid[g])) != h or (m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0):
+            continue
+        where = f"{M.where('geom', g)} (body {M.name('body', int(m.geom_bodyid[g]))!r})"
+        t, s = int(m.geom_type[g]), m.geom_size[g]
+        Rg = d.geom_xmat[g].reshape(3, 3)
+        spec = {"position": [float(x) for x in R.T @ (d.geom_xpos[g] - o)],
+                "quaternion": matrix_to_quaternion(R.T @ Rg),
+                "material": _material(materials, float(m.geom_friction[g][0]))}
+        if t == T.mjGEOM_PLANE:                     # MuJoCo allows planes in static bodies only
+            out.append({"shape": "halfspace", **spec})
+        elif t == T.mjGEOM_SPHERE:
+            out.append({"shape": "sphere", "radius": float(s[0]), **spec})
+        elif t == T.mjGEOM_CAPSULE:
+            out.append({"shape": "capsule", "radius": float(s[0]), "length": float(2 * s[1]), **spec})
+        elif t == T.mjGEOM_CYLINDER:
+            out.append({"shape": "cylinder", "radius": float(s[0]), "length": float(2 * s[1]), **spec})
+        elif t == T.mjGEOM_BOX:
+            out.append({"shape": "box", "size": [float(2 * x) for x in s], **spec})
+        elif t == T.mjGEOM_MESH:
+            k = int(m.geom_dataid[g])
+            if hasattr(m, "mesh_quat"):
+                R_m, p_m = quat_to_matrix(m.mesh_quat[k]), np.asarray(m.mesh_pos[k], dtype=float)
+            else:                                    # older MuJoCo: the vertices stay in the geom frame
+                R_m, p_m = np.eye(3), np.zeros(3)
+            R_bf = R.T @ Rg @ R_m.T                  # the file's frame: MuJoCo moved the vertices by (R_m, p_m)
+            p_bf = np.asarray(spec["position"]) - R_bf @ p_m
+            out.append({"shape": "mesh", "vertices": hull_vertices(_mesh_vertices(m, k) @ R_m.T + p_m),
+                        **spec, "position": [float(x) for x in p_bf], "quaternion": matrix_to_quaternion(R_bf)})
+        elif t == T.mjGEOM_ELLIPSOID:
+            M.add(where, ELLIPSOID_RECIPE)
+        else:
+            M.add(where, f"geom type {T(t).name.removeprefix('mjGEOM_').lower()} is not imported; use a "
+                  "plane, sphere, capsule, box, cylinder or mesh")
+    return out
+
+
+def _mesh_vertices(m, k: int) -> np.ndarray:
+    """Vertices of compiled mesh k in MuJoCo's mesh frame [m] (scaled, moved to the mesh's centroid and
+    principal axes: v_file = R(mesh_quat)·v + mesh_pos)."""
+    a, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
+    return np.asarray(m.mesh_vert[a:a + n], dtype=float)
+
+
+def hull_vertices(points: np.ndarray) -> list[list[float]]:
+    """The vertices of the convex hull of ``points`` (n, 3) [m], in input order (scipy's Qhull), each
+    coordinate the shortest decimal of its float32 value (MuJoCo keeps mesh vertices in float32, so 0.03
+    reads back as 0.03, not 0.029999999329447746)."""
+    from scipy.spatial import ConvexHull
+    idx = np.sort(ConvexHull(points).vertices)
+    dust = 1e-7 * float(np.abs(points).max())        # float32 round-off of a coordinate that is 0 in the file
+    return [[0.0 if abs(x) < dust else float(str(np.float32(x))) for x in points[i]] for i in idx]
+
+
+def _joint(M: _Model, j: int, name: str, child: str, parent: str, cf, pf) -> dict:
+    """The scene joint of MuJoCo joint j: frame J at the anchor with the child's axes, in the parent frame."""
+    m, d, mj = M.m, M.d, M.mj
+    T = mj.mjtJoint
+    t = int(m.jnt_type[j])
+    where = f"joint {M.name('joint', j) or j!r} (body {child!r})"
+    com, R = cf[0], cf[1]
+    if t == T.mjJNT_FREE:
+        return {"name": name, "type": "free", "parent": "world", "child": child,
+                "initial_position": [float(x) for x in com] + matrix_to_quaternion(R)}
+    o_p, R_p = (np.zeros(3), np.eye(3)) if pf is None else (pf[0], pf[1])
+    anchor = d.xanchor[j]
+    spec = {"name": name, "type": {T.mjJNT_HINGE: "revolute", T.mjJNT_SLIDE: "prismatic", T.mjJNT_BALL: "ball"}[t],
+            "parent": parent, "child": child,
+            "position": [float(x) for x in R_p.T @ (anchor - o_p)],
+            "quaternion": matrix_to_quaternion(R_p.T @ R),
+            "child_offset": [float(x) for x in R.T @ (com - anchor)]}
+    dof = int(m.jnt_dofadr[j])
+    one_dof = t in (T.mjJNT_HINGE, T.mjJNT_SLIDE)
+    if m.jnt_stiffness[j] != 0:
+        M.add(where, "joint springs (stiffness) are not imported; remove stiffness or add the spring torque from "
+              "a controller")
+    if m.dof_frictionloss[dof] != 0:
+        M.add(where, "frictionloss is not imported; remove it (or model the friction in a controller)")
+    if getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
+        M.add(where, "actuatorfrcrange is not imported; put the limit on the actuator (forcerange)")
+    if one_dof:
+        q0 = float(m.qpos0[m.jnt_qposadr[j]])
+        if q0 != 0.0:
+            M.add(where, f"ref = {q0:g}: convexsim measures q from the pose in the file; remove ref (and shift "
+                  "range, actuator targets and couplings by it)")
+        spec["axis"] = [float(x) for x in R.T @ d.xaxis[j]]
+        if m.jnt_limited[j]:
+            spec["lower"], spec["upper"] = float(m.jnt_range[j][0]), float(m.jnt_range[j][1])
+        if m.dof_damping[dof]:
+            spec["damping"] = float(m.dof_damping[dof])
+        if m.dof_armature[dof]:
+            spec["armature"] = float(m.dof_armature[dof])
+    else:
+        if m.jnt_limited[j]:
+            M.add(where, "a ball joint's range is not imported (convexsim limits the swing of an axis, MuJoCo the "
+                  "rotation angle); remove range")
+        if np.any(m.dof_damping[dof:dof + 3]) or np.any(m.dof_armature[dof:dof + 3]):
+            M.add(where, "damping and armature on a ball joint are not imported; remove them")
+    return spec
+
+
+def _actuators(M: _Model, jnames: dict[int, str]) -> list[dict]:
+    """PD actuators of the position servos (module docstring); anything else refused."""
+    m, mj = M.m, M.mj
+    out = []
+    for a in range(m.nu):
+        where = M.where("actuator", a)
+        gain, bias = m.actuator_gainprm[a], m.actuator_biasprm[a]
+        kp, kv = float(gain[0]), float(-bias[2])
+        j = int(m.actuator_trnid[a][0])
+        servo = (int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT and int(m.actuator_dyntype[a]) == mj.mjtDyn.mjDYN_NONE
+                 and int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_FIXED
+                 and int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_AFFINE
+                 and kp > 0 and bias[0] == 0 and bias[1] == -kp and kv >= 0 and not np.any(gain[1:3]))
+        if not servo:
+            M.add(where, POSITION_ACTUATOR_HELP)
+            continue
+        if j not in jnames or int(m.jnt_type[j]) not in (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE)):
+            M.add(where, "its joint is not an imported hinge or slide joint; position actuators drive hinge and "
+                  "slide joints")
+            continue
+        g = float(m.actuator_gear[a][0])
+        if g == 0 or np.any(m.actuator_gear[a][1:]):
+            M.add(where, f"gear {list(m.actuator_gear[a])} is not a scalar gear; a joint actuator takes one gear ≠ 0")
+            continue
+        ctrl = float(np.clip(0.0, *m.actuator_ctrlrange[a])) if m.actuator_ctrllimited[a] else 0.0
+        spec = {"joint": jnames[j], "kp": kp * g * g, "kd": kv * g * g, "target": ctrl / g}
+        if m.actuator_forcelimited[a]:
+            lo, hi = (float(x) for x in m.actuator_forcerange[a])
+            if lo != -hi or hi <= 0:
+                M.add(where, f"forcerange [{lo:g}, {hi:g}] is not symmetric about 0; convexsim's effort limit is "
+                      "|u| <= effort (use forcerange='-F F')")
+                continue
+            spec["effort"] = abs(g) * hi
+        out.append(spec)
+    return out
+
+
+def _relpose(M: _Model, b1: int, b2: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pose (position, quaternion w x y z) of body b2's frame in body b1's frame at qpos0."""
+    d = M.d
+    R1 = d.xmat[b1].reshape(3, 3)
+    p = R1.T @ (d.xpos[b2] - d.xpos[b1])
+    return p, np.array(matrix_to_quaternion(R1.T @ d.xmat[b2].reshape(3, 3)))
+
+
+def _equalities(M: _Model, host: dict, names: dict, moving: set, jnames: dict[int, str]) -> list[dict]:
+    """Welds and couplers of the equality constraints (module docstring); anything else refused."""
+    m, mj = M.m, M.mj
+    E = mj.mjtEq
+    out = []
+    for e in range(m.neq):
+        where = f"equality {M.name('equality', e) or e!r}"
+        t, o1, o2, data = int(m.eq_type[e]), int(m.eq_obj1id[e]), int(m.eq_obj2id[e]), m.eq_data[e]
+        if not m.eq_active0[e]:
+            M.add(where, "inactive equality constraints are not imported (convexsim has no switch for them); "
+                  "remove it or make it active")
+            continue
+        if t == E.mjEQ_WELD:
+            if hasattr(m, "eq_objtype") and int(m.eq_objtype[e]) != mj.mjtObj.mjOBJ_BODY:
+                M.add(where, "a weld between sites is not imported; weld the bodies (body1, body2)")
+                continue
+            p, q = _relpose(M, o1, o2)
+            rp, rq = np.asarray(data[3:6]), np.asarray(data[6:10])
+            scale = 1.0 + float(np.linalg.norm(p))
+            if np.linalg.norm(rp - p) > AGREE * scale or min(np.linalg.norm(rq - q), np.linalg.norm(rq + q)) > AGREE:
+                M.add(where, "relpose differs from the bodies' relative pose in the file; convexsim's weld keeps the "
+                      "relative pose of t = 0: remove relpose and place the bodies as they are welded")
+                continue
+            a, b = host[o2], host[o1]
+            if a == b:
+                M.add(where, "both bodies end up in one scene body (welded by having no joints); remove the equality")
+                continue
+            if b not in moving and a in moving:
+                a, b = b, a                                  # body_b is the one that moves
+            out.append({"type": "weld", "name": _scene_name(M.name("equality", e), f"weld{e}", set()),
+                        "body_a": names[a] if a else "world", "body_b": names[b]})
+        elif t == E.mjEQ_JOINT:
+            poly = [float(x) for x in data[:5]]
+            if o2 < 0:
+                M.add(where, f"joint1 alone (held at {poly[0]:g}) is not imported; make it a fixed joint (a body "
+                      "without joints) or give joint2")
+            elif any(poly[2:]):
+                M.add(where, f"polycoef {poly} is not linear; convexsim couples q1 = c0 + c1*q2 (set c2 = c3 = c4 = 0)")
+            elif o1 not in jnames or o2 not in jnames:
+                M.add(where, "couples a joint that is not imported as a hinge or slide joint")
+            else:
+                out.append({"type": "coupler", "name": _scene_name(M.name("equality", e), f"coupler{e}", set()),
+                            "joint": jnames[o1], "reference": jnames[o2], "ratio": poly[1], "offset": poly[0]})
+        else:
+            kind = E(t).name.removeprefix("mjEQ_").lower()
+            fix = {"connect": "use a weld, or a ball joint in the tree"}.get(kind, "remove it")
+            M.add(where, f"{kind} equality constraints are not imported; {fix}")
+    return out
+
+
+__all__ = ["ELLIPSOID_RECIPE", "MjcfError", "WORLD_GEOMS_BODY", "hull_vertices", "load_mjcf_model",
+           "mjcf_to_scene", "model_to_scene"]
