@@ -344,7 +344,7 @@ ACTIVE_SET_W = 1e3
 """Weight of the equalities in the active-set solve (the continuation's last W)."""
 FLIP_TOL = 1e-7
 """A complementarity pair whose free side is below −FLIP_TOL [m/s] after an active-set solve changes branch."""
-MAX_FLIPS = 3
+MAX_FLIPS = 8
 """Rounds of branch changes of the active-set solve before it falls back to the continuation."""
 BRANCH_NFEV = 200
 """Evaluations of one active-set round: a branch problem that is right converges in tens; one that has not
