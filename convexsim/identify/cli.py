@@ -1,4 +1,4 @@
-"""``convexsim identify TRAJ --params mu[,k,tau_d] --out DIR`` and
+"""``convexsim identify TRAJ [TRAJ ...] --params mu[,k,tau_d] --out DIR`` and
 ``convexsim identify --study SPEC --out DIR``: parsing and running (docs/identify.md)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "identify", help="estimate friction (and stiffness, dissipation) per material pair from a trajectory",
         description="Estimate material-pair parameters from the COM positions recorded in TRAJ (an .npz "
                     "trajectory, every step recorded) and write a report (Markdown, PNG, CSV) to DIR.")
-    p.add_argument("trajectory", metavar="TRAJ", nargs="?",
-                   help="trajectory file (.npz); omit with --study")
+    p.add_argument("trajectory", metavar="TRAJ", nargs="*",
+                   help="trajectory file(s) (.npz); several: one parameter set fitted to all; omit with --study")
     p.add_argument("--study", metavar="SPEC", default=None,
                    help="run an identification study file instead (noise sweep, e.g. "
                         "scenes/studies/identification/mu_vs_noise.yaml)")
@@ -31,8 +31,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--mu0", type=float, default=0.5, help="initial μ of both methods (default 0.5)")
     p.add_argument("--initial", default="", metavar="NAME=VALUE,...",
                    help="initial values of k, tau_d, d (default: the scene's combined values)")
+    p.add_argument("--noise", type=float, default=None, metavar="SIGMA",
+                   help="noise level of the recorded positions [m] (default: estimated from the data's scatter)")
+    p.add_argument("--accept-mismatch", action="store_true",
+                   help=f"exit 0 even when the fit is a model mismatch (default: exit {MISMATCH_EXIT})")
     p.set_defaults(func=run)
     return p
+
+
+MISMATCH_EXIT = 3
+"""Exit status of ``identify`` when the best fit is a model mismatch (docs/identify.md)."""
 
 
 def _initial(text: str) -> dict[str, float]:
@@ -52,7 +60,7 @@ def run(args) -> int:
 
     if args.study is not None:
         return run_study(args)
-    if args.trajectory is None:
+    if not args.trajectory:
         print("convexsim identify: error: give a trajectory file TRAJ or --study SPEC", file=sys.stderr)
         return 1
     params = tuple(filter(None, (t.strip() for t in args.params.split(","))))
@@ -61,16 +69,22 @@ def run(args) -> int:
         return run_robot(args, params, _initial(args.initial))
     methods = ("mpec", "sap") if args.method == "both" else (args.method,)
     try:
-        ident = identify(args.trajectory, params, methods=methods, mu0=args.mu0,
-                         initial=_initial(args.initial))
+        source = args.trajectory[0] if len(args.trajectory) == 1 else list(args.trajectory)
+        ident = identify(source, params, methods=methods, mu0=args.mu0, initial=_initial(args.initial),
+                         noise=args.noise)
     except IdentificationError as exc:
         print(f"convexsim identify: error: {exc}", file=sys.stderr)
         return 1
     path = write_report(ident, args.out)
+    print(ident.verdict.first_line())
     for res in ident.results:
         for e in res.estimates:
             print(f"{res.method:5s} {e.parameter:24s} {e.value:.6g} ± {e.std:.2g}")
     print(f"report: {path}")
+    if ident.verdict.mismatch and not args.accept_mismatch:
+        print(f"convexsim identify: model mismatch (exit {MISMATCH_EXIT}; --accept-mismatch to accept)",
+              file=sys.stderr)
+        return MISMATCH_EXIT
     return 0
 
 
@@ -78,7 +92,7 @@ def run_study(args) -> int:
     """``--study SPEC``: 0 when the study ran, 1 for a bad file or a TRAJ given as well."""
     from convexsim.identify.study import IdentifyStudyError, run_identify_study
 
-    if args.trajectory is not None:
+    if args.trajectory:
         print("convexsim identify: error: give either TRAJ or --study, not both", file=sys.stderr)
         return 1
 
@@ -97,4 +111,4 @@ def run_study(args) -> int:
     return 0
 
 
-__all__ = ["add_parser", "run", "run_study"]
+__all__ = ["MISMATCH_EXIT", "add_parser", "run", "run_study"]

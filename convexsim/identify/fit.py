@@ -22,7 +22,7 @@ import yaml
 from scipy.optimize import least_squares
 
 from convexsim import dynamics
-from convexsim.identify.mpec import MpecProblem, MpecStep, solve_mpec
+from convexsim.identify.mpec import MpecProblem, MpecStep, seam, solve_mpec
 from convexsim.inverse.rollout import Parameter, check_parameters, contact_pairs, rollout, tangents
 from convexsim.io import Trajectory, TrajectoryFormatError, load_trajectory
 from convexsim.scene import SceneError
@@ -69,9 +69,87 @@ class MethodResult:
     message: str = ""
 
 
+MISMATCH_RATIO = 2.0
+"""A fit whose RMS misfit exceeds this multiple of the noise level is a model mismatch (the misfit is not
+noise): for Gaussian noise the RMS of the residuals of a correct model is ≈ σ·√(1 − unknowns/observations),
+and a factor 2 is far outside its sampling scatter at these sizes (relative scatter ≈ 1/√(2·observations))."""
+DISAGREE_SIGMAS = 3.0
+"""Two methods whose estimates of a parameter differ by more than this many combined standard deviations
+disagree (a mismatch of at least one of the models)."""
+NOISE_FLOOR = 1e-6
+"""Smallest noise level [m] assumed when judging a misfit: 1 µm, below any position measurement; a fit
+within it is never a mismatch (noise-free synthetic data has a data scatter at round-off)."""
+
+
+def noise_from_scatter(*observed: np.ndarray) -> float:
+    """Noise level σ [m] estimated from the data's own scatter: the third differences of every position
+    channel, Δ³p_l = p_{l+3} − 3p_{l+2} + 3p_{l+1} − p_l, are dt³·(jerk) for a smooth motion and have
+    variance 20σ² for independent noise of deviation σ; the median absolute value (MAD/0.6745) is
+    robust to the few frames where a contact changes the acceleration. observed: one array (T, ..., 3) per
+    trajectory (pooled)."""
+    d3 = []
+    for o in observed:
+        obs = np.asarray(o, float).reshape(o.shape[0], -1)
+        if obs.shape[0] >= 4:
+            d3.append(np.ravel(obs[3:] - 3 * obs[2:-1] + 3 * obs[1:-2] - obs[:-3]))
+    if not d3:
+        return float("nan")
+    return float(np.median(np.abs(np.concatenate(d3))) / 0.6745 / np.sqrt(20.0))
+
+
+@dataclass
+class Verdict:
+    """Is the best fit explained by the noise? ``mismatch`` and the sentences saying why (or that it is)."""
+
+    mismatch: bool
+    noise: float                  # the noise level used [m]
+    noise_source: str             # "supplied" or "estimated from the data's scatter"
+    lines: list[str]
+
+    def first_line(self) -> str:
+        """The report's first line."""
+        if self.mismatch:
+            return "MODEL MISMATCH: " + " ".join(self.lines)
+        return "Fit consistent with the noise: " + " ".join(self.lines)
+
+
+def judge(results: list, n_obs: int, noise: float | None = None, scatter: float = float("nan")) -> Verdict:
+    """Compare every method's RMS misfit with the noise level (``noise`` [m] if given, else ``scatter``,
+    :func:`noise_from_scatter` of the data; at least :data:`NOISE_FLOOR`), and the methods' common
+    estimates with each other (:data:`MISMATCH_RATIO`, :data:`DISAGREE_SIGMAS`)."""
+    if noise is not None:
+        sigma, source = float(noise), "supplied"
+    else:
+        sigma, source = scatter, "estimated from the data's scatter"
+    used = max(sigma, NOISE_FLOOR) if np.isfinite(sigma) else NOISE_FLOOR
+    bad, good = [], []
+    for res in results:
+        rms = float(np.sqrt(res.objective / max(n_obs, 1)))
+        text = f"{res.method}: RMS misfit {rms:.3g} m = {rms / used:.3g} × the noise level {used:.3g} m ({source})"
+        (bad if rms > MISMATCH_RATIO * used else good).append(text + ".")
+    by_param: dict[str, list] = {}
+    for res in results:
+        for e in res.estimates:
+            by_param.setdefault(e.parameter, []).append(e)
+    for name, es in by_param.items():
+        for i in range(len(es)):
+            for j in range(i + 1, len(es)):
+                a, b = es[i], es[j]
+                sd = float(np.hypot(a.std, b.std))
+                gap = abs(a.value - b.value)
+                if np.isfinite(sd) and gap > DISAGREE_SIGMAS * sd:
+                    bad.append(f"{a.method} and {b.method} disagree on {name}: {a.value:.4g} ± {a.std:.2g} against "
+                               f"{b.value:.4g} ± {b.std:.2g} ({gap / sd:.1f} combined σ).")
+    if bad:
+        bad.append("The estimates are those of a model that does not explain this motion "
+                   "(docs/identify.md, 'Which method for which data').")
+        return Verdict(True, used, source, bad)
+    return Verdict(False, used, source, good)
+
+
 @dataclass
 class Identification:
-    """All results for one trajectory."""
+    """All results for one trajectory (or several fitted together)."""
 
     source: str
     model: Model
@@ -80,6 +158,7 @@ class Identification:
     body_names: list[str]
     pairs: list[tuple[str, str]]
     results: list[MethodResult]
+    verdict: Verdict | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -172,43 +251,73 @@ def _from_x(p: Parameter, x: float) -> float:
     return float(np.exp(x)) if p.name == "k" else float(x)
 
 
-def fit_sap(model: Model, frames: list[State], observed: np.ndarray, params: list[Parameter],
-            initial: dict[Parameter, float], *, max_nfev: int = 30) -> MethodResult:
-    """Least squares on SAP rollouts over (θ, x⁰) (module docstring)."""
-    bodies = dynamics.moving_bodies(model)
-    nv = 6 * bodies.size
-    T = observed.shape[0]
+@dataclass
+class Segment:
+    """One trajectory of a fit: its compiled scene, states per frame, observed COM positions (T, nmov, 3),
+    times and file name."""
+
+    model: Model
+    frames: list[State]
+    observed: np.ndarray
+    time: np.ndarray
+    source: str
+
+
+def fit_sap(segments: list[Segment], params: list[Parameter], initial: dict[Parameter, float], *,
+            max_nfev: int = 30) -> MethodResult:
+    """Least squares on SAP rollouts over θ (shared by all trajectories) and every trajectory's initial
+    COM positions and velocities (module docstring)."""
     npar = len(params)
-    trans = np.array([6 * b + 3 + k for b in range(bodies.size) for k in range(3)])
+    layout = []                                   # (segment, first column of its x⁰, translational dofs)
+    col = npar
+    for seg in segments:
+        nb = dynamics.moving_bodies(seg.model).size
+        trans = np.array([6 * b + 3 + k for b in range(nb) for k in range(3)])
+        layout.append((seg, col, trans))
+        col += 2 * trans.size
     cache = {}
 
     def run(x):
         key = x.tobytes()
         if key not in cache:
             cache.clear()
-            s0 = frames[0].copy()
-            s0.q[bodies, :3] = x[npar:npar + trans.size].reshape(-1, 3)
-            s0.v[bodies, 3:] = x[npar + trans.size:].reshape(-1, 3)
             over = {p: _from_x(p, x[j]) for j, p in enumerate(params)}
-            ro = rollout(model, s0, T - 1, overrides=over, parameters=params, linearize=True)
-            cache[key] = ro
+            ros = []
+            for seg, c0, trans in layout:
+                bodies = dynamics.moving_bodies(seg.model)
+                s0 = seg.frames[0].copy()
+                s0.q[bodies, :3] = x[c0:c0 + trans.size].reshape(-1, 3)
+                s0.v[bodies, 3:] = x[c0 + trans.size:c0 + 2 * trans.size].reshape(-1, 3)
+                ros.append(rollout(seg.model, s0, seg.observed.shape[0] - 1, overrides=over, parameters=params,
+                                   linearize=True))
+            cache[key] = ros
         return cache[key]
 
     def fun(x):
-        return np.ravel(run(x).positions() - observed)
+        return np.concatenate([np.ravel(ro.positions() - seg.observed) for ro, (seg, _, _) in zip(run(x), layout)])
 
     def jac(x):
-        ro = run(x)
-        Sq, _ = tangents(ro, initial=True)                      # (T, nv, npar + 2nv)
-        cols = list(range(npar)) + list(npar + trans) + list(npar + nv + trans)
-        Jx = Sq[:, trans, :][:, :, cols].reshape(T * trans.size, len(cols))
+        blocks = []
+        for ro, (seg, c0, trans) in zip(run(x), layout):
+            T = seg.observed.shape[0]
+            nv = 6 * dynamics.moving_bodies(seg.model).size
+            Sq, _ = tangents(ro, initial=True)                      # (T, nv, npar + 2nv)
+            Jx = np.zeros((T * trans.size, x.size))
+            Jx[:, :npar] = Sq[:, trans, :npar].reshape(T * trans.size, npar)
+            cols = list(npar + trans) + list(npar + nv + trans)
+            Jx[:, c0:c0 + 2 * trans.size] = Sq[:, trans, :][:, :, cols].reshape(T * trans.size, len(cols))
+            blocks.append(Jx)
+        Jx = np.vstack(blocks)
         for j, p in enumerate(params):
             if p.name == "k":
                 Jx[:, j] *= _from_x(p, x[j])                    # d/d log k
         return Jx
 
-    x0 = np.concatenate([[_to_x(p, initial[p]) for p in params], frames[0].q[bodies, :3].ravel(),
-                         frames[0].v[bodies, 3:].ravel()])
+    x0 = [[_to_x(p, initial[p]) for p in params]]
+    for seg, _, _ in layout:
+        bodies = dynamics.moving_bodies(seg.model)
+        x0 += [seg.frames[0].q[bodies, :3].ravel(), seg.frames[0].v[bodies, 3:].ravel()]
+    x0 = np.concatenate(x0)
     lo = np.full(x0.size, -np.inf)
     for j, p in enumerate(params):
         if p.name != "k":
@@ -230,7 +339,7 @@ def fit_sap(model: Model, frames: list[State], observed: np.ndarray, params: lis
         if np.allclose(Jx[:, j], 0.0):
             std = float("inf")
         ests.append(Estimate("sap", p.label(), val, std, initial[p]))
-    pos = run(sol.x).positions()
+    pos = np.concatenate([ro.positions() for ro in run(sol.x)])
     notes = [] if sol.status > 0 else [f"least_squares stopped: {sol.message}"]
     return MethodResult("sap", ests, objective, int(sol.nfev), pos, notes=notes)
 
@@ -238,16 +347,9 @@ def fit_sap(model: Model, frames: list[State], observed: np.ndarray, params: lis
 # --------------------------------------------------------------------------------------------------
 # (a) the MPEC
 # --------------------------------------------------------------------------------------------------
-def mpec_problem(model: Model, frames: list[State], observed: np.ndarray, pairs: list[tuple[str, str]],
-                 mu0: float):
-    """The scene MPEC and its starting point (one LCP per observed state at μ₀ for the impulses)."""
-    from convexsim.lcp.lemke import lemke
-    from convexsim.stepping.lcp_stepper import (
-        block_inverse,
-        build_contact_lcp,
-        dense_jacobian,
-        friction_directions,
-    )
+def mpec_steps(model: Model, frames: list[State], pairs: list[tuple[str, str]]) -> tuple[np.ndarray, list]:
+    """(P, one MpecStep per step) of a trajectory: contact data frozen at the observed frames."""
+    from convexsim.stepping.lcp_stepper import block_inverse, dense_jacobian, friction_directions
 
     bodies = dynamics.moving_bodies(model)
     nv = 6 * bodies.size
@@ -256,64 +358,123 @@ def mpec_problem(model: Model, frames: list[State], observed: np.ndarray, pairs:
     P = np.zeros((3 * bodies.size, nv))
     for b in range(bodies.size):
         P[3 * b:3 * b + 3, 6 * b + 3:6 * b + 6] = np.eye(3)
-    steps, z0, v_init = [], [], [frames[0].v[bodies].reshape(-1)]
     U = friction_directions(d)
+    steps = []
     for s in frames[:-1]:
         kin = contact_kinematics(model, s, margin=contact_margin(model, s) + MPEC_MARGIN)
         A_blocks, v_star = dynamics.free_motion(model, s)
-        Ainv = block_inverse(A_blocks)
         J = dense_jacobian(kin, nv)
         m = kin.contacts.count
-        v0 = s.v[bodies].reshape(-1)
         Jn = J[:, 2, :]
         D = np.einsum("cki,jk->icj", J[:, :2, :], U).reshape(nv, m * d) if m else np.zeros((nv, 0))
         pair_idx = np.array([pairs.index(pk) for pk in contact_pairs(model, kin.contacts)], dtype=int)
-        steps.append(MpecStep(Ainv, (v_star - v0) / dt, Jn, D, kin.contacts.phi.copy(), Jn @ P.T, pair_idx))
-        if m:
-            M, q, layout = build_contact_lcp(Ainv, v_star, J, np.maximum(kin.contacts.phi, 0.0) / dt,
-                                             np.full(m, mu0), d)
+        steps.append(MpecStep(block_inverse(A_blocks), (v_star - s.v[bodies].reshape(-1)) / dt, Jn, D,
+                              kin.contacts.phi.copy(), Jn @ P.T, pair_idx))
+    return P, steps
+
+
+def frozen_rollout(prob: MpecProblem, theta: np.ndarray, v0: np.ndarray, first: int = 0, last: int | None = None):
+    """A feasible point of the MPEC: the rigid LCP stepper run over the frozen step data from the observed
+    p̃_first and v0 with μ = θ (one Lemke solve per step), p_{l+1} = p_l + dt P v_{l+1}. Returns (p, v, z)
+    of frames first..last. Every constraint of the MPEC holds at it (up to Lemke's round-off), so the
+    solve starts from the dynamics and only has to move towards the data."""
+    from convexsim.lcp.lemke import lemke
+    from convexsim.stepping.lcp_stepper import build_contact_lcp
+
+    last = prob.n_frames - 1 if last is None else last
+    dt = prob.dt
+    p = [prob.observed[first].copy()]
+    v = [np.asarray(v0, float).copy()]
+    z = []
+    for l in range(first, last):
+        st = prob.steps[l]
+        v_star = v[-1] + dt * st.accel
+        if st.m:
+            J = np.zeros((st.m, 3, v_star.size))
+            J[:, 2, :] = st.Jn
+            d = st.d
+            bias = (st.phi + st.dphi_dp @ (p[-1] - prob.observed[l])) / dt
+            M, q, layout = _frozen_lcp(st, v_star, bias, theta[st.pair])
             r = lemke(M, q)
-            z = r.z if r.z is not None and np.all(np.isfinite(r.z)) else np.zeros(M.shape[0])
-            v_init.append(layout.velocity(v_star, z))
-            z0.append(z)
+            zl = r.z if r.z is not None and np.all(np.isfinite(r.z)) else np.zeros(M.shape[0])
+            v_next = v_star + st.Ainv @ (st.Jn.T @ zl[:st.m] + st.D @ zl[st.m:st.m * (d + 1)])
         else:
-            v_init.append(v_star)
-            z0.append(np.zeros(0))
-    prob = MpecProblem(dt, observed.reshape(observed.shape[0], -1), P, steps, len(pairs))
-    x0 = prob.pack(np.full(len(pairs), mu0), observed.reshape(observed.shape[0], -1), np.array(v_init), z0)
-    return prob, x0
+            zl, v_next = np.zeros(0), v_star
+        z.append(zl)
+        v.append(v_next)
+        p.append(p[-1] + dt * (prob.P @ v_next))
+    return np.array(p), np.array(v), z
 
 
-def fit_mpec(model: Model, frames: list[State], observed: np.ndarray, pairs, mu0: float) -> MethodResult:
+def _frozen_lcp(st: MpecStep, v_star, bias, mu):
+    """The step's LCP (M, q) in z = (p_n, β, λ) from its frozen data (the LCP stepper's formulation,
+    docs/lcp.md): M = [[JnA⁻¹Jnᵀ, JnA⁻¹D, 0], [DᵀA⁻¹Jnᵀ, DᵀA⁻¹D, E], [μ, −Eᵀ, 0]], q = (Jn v* + b, Dᵀv*, 0)."""
+    m, d = st.m, st.d
+    Wm = np.hstack([st.Jn.T, st.D])
+    G = Wm.T @ st.Ainv @ Wm
+    E = np.kron(np.eye(m), np.ones((d, 1)))
+    n = m * (d + 2)
+    M = np.zeros((n, n))
+    M[:m * (d + 1), :m * (d + 1)] = G
+    M[m:m * (d + 1), m * (d + 1):] = E
+    M[m * (d + 1):, :m] = np.diag(mu)
+    M[m * (d + 1):, m:m * (d + 1)] = -E.T
+    q = np.concatenate([st.Jn @ v_star + bias, st.D.T @ v_star, np.zeros(m)])
+    return M, q, None
+
+
+def mpec_problem(segments: list[Segment], pairs: list[tuple[str, str]], mu0: float):
+    """The MPEC of one or several trajectories (joined by :func:`~convexsim.identify.mpec.seam` steps, one θ
+    for all) and its start: :func:`frozen_rollout` at μ₀ from each trajectory's first observed frame
+    (positions, and the recorded velocities)."""
+    dts = {seg.model.time_step for seg in segments}
+    if len(dts) > 1:
+        raise IdentificationError(f"the trajectories have different time steps ({sorted(dts)} s); the MPEC "
+                                  "fits trajectories of one time step together")
+    steps, starts = [], []
+    P = None
+    for k, seg in enumerate(segments):
+        P, seg_steps = mpec_steps(seg.model, seg.frames, pairs)
+        if k:
+            steps.append(seam(P.shape[1], P.shape[0], len(pairs)))
+        starts.append(len(steps))
+        steps += seg_steps
+    observed = np.concatenate([seg.observed.reshape(seg.observed.shape[0], -1) for seg in segments])
+    prob = MpecProblem(segments[0].model.time_step, observed, P, steps, len(pairs))
+    theta0 = np.full(len(pairs), mu0)
+    ps, vs, zs = [], [], []
+    for k, seg in enumerate(segments):
+        bodies = dynamics.moving_bodies(seg.model)
+        first = starts[k]
+        p, v, z = frozen_rollout(prob, theta0, seg.frames[0].v[bodies].reshape(-1), first,
+                                 first + seg.observed.shape[0] - 1)
+        ps.append(p)
+        vs.append(v)
+        zs += z + ([np.zeros(0)] if k < len(segments) - 1 else [])
+    return prob, prob.pack(theta0, np.concatenate(ps), np.concatenate(vs), zs)
+
+
+def fit_mpec(segments: list[Segment], pairs, mu0: float) -> MethodResult:
     """The MPEC estimate of μ per pair (module docstring)."""
-    prob, x0 = mpec_problem(model, frames, observed, pairs, mu0)
+    prob, x0 = mpec_problem(segments, pairs, mu0)
     res = solve_mpec(prob, x0)
     _, p, _, _ = prob.unpack(res.x)
     ests = [Estimate("mpec", Parameter("mu", pk).label(), float(res.theta[j]), float(res.theta_std[j]), mu0)
             for j, pk in enumerate(pairs)]
-    notes = ["continuation stages (W, δ, evaluations, μ, violation): " + "; ".join(
+    notes = ["solver stages (W, δ, evaluations, μ, violation): " + "; ".join(
         f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
         f"{s['violation']:.2g})" for s in res.stages)]
     if not res.success:
         notes.append(res.message)
     return MethodResult("mpec", ests, res.objective, int(sum(s["nfev"] for s in res.stages)),
-                        p.reshape(observed.shape), res.violation, notes, converged=res.success,
+                        p.reshape(-1, *segments[0].observed.shape[1:]), res.violation, notes,
+                        converged=res.success,
                         message=res.message)
 
 
 # --------------------------------------------------------------------------------------------------
-def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float = 0.5,
-             initial: dict[str, float] | None = None, check: bool = True) -> Identification:
-    """Estimate material-pair parameters from a trajectory (a path or a Trajectory).
-
-    Args:
-        params: names among ``mu``, ``k``, ``tau_d`` (sap contact model) or ``d`` (lagged/similar); each is
-            estimated for every material pair in contact.
-        methods: "mpec" (μ only; skipped with a note when other parameters are asked) and/or "sap".
-        mu0: initial μ of both methods. initial: initial values of other parameters by name (default: the
-            scene's combined values).
-        check: raise IdentificationError for a parameter that is not identifiable.
-    """
+def load_segment(trajectory) -> Segment:
+    """A trajectory (path or Trajectory) as a :class:`Segment`; errors name the file and field."""
     traj = trajectory if isinstance(trajectory, Trajectory) else load_trajectory(trajectory)
     source = "<trajectory>" if isinstance(trajectory, Trajectory) else str(trajectory)
     try:
@@ -323,21 +484,54 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
                                     f"{exc.problems[0] if exc.problems else exc}") from None
     bodies = dynamics.moving_bodies(model)
     if bodies.size == 0:
-        raise IdentificationError("the scene has no moving body")
+        raise IdentificationError(f"{source}: the scene has no moving body")
     observed = np.array([s.q[bodies, :3] for s in frames])
-    pairs = observed_pairs(model, frames)
-    plist = parameters_for(model, params, pairs)
+    return Segment(model, frames, observed, np.asarray(traj.time, float), source)
+
+
+def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float = 0.5,
+             initial: dict[str, float] | None = None, check: bool = True,
+             noise: float | None = None) -> Identification:
+    """Estimate material-pair parameters from a trajectory (a path or a Trajectory), or from several at once
+    (a list: one parameter set fitted to all, e.g. several pushes of the same object; their moving bodies
+    must have the same names).
+
+    Args:
+        params: names among ``mu``, ``k``, ``tau_d`` (sap contact model) or ``d`` (lagged/similar); each is
+            estimated for every material pair in contact.
+        methods: "mpec" (μ only; skipped with a note when other parameters are asked) and/or "sap".
+        mu0: initial μ of both methods. initial: initial values of other parameters by name (default: the
+            scene's combined values).
+        check: raise IdentificationError for a parameter that is not identifiable.
+        noise: the noise level of the positions [m], if known; otherwise it is estimated from the data's
+            scatter (:func:`noise_from_scatter`). The result's ``verdict`` says whether the fits are
+            explained by it (:func:`judge`).
+    """
+    many = isinstance(trajectory, (list, tuple))
+    segments = [load_segment(t) for t in (trajectory if many else [trajectory])]
+    if not segments:
+        raise IdentificationError("no trajectory given")
+    names = [[seg.model.body_names[b] for b in dynamics.moving_bodies(seg.model)] for seg in segments]
+    for seg, n in zip(segments[1:], names[1:]):
+        if n != names[0]:
+            raise IdentificationError(f"{seg.source}: moving bodies {n} differ from {segments[0].source}'s "
+                                      f"{names[0]}; trajectories fitted together must record the same bodies")
+    pairs = sorted({pk for seg in segments for pk in observed_pairs(seg.model, seg.frames)})
+    plist = parameters_for(segments[0].model, params, pairs)
+    for seg in segments[1:]:
+        parameters_for(seg.model, params, pairs)
+    model = segments[0].model
     init = {p: (mu0 if p.name == "mu" else float((initial or {}).get(p.name, scene_value(model, p))))
             for p in plist}
     results = []
     for method in methods:
         if method == "mpec":
-            res = fit_mpec(model, frames, observed, pairs, mu0)
+            res = fit_mpec(segments, pairs, mu0)
             if any(p.name != "mu" for p in plist):
                 res.notes.append("the rigid LCP has no stiffness or dissipation: only μ is estimated by "
                                  "the MPEC")
         elif method == "sap":
-            res = fit_sap(model, frames, observed, plist, init)
+            res = fit_sap(segments, plist, init)
         else:
             raise IdentificationError(f"unknown method {method!r} (mpec, sap)")
         if check and not res.converged:
@@ -345,21 +539,37 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
         if check:
             _check_identifiable(method, res.estimates)
         results.append(res)
-    return Identification(source, model, np.asarray(traj.time, float), observed,
-                          [model.body_names[b] for b in bodies], pairs, results)
+    observed = np.concatenate([seg.observed for seg in segments])
+    time, offset = [], 0.0
+    for seg in segments:                            # one time axis: each trajectory after the previous one
+        time.append(seg.time - seg.time[0] + offset)
+        offset = time[-1][-1] + model.time_step
+    verdict = judge(results, observed.size, noise, scatter=noise_from_scatter(*(seg.observed for seg in segments)))
+    return Identification(", ".join(seg.source for seg in segments), model, np.concatenate(time), observed,
+                          names[0], pairs, results, verdict)
 
 
 __all__ = [
+    "DISAGREE_SIGMAS",
     "MAX_RELATIVE_STD",
+    "MISMATCH_RATIO",
+    "NOISE_FLOOR",
     "Estimate",
     "Identification",
     "IdentificationError",
     "MethodResult",
+    "Segment",
+    "Verdict",
     "fit_mpec",
     "fit_sap",
+    "frozen_rollout",
     "identify",
+    "judge",
+    "load_segment",
     "model_and_frames",
     "mpec_problem",
+    "mpec_steps",
+    "noise_from_scatter",
     "observed_pairs",
     "parameters_for",
     "scene_value",

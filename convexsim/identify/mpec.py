@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import least_squares
 
 CONTINUATION = ((1.0, 1e-2), (10.0, 1e-3), (1e2, 1e-4), (1e3, 1e-8))
 """(W, δ) stages of the continuation."""
@@ -49,6 +48,8 @@ class MpecStep:
         Jn: normal rows (m, nv). D: friction direction columns (nv, m·d), contact-major.
         phi: observed gaps φ̃ (m,) [m]. dphi_dp: gradient of the gaps in the free positions (m, np).
         pair: parameter index (into θ) of each contact (m,).
+        link: False for the seam between two trajectories fitted together: no constraint joins frame l to
+            l + 1 (and the step has no contacts).
     """
 
     Ainv: np.ndarray
@@ -58,6 +59,7 @@ class MpecStep:
     phi: np.ndarray
     dphi_dp: np.ndarray
     pair: np.ndarray
+    link: bool = True
 
     @property
     def m(self) -> int:
@@ -176,6 +178,8 @@ def _structure(prob: MpecProblem) -> _Structure:
     row = prow = 0
     for l, st in enumerate(prob.steps):
         m, d = st.m, st.d
+        if not st.link:
+            continue
         vi, vj, zi = prob.v_index(l), prob.v_index(l + 1), prob.offsets[l]
         # dynamics: v_{l+1} − v_l − A⁻¹[Jnᵀ D] z = dt a
         L.block(row, vj, np.eye(nv))
@@ -269,94 +273,244 @@ FEASIBLE_VIOLATION = 1e-3
 """Largest constraint violation [m/s] of a point reported as a solution of the MPEC."""
 
 
-def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
+@dataclass
+class LsqResult:
+    """What :func:`sparse_least_squares` returns (the fields of SciPy's result that the MPEC uses)."""
+
+    x: np.ndarray
+    cost: float             # ½‖r‖²
+    nfev: int
+    status: int             # 1: converged, 0: evaluation budget used
+    message: str
+
+
+def sparse_least_squares(fun, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, tol: float = 1e-10,
+                         max_nfev: int = 200) -> LsqResult:
+    """Levenberg–Marquardt on min ½‖r(x)‖², lo ≤ x ≤ hi, with one sparse direct factorization per step.
+
+    ``fun(x)`` returns (r, J) with J sparse. The step solves min ‖J δ + r‖² + λ‖D δ‖² (D² = diag(JᵀJ),
+    Marquardt's scaling) through the augmented system
+
+        [ I    J    ] [s]   [−r]
+        [ Jᵀ  −λD²  ] [δ] = [ 0]
+
+    (sparse LU), which keeps the conditioning of J rather than of JᵀJ: the continuation's last stage weighs
+    the dynamics rows 1e3 × 1/dt above the observation rows. The MPEC's J is banded in time (each step
+    couples frames l and l + 1 and its own LCP variables; θ is the one dense column set), so a
+    factorization costs O(frames). Bounds are enforced by projection (only θ carries them). λ follows
+    Nielsen's rule on the ratio of actual to predicted decrease. Converged when an accepted step changes
+    the cost by less than ``tol``·cost or x by less than ``tol``·(‖x‖ + tol).
+    """
+    from scipy.sparse.linalg import splu
+
+    x = np.clip(np.asarray(x0, float), lo, hi)
+    r, J = fun(x)
+    cost, nfev, lam, nu = 0.5 * float(r @ r), 1, 1e-3, 2.0
+    n = x.size
+    while nfev < max_nfev:
+        J = J.tocsc()
+        D2 = np.asarray(J.multiply(J).sum(axis=0)).ravel()
+        D2 = np.maximum(D2, 1e-12 * max(D2.max(initial=0.0), 1.0))
+        K = sp.bmat([[sp.identity(r.size), J], [J.T, sp.diags(-lam * D2)]], format="csc")
+        try:
+            sol = splu(K, permc_spec="COLAMD").solve(np.concatenate([-r, np.zeros(n)]))
+        except RuntimeError:                    # singular: damp more
+            lam, nu = lam * nu, nu * 2.0
+            continue
+        step = np.clip(x + sol[r.size:], lo, hi) - x
+        x_new = x + step
+        r_new, J_new = fun(x_new)
+        nfev += 1
+        cost_new = 0.5 * float(r_new @ r_new)
+        lin = r + J @ step
+        predicted = cost - 0.5 * float(lin @ lin)
+        rho = (cost - cost_new) / predicted if predicted > 0 else -1.0
+        if rho > 1e-4 and np.isfinite(cost_new):
+            small = (cost - cost_new <= tol * cost
+                     or np.linalg.norm(step) <= tol * (np.linalg.norm(x) + tol))
+            x, r, J, cost = x_new, r_new, J_new, cost_new
+            lam *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+            nu = 2.0
+            if small:
+                return LsqResult(x, cost, nfev, 1, "converged: relative change of cost and step below tol")
+        else:
+            lam, nu = lam * nu, nu * 2.0
+            if lam > 1e16:
+                return LsqResult(x, cost, nfev, 2, "converged: no decrease along any damped step")
+    return LsqResult(x, cost, nfev, 0, f"evaluation budget of {max_nfev} used")
+
+
+ACTIVE_SET_W = 1e3
+"""Weight of the equalities in the active-set solve (the continuation's last W)."""
+FLIP_TOL = 1e-7
+"""A complementarity pair whose free side is below −FLIP_TOL [m/s] after an active-set solve changes branch."""
+MAX_FLIPS = 8
+"""Rounds of branch changes of the active-set solve before it falls back to the continuation."""
+BRANCH_NFEV = 200
+"""Evaluations of one active-set round: a branch problem that is right converges in tens; one that has not
+within this budget is not settling (measured on a four-contact box), and the rounds fall back sooner."""
+
+
+def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0, method: str = "active_set",
                continuation=CONTINUATION, max_nfev: int = 1000, stage_tol: float = 1e-8,
                final_tol: float = 1e-10, polish: bool = True) -> MpecResult:
-    """Run the continuation from x0; θ bounded to [0, theta_max]. The LCP variables carry no bounds: the
-    Fischer–Burmeister residual vanishes only for a, b ≥ 0 (bounds on them slowed the reflective steps).
+    """Solve the MPEC from x0 (a start whose LCP variables satisfy complementarity, e.g. one LCP solve per
+    observed frame); θ bounded to [0, theta_max].
 
-    Every stage runs to convergence (``stage_tol`` on cost and step in the intermediate stages, ``final_tol``
-    for the last) within ``max_nfev`` evaluations (3× in the last stage). The budget matters at large
-    noise: with 100 evaluations per stage, ε = 0.5 on the particle stopped every stage at the budget and
-    ended at a violation of 0.07 m/s; run to convergence it reaches ~5e-5 m/s and shooting's μ̂
-    (docs/identify.md). ``success`` is False when the violation exceeds :data:`FEASIBLE_VIOLATION`
-    (no estimate is a feasible point then); ``message`` says so, or that the last stage used its whole
-    budget (the point is feasible, the tight tolerance was not met).
+    ``method="active_set"`` (default): :func:`solve_active_set` — every pair's branch is taken from x0,
+    the smooth branch problem is solved by sparse Levenberg–Marquardt, pairs whose free side ended negative
+    change branch, repeated until none does (a few rounds). When it does not settle within
+    :data:`MAX_FLIPS` rounds (:data:`BRANCH_NFEV` evaluations each) or ends infeasible, the continuation below runs from x0 instead and the
+    better point is kept.
 
-    Then (``polish``) :func:`active_set_polish` from the smoothed point; its result replaces the smoothed
-    one when its constraint violation is smaller.
+    ``method="continuation"``: the Fischer–Burmeister continuation. Every stage runs to convergence
+    (``stage_tol`` on cost and step in the intermediate stages, ``final_tol`` for the last) within
+    ``max_nfev`` evaluations (3× in the last stage); then (``polish``) :func:`active_set_polish` from the
+    smoothed point, kept when its constraint violation is smaller.
 
-    The standard deviation of θ is the Gauss–Newton one of the last stage, s²[(JᵀJ)⁻¹]_θθ with
+    ``success`` is False when the violation exceeds :data:`FEASIBLE_VIOLATION` (no estimate is a feasible
+    point then); ``message`` says so, or that the last stage used its whole budget.
+
+    The standard deviation of θ is the Gauss–Newton one of the final problem, s²[(JᵀJ)⁻¹]_θθ with
     s² = misfit/(observations − free parameters), the constraints acting as heavily weighted rows.
     """
+    if method not in ("active_set", "continuation"):
+        raise ValueError(f"unknown MPEC method {method!r} (active_set, continuation)")
     lo = np.full(prob.size, -np.inf)
     hi = np.full(prob.size, np.inf)
     lo[:prob.n_params] = 0.0
     hi[:prob.n_params] = theta_max
-    x = np.clip(np.asarray(x0, float), lo, hi)
-    stages = []
+    x0 = np.clip(np.asarray(x0, float), lo, hi)
+    stages: list[dict] = []
+    if method == "active_set" and prob.structure.Pa.shape[0]:
+        x, J, ok = solve_active_set(prob, x0, (lo, hi), stages, max_nfev=max_nfev)
+        if ok:
+            return _result(prob, x, J, stages, f"active set settled after {len(stages)} round(s)")
+    xc, Jc, sol = _continuation(prob, x0, (lo, hi), stages, continuation, max_nfev, stage_tol, final_tol,
+                                polish)
+    if method == "active_set" and prob.structure.Pa.shape[0] \
+            and constraint_violation(prob, x) < constraint_violation(prob, xc):
+        xc, Jc = x, J
+    res = _result(prob, xc, Jc, stages, f"converged ({sol.message})")
+    if res.success and sol.status == 0:
+        res.message = (f"feasible to {res.violation:.2g} m/s; the last continuation stage stopped at its "
+                       f"budget of {sol.nfev} evaluations before its {final_tol:g} tolerance")
+    return res
+
+
+def _result(prob: MpecProblem, x, J, stages, message) -> MpecResult:
+    violation = constraint_violation(prob, x)
+    _, p, _, _ = prob.unpack(x)
+    objective = float(np.sum((p - prob.observed) ** 2))
+    ok = violation <= FEASIBLE_VIOLATION
+    if not ok:
+        message = (f"not a feasible point of the MPEC: constraint violation {violation:.2g} m/s > "
+                   f"{FEASIBLE_VIOLATION:g} m/s")
+    return MpecResult(x[:prob.n_params].copy(), x, objective, violation, stages,
+                      theta_std(prob, J, objective), ok, message)
+
+
+def _continuation(prob, x, bounds, stages, continuation, max_nfev, stage_tol, final_tol, polish):
+    """The Fischer–Burmeister continuation and polish (:func:`solve_mpec`); returns (x, J, last stage)."""
     sol = None
     for stage, (W, delta) in enumerate(continuation):
         final = stage == len(continuation) - 1
         tol = final_tol if final else stage_tol
-        sol = least_squares(lambda y, W=W, delta=delta: residuals(prob, y, W, delta, jac=False)[0], x,
-                            jac=lambda y, W=W, delta=delta: residuals(prob, y, W, delta)[1], bounds=(lo, hi),
-                            method="trf", x_scale="jac", max_nfev=3 * max_nfev if final else max_nfev,
-                            xtol=tol, ftol=tol, gtol=1e-10, tr_solver="lsmr")
+        sol = sparse_least_squares(lambda y, W=W, delta=delta: residuals(prob, y, W, delta), x, *bounds,
+                                   tol=tol, max_nfev=3 * max_nfev if final else max_nfev)
         x = sol.x
         stages.append({"W": W, "delta": delta, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
                        "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x),
                        "converged": bool(sol.status > 0)})
+    W, delta = continuation[-1]
+    J = residuals(prob, x, W, delta)[1]
     violation = constraint_violation(prob, x)
     if polish and prob.structure.Pa.shape[0]:
-        W = continuation[-1][0]
-        xp, nfev = active_set_polish(prob, x, W, (lo, hi), max_nfev=max_nfev)
-        vp = constraint_violation(prob, xp)
-        stages.append({"W": W, "delta": 0.0, "nfev": nfev, "cost": float("nan"),
-                       "theta": xp[:prob.n_params].copy(), "violation": vp, "converged": vp < violation,
+        pick_a = _smaller_side(prob.structure, x)
+        ps = branch_solve(prob, x, pick_a, W, bounds, max_nfev=max_nfev)
+        vp = constraint_violation(prob, ps.x)
+        stages.append({"W": W, "delta": 0.0, "nfev": ps.nfev, "cost": float(2 * ps.cost),
+                       "theta": ps.x[:prob.n_params].copy(), "violation": vp, "converged": vp < violation,
                        "polish": True})
         if vp < violation:
-            x, violation = xp, vp
-    _, p, _, _ = prob.unpack(x)
-    objective = float(np.sum((p - prob.observed) ** 2))
-    ok, msg = True, f"converged ({sol.message})"
-    if violation > FEASIBLE_VIOLATION:
-        ok, msg = False, (f"not a feasible point of the MPEC: constraint violation {violation:.2g} m/s > "
-                          f"{FEASIBLE_VIOLATION:g} m/s after the continuation")
-    elif not stages[len(continuation) - 1]["converged"]:
-        msg = (f"feasible to {violation:.2g} m/s; the last continuation stage stopped at its budget of "
-               f"{sol.nfev} evaluations before its {final_tol:g} tolerance")
-    return MpecResult(x[:prob.n_params].copy(), x, objective, violation, stages,
-                      _theta_std(prob, x, continuation[-1], objective), ok, msg)
+            x, J = ps.x, _branch_residuals(prob, ps.x, pick_a, W)[1]
+    return x, J, sol
+
+
+def _smaller_side(st: "_Structure", x) -> np.ndarray:
+    """1.0 where a pair's a side is the smaller (branch a = 0), else 0.0 (branch b = 0)."""
+    return (st.Pa @ x <= _b(st, x)).astype(float)
+
+
+def _branch_residuals(prob: MpecProblem, y, pick_a, W: float, jac: bool = True):
+    """(r, J) of the branch problem: misfit, W·(dynamics, kinematics), W·(the chosen side of every pair)."""
+    st = prob.structure
+    pick_b = 1.0 - pick_a
+    c = pick_a * (st.Pa @ y) + pick_b * _b(st, y)
+    r = np.concatenate([st.S @ y - st.obs, W * (st.L @ y - st.c), W * c])
+    if not jac:
+        return r, None
+    Jc = sp.diags(W * pick_a) @ st.Pa + sp.diags(W * pick_b) @ (st.Pb + _bilinear(st, y))
+    return r, sp.vstack([st.S, W * st.L, Jc]).tocsr()
+
+
+def branch_solve(prob: MpecProblem, x, pick_a, W: float, bounds, *, max_nfev: int = 1000) -> LsqResult:
+    """Minimize ‖misfit‖² + W²(‖dynamics, kinematics‖² + ‖chosen sides‖²) with every pair's branch fixed
+    (``pick_a`` = 1: a = 0, else b = 0): smooth, linear but for the cone rows' μ p_n."""
+    return sparse_least_squares(lambda y: _branch_residuals(prob, y, pick_a, W), x, *bounds, tol=1e-12,
+                                max_nfev=max_nfev)
+
+
+def solve_active_set(prob: MpecProblem, x0, bounds, stages: list, *, W: float = ACTIVE_SET_W,
+                     max_nfev: int = 1000):
+    """Active-set solve of the MPEC: branches from x0 (the smaller side of every pair), then
+    :func:`branch_solve`; a pair whose free side ends below −:data:`FLIP_TOL` changes branch and the
+    branch problem is solved again from there, until no pair changes (or :data:`MAX_FLIPS` rounds).
+    Appends one record per round to ``stages``. Returns (x, J, settled and feasible).
+
+    Why: the branch problem is smooth and almost linear, so Levenberg–Marquardt with sparse direct steps
+    converges in a few evaluations, while the smoothed Fischer–Burmeister residuals make it crawl along
+    curved valleys (hundreds of evaluations per stage on a four-contact box). A start from one LCP solve
+    per observed frame has the branches of the motion (sliding, sticking, separated) unless μ₀ is far
+    enough from μ to change them, which the flips repair.
+    """
+    st = prob.structure
+    x = x0
+    pick_a = _smaller_side(st, x0)
+    for rnd in range(MAX_FLIPS):
+        sol = branch_solve(prob, x, pick_a, W, bounds, max_nfev=min(max_nfev, BRANCH_NFEV))
+        x = sol.x
+        a, b = st.Pa @ x, _b(st, x)
+        free = np.where(pick_a > 0, b, a)
+        flip = free < -FLIP_TOL
+        stages.append({"W": W, "delta": 0.0, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
+                       "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x),
+                       "converged": bool(sol.status > 0), "active_set": True, "flipped": int(flip.sum())})
+        if not flip.any() and sol.status == 0:      # the branches are right but the round ran out: finish it
+            sol = branch_solve(prob, x, pick_a, W, bounds, max_nfev=max_nfev)
+            x = sol.x
+            stages.append({"W": W, "delta": 0.0, "nfev": int(sol.nfev), "cost": float(2 * sol.cost),
+                           "theta": x[:prob.n_params].copy(), "violation": constraint_violation(prob, x),
+                           "converged": bool(sol.status > 0), "active_set": True, "flipped": 0})
+        if not flip.any():
+            ok = sol.status > 0 and stages[-1]["violation"] <= FEASIBLE_VIOLATION
+            return x, _branch_residuals(prob, x, pick_a, W)[1], ok
+        pick_a = np.where(flip, 1.0 - pick_a, pick_a)
+    return x, _branch_residuals(prob, x, pick_a, W)[1], False
 
 
 def active_set_polish(prob: MpecProblem, x: np.ndarray, W: float, bounds, *, max_nfev: int = 1000):
     """Fix every complementarity pair's branch at x (the smaller side, a ≤ b → a = 0, else b = 0) and
-    minimize ‖misfit‖² + W²(‖dynamics, kinematics‖² + ‖chosen sides‖²) from x: a smooth problem whose
-    solutions are feasible points of the MPEC as long as the other sides stay ≥ 0 (checked by the caller
-    through the plain FB violation). Returns (x, evaluations).
+    minimize the branch problem (:func:`branch_solve`) from x; solutions are feasible points of the MPEC as
+    long as the other sides stay ≥ 0 (checked by the caller through the plain FB violation). Returns
+    (x, evaluations).
 
     Why: the smoothed solve can stall where a pair sits slightly on the wrong side (a friction impulse of
     −5e-5 N·s that buys friction beyond the cone and lowers the misfit below the feasible minimum; noise
     seed 3 of the particle, docs/identify.md §3); the FB residual is then flat in the direction that would
     fix it. With the branch fixed, the violated side is an ordinary weighted equation.
     """
-    st = prob.structure
-    a = st.Pa @ x
-    b = _b(st, x)
-    pick_a = (a <= b).astype(float)
-    pick_b = 1.0 - pick_a
-
-    def fun(y):
-        c = pick_a * (st.Pa @ y) + pick_b * _b(st, y)
-        return np.concatenate([st.S @ y - st.obs, W * (st.L @ y - st.c), W * c])
-
-    def jac(y):
-        Jc = sp.diags(W * pick_a) @ st.Pa + sp.diags(W * pick_b) @ (st.Pb + _bilinear(st, y))
-        return sp.vstack([st.S, W * st.L, Jc]).tocsr()
-
-    sol = least_squares(fun, x, jac=jac, bounds=bounds, method="trf", x_scale="jac", xtol=1e-12, ftol=1e-12,
-                        gtol=1e-12, tr_solver="lsmr", max_nfev=max_nfev)
+    sol = branch_solve(prob, x, _smaller_side(prob.structure, x), W, bounds, max_nfev=max_nfev)
     return sol.x, int(sol.nfev)
 
 
@@ -374,25 +528,36 @@ def _bilinear(st: _Structure, x) -> sp.csr_matrix:
                            np.concatenate([st.cone_theta, st.cone_pn]))), shape=st.Pb.shape)
 
 
-def _theta_std(prob: MpecProblem, x, stage, objective) -> np.ndarray:
-    W, delta = stage
-    _, Jm = residuals(prob, x, W, delta)
-    JtJ = (Jm.T @ Jm).tocsc()
+def theta_std(prob: MpecProblem, J, objective: float) -> np.ndarray:
+    """Gauss–Newton standard deviations of θ: s²[(JᵀJ)⁻¹]_θθ, s² = objective/(observations − θ count), with
+    J the Jacobian of the final weighted problem. The LCP variables of a statically indeterminate contact
+    set (four corners of a face) have directions J does not see; a relative damping of 1e-12 on diag(JᵀJ)
+    keeps the solve regular without touching θ's block. One augmented sparse solve per θ."""
+    from scipy.sparse.linalg import splu
+
+    J = J.tocsc()
     n_obs = prob.n_frames * prob.npos
-    dof = max(n_obs - prob.n_params - prob.n_frames * 0, 1)
-    s2 = objective / dof
+    s2 = objective / max(n_obs - prob.n_params, 1)
+    D2 = np.asarray(J.multiply(J).sum(axis=0)).ravel()
+    D2 = np.maximum(D2, 1e-300) * 1e-12 + 1e-300
+    m = J.shape[0]
+    K = sp.bmat([[sp.identity(m), J], [J.T, sp.diags(-D2)]], format="csc")
     out = np.full(prob.n_params, np.nan)
     try:
-        from scipy.sparse.linalg import splu
-
-        lu = splu(JtJ + 1e-12 * sp.identity(JtJ.shape[0], format="csc"))
-        for j in range(prob.n_params):
-            e = np.zeros(prob.size)
-            e[j] = 1.0
-            out[j] = np.sqrt(max(s2 * lu.solve(e)[j], 0.0))
+        lu = splu(K, permc_spec="COLAMD")
     except RuntimeError:
-        pass
+        return out
+    for j in range(prob.n_params):
+        rhs = np.zeros(m + prob.size)
+        rhs[m + j] = -1.0
+        out[j] = np.sqrt(max(s2 * lu.solve(rhs)[m + j], 0.0))
     return out
+
+
+def seam(nv: int, npos: int, n_params: int) -> MpecStep:
+    """The step between two trajectories fitted together (no constraint, no contact)."""
+    return MpecStep(np.zeros((nv, nv)), np.zeros(nv), np.zeros((0, nv)), np.zeros((nv, 0)), np.zeros(0),
+                    np.zeros((0, npos)), np.zeros(0, int), link=False)
 
 
 __all__ = [
@@ -402,7 +567,12 @@ __all__ = [
     "MpecResult",
     "MpecStep",
     "active_set_polish",
+    "branch_solve",
+    "solve_active_set",
+    "sparse_least_squares",
+    "theta_std",
     "constraint_violation",
     "residuals",
+    "seam",
     "solve_mpec",
 ]

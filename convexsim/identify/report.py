@@ -69,7 +69,8 @@ def markdown(ident: Identification, figures: list[str]) -> str:
              f"{', '.join('/'.join(p) for p in ident.pairs)}. Data: COM positions ({n_obs} numbers).")
     header = ("| method | parameter | estimate | std | initial | objective Σ‖p − p̃‖² [m²] | RMS misfit [m] "
               "| evaluations |")
-    lines = [f"# Identification: {ident.model.name}", "", intro, "", header,
+    first = [ident.verdict.first_line(), ""] if ident.verdict is not None else []
+    lines = first + [f"# Identification: {ident.model.name}", "", intro, "", header,
              "|---|---|---|---|---|---|---|---|"]
     for res in ident.results:
         rms = np.sqrt(res.objective / n_obs)
