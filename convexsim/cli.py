@@ -182,8 +182,10 @@ def _cmd_run(args, viewer=None) -> int:
     scene_path = _resolve_scene(args.scene)
     kinds = ["sap", "lcp"] if args.solver == "both" else [args.solver]
     out = Path(args.out) if args.out else Path(f"{scene_path.stem}.npz")
+    metadata = {"command": " ".join(sys.argv)}
     trajectories, status = [], EXIT_OK
-    for kind in kinds:
+
+    def prepared(kind):
         model, state, duration = prepare(scene_path, duration=args.duration, time_step=args.time_step,
                                          contact_model=args.contact_model, solver=kind,
                                          overrides=_with_slip_curvature(args.overrides, args.slip_curvature))
@@ -191,13 +193,18 @@ def _cmd_run(args, viewer=None) -> int:
         if rounding:
             _print(f"note: {rounding}", file=sys.stderr)
         target = out.with_name(f"{out.stem}_{model.solver.kind}{out.suffix}") if len(kinds) > 1 else out
-        callback = viewer.live(model) if viewer is not None else None
-        try:
-            traj, stats = run_model(model, state, duration=duration, record_every=args.record_every,
-                                    progress=not args.quiet, step_callback=callback, strict=args.strict,
-                                    metadata={"command": " ".join(sys.argv)})
-        except RunInterrupted as exc:
-            return _save_interrupted(model, exc, target, {"command": " ".join(sys.argv)})
+        return model, state, duration, rounding, target
+
+    def runner(model, state, duration, progress=not args.quiet):
+        """The run as a function of its step callback (the lockstep run calls it with its own)."""
+        return lambda callback: run_model(model, state, duration=duration, record_every=args.record_every,
+                                          progress=progress, step_callback=callback, strict=args.strict,
+                                          metadata=metadata)
+
+    def keep(run, result):
+        nonlocal status
+        model, _, _, rounding, target = run
+        traj, stats = result
         save_trajectory(target, traj)
         trajectories.append(traj)
         _print(_summary(model, traj, stats, target, rounding), quiet=args.quiet)
@@ -205,6 +212,35 @@ def _cmd_run(args, viewer=None) -> int:
             _print(f"FAILED: {traj.failure}\n(the {traj.num_frames} frames recorded before it are in {target})",
                    file=sys.stderr)
             status = EXIT_FAILURE
+
+    if viewer is not None and len(kinds) > 1:     # side by side on one page, in lockstep, as they run
+        from convexsim import viz
+
+        runs = [prepared(kind) for kind in kinds]
+        live = viewer.lockstep([r[0] for r in runs], [r[1] for r in runs], duration=runs[0][2],
+                               layout=args.layout)
+        results = viz.run_lockstep([runner(*r[:3], progress=not args.quiet and i == 0) for i, r in enumerate(runs)],
+                                   [r[0].time_step for r in runs], on_step=[live.on_step(i) for i in range(len(runs))])
+        codes = [_save_interrupted(r[0], res.error, r[4], metadata) for r, res in zip(runs, results)
+                 if isinstance(res.error, RunInterrupted)]
+        if codes:                                 # Ctrl-C / SIGTERM: a run that had ended is kept too
+            for r, res in zip(runs, results):
+                if res.error is None:
+                    keep(r, res.value)
+            return codes[0]
+        for r, res in zip(runs, results):
+            if res.error is not None:
+                raise res.error
+            keep(r, res.value)
+    else:
+        for kind in kinds:
+            run = prepared(kind)
+            callback = viewer.live(run[0]) if viewer is not None else None
+            try:
+                result = runner(*run[:3])(callback)
+            except RunInterrupted as exc:
+                return _save_interrupted(run[0], exc, run[4], metadata)
+            keep(run, result)
     if len(trajectories) == 2:
         _print(_comparison_text(*trajectories, names=("SAP run", "LCP run")), quiet=args.quiet)
     if args.html:

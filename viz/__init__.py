@@ -13,7 +13,10 @@ Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
   ``.close()``; a context manager); the live page's pause / step / speed hold or pace the run.
 * ``RunViewer(*, realtime=False, port=None)``: one server for a whole ``convexsim run --view``
   (``.live(model)`` -> step callback, ``.finish(trajectories, wait=True)`` publishes the playback and
-  blocks with "Ctrl-C to stop", ``.close()``).
+  blocks with "Ctrl-C to stop", ``.close()``); ``.lockstep(models, states, duration=)`` streams
+  several runs side by side in lockstep (viz/lockstep.py).
+* ``run_lockstep(runs, time_steps, *, chunk=0.005, on_step=None)`` / ``LockstepViewer``: run several
+  ``run_model`` calls in turns of ``chunk`` simulated seconds, streamed to one page.
 * ``MeshcatServer(*, port=None, log_path=None)``: our Meshcat server launcher (127.0.0.1 only, log
   file, clean stop, parent-death watchdog).
 * ``build_playback`` / ``PlaybackOptions``: the commands behind export and serve.
@@ -30,6 +33,8 @@ _EXPORTS = {
     "serve_trajectories": "live",
     "LiveViewer": "live",
     "RunViewer": "live",
+    "LockstepViewer": "lockstep",
+    "run_lockstep": "lockstep",
     "MeshcatServer": "server",
     "ViewerServerError": "server",
     "build_playback": "playback",

@@ -22,8 +22,9 @@ from convexsim.model import Model, State
 
 from . import draw
 from ._math import pose_matrices, quat_from_y_to, translation_matrix
-from .playback import (ARROW_COLORS, REFERENCE_ARROW, PlaybackOptions, arrow_objects, build_playback,
-                       force_legend, nice_scale, point_object, weight_reference)
+from .playback import (ARROW_COLORS, ARROW_RADIUS_FACTORS, REFERENCE_ARROW, TINT_WEIGHT, PlaybackOptions,
+                       arrow_objects, build_playback, force_legend, hex_to_rgb, nice_scale, point_object,
+                       weight_reference)
 from .server import MeshcatServer, ViewerServerError
 
 LIVE_PREFIX = "/meshcat/live"
@@ -53,6 +54,13 @@ def wait_for_stop_signal(server: MeshcatServer | None = None, *, out=None) -> No
 def _transform_cmd(path: str, T: np.ndarray) -> dict:
     """set_transform of a float64 4×4 matrix (column-major)."""
     return {"type": "set_transform", "path": path, "matrix": T.T.ravel().tolist()}
+
+
+def initial_view_bounds(model: Model, q: np.ndarray) -> draw.Bounds:
+    """What a live page frames: the bounds of the poses ``q`` (nbody, 7) enlarged by 25 % about their
+    centre (bodies usually move)."""
+    b = draw.bounds_of_positions(model, q[:, :3])
+    return draw.Bounds(b.center - 1.25 * (b.center - b.lo), b.center + 1.25 * (b.hi - b.center))
 
 
 @dataclass
@@ -110,6 +118,14 @@ class LiveViewer:
         threaded: send from a background thread (default); False sends inside ``update`` (tests).
         clock, sleep: the wall clock [s] and the sleep function used for pacing and throttling
             (default ``time.perf_counter`` / ``time.sleep``; tests inject fakes).
+        prefix, lane, shift, opacity, view_bounds, owns_page, status_hook: for several runs streamed to
+            one page (viz/lockstep.py): the scene group of this run, its index (run colour and tint as in
+            the recorded page: ``playback.ARROW_COLORS``, ``TINT_WEIGHT``; lane 0 draws the ground), its
+            shift [m] and opacity, the bounds the camera frames (default: this run's initial scene),
+            whether this viewer clears the page and sets the camera and the legend (exactly one of the
+            runs does), and a function that edits the legend dict of each frame before it is sent.
+        holds: False: the page's pause does not hold this run (a lockstep run other than the first is held
+            by its turn, and must stay free to stop when the first is interrupted).
 
     Page controls (live page): pause / play, single step (one simulation step per press while paused)
     and speed reach this object through the server; while paused, ``update`` holds the simulation.
@@ -122,13 +138,20 @@ class LiveViewer:
                  show_contacts: bool = True, follow: str = "auto", open_browser: bool = False,
                  server: MeshcatServer | None = None, out=None, announce: bool = True, threaded: bool = True,
                  joint_frames: bool = False, forces: str = "auto", force_scale: float | None = None,
-                 clock=time.perf_counter, sleep=time.sleep):
+                 clock=time.perf_counter, sleep=time.sleep, prefix: str = LIVE_PREFIX, lane: int = 0,
+                 shift: Sequence[float] | None = None, opacity: float = 1.0,
+                 view_bounds: draw.Bounds | None = None, owns_page: bool = True, status_hook=None,
+                 holds: bool = True):
         from .playback import FORCE_MODES
 
         if forces not in FORCE_MODES:
             raise ValueError(f"forces must be one of {', '.join(FORCE_MODES)}, got {forces!r}")
         self.forces, self._user_force_scale = forces, force_scale
         self.model = model
+        self.prefix, self.lane, self.opacity = prefix, int(lane), float(opacity)
+        self.shift = np.zeros(3) if shift is None else np.asarray(shift, dtype=np.float64).reshape(3)
+        self._view_bounds, self.owns_page, self._status_hook = view_bounds, owns_page, status_hook
+        self.holds = holds
         self.rate_target = 1.0 if realtime is True else (float(realtime) if realtime else 0.0)
         self._rate_default = self.rate_target
         self.min_interval = 1.0 / max_rate_hz if max_rate_hz > 0 else 0.0
@@ -157,7 +180,7 @@ class LiveViewer:
         self._visible = []
         self._arrow_visible = []
         self._moving = np.flatnonzero(~np.asarray(model.body_fixed, dtype=bool))
-        self._body_paths = [f"{LIVE_PREFIX}/bodies/{draw.node_name(model.body_names[b])}"
+        self._body_paths = [f"{prefix}/bodies/{draw.node_name(model.body_names[b])}"
                             for b in self._moving]
         weight = weight_reference([model])
         self._force_ref = weight if weight > 0 else 1.0
@@ -184,10 +207,7 @@ class LiveViewer:
     # ---------------------------------------------------------------------------------- drawing
     def _draw(self, state: State) -> None:
         m = self.model
-        bounds = draw.bounds_of_positions(m, state.q[:, :3])
-        # Bodies usually move: frame a bit more than the initial configuration.
-        bounds = draw.Bounds(bounds.center - 1.25 * (bounds.center - bounds.lo),
-                             bounds.center + 1.25 * (bounds.hi - bounds.center))
+        bounds = self._view_bounds or initial_view_bounds(m, state.q)
         self._radius = bounds.radius
         self._center = bounds.center
         self._force_scale = (self._user_force_scale if self._user_force_scale is not None
@@ -197,18 +217,25 @@ class LiveViewer:
         if self.follow != "off":        # the run may go far: a wider ground to roll on
             half = LIVE_GROUND_FACTOR * (bounds.hi - bounds.lo) / 2
             ground = draw.Bounds(bounds.center - half, bounds.center + half)
-        cmds = [draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")]
-        cmds += draw.model_commands(m, LIVE_PREFIX, state.q, bounds=ground, joint_frames=self.joint_frames)
-        cmds += draw.camera_commands(bounds, hide_stock_grid=draw.has_halfspace(m))
+        color = ARROW_COLORS[self.lane % len(ARROW_COLORS)]
+        cmds = [draw.cmd_delete("/meshcat"), draw.cmd_delete("/convexsim_info")] if self.owns_page else []
+        cmds += draw.model_commands(m, self.prefix, state.q, bounds=ground.shifted(-self.shift),
+                                    joint_frames=self.joint_frames, opacity=self.opacity,
+                                    draw_halfspaces=self.lane == 0, tint=hex_to_rgb(color),
+                                    tint_weight=TINT_WEIGHT if self.lane > 0 else 0.0)
+        if self.shift.any():
+            cmds.append(draw.cmd_transform(self.prefix, translation_matrix(self.shift)))
+        if self.owns_page:
+            cmds += draw.camera_commands(bounds, hide_stock_grid=draw.has_halfspace(m))
         self.server.send(cmds)
         self._drawn = True
 
     def _grow_pool(self, n: int) -> list[dict]:
         cmds = []
-        r = max(0.006 * self._radius, 5e-4)
-        color = ARROW_COLORS[0]
+        r = max(0.006 * self._radius, 5e-4) * ARROW_RADIUS_FACTORS[min(self.lane, len(ARROW_RADIUS_FACTORS) - 1)]
+        color = ARROW_COLORS[self.lane % len(ARROW_COLORS)]
         for k in range(self._slots, n):
-            slot = f"{LIVE_PREFIX}/contacts/c{k}"
+            slot = f"{self.prefix}/contacts/c{k}"
             cmds.append(draw.cmd_object(f"{slot}/point", point_object(color, 2 * r)))
             for name, obj, T in arrow_objects(color, r):
                 cmds.append(draw.cmd_object(f"{slot}/force/{name}", obj))
@@ -239,7 +266,7 @@ class LiveViewer:
                                np.column_stack([np.ones(show.size), lengths, np.ones(show.size)]))
         points = fr.contact_point[show]
         for k in range(self._slots):
-            slot = f"{LIVE_PREFIX}/contacts/c{k}"
+            slot = f"{self.prefix}/contacts/c{k}"
             on = k < show.size
             arrow_on = on and mag[show[k]] > self._force_threshold and self.forces != "off"
             if on:
@@ -297,10 +324,14 @@ class LiveViewer:
             cmds.append(draw.cmd_transform("/meshcat", translation_matrix(-target)))
         ccmds, nshow = self._contact_commands(fr)
         cmds += ccmds
+        if not self.owns_page:
+            return cmds
         status = {"title": f"{self.model.name} — live ({self.model.solver.kind.upper()})", "live": True,
                   "t": fr.t, "step": fr.step, "rate": fr.rate, "contacts": nshow,
                   "following": bool(target is not None),
                   "note": self._force_note()}
+        if self._status_hook is not None:
+            status = self._status_hook(status)
         cmds.append(draw.cmd_property("/convexsim_info", "convexsim", status))
         return cmds
 
@@ -468,7 +499,8 @@ class LiveViewer:
             self._offer(self._snapshot(state, info, now))
             self._last_offer = now
             self._last_offered_t = (float(state.t), now)
-        self._hold_while_paused(state, info, offered)
+        if self.holds:
+            self._hold_while_paused(state, info, offered)
         return offered and not self._dead
 
     def publish(self, trajectories: Sequence[Trajectory], *, models: Sequence[Model] | None = None,
@@ -568,7 +600,7 @@ class RunViewer:
         self._port, self._open_browser = port, open_browser
         self.server: MeshcatServer | None = None
         self.web_url = ""
-        self.viewer: LiveViewer | None = None
+        self.viewer = None          # the LiveViewer (or LockstepViewer) of the run being streamed
 
     def _ensure_server(self) -> MeshcatServer:
         if self.server is None:
@@ -591,6 +623,21 @@ class RunViewer:
                                  show_contacts=self.show_contacts)
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
+
+    def lockstep(self, models: Sequence[Model], states: Sequence[State], *, duration: float,
+                 layout: str | None = None):
+        """A LockstepViewer (viz/lockstep.py) streaming the runs of ``models`` side by side on this page;
+        its ``on_step(i)`` is run i's per-step hook for ``run_lockstep``."""
+        from .lockstep import LockstepViewer
+
+        self._ensure_server()
+        if self.viewer is not None:
+            self.viewer.close()
+        self.viewer = LockstepViewer(models, states, server=self.server, layout=layout or self.layout,
+                                     duration=duration, realtime=self.realtime, follow=self.follow,
+                                     joint_frames=self.joint_frames, forces=self.forces,
+                                     force_scale=self.force_scale, show_contacts=self.show_contacts, out=self.out)
+        return self.viewer
 
     def finish(self, trajectories: Sequence[Trajectory], *, labels: Sequence[str] | None = None,
                wait: bool = True, layout: str | None = None) -> None:

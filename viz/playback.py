@@ -172,6 +172,17 @@ def resolve_layout(layout: str, trajectories: Sequence[Trajectory], radius: floa
     return "offset" if diff <= AGREE_FRACTION * radius else "overlay"
 
 
+def side_by_side_step(bounds: draw.Bounds) -> np.ndarray:
+    """The shift [m] between two runs drawn side by side (layout "offset"), for a run that spans ``bounds``:
+    along x as the default camera sees it (along y when the run is more than twice as long in x), by
+    1.15 × its extent along that axis + 0.1 R, so that the runs never overlap."""
+    ext = bounds.hi - bounds.lo
+    axis = 1 if ext[0] > 2.0 * ext[1] else 0
+    step = np.zeros(3)
+    step[axis] = 1.15 * ext[axis] + 0.1 * bounds.radius
+    return step
+
+
 def hex_to_rgb(color: str) -> np.ndarray:
     v = int(color.lstrip("#"), 16)
     return np.array([(v >> 16) & 255, (v >> 8) & 255, v & 255], dtype=np.float64) / 255.0
@@ -367,11 +378,15 @@ def scene_name(traj: Trajectory) -> str:
     return str(data.get("name", "")) if isinstance(data, dict) else ""
 
 
+def run_label(solver_kind: str, contact_model: str) -> str:
+    """"SAP (lagged)" / "LCP": how the pages name a run of a solver."""
+    return solver_kind.upper() + (f" ({contact_model})" if solver_kind == "sap" else "")
+
+
 def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
     """"SAP (lagged)", "LCP", …; runs with the same solver get the scene setting that differs
     ("SAP (sap) stiffness=1e5"), or " #k"; runs of different scenes are prefixed with the scene name."""
-    bases = [t.solver_kind.upper() + (f" ({t.contact_model})" if t.solver_kind == "sap" else "")
-             for t in trajectories]
+    bases = [run_label(t.solver_kind, t.contact_model) for t in trajectories]
     names = [scene_name(t) for t in trajectories]
     if len(set(names)) > 1:
         bases = [f"{n}: {b}" if n else b for n, b in zip(names, bases)]
@@ -667,10 +682,7 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     if opts.offset is not None:
         step = np.asarray(opts.offset, dtype=np.float64).reshape(3)
     else:
-        ext = bounds0[0].hi - bounds0[0].lo
-        axis = 1 if ext[0] > 2.0 * ext[1] else 0       # side by side as seen by the default camera
-        step = np.zeros(3)
-        step[axis] = 1.15 * ext[axis] + 0.1 * bounds0[0].radius
+        step = side_by_side_step(bounds0[0])
     shifts = [(i * step if layout == "offset" else np.zeros(3)) for i in range(len(trajs))]
     bounds = bounds0[0].shifted(shifts[0])
     for b, s in zip(bounds0[1:], shifts[1:]):

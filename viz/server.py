@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -95,6 +96,7 @@ class MeshcatServer:
         self.web_url = ""
         self.zmq_url = ""
         self._socket = None
+        self._lock = threading.RLock()
         self._in_flight = 0
         self._finalizer = None
 
@@ -225,12 +227,13 @@ class MeshcatServer:
         Returns the number of commands sent. Raises ViewerServerError if the server stops answering.
         """
         n = 0
-        for cmd in commands:
-            self._send_one(cmd)
-            n += 1
-            if self._in_flight >= _MAX_IN_FLIGHT:
-                self._drain()
-        self._drain()
+        with self._lock:               # one socket: several viewers' sender threads take turns
+            for cmd in commands:
+                self._send_one(cmd)
+                n += 1
+                if self._in_flight >= _MAX_IN_FLIGHT:
+                    self._drain()
+            self._drain()
         return n
 
     def _send_one(self, cmd: dict) -> None:
@@ -263,9 +266,10 @@ class MeshcatServer:
         "speed": float | None (× real time; None: as fast as the run goes), "seq": int}."""
         import json
 
-        self._drain()
-        if self._socket is None:
-            raise ViewerServerError("the viewer server is not running")
-        self._socket.send_multipart([b"", b"convexsim_control", b"", b""])
-        self._in_flight += 1
-        return json.loads(self._recv(time.monotonic() + _REPLY_TIMEOUT_S)[-1])
+        with self._lock:
+            self._drain()
+            if self._socket is None:
+                raise ViewerServerError("the viewer server is not running")
+            self._socket.send_multipart([b"", b"convexsim_control", b"", b""])
+            self._in_flight += 1
+            return json.loads(self._recv(time.monotonic() + _REPLY_TIMEOUT_S)[-1])

@@ -17,7 +17,7 @@ PY = sys.executable
 
 
 def test_run_view_uses_one_server_and_publishes_the_playback(tmp_path, monkeypatch, capsys):
-    """`--solver both --view --no-wait`: one server for both runs, each streamed live, then the recorded
+    """`--solver both --view --no-wait`: one server for both runs, streamed live together, then the recorded
     playback of both on the same server; the server is stopped when the command returns."""
     import convexsim.viz.live as live
     from convexsim.cli import main
@@ -44,7 +44,11 @@ def test_run_view_uses_one_server_and_publishes_the_playback(tmp_path, monkeypat
     assert not server.running                        # --no-wait: stopped on return
     titles = [c["value"].get("title", "") for c in server.sent
               if c["path"] == "/convexsim_info" and c["type"] == "set_property"]
-    assert any("live (SAP)" in t for t in titles) and any("live (LCP)" in t for t in titles)
+    # both runs streamed together (viz/lockstep.py): one live legend naming both, both groups moved
+    assert any("live, in lockstep: SAP (sap) vs LCP" in t for t in titles)
+    moved = {c["path"].split("/")[3] for c in server.sent
+             if c["type"] == "set_transform" and c["path"].startswith("/meshcat/live/") and "/bodies/" in c["path"]}
+    assert len(moved) == 2, moved
     anims = [c for c in server.sent if c["type"] == "set_animation"]
     assert len(anims) == 1                           # the playback, published after both runs
     paths = {a["path"] for a in anims[0]["animations"]}
