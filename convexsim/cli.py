@@ -709,11 +709,16 @@ def cmd_bench(args) -> int:
 
         linalg.PRUNE_PATTERN = args.prune
     print(sap_bench.scene_table_header())
+    reasons = {}
     for name, dur in scenes:
         row = sap_bench.scene_benchmark(_resolve_scene(name), duration=dur, linear_solver=args.linear_solver,
                                         slip_curvature=args.slip_curvature)
         print(sap_bench.scene_row(row), flush=True)
+        if row["path_reasons"]:
+            reasons[row["scene"]] = row["path_reasons"]
     print(sap_bench.scene_table_legend(), flush=True)
+    for scene, why in reasons.items():
+        print(f"  {scene}: steps on the reference path: {'; '.join(why)}", flush=True)
     if not args.scenes:
         from convexsim.tools import bench_lcp
 

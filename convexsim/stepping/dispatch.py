@@ -146,10 +146,11 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: 
     out = _call(r.key, model, state, ctx, options)
     if isinstance(out, Handoff):
         new, info = _call((r.kind, r.solver, "reference"), model, state, ctx, options)
-        if r.solver == "lcp":
-            info.path = f"reference: {out.reason}"   # the compiled path handed this step over: say why
+        info.path = f"reference: {out.reason}"     # the compiled path handed this step over: say why
         return new, info
-    return out
+    new, info = out
+    info.path = "compiled" if r.path == "compiled" else f"reference: {r.reason}"
+    return new, info
 
 
 def run_plan(model: Model, path: str = "auto", *, step_callback: bool = False,

@@ -67,6 +67,8 @@ class StepInfo:
     actuator_names: tuple = ()
     limit_force: dict = field(default_factory=dict)
     constraint_force: dict = field(default_factory=dict)
+    path: str = ""
+    """Which runner took the step (set by ``stepping.dispatch.step``): "compiled", or "reference: <why>"."""
 
     def named_forces(self) -> dict[str, np.ndarray]:
         """Every joint and body-constraint force of the step in one flat dict: ``actuator:<joint>`` (1,),

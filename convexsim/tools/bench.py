@@ -414,6 +414,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         ctx = stepping.StepContext()
         stats = linalg.reset_factor_stats()
         its, nc, neg, bad, ls = 0, 0, 0, 0, 0
+        paths: dict[str, int] = {}
         t0 = time.perf_counter()
         c0 = time.process_time()
         for _ in range(nsteps):
@@ -423,6 +424,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
             nc += info.contacts.count
             neg += int(np.count_nonzero(info.contacts.phi < 0))
             bad += int(not info.converged)
+            paths[info.path] = paths.get(info.path, 0) + 1
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
     return {
@@ -435,15 +437,27 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "analyze_ms": 1e3 * stats.analyze_s / nsteps, "factorizations": stats.factorizations,
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
         "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,
-        "unconverged": bad,
+        "unconverged": bad, "path": path_summary(paths),
+        "path_reasons": sorted(p.partition(": ")[2] for p in paths if p != "compiled"),
     }
+
+
+def path_summary(paths: dict[str, int]) -> str:
+    """The bench's path column from {step path: steps}: "compiled", "reference", or "compiled+ref k" when k
+    steps were handed to the reference (``convexsim bench`` prints the reasons under the table)."""
+    compiled = paths.get("compiled", 0)
+    handed = sum(n for p, n in paths.items() if p != "compiled")
+    if not handed:
+        return "compiled"
+    return "reference" if not compiled else f"compiled+ref {handed}"
 
 
 def scene_table_header() -> str:
     """Column titles of :func:`scene_row`."""
     return (f"{'scene':<16}{'bodies':>7}{'steps':>6}{'ms/step':>10}{'cpu ms':>9}{'iter/step':>10}{'ls/iter':>8}"
             f"{'contacts/step':>14}"
-            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}")
+            f"{'φ<0/step':>9}{'factor ms':>10}{'analyze ms':>11}{'fill L/H':>9}{'kept':>6}{'unconv':>7}"
+            f"  {'path'}")
 
 
 SCENE_TABLE_LEGEND = {
@@ -463,6 +477,8 @@ SCENE_TABLE_LEGEND = {
     "kept": "edges of the factored pattern / edges of the clique graph (below 1 when blocks with G = 0 "
             "are pruned)",
     "unconv": "steps whose SAP solve did not converge",
+    "path": "which runner took the steps (stepping.dispatch): 'compiled', 'reference', or 'compiled+ref k' when "
+            "k steps were handed to the reference (an island over the compiled step's size limit)",
 }
 """Every column of :func:`scene_table_header`, in words (printed under the table by ``convexsim bench``)."""
 
@@ -483,7 +499,7 @@ def scene_row(r: dict) -> str:
     return (f"{r['scene']:<16}{r['bodies']:>7}{r['steps']:>6}{r['ms_per_step']:>10.2f}{r['cpu_ms_per_step']:>9.2f}"
             f"{r['iterations']:>10.1f}{'—' if r.get('ls_per_iteration') is None else format(r['ls_per_iteration'], '.2f'):>8}"
             f"{r['contacts']:>14.1f}{r['penetrating']:>9.1f}{factor:>10}{r['analyze_ms']:>11.2f}"
-            f"{fill:>9}{kept:>6}{r['unconverged']:>7}")
+            f"{fill:>9}{kept:>6}{r['unconverged']:>7}  {r.get('path', '')}")
 
 
 # ----------------------------------------------------------------------------------------------------
