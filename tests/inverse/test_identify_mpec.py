@@ -64,7 +64,11 @@ CASES = {   # name: (bodies, dt [s], frames, noise [m], seed, {pair: true μ})
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [
+    "box",
+    pytest.param("capsule", marks=pytest.mark.long),    # 20–60 s and 13–47 s on a loaded 2-core machine:
+    pytest.param("stack", marks=pytest.mark.long),      # the long tier (CI runs it after make test)
+])
 def test_mpec_recovers_mu_from_lcp_data(name):
     bodies, dt, frames, eps, seed, truth = CASES[name]
     scene = _scene(bodies(), dt=dt, frames=frames, mu_top=truth.get("top/wood"))
@@ -79,7 +83,7 @@ def test_mpec_recovers_mu_from_lcp_data(name):
 
 
 @pytest.mark.long
-@pytest.mark.xfail(strict=False, reason="open (docs/identify.md, 'Not reached'): on this seed both fits leave a "
+@pytest.mark.xfail(run=False, reason="not run (≈ 200 s for a known failure): open (docs/identify.md, 'Not reached'): on this seed both fits leave a "
                    "misfit at the noise (0.85σ, 0.88σ) and the SAP fit recovers μ (0.412 ± 0.148), but the MPEC "
                    "ends more than 3 of its own σ from μ while the methods' gap stays within their combined σ, so "
                    "no rule of the verdict fires; the MPEC also falls back to the continuation here (≈ 200 s)")
@@ -94,6 +98,7 @@ def test_lagged_data_at_1ms_agree_or_report_the_mismatch():
 
 
 @pytest.mark.slow
+@pytest.mark.long           # 19–27 s on a loaded 2-core machine: the long tier
 def test_several_trajectories_fit_one_mu(tmp_path):
     """Two pushes of the same box in different directions: one μ for both; the joint σ is below each
     trajectory's own (more data), and the estimate within 3σ of the truth."""
@@ -114,6 +119,7 @@ def test_several_trajectories_fit_one_mu(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long           # three MPEC fits, 11–74 s on a loaded 2-core machine: the long tier
 def test_mismatch_is_a_finding_and_an_exit_status(tmp_path, capsys):
     """LCP data with 0.1 mm of noise, fitted by the MPEC (the model that made it): with the true noise level
     the fit is consistent (exit 0); told the noise is 0.1 µm, the same misfit is 1000× the noise, so the
