@@ -28,7 +28,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from convexsim import dynamics
-from convexsim.identify.fit import MAX_RELATIVE_STD, Estimate, IdentificationError, MethodResult
+from convexsim.identify.fit import (MAX_RELATIVE_STD, Estimate, IdentificationError, MethodResult,
+                                    noise_from_scatter)
 from convexsim.inverse.rollout import tangents
 from convexsim.inverse.trees import (RobotParameter, TreeGradientError, check_tree_model, free_position_rows,
                                      gradient_model, joint_coordinate_rows, robot_value, tree_rollout)
@@ -220,7 +221,7 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
             for j, p in enumerate(params)]
     pred = predicted(run(sol.x))
     notes = [] if sol.status > 0 else [f"least_squares stopped: {sol.message}"]
-    rms, noise = math.sqrt(objective / sol.fun.size), noise_estimate(observed)
+    rms, noise = math.sqrt(objective / sol.fun.size), noise_from_scatter(observed)
     if rms > MISMATCH_FACTOR * noise:
         msg = (f"model mismatch: the fit's rms residual {rms:.3g} is {rms / max(noise, 1e-300):.3g} times the "
                f"noise the data show ({noise:.3g}, from their third differences): the scene does not describe "
@@ -240,16 +241,8 @@ def fit_robot(data: RobotData, params: list[RobotParameter], initial: dict | Non
 
 
 MISMATCH_FACTOR = 3.0
-"""A fit whose rms residual exceeds this multiple of the data's own noise estimate (:func:`noise_estimate`)
-is a model mismatch: refused unless accepted."""
-
-
-def noise_estimate(obs: np.ndarray) -> float:
-    """rms noise of observations (T, channels) from their third differences: for a smooth motion Δ³ of the
-    signal is O(dt³) (jerk), and for i.i.d. noise of variance ε² Var(Δ³) = 20 ε², so ε ≈ rms(Δ³)/√20
-    (an overestimate where the motion jerks: at impacts, kinks of the targets)."""
-    d3 = np.diff(obs, n=3, axis=0)
-    return float(np.sqrt(np.mean(d3 ** 2) / 20.0)) if d3.size else 0.0
+"""A fit whose rms residual exceeds this multiple of the data's own noise estimate (``fit.noise_from_scatter``:
+third differences, median-based) is a model mismatch: refused unless accepted."""
 
 
 RANK_TOL = 1e-10
