@@ -11,7 +11,7 @@ This is the only place where pydantic objects become numpy arrays. Conventions:
   body's solid geometries (overlaps are not subtracted; halfspaces have no volume), each shape's
   inertia rotated into B and moved to the body origin by the parallel-axis theorem. The body origin
   is the centre of mass: the schema rejects a moving body whose shapes' volume-weighted centroid is
-  off its origin (schema.shapes_centroid); with an explicit ``inertia`` the user asserts it.
+  off its origin (solids.shapes_centroid); with an explicit ``inertia`` the user asserts it.
 * Fixed bodies have mass 0 and inertia 0 in the Model unless given, and zero velocity.
 """
 
@@ -32,13 +32,9 @@ from convexsim.scene.schema import (
     GridSpec,
     SceneSpec,
     check_inertia,
-    geom_centroid_in_body,
     inertia_matrix,
-    mesh_hull,
-    mesh_mass,
-    shape_extent,
-    shape_volume,
 )
+from convexsim.scene.solids import geom_centroid_in_body, mesh_hull, mesh_mass, shape_extent, shape_volume
 
 FIXED_BODY_COLOR = (0.62, 0.64, 0.66, 1.0)
 """Default RGBA of fixed bodies (ground, walls)."""
