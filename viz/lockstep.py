@@ -27,7 +27,7 @@ from convexsim.model import Model, State
 from . import draw
 from .live import LIVE_PREFIX, LiveViewer, initial_view_bounds
 from .playback import (ARROW_COLORS, COLOR_NAMES, OVERLAY_OPACITY, TINT_WEIGHT, hex_to_rgb, rgb_to_css,
-                       run_label, shift_text, side_by_side_step, unique_node_names)
+                       numbered_labels, run_label, shift_text, side_by_side_step, unique_node_names)
 
 CHUNK_SECONDS = 0.005
 """Simulated time [s] a run steps before handing the turn to the next (well below a 30 Hz frame)."""
@@ -164,14 +164,7 @@ def run_labels(models: Sequence[Model]) -> list[str]:
     """The recorded page's labels ("SAP (lagged)", "LCP") of runs of ``models``."""
     from convexsim.simulate import _contact_model_name
 
-    bases = [run_label(m.solver.kind, _contact_model_name(m)) for m in models]
-    out: list[str] = []
-    for base in bases:
-        label, k = base, 2
-        while label in out:
-            label, k = f"{base} #{k}", k + 1
-        out.append(label)
-    return out
+    return numbered_labels([run_label(m.solver.kind, _contact_model_name(m)) for m in models])
 
 
 class LockstepViewer:

@@ -393,6 +393,11 @@ def default_labels(trajectories: Sequence[Trajectory]) -> list[str]:
     if len(set(bases)) < len(bases):
         diffs = scene_differences(trajectories)
         bases = [f"{b} {d}".strip() for b, d in zip(bases, diffs)]
+    return numbered_labels(bases)
+
+
+def numbered_labels(bases: Sequence[str]) -> list[str]:
+    """``bases`` with a repeated label numbered ("LCP", "LCP #2", ...), so that every run's label is unique."""
     out: list[str] = []
     for base in bases:
         label, k = base, 2
