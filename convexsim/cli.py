@@ -217,8 +217,8 @@ def _cmd_run(args, viewer=None) -> int:
         from convexsim import viz
 
         runs = [prepared(kind) for kind in kinds]
-        live = viewer.lockstep([r[0] for r in runs], [r[1] for r in runs], duration=runs[0][2],
-                               layout=args.layout)
+        live = viz.open_lockstep(viewer, [r[0] for r in runs], [r[1] for r in runs], duration=runs[0][2],
+                                 layout=args.layout)
         results = viz.run_lockstep([runner(*r[:3], progress=not args.quiet and i == 0) for i, r in enumerate(runs)],
                                    [r[0].time_step for r in runs], on_step=[live.on_step(i) for i in range(len(runs))])
         codes = [_save_interrupted(r[0], res.error, r[4], metadata) for r, res in zip(runs, results)

@@ -420,7 +420,7 @@ class _RunEnd:
         model = self.model
         meta = {**_software_versions(), **self.stats.as_dict(), **dict(metadata or {})}
         traj = self.rec.to_trajectory(scene_yaml=model.scene_yaml, solver_kind=model.solver.kind,
-                                      contact_model=_contact_model_name(model), failure=self.failure,
+                                      contact_model=contact_model_name(model), failure=self.failure,
                                       metadata=meta)
         return traj, self.stats
 
@@ -660,7 +660,7 @@ def interrupted_trajectory(model: Model, exc: RunInterrupted,
     signal_name = exc.terminated.signal_name if exc.terminated is not None else "SIGINT"
     meta = {**_software_versions(), **exc.stats.as_dict(), **dict(metadata or {}), "interrupted": signal_name}
     return _whole_frames(exc.recorder).to_trajectory(
-        scene_yaml=model.scene_yaml, solver_kind=model.solver.kind, contact_model=_contact_model_name(model),
+        scene_yaml=model.scene_yaml, solver_kind=model.solver.kind, contact_model=contact_model_name(model),
         failure=str(exc), metadata=meta)
 
 
@@ -683,7 +683,8 @@ def step_count(duration: float, time_step: float) -> int:
     return int(round(duration / time_step))
 
 
-def _contact_model_name(model: Model) -> str:
+def contact_model_name(model: Model) -> str:
+    """The contact model a run of ``model`` records: "sap", "lagged" or "similar" (SAP), "rigid" (LCP)."""
     if model.solver.kind == "lcp":
         return "rigid"
     return model.contact_model.name.lower()

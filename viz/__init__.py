@@ -13,8 +13,8 @@ Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
   ``.close()``; a context manager); the live page's pause / step / speed hold or pace the run.
 * ``RunViewer(*, realtime=False, port=None)``: one server for a whole ``convexsim run --view``
   (``.live(model)`` -> step callback, ``.finish(trajectories, wait=True)`` publishes the playback and
-  blocks with "Ctrl-C to stop", ``.close()``); ``.lockstep(models, states, duration=)`` streams
-  several runs side by side in lockstep (viz/lockstep.py).
+  blocks with "Ctrl-C to stop", ``.close()``); ``open_lockstep(run_viewer, models, states, duration=)``
+  streams several runs side by side in lockstep on its page (viz/lockstep.py).
 * ``run_lockstep(runs, time_steps, *, chunk=0.005, on_step=None)`` / ``LockstepViewer``: run several
   ``run_model`` calls in turns of ``chunk`` simulated seconds, streamed to one page.
 * ``MeshcatServer(*, port=None, log_path=None)``: our Meshcat server launcher (127.0.0.1 only, log
@@ -35,6 +35,7 @@ _EXPORTS = {
     "RunViewer": "live",
     "LockstepViewer": "lockstep",
     "run_lockstep": "lockstep",
+    "open_lockstep": "lockstep",
     "MeshcatServer": "server",
     "ViewerServerError": "server",
     "build_playback": "playback",

@@ -602,7 +602,7 @@ class RunViewer:
         self.web_url = ""
         self.viewer = None          # the LiveViewer (or LockstepViewer) of the run being streamed
 
-    def _ensure_server(self) -> MeshcatServer:
+    def ensure_server(self) -> MeshcatServer:
         if self.server is None:
             self.server = MeshcatServer(port=self._port).start()
             self.web_url = self.server.web_url
@@ -614,7 +614,7 @@ class RunViewer:
 
     def live(self, model: Model):
         """A step callback streaming ``model``'s run (``simulate(..., step_callback=...)``)."""
-        self._ensure_server()
+        self.ensure_server()
         if self.viewer is not None:
             self.viewer.close()
         self.viewer = LiveViewer(model, realtime=self.realtime, server=self.server, out=self.out,
@@ -624,21 +624,6 @@ class RunViewer:
         viewer = self.viewer
         return lambda m, s, info: viewer.update(s, info)
 
-    def lockstep(self, models: Sequence[Model], states: Sequence[State], *, duration: float,
-                 layout: str | None = None):
-        """A LockstepViewer (viz/lockstep.py) streaming the runs of ``models`` side by side on this page;
-        its ``on_step(i)`` is run i's per-step hook for ``run_lockstep``."""
-        from .lockstep import LockstepViewer
-
-        self._ensure_server()
-        if self.viewer is not None:
-            self.viewer.close()
-        self.viewer = LockstepViewer(models, states, server=self.server, layout=layout or self.layout,
-                                     duration=duration, realtime=self.realtime, follow=self.follow,
-                                     joint_frames=self.joint_frames, forces=self.forces,
-                                     force_scale=self.force_scale, show_contacts=self.show_contacts, out=self.out)
-        return self.viewer
-
     def finish(self, trajectories: Sequence[Trajectory], *, labels: Sequence[str] | None = None,
                wait: bool = True, layout: str | None = None) -> None:
         """Publish the playback of ``trajectories`` (``layout``: default the one given at construction);
@@ -647,7 +632,7 @@ class RunViewer:
             self.viewer.close()
             self.viewer = None
         try:
-            self._ensure_server()
+            self.ensure_server()
             if trajectories:
                 opts = PlaybackOptions(labels=labels, layout=layout or self.layout, joint_frames=self.joint_frames,
                                        forces=self.forces, force_scale=self.force_scale,

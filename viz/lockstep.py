@@ -162,9 +162,9 @@ def swept_bounds(model: Model, state: State, horizon: float) -> draw.Bounds:
 
 def run_labels(models: Sequence[Model]) -> list[str]:
     """The recorded page's labels ("SAP (lagged)", "LCP") of runs of ``models``."""
-    from convexsim.simulate import _contact_model_name
+    from convexsim.simulate import contact_model_name
 
-    return numbered_labels([run_label(m.solver.kind, _contact_model_name(m)) for m in models])
+    return numbered_labels([run_label(m.solver.kind, contact_model_name(m)) for m in models])
 
 
 class LockstepViewer:
@@ -249,3 +249,18 @@ class LockstepViewer:
         """Send every run's last frame and stop the senders (the server keeps running)."""
         for v in self.viewers:
             v.close()
+
+
+def open_lockstep(run_viewer, models: Sequence[Model], states: Sequence[State], *, duration: float,
+                  layout: str | None = None) -> "LockstepViewer":
+    """A LockstepViewer streaming the runs of ``models`` side by side on ``run_viewer``'s page (a
+    ``live.RunViewer``: its server, options and layout; it replaces the page's current viewer). Its
+    ``on_step(i)`` is run i's per-step hook for ``run_lockstep``."""
+    v = run_viewer
+    v.ensure_server()
+    if v.viewer is not None:
+        v.viewer.close()
+    v.viewer = LockstepViewer(models, states, server=v.server, layout=layout or v.layout, duration=duration,
+                              realtime=v.realtime, follow=v.follow, joint_frames=v.joint_frames, forces=v.forces,
+                              force_scale=v.force_scale, show_contacts=v.show_contacts, out=v.out)
+    return v.viewer

@@ -149,7 +149,7 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: 
         info.path = f"reference: {out.reason}"     # the compiled path handed this step over: say why
         return new, info
     new, info = out
-    info.path = "compiled" if r.path == "compiled" else f"reference: {r.reason}"
+    info.path = r.path                         # "compiled" or "reference" (route(model).reason says why)
     return new, info
 
 

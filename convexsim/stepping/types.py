@@ -68,7 +68,8 @@ class StepInfo:
     limit_force: dict = field(default_factory=dict)
     constraint_force: dict = field(default_factory=dict)
     path: str = ""
-    """Which runner took the step (set by ``stepping.dispatch.step``): "compiled", or "reference: <why>"."""
+    """Which runner took the step (set by ``stepping.dispatch.step``): "compiled", "reference", or
+    "reference: <why>" when the compiled runner handed the step over."""
 
     def named_forces(self) -> dict[str, np.ndarray]:
         """Every joint and body-constraint force of the step in one flat dict: ``actuator:<joint>`` (1,),

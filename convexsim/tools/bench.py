@@ -438,8 +438,16 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
         "analyses": stats.analyses, "fill": stats.l_blocks / stats.h_blocks if stats.h_blocks else None,
         "kept": stats.kept_edges / stats.graph_edges if stats.graph_edges else None,
         "unconverged": bad, "path": path_summary(paths),
-        "path_reasons": sorted(p.partition(": ")[2] for p in paths if p != "compiled"),
+        "path_reasons": sorted({p.partition(": ")[2] or route_reason(model, path)
+                                for p in paths if p != "compiled"}),
     }
+
+
+def route_reason(model, path: str) -> str:
+    """Why the dispatcher sends ``model``'s steps to the reference runner ("" when it does not)."""
+    from convexsim.stepping.dispatch import route
+
+    return route(model, path).reason
 
 
 def path_summary(paths: dict[str, int]) -> str:

@@ -245,6 +245,8 @@ def test_bench_prints_its_figures(capsys):
     assert fields[1:3] == ["1", "5"]  # 1 moving body, 5 steps
     for column in ("φ<0/step", "factor ms", "fill L/H", "kept"):
         assert column in header, header
+    assert fields[-1] == "compiled" and header.split()[-1] == "path"   # the runner that took the steps
+    fields = fields[:-1]
     assert fields[-3:-1] == ["—", "—"]  # fill, kept: the ball is still falling, nothing was factored
     assert "ls/iter" in header and fields[6] == "—"  # line-search evaluations per iteration: no iteration
     assert all(math.isfinite(float(x)) for x in fields[3:6] + fields[7:-3] + fields[-1:])
