@@ -522,8 +522,9 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     def contact_buffers(rows: int) -> None:
         if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
             return
-        bufs.update(c_body=np.empty((rows, 2), np.int64), c_point=np.empty((rows, 3)),
-                    c_normal=np.empty((rows, 3)), c_phi=np.empty(rows), c_force=np.empty((rows, 3)))
+        bufs.update(c_body=np.empty((rows, 2), np.int64), c_geom=np.empty((rows, 2), np.int64),
+                    c_point=np.empty((rows, 3)), c_normal=np.empty((rows, 3)), c_phi=np.empty(rows),
+                    c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
     contact_buffers(256)
     stats.path = "compiled step (compiled run loop)"
@@ -542,14 +543,14 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                         args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k - step0, n_steps, chunk,
                         record_every, bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"],
                         bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], bufs["fr_con"], st,
-                        bufs["c_body"],
-                        bufs["c_point"], bufs["c_normal"], bufs["c_phi"], bufs["c_force"])
+                        bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
+                        bufs["c_gamma"], bufs["c_force"])
                 else:
                     code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
                         *args, q, v, k - step0, n_steps, chunk, record_every,
                         bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
-                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
-                        bufs["c_force"])
+                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"],
+                        bufs["c_phi"], bufs["c_gamma"], bufs["c_force"])
                 elapsed = _time.perf_counter() - c0
                 # bookkeeping of the steps taken: times, frames, statistics
                 fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]

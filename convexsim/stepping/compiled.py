@@ -1,7 +1,7 @@
 """The compiled SAP step: eligibility, the model packed once into flat arrays, and the Python entry points.
 
-``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by one numba
-call (``compiled_kernels.step_kernel``); ``run_compiled`` (used by ``simulate.run_model``) advances many
+``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by two numba
+calls (``compiled_kernels.step_prepare``, ``step_finish``); ``run_compiled`` (used by ``simulate.run_model``) advances many
 steps per numba call (``compiled_kernels.run_kernel``). The reference Python path stays in
 ``sap_stepper`` and is what the tests compare against.
 
@@ -11,8 +11,8 @@ shapes, the SAP solver with any of its contact models, valid materials). Models 
 ``compiled_trees.compiled_tree_step`` (and ``tree_kernels.tree_run_kernel`` in the run loop).
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
-contact graph). A step with an island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is taken in
-two kernel calls with the supernodal Cholesky (``sap.supernodal``) inside the compiled Newton loop; its
+contact graph). A step with an island of more than :data:`ISLAND_MAX_DOFS` dofs (20 bodies) is factored
+with the supernodal Cholesky (``sap.supernodal``) inside the compiled Newton loop; its
 symbolic analysis is done in Python, only when the contact graph leaves the pattern of the step context's
 last analysis (``SymbolicCache.covering``: a superset pattern is kept across steps, exact up to round-off).
 The run loop (``run_kernel``) stops before such a step and the caller takes it with :func:`compiled_step`.
@@ -248,8 +248,8 @@ def compiled_step(model: Model, state: State, ctx=None, *,
     """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``), or a Handoff for a
     step the reference takes (``stepping.dispatch`` takes it).
 
-    A step with an island too large for the dense factor is taken by :func:`_supernodal_step` (module
-    docstring); ``ctx.big_islands`` remembers that, so the next step starts there (same result)."""
+    Two kernel calls (:func:`_two_call_step`); an island too large for the dense factor is factored by the
+    supernodal Cholesky (module docstring)."""
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx
@@ -258,17 +258,10 @@ def compiled_step(model: Model, state: State, ctx=None, *,
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out = np.empty_like(q)
     v_out = np.empty_like(v)
-    if ctx.big_islands:
-        return _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
-    (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
-     force) = K.step_kernel(*pm.args(strict), q, v, q_out, v_out)
-    if status == K.STEP_TOO_LARGE:
-        return _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
-    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms,
-                   phi, point, normal, gamma, force, q_out, v_out)
+    return _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
 
 
-def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
+def _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
     """The step in two kernel calls: ``step_prepare`` (collision, problem, clique graph), then
     ``step_finish`` — dense island factors if every island fits, else the supernodal factor of an
     analysis from ``ctx.symbolic.covering`` (Python, only when the graph leaves the analysed pattern)."""
@@ -278,7 +271,6 @@ def _supernodal_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
         return _result(model, state, pm, ctx, strict, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, q_out,
                        v_out)
     use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])
-    ctx.big_islands = use_sn
     sym = None
     if use_sn:
         sym = ctx.symbolic.covering(prep[8], prep[18])

@@ -1,7 +1,8 @@
 """The whole SAP step of a free-body model as numba code (the compiled path of ``convexsim.stepping``).
 
-One call of :func:`step_kernel` does what ``sap_stepper.sap_step`` does with numpy and Python objects,
-in the same order and with the same kernels wherever the reference path has one:
+Two calls, :func:`step_prepare` (stages 1–4) and :func:`step_finish` (stages 5–6), do what
+``sap_stepper.sap_step`` does with numpy and Python objects, in the same order and with the same kernels wherever
+the reference path has one:
 
 1. finite start state, per-body margin shares (``contacts.contact_margin``),
 2. world poses, broad phase (``sweep_and_prune_pairs``), pairs sorted by (A, B), narrow phase
@@ -16,20 +17,22 @@ in the same order and with the same kernels wherever the reference path has one:
    of the contact graph),
 6. symplectic Euler (``dynamics.integrate``) and a finite check of the new state.
 
-An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored by ``step_kernel``: it returns
-STEP_TOO_LARGE before changing anything, and the caller takes the step in two calls, :func:`step_prepare`
-(stages 1–4 and the clique graph) and :func:`step_finish` (stages 5–6) with the supernodal Cholesky of
-``sap.supernodal`` on a symbolic analysis made in Python between the two (``stepping.compiled``).
+An island larger than ``ipar[I_ISLAND_MAX_DOFS]`` dofs is not factored by the dense Cholesky: the run loop
+returns STEP_TOO_LARGE before taking that step, and the caller takes it with :func:`step_finish` on the
+supernodal Cholesky of ``sap.supernodal``, from a symbolic analysis made in Python between the two calls
+(``stepping.compiled``).
 So does a step whose margin shares are not finite (STEP_BAD_MARGIN, e.g. |g| overflowing): the reference
 step then raises its ValueError.
 
-:func:`run_kernel` advances many steps per call and records frames into preallocated buffers.
+:func:`run_kernel` advances many steps per call and records frames into preallocated buffers. There is no
+separately compiled one-step kernel: numba emits the machine code of a kernel's whole call tree into every
+kernel compiled on its own, so each extra entry point repeats the cost of compiling the step (≈ 7 s of a
+first run's CPU); a single step is the two calls above.
 
 The stages' kernels live in the modules that own their math: margins, collision and the pair-reach filter in
 ``stepping.contacts``; contact frames, Jacobian blocks, free motion and integration in ``dynamics``; the Newton
 loop and the settings' slots (``fpar``, ``ipar``: F_* / I_*) in ``sap.newton``. This module composes them
-(:func:`step_prepare`, :func:`step_finish`, :func:`step_kernel`) and runs many steps per call
-(:func:`run_kernel`; :func:`record_frame` and :func:`count_step` are shared with ``tree_kernels.tree_run_kernel``).
+(:func:`step_prepare`, :func:`step_finish`) and runs many steps per call (:func:`run_kernel`; :func:`record_frame` and :func:`count_step` are shared with ``tree_kernels.tree_run_kernel``).
 """
 
 from __future__ import annotations
@@ -357,38 +360,14 @@ def step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, use_sn, sn, sn_edg
     return STEP_OK, -1, status, iterations, ls_evals, resid, gamma, force
 
 
-@jit
-def step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
-                geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v, q_out,
-                v_out):
-    """One SAP step (module docstring) from (q, v) into (q_out, v_out): :func:`step_prepare` then, unless
-    an island exceeds the dense limit (STEP_TOO_LARGE), :func:`step_finish` with dense island factors.
-
-    Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual,
-    geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3), gamma (nc, 3), force_world (nc, 3)).
-    """
-    status, bad, max_n, prep = step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia,
-                                            body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
-                                            geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v)
-    geoms, phi, point, normal = prep[0], prep[1], prep[2], prep[3]
-    nc = phi.shape[0]
-    if status != STEP_OK:
-        return status, bad, 0, 0, 0, 0.0, geoms, phi, point, normal, np.zeros((nc, 3)), np.zeros((nc, 3))
-    if max_n > ipar[I_ISLAND_MAX_DOFS]:
-        zeros = np.zeros((nc, 3))
-        return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, geoms, phi, point, normal, zeros, zeros.copy()
-    sn, sn_edges = no_supernodal()
-    (status, bad, sap_status, iterations, ls_evals, resid, gamma,
-     force) = step_finish(fpar, ipar, moving, q, v, q_out, v_out, prep, False, sn, sn_edges)
-    return status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force
-
-
 @jit(inline="always")
 def record_frame(nf, ncr, k, q_new, v_new, quiet, iterations, sap_status, ls_evals, resid, geoms, phi, point,
-                 normal, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, c_body, c_point, c_normal,
-                 c_phi, c_force):
+                 normal, gamma, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, c_body, c_geom,
+                 c_point, c_normal, c_phi, c_gamma, c_force):
     """Write frame ``nf`` of a run kernel: the state after step k, its solver statistics (``quiet``: no problem
-    was solved, StepInfo's defaults) and its contact rows from row ``ncr`` on. Returns the next free row."""
+    was solved, StepInfo's defaults, and sap status −1) and its contact rows from row ``ncr`` on (bodies,
+    geometries, point, normal, φ, impulse γ in the contact frame [N·s], world force [N]). Returns the next free
+    row."""
     nc = phi.shape[0]
     fr_step[nf] = k + 1
     for b in range(q_new.shape[0]):
@@ -399,17 +378,20 @@ def record_frame(nf, ncr, k, q_new, v_new, quiet, iterations, sap_status, ls_eva
     fr_stat[nf, 0] = 0 if quiet else iterations
     fr_stat[nf, 1] = 1 if (quiet or sap_status == 0) else 0
     fr_stat[nf, 2] = 0 if quiet else ls_evals
-    fr_stat[nf, 3] = 0 if quiet else sap_status
+    fr_stat[nf, 3] = -1 if quiet else sap_status
     fr_resid[nf] = 0.0 if quiet else resid
     fr_nc[nf] = nc
     for c in range(nc):
         c_body[ncr + c, 0] = geom_body[geoms[c, 0]]
         c_body[ncr + c, 1] = geom_body[geoms[c, 1]]
+        c_geom[ncr + c, 0] = geoms[c, 0]
+        c_geom[ncr + c, 1] = geoms[c, 1]
         c_phi[ncr + c] = phi[c]
         for i in range(3):
             c_point[ncr + c, i] = point[c, i]
             c_normal[ncr + c, i] = normal[c, i]
             c_force[ncr + c, i] = force[c, i]
+            c_gamma[ncr + c, i] = gamma[c, i]
     return ncr + nc
 
 
@@ -433,13 +415,13 @@ def run_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body
                geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d,
                q, v, k0, n_total, max_steps, record_every,
                fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, st,
-               c_body, c_point, c_normal, c_phi, c_force):
+               c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v) in place from step index k0 by up to ``max_steps`` steps (never past ``n_total``),
     recording a frame after step k when (k + 1) % record_every == 0 or k + 1 == n_total.
 
     Frame buffers (one row per frame): fr_step (step index after the step), fr_q, fr_v, fr_stat
     (iterations, converged, line-search evaluations, sap status), fr_resid, fr_nc (contacts); contact
-    rows: c_body (body_a, body_b), c_point, c_normal, c_phi, c_force. Per step taken (row ``taken``):
+    rows: c_body (body_a, body_b), c_geom (geom_a, geom_b), c_point, c_normal, c_phi, c_gamma, c_force. Per step taken (row ``taken``):
     st = (iterations, contacts, converged, line-search evaluations); st has at least max_steps rows.
 
     Returns (code, steps taken, frames written, contact rows written, bad_body, sap_status, iterations):
@@ -451,15 +433,22 @@ def run_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body
     taken = 0
     q_new = np.empty_like(q)
     v_new = np.empty_like(v)
+    sn, sn_edges = no_supernodal()
     while taken < max_steps and k0 + taken < n_total:
         k = k0 + taken
         record = (k + 1) % record_every == 0 or k + 1 == n_total
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
-        (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
-         force) = step_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type,
-                              geom_size, geom_body, geom_pos, geom_quat, geom_rho, geom_k, geom_mu, geom_tau,
-                              geom_d, q, v, q_new, v_new)
+        status, bad, max_n, prep = step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia,
+                                                body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
+                                                geom_rho, geom_k, geom_mu, geom_tau, geom_d, q, v)
+        if status != STEP_OK:
+            return status, taken, nf, ncr, bad, 0, 0
+        if max_n > ipar[I_ISLAND_MAX_DOFS]:       # the caller takes this step with the supernodal factor
+            return STEP_TOO_LARGE, taken, nf, ncr, -1, 0, 0
+        geoms, phi, point, normal = prep[0], prep[1], prep[2], prep[3]
+        (status, bad, sap_status, iterations, ls_evals, resid, gamma,
+         force) = step_finish(fpar, ipar, moving, q, v, q_new, v_new, prep, False, sn, sn_edges)
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, sap_status, iterations
         nc = phi.shape[0]
@@ -467,8 +456,8 @@ def run_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body
             if ncr + nc > c_phi.shape[0]:
                 return RUN_NEED_CONTACT_SPACE, taken, nf, ncr, -1, 0, nc
             ncr = record_frame(nf, ncr, k, q_new, v_new, False, iterations, sap_status, ls_evals, resid, geoms,
-                               phi, point, normal, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc,
-                               c_body, c_point, c_normal, c_phi, c_force)
+                               phi, point, normal, gamma, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid,
+                               fr_nc, c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force)
             nf += 1
         count_step(st, taken, False, iterations, nc, sap_status, ls_evals, q, v, q_new, v_new)
         taken += 1

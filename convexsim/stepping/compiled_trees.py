@@ -2,7 +2,7 @@
 kernel cannot express, and the Python entry point.
 
 ``compiled_tree_step(model, state, ctx)`` returns what ``articulated.articulated_sap_step`` returns,
-computed by one numba call (``tree_kernels.tree_step_kernel``). ``compiled.tree_layout_problem`` says which
+computed by one numba call (``tree_kernels.tree_run_kernel`` for one step). ``compiled.tree_layout_problem`` says which
 tree models it takes (``compiled.compiled_step_supported`` asks it): revolute, prismatic, ball, free and fixed
 joints; joint limits on 1-dof joints, implicit PD actuators, couplers within a tree; every tree with the
 model's gravity; joint couplers between 1-dof joints of any trees (``Forest.constraints``). Refused (the
@@ -146,53 +146,76 @@ def packed_forest(model: Model) -> PackedForest:
 
 def compiled_tree_step(model: Model, state: State, ctx=None, *,
                        strict: bool = False) -> tuple[State, StepInfo] | Handoff:
-    """One SAP step of a tree model by ``tree_kernels.tree_step_kernel`` (same contract as
-    ``articulated.articulated_sap_step``), or a Handoff for the steps the reference takes instead (module
-    docstring; ``stepping.dispatch`` takes them)."""
-    from convexsim.stepping.tree_kernels import tree_step_kernel
+    """One SAP step of a tree model (same contract as ``articulated.articulated_sap_step``), or a Handoff for
+    the steps the reference takes instead (module docstring; ``stepping.dispatch`` takes them).
+
+    The step is one call of the run loop ``tree_kernels.tree_run_kernel`` for one step with one frame: the
+    tree step has a single compiled entry point, so a first run compiles it once (numba emits a kernel's whole
+    call tree into each kernel compiled on its own)."""
+    from convexsim.stepping.tree_kernels import tree_run_kernel
 
     if ctx is not None and ctx.controlled:
         return Handoff("a controller drives the joints this step")
     pm = packed(model)
     pf = packed_forest(model)
     args = pm.args(strict)
-    q = np.ascontiguousarray(state.q, dtype=np.float64)
-    v = np.ascontiguousarray(state.v, dtype=np.float64)
-    tq = np.ascontiguousarray(state.tree_q, dtype=np.float64)
-    tv = np.ascontiguousarray(state.tree_v, dtype=np.float64)
-    q_out, v_out, tq_out, tv_out = np.empty_like(q), np.empty_like(v), np.empty_like(tq), np.empty_like(tv)
-    (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force, act_force,
-     lim_force, con_force, nrows) = tree_step_kernel(args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv,
-                                         q_out, v_out, tq_out, tv_out)
-    if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
-        return Handoff(K.STEP_STATUS_NAMES[status])
-    if status == K.STEP_NONFINITE_START:
+    q = np.array(state.q, dtype=np.float64, order="C")
+    v = np.array(state.v, dtype=np.float64, order="C")
+    tq = np.array(state.tree_q, dtype=np.float64, order="C")
+    tv = np.array(state.tree_v, dtype=np.float64, order="C")
+    nb = model.nbody
+    fr = dict(step=np.empty(1, np.int64), q=np.empty((1, nb, 7)), v=np.empty((1, nb, 6)),
+              stat=np.empty((1, 4), np.int64), resid=np.empty(1), nc=np.empty(1, np.int64),
+              act=np.empty((1, len(pf.actuator_names))), lim=np.empty((1, len(pf.limit_names))),
+              con=np.empty((1, len(pf.coupler_names))))
+    st = np.empty((1, 4), np.int64)
+    rows = 64
+    while True:
+        c_body, c_geom = np.empty((rows, 2), np.int64), np.empty((rows, 2), np.int64)
+        c_point, c_normal, c_phi = np.empty((rows, 3)), np.empty((rows, 3)), np.empty(rows)
+        c_gamma, c_force = np.empty((rows, 3)), np.empty((rows, 3))
+        code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
+            args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv, 0, 1, 1, 1, fr["step"], fr["q"],
+            fr["v"], fr["stat"], fr["resid"], fr["nc"], fr["act"], fr["lim"], fr["con"], st, c_body, c_geom, c_point,
+            c_normal, c_phi, c_gamma, c_force)
+        if code != K.RUN_NEED_CONTACT_SPACE:
+            break
+        rows = 2 * (rows + int(extra))
+    if code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
+        return Handoff(K.STEP_STATUS_NAMES[code])
+    if code == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
+    t_new = state.t + model.time_step
+    if code == K.STEP_SOLVER_FAILED:
+        raise SimulationError(f"SAP (articulated) did not converge ({SAP_STATUS_NAMES[sap_status]}) after "
+                              f"{int(extra)} iterations", step=state.step, time=state.t)
+    if code == K.STEP_NONFINITE_END:
+        raise nonfinite_error(model, state, bad, state.step + 1, t_new)
+    assert code == K.RUN_DONE and taken == 1 and nf == 1, (code, taken, nf)
+    nc = int(fr["nc"][0])
     geom_body = pm.model_arrays[9]
+    geoms = c_geom[:nc]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
-                        body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
+                        body_b=geom_body[geoms[:, 1]], phi=c_phi[:nc].copy(), point=c_point[:nc].copy(),
+                        normal=c_normal[:nc].copy())
+    iterations, _, ls_evals, status = (int(x) for x in fr["stat"][0])
     limit = {name: 0.0 for name in pf.limit_names}
-    for name, f in zip(pf.limit_names, lim_force):
+    for name, f in zip(pf.limit_names, fr["lim"][0]):
         limit[name] += float(f)
-    if contacts.count == 0 and nrows == 0:
+    if status < 0:                                   # no problem was solved: StepInfo's defaults
         info = StepInfo(contacts=contacts)
     else:
-        info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
-                        converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
-                        momentum_residual=float(resid), line_search_evaluations=int(ls_evals),
-                        actuator_force=act_force)
+        info = StepInfo(contacts=contacts, gamma=c_gamma[:nc].copy(), force_world=c_force[:nc].copy(),
+                        iterations=iterations, converged=status == 0, status=SAP_STATUS_NAMES[status],
+                        momentum_residual=float(fr["resid"][0]), line_search_evaluations=ls_evals,
+                        actuator_force=fr["act"][0].copy())
     info.limit_force = limit
-    info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, con_force)}
+    info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, fr["con"][0])}
     info.actuator_names = pf.actuator_names
-    if status == K.STEP_SOLVER_FAILED or (sap_status != 0 and status == K.STEP_OK):
-        msg = f"SAP (articulated) did not converge ({info.status}) after {info.iterations} iterations"
-        if status == K.STEP_SOLVER_FAILED:
-            raise SimulationError(msg, step=state.step, time=state.t)
-        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
-    t_new = state.t + model.time_step
-    if status == K.STEP_NONFINITE_END:
-        raise nonfinite_error(model, state, bad, state.step + 1, t_new)
-    return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
+    if status > 0:
+        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): SAP (articulated) did not converge "
+                      f"({info.status}) after {info.iterations} iterations", ConvergenceWarning, stacklevel=4)
+    return State(t=t_new, q=q, v=v, step=state.step + 1, tree_q=tq, tree_v=tv), info
 
 
 __all__ = ["PackedForest", "compiled_tree_step", "packed_forest"]

@@ -99,9 +99,6 @@ class StepContext:
     lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
     lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
     controls: Any = None
-    big_islands: bool = False
-    """The last compiled step had an island above the dense limit (``stepping.compiled``): the next one
-    starts with the two-call supernodal step. A routing hint only: the result is the same either way."""
     lcp_crash_failed: tuple[int, int] = (-1, 0)
     """(step, k): the LCP stepper's crash start last failed at that step and is skipped for the k steps after
     it (``lcp_stepper.CRASH_BACKOFF_MAX``); k doubles with each failure in a row and resets on a success."""

@@ -176,7 +176,7 @@ def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
     return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
 
-@jit
+@jit(inline="always")
 def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_out, tv_out):
     """One SAP step of a model with trees (module docstring) from (q, v, tree_q, tree_v) into the *_out arrays.
 
@@ -513,7 +513,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
 @jit
 def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_steps, record_every,
                     fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, fr_con, st,
-                    c_body, c_point, c_normal, c_phi, c_force):
+                    c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
     steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
     return value as ``compiled_kernels.run_kernel``, plus per frame the actuator forces fr_act (frames, nact)
@@ -545,8 +545,8 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
             if ncr + nc > c_phi.shape[0]:
                 return RUN_NEED_CONTACT_SPACE, taken, nf, ncr, -1, 0, nc
             ncr = record_frame(nf, ncr, k, q_new, v_new, quiet, iterations, sap_status, ls_evals, resid, geoms,
-                               phi, point, normal, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc,
-                               c_body, c_point, c_normal, c_phi, c_force)
+                               phi, point, normal, gamma, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid,
+                               fr_nc, c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force)
             fr_act[nf] = act_force
             fr_lim[nf] = lim_force
             fr_con[nf] = con_force
