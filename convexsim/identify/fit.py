@@ -452,9 +452,14 @@ def fit_mpec(segments: list[Segment], pairs, mu0: float) -> MethodResult:
     _, p, _, _ = prob.unpack(res.x)
     ests = [Estimate("mpec", Parameter("mu", pk).label(), float(res.theta[j]), float(res.theta_std[j]), mu0)
             for j, pk in enumerate(pairs)]
-    notes = ["solver stages (W, δ, evaluations, μ, violation): " + "; ".join(
-        f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
-        f"{s['violation']:.2g})" for s in res.stages)]
+    if res.stages and res.stages[0].get("implicit"):
+        st = res.stages[0]
+        notes = [f"implicit solve (the LCP variables eliminated through each step's LCP): {st['nfev']} "
+                 f"evaluations, violation {st['violation']:.2g} m/s"]
+    else:
+        notes = ["solver stages (W, δ, evaluations, μ, violation): " + "; ".join(
+            f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
+            f"{s['violation']:.2g})" for s in res.stages)]
     if not res.success:
         notes.append(res.message)
     return MethodResult("mpec", ests, res.objective, int(sum(s["nfev"] for s in res.stages)),

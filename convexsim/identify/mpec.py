@@ -1,4 +1,6 @@
-"""Berard–Trinkle MPEC over a whole trajectory, solved as a smoothed least-squares problem (docs/identify.md).
+"""Berard–Trinkle MPEC over a whole trajectory (docs/identify.md): solved by default by implicit programming
+(:func:`solve_implicit`: states and LCP variables eliminated through every step's LCP), or in all its
+unknowns as a smoothed least-squares problem.
 
 Unknowns: the friction coefficients θ (one per material pair), positions p_l and velocities v_l of every
 frame l = 0..N, and every step's LCP variables z_l = (p_n, β, λ) (normal impulses, impulses along the d
@@ -15,7 +17,7 @@ configuration (Jacobians, directions D = [D_1 … D_m], gaps φ̃ and their posi
 objective is the observation misfit Σ_l ‖p_l − p̃_l‖² (the seed's Σ nᵀn; the first term plays the role of
 its (x⁰ − x̄⁰) prior).
 
-Solution method: each complementarity pair (a, b) becomes the smoothed Fischer–Burmeister residual
+All-unknowns solution method (``solve_mpec(method="continuation")``): each complementarity pair (a, b) becomes the smoothed Fischer–Burmeister residual
 a + b − sqrt(a² + b² + 2δ²) (zero iff a, b ≥ 0 and ab = δ²), the equalities and these residuals are
 weighted by W, and ``scipy.optimize.least_squares`` (trust-region reflective, sparse analytic Jacobian,
 bounds θ ∈ [0, θ_max]) minimizes ‖misfit‖² + W²‖constraints‖² along the continuation
