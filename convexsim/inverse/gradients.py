@@ -231,6 +231,30 @@ def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndar
     return out
 
 
+def delassus_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
+    """∂p/∂w per contact, shape (nk, 8): the kernel parameters' dependence on the Delassus estimate w [1/kg]
+    (which moves with A, e.g. with a link's mass or a joint's damping).
+
+    "sap": ∂Rt/∂w = σ; ∂Rn/∂w = β²/(4π²) on the near-rigid branch (Rn = max(β²w/(4π²), 1/(dt k (dt+τd))),
+    the compliant branch at a tie, as :func:`kernel_parameter_partials`), 0 otherwise; v̂ does not read w.
+    Hunt–Crossley: ∂εs/∂w = μ σ n0 where εs = max(v_s, μ σ w n0) is not v_s, 0 otherwise.
+    Constraints with w = 0 (a zero Jacobian, w replaced by 1) get 0.
+    """
+    out = np.zeros((problem.nk, 8))
+    live = w > 0.0
+    if problem.model == "sap":
+        r_near = problem.beta ** 2 / (4.0 * math.pi ** 2) * w
+        r_comp = 1.0 / (problem.dt * problem.k * (problem.dt + problem.tau_d))
+        out[:, 1] = np.where(live, problem.sigma, 0.0)
+        out[:, 2] = np.where(live & ~(r_comp > r_near), problem.beta ** 2 / (4.0 * math.pi ** 2), 0.0)
+        return out
+    fe_pos = np.maximum(problem.fe0, 0.0)
+    n0 = problem.dt * fe_pos * np.maximum(1.0 - problem.d * problem.vn0, 0.0)
+    active = problem.mu * problem.sigma * w * n0 > problem.v_s
+    out[:, 6] = np.where(live & active, problem.mu * problem.sigma * n0, 0.0)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # one step
 # --------------------------------------------------------------------------------------------------
@@ -346,6 +370,7 @@ __all__ = [
     "PHYSICAL",
     "StepSensitivity",
     "check_kernel_consistency",
+    "delassus_partials",
     "hc_impulse_partials",
     "impulse_partials",
     "kernel_parameter_partials",

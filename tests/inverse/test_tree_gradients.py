@@ -1,11 +1,15 @@
 """Gradients of SAP steps and rollouts of tree models (convexsim.inverse.trees) against central
-differences of the steps themselves.
+differences of the steps themselves, and the analytic parameter partials of the momentum residual against
+central differences of the residual.
 
 Tolerances. The step is solved to a relative momentum residual of 1e-12 (``gradient_model``); a central
-difference with relative step h has truncation error O(h²) ≈ 1e-10 and solver noise ≈ 1e-12/h ≈ 1e-7
-relative (h = 1e-5), and the linearization's own residual differences (steps 1e-6–1e-7) are good to
-~1e-8. The tests ask 1e-5 relative to the largest entry, 100× above these errors, and adjoint = forward
-to 1e-9 (same linear algebra, different order).
+difference of re-solved steps with relative step h has truncation error O(h²) ≈ 1e-10 and solver noise
+≈ 1e-12/h ≈ 1e-7 relative (h = 1e-5), so step and rollout derivatives are asked to 1e-5 relative to the
+largest entry, 100× above these errors: that tolerance is set by the finite differences, not by the
+analytic side. The analytic parameter partials ∂g/∂θ (closed forms since the residual's differences were
+replaced) are compared with central differences of the residual at the fixed solution (no solve in
+between: truncation O(h²) ≈ 1e-12 relative and round-off ≈ 1e-16·|g's terms|/h ≈ 1e-8 of a column at h = 1e-6, measured), to 1e-6, one
+order tighter than the step test allows (stiff actuator rows need a larger step, stated there). Adjoint = forward to 1e-9 (same linear algebra, different order).
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import numpy as np
 import pytest
 
 from convexsim.inverse.rollout import adjoint, tangents
-from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value,
-                                     target_gradient, tree_rollout, velocity_vector)
+from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, parameter_columns,
+                                     residual, robot_value, step_stages, target_gradient, tree_rollout,
+                                     velocity_vector, with_robot_parameters)
 from convexsim.simulate import prepare
 from tree_scenes import ARM
 
@@ -23,6 +28,31 @@ ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow
               RobotParameter("kd", "shoulder"), RobotParameter("mass", "fore"))
 H_REL = 1e-5
 TOL = 1e-5
+PARTIAL_TOL = 1e-6
+
+
+def residual_differences(model, state, v, parameters, controls=None, h_rel=1e-6):
+    """−∂g/∂θ at fixed v, q0, v0 and contact set by central differences of the residual (the step's own
+    stages re-assembled at θ ± h): the oracle of the analytic ``parameter_columns``."""
+    ref = step_stages(model, state, controls)
+    cols = []
+    for p in parameters:
+        base = robot_value(model, p)
+        h = h_rel * max(abs(base), 1.0)
+        g = [residual(step_stages(with_robot_parameters(model, {p: base + sign * h}), state, controls,
+                                  ref.contacts), v) for sign in (1.0, -1.0)]
+        cols.append(-(g[0] - g[1]) / (2 * h))
+    return np.array(cols).T
+
+
+def assert_partials_match(model, state, v, parameters, controls=None, h_rel=1e-6, tol=PARTIAL_TOL):
+    """Analytic Mθ = central differences of the residual, per parameter, to ``tol`` of the column."""
+    st = step_stages(model, state, controls)
+    an = parameter_columns(model, state, st, v, parameters, controls)
+    fd = residual_differences(model, state, v, parameters, controls, h_rel)
+    for j, p in enumerate(parameters):
+        assert np.max(np.abs(fd[:, j])) > 0, p.label()
+        assert np.max(np.abs(an[:, j] - fd[:, j])) <= tol * np.max(np.abs(fd[:, j])), p.label()
 
 
 def scene_targets(model, state0, steps):
@@ -61,6 +91,7 @@ def test_one_step_derivatives_match_finite_differences(arm):
     ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
     rec = ro.records[0]
     assert rec.residual < 1e-10
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, ro_controls(model, tg))
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, 1, p=p, targets=tg, h=H_REL)[1] / model.time_step    # dq = dt dv
         an = rec.solve(rec.Mtheta[:, j])
@@ -71,6 +102,45 @@ def test_one_step_derivatives_match_finite_differences(arm):
             an = rec.solve(rec.Mtarget[:, n, k])
             assert np.max(np.abs(an)) > 0
             assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), (n, k)
+
+
+def ro_controls(model, targets, l=0):
+    """The Controls a rollout with ``targets`` hands its step l."""
+    from convexsim.inverse.trees import _controls
+    return _controls(model, targets, l)
+
+
+@pytest.mark.parametrize("kp, kd", [(1e10, 1e6), (1e8, 1e7)])
+def test_near_rigid_actuator_gains(kp, kd):
+    """Actuators so stiff that their gains are limited to R = β² w/(4π²) (dt·Kp > Kd and dt·Kp < Kd, the
+    two branches of ``pd_effective_gains``): Kp', Kd' then move with the row's Delassus estimate w, i.e.
+    with the link masses and the joint damping through diag(A), as well as with Kp and Kd. The analytic
+    partials equal the residual's differences and one step's derivative equals re-solved steps.
+
+    The rows' impulses reach 1e4 N·s here while the damping column is ~1e-3 N·s per N·m·s/rad, so the
+    residual's differences carry round-off ≈ 1e-16·1e4/h: with h = 1e-4 (truncation O(h²) ≈ 1e-8) they
+    are good to ≈ 2e-6 of the column (measured), and are asked 1e-5. The rigid actuators hold the joints,
+    so the step moves by only ~5e-7 rad/s per N·m·s/rad of damping: re-solved steps with the solver's
+    ~1e-12 noise need a relative step of 1e-3 and agree to ≤ 3e-5 (measured); asked 1e-4."""
+    from convexsim.inverse.trees import _actuator_rows
+    from convexsim.sap.joint_constraints import BETA_JOINT, pd_gains_kernel
+
+    scene = ARM.replace("kp: 300, kd: 8", f"kp: {kp:g}, kd: {kd:g}").replace("kp: 150, kd: 4",
+                                                                            f"kp: {kp:g}, kd: {kd:g}")
+    model, state, _ = prepare(scene)
+    model = gradient_model(model)
+    tg = scene_targets(model, state, 1)
+    ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
+    rec = ro.records[0]
+    dt = model.time_step
+    st = step_stages(model, state, ro_controls(model, tg))
+    for r, act, q0, w in _actuator_rows(model, state, st, ro_controls(model, tg)):
+        assert pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)[0] < 0.5 * act.kp     # limited (s < 1/2)
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, ro_controls(model, tg), h_rel=1e-4, tol=1e-5)
+    for j, p in enumerate(ARM_PARAMS):
+        fd = fd_rollout(model, state, 1, p=p, targets=tg, h=1e-3)[1] / dt
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(an - fd)) <= 1e-4 * np.max(np.abs(fd)), p.label()
 
 
 def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
@@ -152,6 +222,7 @@ def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
         state, info = step(model, state, ctx)
     assert info.contacts.count >= 4 and state.v[1, 3] > 0.05       # pushed and sliding
     rec = tree_rollout(model, state, 1, parameters=IIWA_PARAMS, linearize=True).records[0]
+    assert_partials_match(model, state, rec.v_next, IIWA_PARAMS)
     v1 = lambda s, **kw: velocity_vector(model, tree_rollout(model, s, 1, **kw).states[1])  # noqa: E731
     for j, p in enumerate(IIWA_PARAMS):
         base = robot_value(model, p)
