@@ -16,18 +16,26 @@ G_r = 1/R inside a row's box, 0 outside. H is assembled once at the step's solut
 (dense Cholesky: tree islands have tens of dofs); every right-hand side is one pair of triangular
 solves. No Newton iteration happens here: v is the step's.
 
-Right-hand sides:
+Right-hand sides −∂g/∂x at fixed v (q0, v0 and the contact set fixed):
 
 * PD targets (analytic): the actuator row's impulse is γ = clamp(dt (−Kp'(q0 + dt vc − q̄) − Kd'(vc − v̄)
   + u_ff)) (Kp', Kd' after gain limiting, docs/articulated.md §4), so ∂g/∂q̄ = −J_rᵀ dt Kp' and
   ∂g/∂v̄ = −J_rᵀ dt Kd' while the row is inside its effort box, 0 when saturated (the saturated side's
   one-sided derivative, as for the contact boundaries).
-* joint damping, actuator gains Kp, Kd, a link's mass (a payload at the link's centre of mass: its
-  rotational inertia about the COM unchanged), a material's friction coefficient, the previous joint
-  and free-body configuration and velocity: −∂g/∂x at fixed v by central differences of the residual
-  above (the step's own stages at x ± h, contact set held fixed), the same treatment as the contact
-  kinematics' Mq in ``rollout``. These enter g smoothly (M, h and w through CRBA/RNEA, R and v̂ of the
-  rows), so the difference is O(h²) accurate; the implicit solve stays analytic.
+* robot parameters (analytic, :func:`parameter_columns`): with A (v − v*) = (M + dt D)(v − v0) + dt (h + D v0
+  − τ), a joint's damping d_i gives dt v_i e_i, a link's mass (a payload at the link's COM, its rotational
+  inertia about the COM unchanged) gives ∂M/∂m (v − v0) + dt ∂h/∂m by CRBA and RNEA of the link alone at
+  unit mass (``multibody.dynamics.unit_mass_model``). Both also move diag(A), hence every Delassus estimate
+  w: the contacts' Rt = σ w, near-rigid Rn and Hunt–Crossley εs (``gradients.delassus_partials``), the
+  near-rigid limit rows' R = β² w/(4π²) and the limited actuator gains (:func:`pd_row_partials`). Kp and
+  Kd enter the actuator row's R and v̂ (:func:`pd_row_partials`, the gain limit included); a material's
+  μ the pair's μ = 2 μa μb/(μa + μb) and the contact parameters (``gradients.kernel_parameter_partials``),
+  chained through ``gradients.impulse_partials``. Rows outside their box (saturated actuators) contribute
+  nothing, the saturated side's derivative.
+* the previous joint and free-body configuration and velocity: central differences of the residual above
+  (the step's own stages at x ± h, contact set held fixed), the same treatment as the contact kinematics'
+  Mq in ``rollout``; these enter g smoothly, so the difference is O(h²) accurate; the implicit solve
+  stays analytic.
 
 Coordinates (the step's v layout): per free moving body (δrotation about W axes [rad], δposition [m]),
 then every tree's joint coordinates. Only 1-dof joints (revolute, prismatic) are supported, where
