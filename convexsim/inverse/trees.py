@@ -365,7 +365,7 @@ def pd_row_partials(dt: float, act, q0: float, w: float, d_kp: float = 0.0, d_kd
     return -dc / (dt * c * c), dv_hat
 
 
-def _actuator_rows(model: Model, state: State, st: StepStages, controls: Controls | None):
+def actuator_rows(model: Model, state: State, st: StepStages, controls: Controls | None):
     """Per pd_rows entry: (row, PdActuator as the step built it, q0 of its joint, its w)."""
     from convexsim.multibody.forest import current_actuators
 
@@ -387,10 +387,10 @@ def target_columns(model: Model, st: StepStages, v: np.ndarray, state: State | N
                    controls: Controls | None = None, pd=None) -> np.ndarray:
     """−∂g/∂(q̄, v̄) of every actuator, shape (nv, nact, 2): J_rᵀ dt (Kp', Kd') inside the effort box,
     0 when saturated (:func:`pd_row_partials` with dq̄ or dv̄ = 1; module docstring). ``pd`` is
-    :func:`_actuator_rows` (computed from ``state``, ``controls`` when not given)."""
+    :func:`actuator_rows` (computed from ``state``, ``controls`` when not given)."""
     sys_ = st.system
     dt = model.time_step
-    pd = _actuator_rows(model, state, st, controls) if pd is None else pd
+    pd = actuator_rows(model, state, st, controls) if pd is None else pd
     _, dg_dvhat = row_gamma_partials(sys_.par, sys_.Jr @ v) if sys_.par.shape[0] else (None, None)
     out = np.zeros((sys_.nv, len(pd), 2))
     for n, (r, act, q0, w) in enumerate(pd):
@@ -474,7 +474,7 @@ def parameter_columns(model: Model, state: State, st: StepStages, v: np.ndarray,
     sys_ = st.system
     dt = model.time_step
     nc, nr = st.contacts.count, sys_.par.shape[0]
-    pd = _actuator_rows(model, state, st, controls) if pd is None else pd
+    pd = actuator_rows(model, state, st, controls) if pd is None else pd
     A_diag = np.diag(sys_.A)
     dg_dR, dg_dvhat = row_gamma_partials(sys_.par, sys_.Jr @ v) if nr else (np.zeros(0), np.zeros(0))
     if nc:
@@ -589,7 +589,7 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
 
     Mv = -_central(g_of_v, nv, V_STEP)
     Mq = -_central(g_of_q, nv, Q_STEP)
-    pd = _actuator_rows(model, state, ref, controls)
+    pd = actuator_rows(model, state, ref, controls)
     Mtheta = parameter_columns(model, state, ref, v_next, parameters, controls, pd)
     return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next, pd=pd), np.array(v_next), rel)
 
@@ -634,7 +634,8 @@ def gradient_model(model: Model, rel_tolerance: float = 1e-12) -> Model:
                                          max_iterations=max(s.max_iterations, 200)))
 
 
-def _controls(model: Model, targets, l: int) -> Controls | None:
+def target_controls(model: Model, targets, l: int) -> Controls | None:
+    """The Controls of step l of a rollout with PD ``targets`` (steps, nact, 2) (None: the scene's)."""
     if targets is None:
         return None
     names = [a.name for t in model.forest.trees for a in t.actuators]
@@ -672,7 +673,7 @@ def tree_rollout(model: Model, state0: State, steps: int, *, values=None, parame
     states, records = [state0.copy()], []
     state = state0.copy()
     for l in range(int(steps)):
-        ctx.controls = _controls(m, targets, l)
+        ctx.controls = target_controls(m, targets, l)
         new, _ = step(m, state, ctx, strict=True, path=path)
         if linearize:
             records.append(linearize_step(m, state, velocity_vector(m, new), parameters, ctx.controls))
@@ -706,16 +707,22 @@ __all__ = [
     "TreeGradientError",
     "TreeRollout",
     "TreeStepRecord",
+    "actuator_rows",
     "check_tree_model",
+    "contact_problem",
     "free_position_rows",
     "gradient_model",
     "joint_coordinate_rows",
     "linearize_step",
     "newton_matrix",
+    "parameter_columns",
+    "pd_row_partials",
     "residual",
+    "row_gamma_partials",
     "robot_value",
     "step_stages",
     "target_columns",
+    "target_controls",
     "target_gradient",
     "tree_rollout",
     "velocity_vector",

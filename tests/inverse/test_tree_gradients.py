@@ -24,7 +24,8 @@ import pytest
 
 from convexsim.inverse.rollout import adjoint, tangents
 from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, parameter_columns,
-                                     residual, robot_value, step_stages, target_gradient, tree_rollout,
+                                     residual, robot_value, step_stages, target_controls, target_gradient,
+                                     tree_rollout,
                                      velocity_vector, with_robot_parameters)
 from convexsim.simulate import prepare
 from tree_scenes import ARM
@@ -98,7 +99,7 @@ def test_one_step_derivatives_match_finite_differences(arm):
     ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
     rec = ro.records[0]
     assert rec.residual < 1e-10
-    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, ro_controls(model, tg))
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0))
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, 1, p=p, targets=tg, h=H_REL)[1] / model.time_step    # dq = dt dv
         an = rec.solve(rec.Mtheta[:, j])
@@ -109,12 +110,6 @@ def test_one_step_derivatives_match_finite_differences(arm):
             an = rec.solve(rec.Mtarget[:, n, k])
             assert np.max(np.abs(an)) > 0
             assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), (n, k)
-
-
-def ro_controls(model, targets, l=0):
-    """The Controls a rollout with ``targets`` hands its step l."""
-    from convexsim.inverse.trees import _controls
-    return _controls(model, targets, l)
 
 
 @pytest.mark.parametrize("kp, kd", [(1e10, 1e6), (1e8, 1e7)])
@@ -129,7 +124,7 @@ def test_near_rigid_actuator_gains(kp, kd):
     are good to ≈ 2e-6 of the column (measured), and are asked 1e-5. The rigid actuators hold the joints,
     so the step moves by only ~5e-7 rad/s per N·m·s/rad of damping: re-solved steps with the solver's
     ~1e-12 noise need a relative step of 1e-3 and agree to ≤ 3e-5 (measured); asked 1e-4."""
-    from convexsim.inverse.trees import _actuator_rows
+    from convexsim.inverse.trees import actuator_rows
     from convexsim.sap.joint_constraints import BETA_JOINT, pd_gains_kernel
 
     scene = ARM.replace("kp: 300, kd: 8", f"kp: {kp:g}, kd: {kd:g}").replace("kp: 150, kd: 4",
@@ -140,10 +135,10 @@ def test_near_rigid_actuator_gains(kp, kd):
     ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
     rec = ro.records[0]
     dt = model.time_step
-    st = step_stages(model, state, ro_controls(model, tg))
-    for r, act, q0, w in _actuator_rows(model, state, st, ro_controls(model, tg)):
+    st = step_stages(model, state, target_controls(model, tg, 0))
+    for r, act, q0, w in actuator_rows(model, state, st, target_controls(model, tg, 0)):
         assert pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)[0] < 0.5 * act.kp     # limited (s < 1/2)
-    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, ro_controls(model, tg), h_rel=1e-4, tol=1e-5)
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0), h_rel=1e-4, tol=1e-5)
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, 1, p=p, targets=tg, h=1e-3)[1] / dt
         an = rec.solve(rec.Mtheta[:, j])
