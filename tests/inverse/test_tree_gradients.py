@@ -145,6 +145,31 @@ def test_near_rigid_actuator_gains(kp, kd):
         assert np.max(np.abs(an - fd)) <= 1e-4 * np.max(np.abs(fd)), p.label()
 
 
+def test_joint_limit_row_moves_with_mass_and_damping():
+    """The arm's shoulder 2 mrad above its lower limit, moving onto it: the limit's near-rigid row,
+    R = β² w/(4π²), pushes, and its w = 1/A_ss moves with the forearm's mass and the shoulder's damping.
+    The partials equal the residual's differences (1e-6; without the row's dR they are off by 46 % and
+    400 %, measured) and dv/d(mass, Kp) one step's re-solved differences (≤ 1e-7 measured, asked 1e-6;
+    without dR the mass is off by 4e-4). The damping and Kd of the limited shoulder move the step by only
+    ~1e-6 rad/s per unit, below what re-solved steps resolve, so they are checked on the residual only."""
+    from convexsim.sap.joint_constraints import KIND_LIMIT
+
+    scene = ARM.replace("damping: 0.8}", "damping: 0.8, lower: 0.598, upper: 2.0}")
+    model, state, _ = prepare(scene)
+    model = gradient_model(model)
+    tg = scene_targets(model, state, 1)
+    controls = target_controls(model, tg, 0)
+    rec = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True).records[0]
+    st = step_stages(model, state, controls)
+    r = st.system.row_kinds.index(KIND_LIMIT)
+    assert st.system.par[r, 1] > st.system.Jr[r] @ rec.v_next            # y > 0: the limit pushes
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, controls)
+    for j in (1, 3):                                         # kp:elbow, mass:fore
+        fd = fd_rollout(model, state, 1, p=ARM_PARAMS[j], targets=tg, h=H_REL)[1] / model.time_step
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(an - fd)) <= PARAM_TOL * np.max(np.abs(fd)), ARM_PARAMS[j].label()
+
+
 def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
     """20 steps of the swinging arm: dq_l/dθ forward = central differences of whole rollouts, every frame;
     the adjoint of L = Σ_l w_l·q_l equals the forward sensitivities (1e-9) and its PD-target gradient at
