@@ -258,8 +258,8 @@ def contact_problem(model: Model, system, contacts, cliques, blocks, Jc):
     else:
         extra = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * contacts.phi,
                      vn0=(Jc @ system.v0)[2::3], v_s=model.solver.stiction_tolerance)
-    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks, mu=p.mu,
-                                      k=p.stiffness, sigma=model.solver.sigma, **extra)
+    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
+                                      mu=p.mu, k=p.stiffness, sigma=model.solver.sigma, **extra)
 
 
 def step_stages(model: Model, state: State, controls: Controls | None = None, contacts=None) -> StepStages:
@@ -334,7 +334,7 @@ def newton_matrix(st: StepStages, v: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 def row_gamma_partials(par: np.ndarray, vc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(∂γ/∂R, ∂γ/∂v̂) of every joint row (γ = clamp(y), y = (v̂ − vc)/R, ``sap.joint_constraints``) at vc:
-    (−y/R, 1/R) inside the open box, 0 at or outside it (the saturated side's derivative) [N·s²/m, kg]."""
+    (−y/R, 1/R) inside the open box, 0 at or outside it (the saturated side's derivative) [γ/R, 1/R]."""
     R, v_hat, lo, hi = par[:, 0], par[:, 1], par[:, 2], par[:, 3]
     y = (v_hat - vc) / R
     inside = (lo < y) & (y < hi)
@@ -349,8 +349,8 @@ def pd_row_partials(dt: float, act, q0: float, w: float, d_kp: float = 0.0, d_kd
     The gain limit keeps Kd/Kp: (Kp', Kd') = s (Kp, Kd) with s = min(1, R0/R_nr), R0 = 1/(dt (dt Kp + Kd)),
     R_nr = β² w/(4π²), so ds = −s ((dt dKp + dKd)/(dt Kp + Kd) + dw/w) where limited (s < 1), 0 otherwise
     (the unlimited side at a tie, the kernel's branch). With c = dt Kp' + Kd', R = 1/(dt c) and
-    v̂ = (−Kp' (q0 − q̄) + Kd' v̄ + u_ff)/c: dR = −R dc/c, dv̂ = (−dKp' (q0 − q̄) + Kp' dq̄ + dKd' v̄ + Kd' dv̄
-    − v̂ dc)/c.
+    v̂ = (−Kp' (q0 − q̄) + Kd' v̄ + u_ff)/c: dR = −R dc/c,
+    dv̂ = (−dKp' (q0 − q̄) + Kp' dq̄ + dKd' v̄ + Kd' dv̄ − v̂ dc)/c.
     """
     kp, kd = act.kp, act.kd
     kp_e, kd_e = pd_gains_kernel(dt, kp, kd, w, BETA_JOINT)

@@ -25,8 +25,7 @@ import pytest
 from convexsim.inverse.rollout import adjoint, tangents
 from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, parameter_columns,
                                      residual, robot_value, step_stages, target_controls, target_gradient,
-                                     tree_rollout,
-                                     velocity_vector, with_robot_parameters)
+                                     tree_rollout, velocity_vector, with_robot_parameters)
 from convexsim.simulate import prepare
 from tree_scenes import ARM
 
@@ -138,7 +137,8 @@ def test_near_rigid_actuator_gains(kp, kd):
     st = step_stages(model, state, target_controls(model, tg, 0))
     for r, act, q0, w in actuator_rows(model, state, st, target_controls(model, tg, 0)):
         assert pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)[0] < 0.5 * act.kp     # limited (s < 1/2)
-    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0), h_rel=1e-4, tol=1e-5)
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0),
+                          h_rel=1e-4, tol=1e-5)
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, 1, p=p, targets=tg, h=1e-3)[1] / dt
         an = rec.solve(rec.Mtheta[:, j])
