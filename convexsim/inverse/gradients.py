@@ -173,6 +173,13 @@ def impulse_partials(kind: int, par, vc) -> tuple[np.ndarray, np.ndarray, np.nda
     return hc_impulse_partials(kind == KIND_SIMILAR, par, vc)
 
 
+def _hc_previous_impulse(problem: ContactProblem):
+    """((fe0)₊ [N], (1 − d vn0)₊, n0 = dt (fe0)₊ (1 − d vn0)₊ [N·s]) of the Hunt–Crossley contacts."""
+    fe_pos = np.maximum(problem.fe0, 0.0)
+    damp = np.maximum(1.0 - problem.d * problem.vn0, 0.0)
+    return fe_pos, damp, problem.dt * fe_pos * damp
+
+
 def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
     """∂p/∂θ per contact, shape (nk, 8, len(PHYSICAL)), θ in the order of :data:`PHYSICAL`.
 
@@ -204,9 +211,7 @@ def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndar
         return out
     k, d, mu, fe0, vn0 = problem.k, problem.d, problem.mu, problem.fe0, problem.vn0
     phi0 = -fe0 / k
-    fe_pos = np.maximum(fe0, 0.0)
-    damp = np.maximum(1.0 - d * vn0, 0.0)
-    n0 = dt * fe_pos * damp
+    fe_pos, damp, n0 = _hc_previous_impulse(problem)
     # fe0 = −k φ0
     dfe = np.zeros((nk, len(PHYSICAL)))
     dfe[:, col["k"]] = -phi0
@@ -248,8 +253,7 @@ def delassus_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
         out[:, 1] = np.where(live, problem.sigma, 0.0)
         out[:, 2] = np.where(live & ~(r_comp > r_near), problem.beta ** 2 / (4.0 * math.pi ** 2), 0.0)
         return out
-    fe_pos = np.maximum(problem.fe0, 0.0)
-    n0 = problem.dt * fe_pos * np.maximum(1.0 - problem.d * problem.vn0, 0.0)
+    n0 = _hc_previous_impulse(problem)[2]
     active = problem.mu * problem.sigma * w * n0 > problem.v_s
     out[:, 6] = np.where(live & active, problem.mu * problem.sigma * n0, 0.0)
     return out

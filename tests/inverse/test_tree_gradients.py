@@ -170,6 +170,29 @@ def test_joint_limit_row_moves_with_mass_and_damping():
         assert np.max(np.abs(an - fd)) <= PARAM_TOL * np.max(np.abs(fd)), ARM_PARAMS[j].label()
 
 
+@pytest.mark.parametrize("contact_model, k, moved", [("sap", 1e4, (1,)), ("sap", 1e12, (1, 2)),
+                                                     ("lagged", 1e4, (6,)), ("similar", 1e4, (6,))])
+def test_delassus_partials_match_kernel_differences(contact_model, k, moved):
+    """``gradients.delassus_partials`` (∂p/∂w, the contact parameters' dependence on the Delassus estimate
+    that a link's mass or a joint's damping moves) against central differences of the kernel parameters
+    (``constraint_kernel_data``) in w: SAP compliant (k = 1e4 N/m: Rt = σw only) and near-rigid (k = 1e12:
+    Rt and Rn = β²w/(4π²)), and the Hunt–Crossley models with εs = μσw n0 above v_s (σ = 10). Both
+    branches are linear in w, so the difference is exact up to round-off (1e-9 relative)."""
+    from convexsim.inverse.gradients import delassus_partials
+    from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
+
+    extra = (dict(tau_d=0.01, phi0=-1e-3, beta=1.0, sigma=1e-2) if contact_model == "sap"
+             else dict(d=1.0, fe0=20.0, vn0=-0.05, v_s=1e-4, sigma=10.0))
+    problem = ContactProblem.from_dense(np.eye(3), np.array([0.02, 0.0, -0.01]), np.eye(3), dt=0.01,
+                                        model=contact_model, mu=0.5, k=k, **extra)
+    w = delassus_diagonal(problem)
+    h = 1e-6 * w
+    fd = (constraint_kernel_data(problem, w + h)[1] - constraint_kernel_data(problem, w - h)[1]) / (2 * h)
+    an = delassus_partials(problem, w)
+    assert sorted(np.nonzero(an[0])[0]) == list(moved)
+    np.testing.assert_allclose(an, fd, rtol=0, atol=1e-9 * np.abs(fd).max())
+
+
 def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
     """20 steps of the swinging arm: dq_l/dθ forward = central differences of whole rollouts, every frame;
     the adjoint of L = Σ_l w_l·q_l equals the forward sensitivities (1e-9) and its PD-target gradient at
