@@ -383,8 +383,8 @@ def actuator_rows(model: Model, state: State, st: StepStages, controls: Controls
     return out
 
 
-def target_columns(model: Model, st: StepStages, v: np.ndarray, state: State | None = None,
-                   controls: Controls | None = None, pd=None) -> np.ndarray:
+def target_columns(model: Model, st: StepStages, v: np.ndarray, state: State, controls: Controls | None = None,
+                   pd=None) -> np.ndarray:
     """−∂g/∂(q̄, v̄) of every actuator, shape (nv, nact, 2): J_rᵀ dt (Kp', Kd') inside the effort box,
     0 when saturated (:func:`pd_row_partials` with dq̄ or dv̄ = 1; module docstring). ``pd`` is
     :func:`actuator_rows` (computed from ``state``, ``controls`` when not given)."""
@@ -591,7 +591,7 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
     Mq = -_central(g_of_q, nv, Q_STEP)
     pd = actuator_rows(model, state, ref, controls)
     Mtheta = parameter_columns(model, state, ref, v_next, parameters, controls, pd)
-    return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next, pd=pd), np.array(v_next), rel)
+    return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next, state, pd=pd), np.array(v_next), rel)
 
 
 # --------------------------------------------------------------------------------------------------
