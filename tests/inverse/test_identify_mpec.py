@@ -201,9 +201,10 @@ def test_residual_correlation_separates_noise_from_a_systematic_misfit():
 @pytest.mark.slow
 def test_issue_lagged_box_mpec_answers_with_a_mismatch():
     """The issue's file (box 0.3 × 0.2 × 0.1 m, 2.5 kg, (1.4, 0.6) m/s, lagged, dt = 2 ms, 100 frames, 0.5 mm
-    of noise, μ = 0.5) fitted by the MPEC alone: the rigid fit's μ̂ is not the lagged model's μ (the lagged
-    box's friction acts a step late), so the answer must be the verdict MODEL MISMATCH, from the residuals'
-    correlation (the RMS misfit is within 2× the noise)."""
+    of noise, μ = 0.5) fitted by the MPEC alone ends in seconds, feasible, and either within 3σ of μ or with
+    the verdict MODEL MISMATCH. Measured: μ̂ = 0.540 ± 0.0044 (9σ off, on noise seeds 0–7 alike) with an
+    RMS misfit 1.14× the noise, so it is the residuals' correlation (7.6σ of white noise) that must say it;
+    the last assertion pins that it does."""
     scene = _scene([box()], dt=2e-3, frames=100, contact_model="lagged", mu=0.5)
     traj = noisy(simulate(scene, solver="sap"), 5e-4, 0)
     ident = identify(traj, ("mu",), methods=("mpec",))
