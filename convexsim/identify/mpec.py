@@ -83,6 +83,7 @@ class MpecProblem:
     n_params: int
     offsets: np.ndarray = field(init=False)
     structure: object = field(init=False, repr=False)
+    lcp_parts: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         N1, npos = self.observed.shape
@@ -571,22 +572,27 @@ def seam(nv: int, npos: int, n_params: int) -> MpecStep:
 # --------------------------------------------------------------------------------------------------
 # The implicit-programming solve: the LCP variables and states eliminated through the steps' LCPs
 # --------------------------------------------------------------------------------------------------
-def frozen_lcp(st: MpecStep, v_star, bias, mu):
+def frozen_lcp(st: MpecStep, v_star, bias, mu, base: np.ndarray | None = None):
     """The step's LCP (M, q) in z = (p_n, β, λ) from its frozen data (the LCP stepper's formulation,
     docs/lcp.md): M = [[JnA⁻¹Jnᵀ, JnA⁻¹D, 0], [DᵀA⁻¹Jnᵀ, DᵀA⁻¹D, E], [μ, −Eᵀ, 0]], q = (Jn v* + b, Dᵀv*, 0),
-    b = gap/dt [m/s]."""
+    b = gap/dt [m/s]. ``base``: M without its μ block (:func:`lcp_base`), when already built."""
     m, d = st.m, st.d
-    Wm = np.hstack([st.Jn.T, st.D])
-    G = Wm.T @ st.Ainv @ Wm
-    E = np.kron(np.eye(m), np.ones((d, 1)))
-    n = m * (d + 2)
-    M = np.zeros((n, n))
-    M[:m * (d + 1), :m * (d + 1)] = G
-    M[m:m * (d + 1), m * (d + 1):] = E
+    M = (lcp_base(st) if base is None else base).copy()
     M[m * (d + 1):, :m] = np.diag(mu)
-    M[m * (d + 1):, m:m * (d + 1)] = -E.T
     q = np.concatenate([st.Jn @ v_star + bias, st.D.T @ v_star, np.zeros(m)])
     return M, q
+
+
+def lcp_base(st: MpecStep) -> np.ndarray:
+    """The step's LCP matrix with μ = 0 (all of it that does not depend on θ)."""
+    m, d = st.m, st.d
+    Wm = np.hstack([st.Jn.T, st.D])
+    E = np.kron(np.eye(m), np.ones((d, 1)))
+    M = np.zeros((m * (d + 2), m * (d + 2)))
+    M[:m * (d + 1), :m * (d + 1)] = Wm.T @ st.Ainv @ Wm
+    M[m:m * (d + 1), m * (d + 1):] = E
+    M[m * (d + 1):, m:m * (d + 1)] = -E.T
+    return M
 
 
 @dataclass
@@ -609,10 +615,13 @@ def frozen_rollout(prob: MpecProblem, theta, p0, v0, first: int = 0, last: int |
     v_{l+1} = v* + A⁻¹(Jnᵀ p_n + D β), p_{l+1} = p_l + dt P v_{l+1}. Every constraint of the MPEC holds
     at the result (to Lemke's round-off).
 
-    Tangents (``tangents=True``): on the basis α Lemke ends with (the basic z's, M_αα regular), w_α = 0 and
+    Tangents (``tangents=True``): on the basis α Lemke ends with (the basic z's), w_α = 0 and
     z_¬α = 0, so dz_α = −M_αα⁻¹ (dq_α + dM_α· z) with dq = [Jn; Dᵀ; 0] dv_l + [∇φ/dt; 0; 0] dp_l and
     dM/dμ_k z = p_n,i on the cone row of every contact i of pair k: the exact derivative of the step on the
     piece of the piecewise-smooth LCP map the solution lies on (one-sided at a degenerate solution).
+    Solved by least squares (minimum norm, SVD cut-off at round-off): when the basis holds all corners of a
+    face, M_αα is singular but for round-off, and a plain solve amplifies that round-off into the tangents
+    (measured: the fits then stop early at a larger misfit).
     The velocity v_{l+1} is unique even where the corner impulses of a face are not (four coplanar
     corners), so the tangents of p and v do not depend on which impulses Lemke picked.
     """
@@ -631,12 +640,14 @@ def frozen_rollout(prob: MpecProblem, theta, p0, v0, first: int = 0, last: int |
         if st.m:
             m, d = st.m, st.d
             bias = (st.phi + st.dphi_dp @ (p[-1] - prob.observed[l])) / dt
-            M, q = frozen_lcp(st, v_star, bias, np.asarray(theta, float)[st.pair])
+            if l not in prob.lcp_parts:          # the θ-free parts of the step, built once per problem
+                prob.lcp_parts[l] = (lcp_base(st), st.Ainv @ np.hstack([st.Jn.T, st.D]))
+            base, Wz = prob.lcp_parts[l]
+            M, q = frozen_lcp(st, v_star, bias, np.asarray(theta, float)[st.pair], base)
             r = lemke(M, q)
             ok = bool(r.solved) and np.all(np.isfinite(r.z))
             solved &= ok
             zl = r.z.copy() if ok else np.zeros(M.shape[0])
-            Wz = st.Ainv @ np.hstack([st.Jn.T, st.D])
             v_next = v_star + Wz @ zl[:m * (d + 1)]
             if tangents:
                 n = M.shape[0]
@@ -778,6 +789,7 @@ __all__ = [
     "MpecStep",
     "active_set_polish",
     "frozen_lcp",
+    "lcp_base",
     "frozen_rollout",
     "branch_solve",
     "solve_active_set",
