@@ -58,6 +58,7 @@ from convexsim.stepping.types import SimulationError
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
                                             solve_contact_lcp)
 from convexsim import dynamics
+from convexsim.stepping.lcp_tree_kernels import fold_pd, pd_terms, regularize_normals
 
 
 NORMAL_REGULARIZATION = 1e-3
@@ -65,8 +66,8 @@ NORMAL_REGULARIZATION = 1e-3
 
 
 def _pd_and_limits(model: Model, state: State, system, controls):
-    """(A', v*', pd list (global dof, kp, kd, q0, q_d, v_d, u_ff, effort, saturated force or None),
-    limit rows [(global dof, sign, gap, joint name)])."""
+    """(A', v*', pd list (global dof, c, f₀, saturated force or None) with u = f₀ − c v when implicit
+    (``lcp_tree_kernels.pd_terms``, ``fold_pd``), limit rows [(global dof, sign, gap, joint name)])."""
     dt = model.time_step
     A = system.A.copy()
     v_star = system.v_star.copy()
@@ -81,41 +82,18 @@ def _pd_and_limits(model: Model, state: State, system, controls):
         q0 = tree.q_of(state.tree_q)
         v0 = tree.v_of(state.tree_v)
         acts = current_actuators(tree, state.t, controls)
-        blk = A[s:s + n, s:s + n]
-        rhs = blk @ v_star[s:s + n]
-        Ablk = blk.copy()
-        items = []
-        for act in acts:
-            d = int(tree.model.joint_dofadr[act.joint])
-            qa = int(tree.model.joint_qadr[act.joint])
-            c = dt * act.kp + act.kd
-            f0 = -act.kp * (q0[qa] - act.q_target) + act.kd * act.v_target + act.u_ff
-            items.append([d, c, f0, act, q0[qa], None])
-        for _ in range(2):                    # implicit; saturated actuators become explicit ±effort
-            Ablk = blk.copy()
-            r = rhs.copy()
-            for it in items:
-                d, c, f0, act, _, sat = it
-                if sat is None:
-                    Ablk[d, d] += dt * c
-                    r[d] += dt * f0
-                else:
-                    r[d] += dt * sat
-            vs = np.linalg.solve(Ablk, r)
-            changed = False
-            for it in items:
-                d, c, f0, act, _, sat = it
-                if sat is None:
-                    u = f0 - c * vs[d]
-                    if abs(u) > act.effort:
-                        it[5] = float(np.sign(u) * act.effort)
-                        changed = True
-            if not changed:
-                break
+        dof = np.array([int(tree.model.joint_dofadr[a.joint]) for a in acts], dtype=np.int64)
+        terms = np.array([pd_terms(dt, float(a.kp), float(a.kd), float(q0[int(tree.model.joint_qadr[a.joint])]),
+                                   float(a.q_target), float(a.v_target), float(a.u_ff)) for a in acts]).reshape(-1, 2)
+        effort = np.array([float(a.effort) for a in acts])
+        Ablk, vs, sat, saturated = fold_pd(np.ascontiguousarray(A[s:s + n, s:s + n]),
+                                           np.ascontiguousarray(v_star[s:s + n]), dof,
+                                           np.ascontiguousarray(terms[:, 0]), np.ascontiguousarray(terms[:, 1]),
+                                           effort, float(dt))
         A[s:s + n, s:s + n] = Ablk
         v_star[s:s + n] = vs
-        for d, c, f0, act, qa0, sat in items:
-            pds.append((s + d, c, f0, sat))
+        for i in range(len(acts)):
+            pds.append((s + int(dof[i]), terms[i, 0], terms[i, 1], float(sat[i]) if saturated[i] else None))
         for lim in tree.limits:
             if isinstance(lim, ConeLimit):
                 limits.extend(_cone_limit_rows(tree, lim, q0, v0, vs, s, system.nv, dt))
@@ -212,10 +190,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     else:
         Ainv = np.linalg.inv(A)
         M, q, layout = build_contact_lcp(Ainv, v_star, J, bias, mu, s.friction_directions)
-        if nc:                               # unique normal loads on coplanar contact points (docstring)
-            M = np.array(M, dtype=float, copy=True)
-            i = np.arange(nc)
-            M[i, i] *= 1.0 + NORMAL_REGULARIZATION
+        regularize_normals(M, nc, NORMAL_REGULARIZATION)   # unique normal loads on coplanar points (docstring)
         res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=s.lcp_max_pivots or None,
                                        workspace=ctx.lemke)
         if res is None:
