@@ -113,7 +113,40 @@ def regularize_normals(M, nc, eps):
 
 
 @jit
-def _contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_WC, J):
+def free_motion(fpar, mb, fa, q, v, tq, tv):
+    """(A (nv, nv), v* (nv,), S) over v = (free bodies 6 by 6 | tree_v): the free bodies' spatial masses and
+    v* (``dynamics.free_motion_kernel``), the forest's A = M(q₀) + dt·D and v* (``forest_kinematics``,
+    ``forest_free_motion``), S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
+    gravity, body_dof, moving, mass, inertia = mb[0], mb[2], mb[3], mb[4], mb[5]
+    parent, jtype, dofadr, nvj, com, tree_vstart, tree_nv = fa[0], fa[1], fa[6], fa[7], fa[9], fa[14], fa[15]
+    dt = fpar[F_DT]
+    nmov = moving.shape[0]
+    nvt = tv.shape[0]
+    nv = 6 * nmov + nvt
+    A_free = np.empty(36 * nmov)
+    vs_free = np.empty(6 * nmov)
+    free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_free, vs_free)
+    R_WB, p_WB, _R_WJ, S = forest_kinematics(fa, tq)
+    A_tree = np.empty((nvt, nvt))
+    vs_tree = np.empty(nvt)
+    forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, fa[8], com, fa[10], fa[11], fa[12], fa[13],
+                       tv, dt, tree_vstart, tree_nv, A_tree, vs_tree)
+    A = np.zeros((nv, nv))
+    v_star = np.empty(nv)
+    for m in range(nmov):
+        for i in range(6):
+            v_star[6 * m + i] = vs_free[6 * m + i]
+            for j in range(6):
+                A[6 * m + i, 6 * m + j] = A_free[36 * m + 6 * i + j]
+    for i in range(nvt):
+        v_star[6 * nmov + i] = vs_tree[i]
+        for j in range(nvt):
+            A[6 * nmov + i, 6 * nmov + j] = A_tree[i, j]
+    return A, v_star, S
+
+
+@jit
+def contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_WC, J):
     """Dense contact Jacobian rows J[c] (3, nv) over v = (free bodies | tree_v), (t1, t2, n) in the contact
     frame R_WC[c] (written): side B with +, side A with −, a side on a tree without dofs or a fixed body
     contributes nothing (``articulated.contact_jacobian``)."""
@@ -149,7 +182,7 @@ def _contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_WC, J):
 
 
 @jit
-def _fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated):
+def fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated):
     """:func:`fold_pd` on every tree with dofs (A, v* over the whole v, in place); per packed actuator its
     c, f₀, explicit force and saturation flag (written). Targets at time t [s] (``pd_target``)."""
     tree_vstart, tree_nv = fa[14], fa[15]
@@ -181,7 +214,7 @@ def _fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, 
 
 
 @jit
-def _joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, row_gap, row_dofs, row_coef):
+def joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, row_gap, row_dofs, row_coef):
     """The limit sides entering this step (tree by tree, lower then upper: J = ±e_d, gap ±(q₀ − bound)),
     then each joint coupler's bilateral pair (J = ±(e_i − ρ e_j), gap ±(q_i − ρ q_j − Δ); a coupler whose row
     moves no dof is skipped). Row r's J is Σ_k row_coef[r, k] e_{row_dofs[r, k]} (global dofs; −1 none).
@@ -236,11 +269,10 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
         actuator_force (nact,), limit_force (nlim,), coupler force (ncoupler,) [N·m or N], pivots, number of
         joint rows). A status other than LCP_OK: the outputs are not to be used.
     """
-    (gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size, geom_body, geom_pos,
-     geom_quat, geom_rho, _geom_k, geom_mu, _geom_tau, _geom_d) = mb
+    fixed, moving, body_rb, geom_type, geom_size, geom_body = mb[1], mb[3], mb[6], mb[7], mb[8], mb[9]
+    geom_pos, geom_quat, geom_rho, geom_mu = mb[10], mb[11], mb[12], mb[14]
     parent, jtype, qadr, dofadr, nvj, com = fa[0], fa[1], fa[5], fa[6], fa[7], fa[9]
-    tree_vstart, tree_nv, link_body, body_tree, body_moves, tree_base, body_sweep = (
-        fa[14], fa[15], fa[16], fa[17], fa[18], fa[19], fa[21])
+    link_body, body_tree, body_moves, tree_base, body_sweep = fa[16], fa[17], fa[18], fa[19], fa[21]
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     nvt = tv.shape[0]
@@ -267,30 +299,12 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
     geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
                                                 tree_base)
     # free motion over v = (free bodies | tree_v), then the actuators folded in
-    A_free = np.empty(36 * nmov)
-    vs_free = np.empty(6 * nmov)
-    free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_free, vs_free)
-    R_WB, p_WB, _R_WJ, S = forest_kinematics(fa, tq)
-    A_tree = np.empty((nvt, nvt))
-    vs_tree = np.empty(nvt)
-    forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, fa[8], com, fa[10], fa[11], fa[12], fa[13],
-                       tv, dt, tree_vstart, tree_nv, A_tree, vs_tree)
-    A = np.zeros((nv, nv))
-    v_star = np.empty(nv)
-    for m in range(nmov):
-        for i in range(6):
-            v_star[6 * m + i] = vs_free[6 * m + i]
-            for j in range(6):
-                A[6 * m + i, 6 * m + j] = A_free[36 * m + 6 * i + j]
-    for i in range(nvt):
-        v_star[6 * nmov + i] = vs_tree[i]
-        for j in range(nvt):
-            A[6 * nmov + i, 6 * nmov + j] = A_tree[i, j]
+    A, v_star, S = free_motion(fpar, mb, fa, q, v, tq, tv)
     act_c = np.zeros(nact)
     act_f0 = np.zeros(nact)
     act_sat = np.zeros(nact)
     act_saturated = np.zeros(nact, np.bool_)
-    _fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated)
+    fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated)
     # joint rows, then contacts (idle normal rows dropped)
     nmax = 2 * nlim + 2 * njc
     row_type = np.empty(nmax, np.int64)
@@ -299,11 +313,11 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
     row_gap = np.empty(nmax)
     row_dofs = np.empty((nmax, 2), np.int64)
     row_coef = np.empty((nmax, 2))
-    nl = _joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, row_gap, row_dofs, row_coef)
+    nl = joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, row_gap, row_dofs, row_coef)
     nc0 = phi.shape[0]
     R_all = np.empty((nc0, 3, 3))
     J_all = np.zeros((nc0, 3, nv))
-    _contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_all, J_all)
+    contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_all, J_all)
     keep = np.zeros(nc0, np.bool_)
     for c in range(nc0):
         for j in range(nv):
