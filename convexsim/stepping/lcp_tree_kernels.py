@@ -318,22 +318,29 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
     R_all = np.empty((nc0, 3, 3))
     J_all = np.zeros((nc0, 3, nv))
     contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_all, J_all)
-    keep = np.zeros(nc0, np.bool_)
-    for c in range(nc0):
+    nc = 0
+    for c in range(nc0):                     # keep the contacts whose normal row moves something, in order
+        moves = False
         for j in range(nv):
             if J_all[c, 2, j] != 0.0:
-                keep[c] = True
-    idx = np.flatnonzero(keep)
-    nc = idx.shape[0]
-    geoms, phi, point, normal = geoms[idx], phi[idx], point[idx], normal[idx]
-    R_WC = R_all[idx]
+                moves = True
+        if not moves:
+            continue
+        geoms[nc] = geoms[c]
+        phi[nc] = phi[c]
+        point[nc] = point[c]
+        normal[nc] = normal[c]
+        R_all[nc] = R_all[c]
+        J_all[nc] = J_all[c]
+        nc += 1
+    geoms, phi, point, normal, R_WC = geoms[:nc], phi[:nc], point[:nc], normal[:nc], R_all[:nc]
     m = nc + nl
     J = np.zeros((m, 3, nv))
     bias = np.empty(m)
     mu = np.zeros(m)
     mu_c = combined_friction(geom_mu, geoms)
     for c in range(nc):
-        J[c] = J_all[idx[c]]
+        J[c] = J_all[c]
         bias[c] = max(phi[c], 0.0) / dt + stabilization * min(phi[c], 0.0) / dt
         mu[c] = mu_c[c]
     for r in range(nl):
