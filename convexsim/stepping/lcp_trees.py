@@ -38,6 +38,11 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
 
 Tree couplers given in Python (``Tree.couplers``) and Newton restitution are not supported with trees (the
 step raises, naming them).
+
+This is the reference of the compiled step (``lcp_compiled_trees``, kernel
+``lcp_tree_kernels.lcp_tree_step_kernel``), which ``stepping.dispatch`` takes for the models it accepts. The
+PD fold (``lcp_tree_kernels.pd_terms``, ``fold_pd``), the normal-row regularization (``regularize_normals``)
+and the dense (M, q) (``lcp_dense.assemble_dense``) are the same kernels on both paths.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ NORMAL_REGULARIZATION = 1e-3
 """ε of the contact normal rows' regularization M_ii ← (1 + ε) M_ii (module docstring)."""
 
 
-def _pd_and_limits(model: Model, state: State, system, controls):
+def pd_and_limit_rows(model: Model, state: State, system, controls):
     """(A', v*', pd list (global dof, c, f₀, saturated force or None) with u = f₀ − c v when implicit
     (``lcp_tree_kernels.pd_terms``, ``fold_pd``), limit rows [(global dof, sign, gap, joint name)])."""
     dt = model.time_step
@@ -157,7 +162,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         raise ValueError("LCP stepper: Newton restitution (solver.lcp_restitution > 0) is not supported with joints")
     controls = getattr(ctx, "controls", None)
     system = assemble(model, state, controls)
-    A, v_star, pds, limits = _pd_and_limits(model, state, system, controls)
+    A, v_star, pds, limits = pd_and_limit_rows(model, state, system, controls)
     contacts = detect_contacts(model, state, ctx)
     R_WC = dynamics.contact_frames(contacts.normal)
     Jc, _, _ = contact_jacobian(model, state, system, contacts, R_WC)
@@ -220,4 +225,4 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     return new_state, info
 
 
-__all__ = ["NORMAL_REGULARIZATION", "lcp_trees_step"]
+__all__ = ["NORMAL_REGULARIZATION", "lcp_trees_step", "pd_and_limit_rows"]

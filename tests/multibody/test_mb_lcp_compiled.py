@@ -17,7 +17,7 @@ from convexsim.stepping.compiled import packed
 from convexsim.stepping.compiled_trees import packed_forest
 from convexsim.stepping.lcp_tree_kernels import (ROW_COUPLER, contact_rows, fold_forest_pd, free_motion,
                                                  joint_rows)
-from convexsim.stepping.lcp_trees import _pd_and_limits
+from convexsim.stepping.lcp_trees import pd_and_limit_rows
 
 ROUNDOFF = 1e-12
 """Relative bound of a stage's agreement: the same formulas evaluated in another order (CRBA and RNEA in
@@ -54,7 +54,7 @@ def test_stages_agree_with_the_reference(scene, steps):
     nact = pf.ra[6].shape[0]
     c, f0, sat, saturated = np.zeros(nact), np.zeros(nact), np.zeros(nact), np.zeros(nact, np.bool_)
     fold_forest_pd(pf.fa, pf.ra, float(state.t), model.time_step, tq, nmov, A, v_star, c, f0, sat, saturated)
-    A_ref, vs_ref, pds, limits = _pd_and_limits(model, state, system, None)
+    A_ref, vs_ref, pds, limits = pd_and_limit_rows(model, state, system, None)
     _close(A, A_ref, "A with the PD folded in")
     _close(v_star, vs_ref, "v* with the PD folded in")
     _close(c, [p[1] for p in pds], "c = dt Kp + Kd")
