@@ -169,3 +169,19 @@ joints:
     model, _, _ = prepare("pendulum", solver="lcp")
     assert dispatch.route(model).path == "compiled"
     assert dispatch.route(model, controlled=True).reason == dispatch.CONTROLLED
+
+
+def test_a_step_the_kernel_refuses_is_taken_by_the_reference_with_the_reason(monkeypatch):
+    """When the kernel returns a status other than LCP_OK (here: its first Lemke run failed, forced) the
+    dispatcher takes that step by the reference, which says why in ``info.path``; the state is the
+    reference's."""
+    import convexsim.stepping.lcp_tree_kernels as TK
+    from convexsim.stepping import lcp_compiled_kernels as LK
+
+    model, state = _advanced("gripper_lift", 3)
+    expected, _ = dispatch.step(model, state, StepContext(), path="reference")
+    kernel = TK.lcp_tree_step_kernel
+    monkeypatch.setattr(TK, "lcp_tree_step_kernel", lambda *a: (LK.LCP_LEMKE_FAILED, *kernel(*a)[1:]))
+    new, info = dispatch.step(model, state, StepContext())
+    assert info.path == "reference: first Lemke run failed"
+    assert np.array_equal(new.tree_q, expected.tree_q) and np.array_equal(new.q, expected.q)
