@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from convexsim.dynamics import contact_frames
 from convexsim.multibody import gravity_forces
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, dispatch
@@ -41,8 +42,9 @@ def _close(a, b, what):
 
 @pytest.mark.parametrize("scene, steps", [("iiwa_push", 5), ("gripper_lift", 5), ("robotiq_pick", 5)])
 def test_stages_agree_with_the_reference(scene, steps):
-    """Free motion A, v*; the PD fold (A', v*', c, f₀); the limit and coupler rows; the contact set and the
-    contact Jacobian rows: compiled stages equal the reference's to ROUNDOFF."""
+    """Free motion A, v*; the PD fold (A', v*', c, f₀); the limit and coupler rows; the contact frames and
+    the contact Jacobian rows (on the reference's contact set): compiled stages equal the reference's to
+    ROUNDOFF."""
     model, state = _advanced(scene, steps)
     pm, pf = packed(model), packed_forest(model)
     q, v, tq, tv = (np.ascontiguousarray(x, dtype=float) for x in (state.q, state.v, state.tree_q, state.tree_v))
@@ -76,6 +78,7 @@ def test_stages_agree_with_the_reference(scene, steps):
     geoms = np.ascontiguousarray(np.stack([contacts.geom_a, contacts.geom_b], axis=1), dtype=np.int64)
     contact_rows(pm.model_arrays, pf.fa, nmov, q, S, geoms, np.ascontiguousarray(contacts.point),
                  np.ascontiguousarray(contacts.normal), R_WC, J)
+    _close(R_WC, contact_frames(contacts.normal), "contact frames")
     Jc, _, _ = contact_jacobian(model, state, system, contacts, R_WC)
     _close(J, Jc.reshape(contacts.count, 3, system.nv), "contact Jacobian rows")
 
