@@ -4,7 +4,7 @@
     ident = identify("run.npz", ("mu",))          # μ per material pair in contact, MPEC and SAP fits
     write_report(ident, "out/")                     # report.md, fit.png, residuals.png, estimates.csv
 
-Modules: ``mpec`` (Berard–Trinkle MPEC as smoothed sparse least squares), ``fit`` (both estimators on a
+Modules: ``mpec`` (Berard–Trinkle MPEC, implicit programming or smoothed sparse least squares), ``fit`` (both estimators on a
 scene trajectory), ``robot`` (joint damping, PD gains, link masses of tree scenes), ``berard_trinkle`` (the seed particle: forward model, Tables 1 and 2), ``report``,
 ``cli`` (``convexsim identify``). Submodules load on first use.
 """

@@ -22,7 +22,7 @@ import yaml
 from scipy.optimize import least_squares
 
 from convexsim import dynamics
-from convexsim.identify.mpec import MpecProblem, MpecStep, seam, solve_mpec
+from convexsim.identify.mpec import MpecProblem, MpecStep, frozen_rollout, seam, solve_mpec
 from convexsim.inverse.rollout import Parameter, check_parameters, contact_pairs, rollout, tangents
 from convexsim.io import Trajectory, TrajectoryFormatError, load_trajectory
 from convexsim.scene import SceneError
@@ -76,6 +76,11 @@ and a factor 2 is far outside its sampling scatter at these sizes (relative scat
 DISAGREE_SIGMAS = 3.0
 """Two methods whose estimates of a parameter differ by more than this many combined standard deviations
 disagree (a mismatch of at least one of the models)."""
+CORRELATION_LAGS = 5
+"""Lags k = 1..CORRELATION_LAGS of the residuals' autocorrelation summed by :func:`residual_correlation`."""
+CORRELATION_SIGMAS = 4.0
+"""A fit whose residuals' summed autocorrelation exceeds this many of its standard deviations under white
+noise is a model mismatch (one-sided normal tail 3e-5): the misfit has a smooth, systematic part."""
 NOISE_FLOOR = 1e-6
 """Smallest noise level [m] assumed when judging a misfit: 1 µm, below any position measurement; a fit
 within it is never a mismatch (noise-free synthetic data has a data scatter at round-off)."""
@@ -97,6 +102,26 @@ def noise_from_scatter(*observed: np.ndarray) -> float:
     return float(np.median(np.abs(np.concatenate(d3))) / 0.6745 / np.sqrt(20.0))
 
 
+def residual_correlation(residuals: list[np.ndarray], lags: int = CORRELATION_LAGS) -> float:
+    """How far the residuals of a fit are from white noise, in standard deviations: with r (T, channels) the
+    fit's positions minus the data of one trajectory and ρ_k = Σ r_l·r_{l+k} / Σ r_l² pooled over channels
+    and trajectories, S = Σ_{k=1..lags} ρ_k has mean ≈ 0 and variance ≈ lags/N for independent noise (N
+    residuals; Bartlett), so the result is S·√(N/lags). A model that cannot follow the motion leaves a
+    smooth misfit, correlated over many frames: S → lags·(systematic share of the misfit), growing as √N.
+    (Least squares makes the residuals of a correct model slightly anti-correlated, of order
+    unknowns/frames: the statistic is then a little below 0, never above.)"""
+    num = den = 0.0
+    n = 0
+    for r in residuals:
+        r = np.asarray(r, float).reshape(r.shape[0], -1)
+        den += float(np.sum(r * r))
+        n += r.size
+        num += sum(float(np.sum(r[k:] * r[:-k])) for k in range(1, min(lags, r.shape[0] - 1) + 1))
+    if den <= 0.0 or n <= lags:
+        return 0.0
+    return num / den * np.sqrt(n / lags)
+
+
 @dataclass
 class Verdict:
     """Is the best fit explained by the noise? ``mismatch`` and the sentences saying why (or that it is)."""
@@ -113,10 +138,13 @@ class Verdict:
         return "Fit consistent with the noise: " + " ".join(self.lines)
 
 
-def judge(results: list, n_obs: int, noise: float | None = None, scatter: float = float("nan")) -> Verdict:
+def judge(results: list, n_obs: int, noise: float | None = None, scatter: float = float("nan"),
+          observed: list[np.ndarray] | None = None) -> Verdict:
     """Compare every method's RMS misfit with the noise level (``noise`` [m] if given, else ``scatter``,
-    :func:`noise_from_scatter` of the data; at least :data:`NOISE_FLOOR`), and the methods' common
-    estimates with each other (:data:`MISMATCH_RATIO`, :data:`DISAGREE_SIGMAS`)."""
+    :func:`noise_from_scatter` of the data; at least :data:`NOISE_FLOOR`), the whiteness of its residuals
+    (:func:`residual_correlation`, when ``observed``, the data of each trajectory (T, ...), is given and the
+    misfit is above the noise floor), and the methods' common estimates with each other
+    (:data:`MISMATCH_RATIO`, :data:`CORRELATION_SIGMAS`, :data:`DISAGREE_SIGMAS`)."""
     if noise is not None:
         sigma, source = float(noise), "supplied"
     else:
@@ -126,7 +154,14 @@ def judge(results: list, n_obs: int, noise: float | None = None, scatter: float 
     for res in results:
         rms = float(np.sqrt(res.objective / max(n_obs, 1)))
         text = f"{res.method}: RMS misfit {rms:.3g} m = {rms / used:.3g} × the noise level {used:.3g} m ({source})"
-        (bad if rms > MISMATCH_RATIO * used else good).append(text + ".")
+        corr = _correlation_of(res, observed) if observed is not None and rms > NOISE_FLOOR else 0.0
+        if rms > MISMATCH_RATIO * used:
+            bad.append(text + ".")
+        elif corr > CORRELATION_SIGMAS:
+            bad.append(text + f", but its residuals are correlated over frames ({corr:.1f} σ of white noise): "
+                       "the misfit is systematic.")
+        else:
+            good.append(text + ".")
     by_param: dict[str, list] = {}
     for res in results:
         for e in res.estimates:
@@ -145,6 +180,12 @@ def judge(results: list, n_obs: int, noise: float | None = None, scatter: float 
                    "(docs/identify.md, 'Which method for which data').")
         return Verdict(True, used, source, bad)
     return Verdict(False, used, source, good)
+
+
+def _correlation_of(res, observed: list[np.ndarray]) -> float:
+    """:func:`residual_correlation` of one method's fitted positions against the trajectories' data."""
+    cuts = np.cumsum([o.shape[0] for o in observed])[:-1]
+    return residual_correlation([p - o for p, o in zip(np.split(res.positions, cuts), observed)])
 
 
 @dataclass
@@ -373,56 +414,6 @@ def mpec_steps(model: Model, frames: list[State], pairs: list[tuple[str, str]]) 
     return P, steps
 
 
-def frozen_rollout(prob: MpecProblem, theta: np.ndarray, v0: np.ndarray, first: int = 0, last: int | None = None):
-    """A feasible point of the MPEC: the rigid LCP stepper run over the frozen step data from the observed
-    p̃_first and v0 with μ = θ (one Lemke solve per step), p_{l+1} = p_l + dt P v_{l+1}. Returns (p, v, z)
-    of frames first..last. Every constraint of the MPEC holds at it (up to Lemke's round-off), so the
-    solve starts from the dynamics and only has to move towards the data."""
-    from convexsim.lcp.lemke import lemke
-    from convexsim.stepping.lcp_stepper import build_contact_lcp
-
-    last = prob.n_frames - 1 if last is None else last
-    dt = prob.dt
-    p = [prob.observed[first].copy()]
-    v = [np.asarray(v0, float).copy()]
-    z = []
-    for l in range(first, last):
-        st = prob.steps[l]
-        v_star = v[-1] + dt * st.accel
-        if st.m:
-            J = np.zeros((st.m, 3, v_star.size))
-            J[:, 2, :] = st.Jn
-            d = st.d
-            bias = (st.phi + st.dphi_dp @ (p[-1] - prob.observed[l])) / dt
-            M, q, layout = _frozen_lcp(st, v_star, bias, theta[st.pair])
-            r = lemke(M, q)
-            zl = r.z if r.z is not None and np.all(np.isfinite(r.z)) else np.zeros(M.shape[0])
-            v_next = v_star + st.Ainv @ (st.Jn.T @ zl[:st.m] + st.D @ zl[st.m:st.m * (d + 1)])
-        else:
-            zl, v_next = np.zeros(0), v_star
-        z.append(zl)
-        v.append(v_next)
-        p.append(p[-1] + dt * (prob.P @ v_next))
-    return np.array(p), np.array(v), z
-
-
-def _frozen_lcp(st: MpecStep, v_star, bias, mu):
-    """The step's LCP (M, q) in z = (p_n, β, λ) from its frozen data (the LCP stepper's formulation,
-    docs/lcp.md): M = [[JnA⁻¹Jnᵀ, JnA⁻¹D, 0], [DᵀA⁻¹Jnᵀ, DᵀA⁻¹D, E], [μ, −Eᵀ, 0]], q = (Jn v* + b, Dᵀv*, 0)."""
-    m, d = st.m, st.d
-    Wm = np.hstack([st.Jn.T, st.D])
-    G = Wm.T @ st.Ainv @ Wm
-    E = np.kron(np.eye(m), np.ones((d, 1)))
-    n = m * (d + 2)
-    M = np.zeros((n, n))
-    M[:m * (d + 1), :m * (d + 1)] = G
-    M[m:m * (d + 1), m * (d + 1):] = E
-    M[m * (d + 1):, :m] = np.diag(mu)
-    M[m * (d + 1):, m:m * (d + 1)] = -E.T
-    q = np.concatenate([st.Jn @ v_star + bias, st.D.T @ v_star, np.zeros(m)])
-    return M, q, None
-
-
 def mpec_problem(segments: list[Segment], pairs: list[tuple[str, str]], mu0: float):
     """The MPEC of one or several trajectories (joined by :func:`~convexsim.identify.mpec.seam` steps, one θ
     for all) and its start: :func:`frozen_rollout` at μ₀ from each trajectory's first observed frame
@@ -446,11 +437,11 @@ def mpec_problem(segments: list[Segment], pairs: list[tuple[str, str]], mu0: flo
     for k, seg in enumerate(segments):
         bodies = dynamics.moving_bodies(seg.model)
         first = starts[k]
-        p, v, z = frozen_rollout(prob, theta0, seg.frames[0].v[bodies].reshape(-1), first,
-                                 first + seg.observed.shape[0] - 1)
-        ps.append(p)
-        vs.append(v)
-        zs += z + ([np.zeros(0)] if k < len(segments) - 1 else [])
+        ro = frozen_rollout(prob, theta0, prob.observed[first], seg.frames[0].v[bodies].reshape(-1), first,
+                            first + seg.observed.shape[0] - 1)
+        ps.append(ro.p)
+        vs.append(ro.v)
+        zs += ro.z + ([np.zeros(0)] if k < len(segments) - 1 else [])
     return prob, prob.pack(theta0, np.concatenate(ps), np.concatenate(vs), zs)
 
 
@@ -461,9 +452,14 @@ def fit_mpec(segments: list[Segment], pairs, mu0: float) -> MethodResult:
     _, p, _, _ = prob.unpack(res.x)
     ests = [Estimate("mpec", Parameter("mu", pk).label(), float(res.theta[j]), float(res.theta_std[j]), mu0)
             for j, pk in enumerate(pairs)]
-    notes = ["solver stages (W, δ, evaluations, μ, violation): " + "; ".join(
-        f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
-        f"{s['violation']:.2g})" for s in res.stages)]
+    if res.stages and res.stages[0].get("implicit"):
+        st = res.stages[0]
+        notes = [f"implicit solve (the LCP variables eliminated through each step's LCP): {st['nfev']} "
+                 f"evaluations, violation {st['violation']:.2g} m/s"]
+    else:
+        notes = ["solver stages (W, δ, evaluations, μ, violation): " + "; ".join(
+            f"({s['W']:g}, {s['delta']:g}, {s['nfev']}, {', '.join(f'{t:.6g}' for t in s['theta'])}, "
+            f"{s['violation']:.2g})" for s in res.stages)]
     if not res.success:
         notes.append(res.message)
     return MethodResult("mpec", ests, res.objective, int(sum(s["nfev"] for s in res.stages)),
@@ -544,12 +540,15 @@ def identify(trajectory, params=("mu",), *, methods=("mpec", "sap"), mu0: float 
     for seg in segments:                            # one time axis: each trajectory after the previous one
         time.append(seg.time - seg.time[0] + offset)
         offset = time[-1][-1] + model.time_step
-    verdict = judge(results, observed.size, noise, scatter=noise_from_scatter(*(seg.observed for seg in segments)))
+    verdict = judge(results, observed.size, noise, scatter=noise_from_scatter(*(seg.observed for seg in segments)),
+                    observed=[seg.observed for seg in segments])
     return Identification(", ".join(seg.source for seg in segments), model, np.concatenate(time), observed,
                           names[0], pairs, results, verdict)
 
 
 __all__ = [
+    "CORRELATION_LAGS",
+    "CORRELATION_SIGMAS",
     "DISAGREE_SIGMAS",
     "MAX_RELATIVE_STD",
     "MISMATCH_RATIO",
@@ -562,7 +561,6 @@ __all__ = [
     "Verdict",
     "fit_mpec",
     "fit_sap",
-    "frozen_rollout",
     "identify",
     "judge",
     "load_segment",
@@ -572,5 +570,6 @@ __all__ = [
     "noise_from_scatter",
     "observed_pairs",
     "parameters_for",
+    "residual_correlation",
     "scene_value",
 ]

@@ -1,4 +1,6 @@
-"""Berard–Trinkle MPEC over a whole trajectory, solved as a smoothed least-squares problem (docs/identify.md).
+"""Berard–Trinkle MPEC over a whole trajectory (docs/identify.md): solved by default by implicit programming
+(:func:`solve_implicit`: states and LCP variables eliminated through every step's LCP), or in all its
+unknowns as a smoothed least-squares problem.
 
 Unknowns: the friction coefficients θ (one per material pair), positions p_l and velocities v_l of every
 frame l = 0..N, and every step's LCP variables z_l = (p_n, β, λ) (normal impulses, impulses along the d
@@ -15,7 +17,7 @@ configuration (Jacobians, directions D = [D_1 … D_m], gaps φ̃ and their posi
 objective is the observation misfit Σ_l ‖p_l − p̃_l‖² (the seed's Σ nᵀn; the first term plays the role of
 its (x⁰ − x̄⁰) prior).
 
-Solution method: each complementarity pair (a, b) becomes the smoothed Fischer–Burmeister residual
+All-unknowns solution method (``solve_mpec(method="continuation")``): each complementarity pair (a, b) becomes the smoothed Fischer–Burmeister residual
 a + b − sqrt(a² + b² + 2δ²) (zero iff a, b ≥ 0 and ab = δ²), the equalities and these residuals are
 weighted by W, and ``scipy.optimize.least_squares`` (trust-region reflective, sparse analytic Jacobian,
 bounds θ ∈ [0, θ_max]) minimizes ‖misfit‖² + W²‖constraints‖² along the continuation
@@ -81,6 +83,7 @@ class MpecProblem:
     n_params: int
     offsets: np.ndarray = field(init=False)
     structure: object = field(init=False, repr=False)
+    lcp_parts: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         N1, npos = self.observed.shape
@@ -351,13 +354,17 @@ BRANCH_NFEV = 200
 within this budget is not settling (measured on a four-contact box), and the rounds fall back sooner."""
 
 
-def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0, method: str = "active_set",
+def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0, method: str = "implicit",
                continuation=CONTINUATION, max_nfev: int = 1000, stage_tol: float = 1e-8,
                final_tol: float = 1e-10, polish: bool = True) -> MpecResult:
     """Solve the MPEC from x0 (a start whose LCP variables satisfy complementarity, e.g. one LCP solve per
     observed frame); θ bounded to [0, theta_max].
 
-    ``method="active_set"`` (default): :func:`solve_active_set` — every pair's branch is taken from x0,
+    ``method="implicit"`` (default): :func:`solve_implicit`, the MPEC in the initial states and θ with
+    the states and LCP variables eliminated through every step's LCP (x0 gives the start: θ and the first
+    frame's p and v of every trajectory).
+
+    ``method="active_set"``: :func:`solve_active_set` — every pair's branch is taken from x0,
     the smooth branch problem is solved by sparse Levenberg–Marquardt, pairs whose free side ended negative
     change branch, repeated until none does (a few rounds). When it does not settle within
     :data:`MAX_FLIPS` rounds (:data:`BRANCH_NFEV` evaluations each) or ends infeasible, the continuation below runs from x0 instead and the
@@ -374,8 +381,10 @@ def solve_mpec(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0, met
     The standard deviation of θ is the Gauss–Newton one of the final problem, s²[(JᵀJ)⁻¹]_θθ with
     s² = misfit/(observations − free parameters), the constraints acting as heavily weighted rows.
     """
-    if method not in ("active_set", "continuation"):
-        raise ValueError(f"unknown MPEC method {method!r} (active_set, continuation)")
+    if method not in ("implicit", "active_set", "continuation"):
+        raise ValueError(f"unknown MPEC method {method!r} (implicit, active_set, continuation)")
+    if method == "implicit":
+        return solve_implicit(prob, x0, theta_max=theta_max)
     lo = np.full(prob.size, -np.inf)
     hi = np.full(prob.size, np.inf)
     lo[:prob.n_params] = 0.0
@@ -560,13 +569,228 @@ def seam(nv: int, npos: int, n_params: int) -> MpecStep:
                     np.zeros((0, npos)), np.zeros(0, int), link=False)
 
 
+# --------------------------------------------------------------------------------------------------
+# The implicit-programming solve: the LCP variables and states eliminated through the steps' LCPs
+# --------------------------------------------------------------------------------------------------
+def frozen_lcp(st: MpecStep, v_star, bias, mu, base: np.ndarray | None = None):
+    """The step's LCP (M, q) in z = (p_n, β, λ) from its frozen data (the LCP stepper's formulation,
+    docs/lcp.md): M = [[JnA⁻¹Jnᵀ, JnA⁻¹D, 0], [DᵀA⁻¹Jnᵀ, DᵀA⁻¹D, E], [μ, −Eᵀ, 0]], q = (Jn v* + b, Dᵀv*, 0),
+    b = gap/dt [m/s]. ``base``: M without its μ block (:func:`lcp_base`), when already built."""
+    m, d = st.m, st.d
+    M = (lcp_base(st) if base is None else base).copy()
+    M[m * (d + 1):, :m] = np.diag(mu)
+    q = np.concatenate([st.Jn @ v_star + bias, st.D.T @ v_star, np.zeros(m)])
+    return M, q
+
+
+def lcp_base(st: MpecStep) -> np.ndarray:
+    """The step's LCP matrix with μ = 0 (all of it that does not depend on θ)."""
+    m, d = st.m, st.d
+    Wm = np.hstack([st.Jn.T, st.D])
+    E = np.kron(np.eye(m), np.ones((d, 1)))
+    M = np.zeros((m * (d + 2), m * (d + 2)))
+    M[:m * (d + 1), :m * (d + 1)] = Wm.T @ st.Ainv @ Wm
+    M[m:m * (d + 1), m * (d + 1):] = E
+    M[m * (d + 1):, m:m * (d + 1)] = -E.T
+    return M
+
+
+@dataclass
+class FrozenRollout:
+    """Frames first..last of the rigid LCP stepper run over the frozen step data: positions p (T, np),
+    velocities v (T, nv), LCP variables z (one per step), and, when asked, the tangents dp/dy (T, np, k),
+    y = (θ, p_first, v_first); ``solved`` is False if some step's Lemke solve failed."""
+
+    p: np.ndarray
+    v: np.ndarray
+    z: list
+    dp: np.ndarray | None
+    solved: bool
+
+
+def frozen_rollout(prob: MpecProblem, theta, p0, v0, first: int = 0, last: int | None = None, *,
+                   tangents: bool = False) -> FrozenRollout:
+    """Feasible points of the MPEC: from p_first = p0, v_first = v0, every step l solves its LCP
+    (:func:`frozen_lcp`, Lemke) at v* = v_l + dt a_l with the gap b_l = (φ̃_l + ∇φ_l·(p_l − p̃_l))/dt, then
+    v_{l+1} = v* + A⁻¹(Jnᵀ p_n + D β), p_{l+1} = p_l + dt P v_{l+1}. Every constraint of the MPEC holds
+    at the result (to Lemke's round-off).
+
+    Tangents (``tangents=True``): on the basis α Lemke ends with (the basic z's), w_α = 0 and
+    z_¬α = 0, so dz_α = −M_αα⁻¹ (dq_α + dM_α· z) with dq = [Jn; Dᵀ; 0] dv_l + [∇φ/dt; 0; 0] dp_l and
+    dM/dμ_k z = p_n,i on the cone row of every contact i of pair k: the exact derivative of the step on the
+    piece of the piecewise-smooth LCP map the solution lies on (one-sided at a degenerate solution).
+    Solved by least squares (minimum norm, SVD cut-off at round-off): when the basis holds all corners of a
+    face, M_αα is singular but for round-off, and a plain solve amplifies that round-off into the tangents
+    (measured: the fits then stop early at a larger misfit).
+    The velocity v_{l+1} is unique even where the corner impulses of a face are not (four coplanar
+    corners), so the tangents of p and v do not depend on which impulses Lemke picked.
+    """
+    from convexsim.lcp.lemke import lemke
+
+    last = prob.n_frames - 1 if last is None else last
+    dt, k = prob.dt, prob.n_params + prob.npos + prob.nv
+    p, v = [np.asarray(p0, float).copy()], [np.asarray(v0, float).copy()]
+    Tp = np.hstack([np.zeros((prob.npos, prob.n_params)), np.eye(prob.npos), np.zeros((prob.npos, prob.nv))])
+    Tv = np.hstack([np.zeros((prob.nv, prob.n_params + prob.npos)), np.eye(prob.nv)])
+    dps = [Tp]
+    z, solved = [], True
+    for l in range(first, last):
+        st = prob.steps[l]
+        v_star = v[-1] + dt * st.accel
+        if st.m:
+            m, d = st.m, st.d
+            bias = (st.phi + st.dphi_dp @ (p[-1] - prob.observed[l])) / dt
+            if l not in prob.lcp_parts:          # the θ-free parts of the step, built once per problem
+                prob.lcp_parts[l] = (lcp_base(st), st.Ainv @ np.hstack([st.Jn.T, st.D]))
+            base, Wz = prob.lcp_parts[l]
+            M, q = frozen_lcp(st, v_star, bias, np.asarray(theta, float)[st.pair], base)
+            r = lemke(M, q)
+            ok = bool(r.solved) and np.all(np.isfinite(r.z))
+            solved &= ok
+            zl = r.z.copy() if ok else np.zeros(M.shape[0])
+            v_next = v_star + Wz @ zl[:m * (d + 1)]
+            if tangents:
+                n = M.shape[0]
+                alpha = np.sort(r.basis[(r.basis >= n) & (r.basis < 2 * n)] - n)
+                dq = np.zeros((n, k))
+                dq[:m * (d + 1)] = np.vstack([st.Jn, st.D.T]) @ Tv
+                dq[:m] += st.dphi_dp @ Tp / dt
+                cone = m * (d + 1) + np.arange(m)
+                dq[cone, st.pair] += zl[:m]                       # dM/dμ · z
+                dz = np.zeros((n, k))
+                if alpha.size:
+                    dz[alpha] = -np.linalg.lstsq(M[np.ix_(alpha, alpha)], dq[alpha], rcond=None)[0]
+                Tv = Tv + Wz @ dz[:m * (d + 1)]
+        else:
+            zl, v_next = np.zeros(0), v_star
+        z.append(zl)
+        v.append(v_next)
+        p.append(p[-1] + dt * (prob.P @ v_next))
+        if tangents:
+            Tp = Tp + dt * prob.P @ Tv
+            dps.append(Tp)
+    return FrozenRollout(np.array(p), np.array(v), z, np.array(dps) if tangents else None, solved)
+
+
+def segments_of(prob: MpecProblem) -> list[tuple[int, int]]:
+    """(first, last) frames of every trajectory of the problem (split at the seam steps)."""
+    cuts = [l for l, st in enumerate(prob.steps) if not st.link]
+    firsts = [0] + [c + 1 for c in cuts]
+    lasts = cuts + [prob.n_frames - 1]
+    return list(zip(firsts, lasts))
+
+
+IMPLICIT_NFEV = 200
+"""Evaluations (rollouts with tangents) of the implicit solve; a box of 100 frames needs 5–30."""
+
+
+def solve_implicit(prob: MpecProblem, x0: np.ndarray, *, theta_max: float = 2.0,
+                   max_nfev: int = IMPLICIT_NFEV) -> MpecResult:
+    """The MPEC by implicit programming (Luo, Pang & Ralph, *Mathematical Programs with Equilibrium
+    Constraints*, 1996, ch. 4): every step's LCP determines v_{l+1} (and p_{l+1}) from (θ, p_l, v_l), so
+    the feasible set of the MPEC is parametrized by y = (θ, and per trajectory its first p and the
+    velocities P maps to position rates, e.g. a body's linear velocity) through
+    :func:`frozen_rollout`, and the MPEC is min_y Σ_l ‖p_l(y) − p̃_l‖², a least-squares problem in a
+    handful of unknowns (1 + 3 + 3 for one body and one pair) with the exact tangents of the rollout as
+    Jacobian (``scipy.optimize.least_squares``, trust-region reflective, θ ∈ [0, θ_max]).
+
+    Why (issue 28): solving the MPEC in all its unknowns (states, impulses) needed hundreds of
+    Levenberg–Marquardt evaluations on a four-contact box — the corner impulses of a face are statically
+    indeterminate (directions the data cannot see, coupled to μ by the cone rows) and fixed active sets
+    cycled. Eliminated through the LCP, they are gone: Lemke picks one set of impulses, the motion does not
+    depend on which. Cost: one Lemke solve per step and evaluation, linear in the frames.
+
+    Standard deviations: the Gauss–Newton covariance of the reduced problem, s²(J_yᵀJ_y)⁺ with
+    s² = misfit/(observations − dim y). J_y is the Jacobian of the misfit along the feasible set, i.e. the
+    reduced Hessian of the constrained problem on its active set; every unknown of y is counted in the
+    degrees of freedom. The first angular velocities are taken from x0 (the recorded ones), as the SAP fit
+    does: the COM positions see them only through the contacts' lever arms, and a fit that frees them
+    spins the box to make corners lift (the frozen orientations never tilt), a motion the data cannot
+    refute.
+    """
+    from scipy.optimize import least_squares
+
+    segs = segments_of(prob)
+    th0, p_all, v_all, _ = prob.unpack(np.asarray(x0, float))
+    npar, npos = prob.n_params, prob.npos
+    vcols = np.flatnonzero(np.any(prob.P != 0.0, axis=0))     # velocities that move the positions
+    ky = npos + vcols.size
+    y0 = np.concatenate([np.clip(th0, 0.0, theta_max)]
+                        + [np.concatenate([p_all[f], v_all[f, vcols]]) for f, _ in segs])
+    cache: dict = {}
+
+    def first_state(y, s, f):
+        v0 = v_all[f].copy()
+        v0[vcols] = y[npar + s * ky + npos:npar + (s + 1) * ky]
+        return y[npar + s * ky:npar + s * ky + npos], v0
+
+    def roll(y):
+        key = y.tobytes()
+        if key not in cache:
+            cache.clear()
+            cache[key] = [frozen_rollout(prob, y[:npar], *first_state(y, s, f), f, last, tangents=True)
+                          for s, (f, last) in enumerate(segs)]
+        return cache[key]
+
+    def fun(y):
+        return np.concatenate([np.ravel(ro.p - prob.observed[f:last + 1])
+                               for ro, (f, last) in zip(roll(y), segs)])
+
+    cols = np.concatenate([np.arange(npar + npos), npar + npos + vcols])
+
+    def jac(y):
+        J = np.zeros((prob.n_frames * npos, y.size))
+        for s, (ro, (f, last)) in enumerate(zip(roll(y), segs)):
+            rows = slice(f * npos, (last + 1) * npos)
+            T = ro.dp.reshape(-1, ro.dp.shape[-1])[:, cols]
+            J[rows, :npar] = T[:, :npar]
+            J[rows, npar + s * ky:npar + (s + 1) * ky] = T[:, npar:]
+        return J
+
+    lo = np.full(y0.size, -np.inf)
+    hi = np.full(y0.size, np.inf)
+    lo[:npar], hi[:npar] = 0.0, theta_max
+    sol = least_squares(fun, y0, jac=jac, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=max_nfev,
+                        xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    y = sol.x
+    ros = roll(y)
+    zs: list = []
+    for s, ro in enumerate(ros):
+        zs += ro.z + ([np.zeros(0)] if s < len(ros) - 1 else [])
+    x = prob.pack(y[:npar], np.concatenate([ro.p for ro in ros]), np.concatenate([ro.v for ro in ros]), zs)
+    J = jac(y)
+    objective = float(np.sum(fun(y) ** 2))
+    s2 = objective / max(J.shape[0] - y.size, 1)
+    cov = np.linalg.pinv(J.T @ J) * s2
+    std = np.sqrt(np.maximum(np.diag(cov)[:npar], 0.0))
+    std[np.all(J[:, :npar] == 0.0, axis=0)] = np.inf
+    violation = constraint_violation(prob, x)
+    stage = {"W": np.inf, "delta": 0.0, "nfev": int(sol.nfev), "cost": objective, "theta": y[:npar].copy(),
+             "violation": violation, "converged": bool(sol.status > 0), "implicit": True}
+    ok = violation <= FEASIBLE_VIOLATION and all(ro.solved for ro in ros)
+    if not ok:
+        message = (f"not a feasible point of the MPEC: constraint violation {violation:.2g} m/s > "
+                   f"{FEASIBLE_VIOLATION:g} m/s" if violation > FEASIBLE_VIOLATION else
+                   "not a feasible point of the MPEC: a step's LCP has no solution Lemke could find")
+    elif sol.status > 0:
+        message = f"implicit solve converged ({sol.message})"
+    else:
+        message = (f"feasible to {violation:.2g} m/s; the implicit solve stopped at its budget of {sol.nfev} "
+                   "evaluations")
+    return MpecResult(y[:npar].copy(), x, objective, violation, [stage], std, ok, message)
+
+
 __all__ = [
     "CONTINUATION",
     "FEASIBLE_VIOLATION",
+    "FrozenRollout",
     "MpecProblem",
     "MpecResult",
     "MpecStep",
     "active_set_polish",
+    "frozen_lcp",
+    "lcp_base",
+    "frozen_rollout",
     "branch_solve",
     "solve_active_set",
     "sparse_least_squares",
@@ -574,5 +798,7 @@ __all__ = [
     "constraint_violation",
     "residuals",
     "seam",
+    "segments_of",
+    "solve_implicit",
     "solve_mpec",
 ]

@@ -78,7 +78,7 @@ def markdown(ident: Identification, figures: list[str]) -> str:
             lines.append(f"| {res.method} | {e.parameter} | {e.value:.6g} | {e.std:.2g} | {e.initial:.4g} | "
                          f"{res.objective:.4g} | {rms:.3g} | {res.evaluations} |")
     legend = ("std: Gauss–Newton standard deviation s²(JᵀJ)⁻¹, s² = objective/(observations − unknowns). "
-              "mpec: Berard–Trinkle MPEC on the rigid LCP, Fischer–Burmeister smoothing with continuation; "
+              "mpec: Berard–Trinkle MPEC on the rigid LCP, solved by implicit programming (one LCP per step); "
               "sap: least squares on SAP rollouts (docs/identify.md).")
     lines += ["", legend, ""]
     for res in ident.results:

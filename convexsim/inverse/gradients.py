@@ -173,6 +173,13 @@ def impulse_partials(kind: int, par, vc) -> tuple[np.ndarray, np.ndarray, np.nda
     return hc_impulse_partials(kind == KIND_SIMILAR, par, vc)
 
 
+def _hc_previous_impulse(problem: ContactProblem):
+    """((fe0)₊ [N], (1 − d vn0)₊, n0 = dt (fe0)₊ (1 − d vn0)₊ [N·s]) of the Hunt–Crossley contacts."""
+    fe_pos = np.maximum(problem.fe0, 0.0)
+    damp = np.maximum(1.0 - problem.d * problem.vn0, 0.0)
+    return fe_pos, damp, problem.dt * fe_pos * damp
+
+
 def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
     """∂p/∂θ per contact, shape (nk, 8, len(PHYSICAL)), θ in the order of :data:`PHYSICAL`.
 
@@ -204,9 +211,7 @@ def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndar
         return out
     k, d, mu, fe0, vn0 = problem.k, problem.d, problem.mu, problem.fe0, problem.vn0
     phi0 = -fe0 / k
-    fe_pos = np.maximum(fe0, 0.0)
-    damp = np.maximum(1.0 - d * vn0, 0.0)
-    n0 = dt * fe_pos * damp
+    fe_pos, damp, n0 = _hc_previous_impulse(problem)
     # fe0 = −k φ0
     dfe = np.zeros((nk, len(PHYSICAL)))
     dfe[:, col["k"]] = -phi0
@@ -228,6 +233,29 @@ def kernel_parameter_partials(problem: ContactProblem, w: np.ndarray) -> np.ndar
     deps[:, col["sigma"]] = mu * w * n0
     deps += (mu * sigma * w)[:, None] * dn0
     out[:, 6, :] = np.where(friction_active[:, None], deps, 0.0)
+    return out
+
+
+def delassus_partials(problem: ContactProblem, w: np.ndarray) -> np.ndarray:
+    """∂p/∂w per contact, shape (nk, 8): the kernel parameters' dependence on the Delassus estimate w [1/kg]
+    (which moves with A, e.g. with a link's mass or a joint's damping).
+
+    "sap": ∂Rt/∂w = σ; ∂Rn/∂w = β²/(4π²) on the near-rigid branch (Rn = max(β²w/(4π²), 1/(dt k (dt+τd))),
+    the compliant branch at a tie, as :func:`kernel_parameter_partials`), 0 otherwise; v̂ does not read w.
+    Hunt–Crossley: ∂εs/∂w = μ σ n0 where εs = max(v_s, μ σ w n0) is not v_s, 0 otherwise.
+    Constraints with w = 0 (a zero Jacobian, w replaced by 1) get 0.
+    """
+    out = np.zeros((problem.nk, 8))
+    live = w > 0.0
+    if problem.model == "sap":
+        r_near = problem.beta ** 2 / (4.0 * math.pi ** 2) * w
+        r_comp = 1.0 / (problem.dt * problem.k * (problem.dt + problem.tau_d))
+        out[:, 1] = np.where(live, problem.sigma, 0.0)
+        out[:, 2] = np.where(live & ~(r_comp > r_near), problem.beta ** 2 / (4.0 * math.pi ** 2), 0.0)
+        return out
+    n0 = _hc_previous_impulse(problem)[2]
+    active = problem.mu * problem.sigma * w * n0 > problem.v_s
+    out[:, 6] = np.where(live & active, problem.mu * problem.sigma * n0, 0.0)
     return out
 
 
@@ -346,6 +374,7 @@ __all__ = [
     "PHYSICAL",
     "StepSensitivity",
     "check_kernel_consistency",
+    "delassus_partials",
     "hc_impulse_partials",
     "impulse_partials",
     "kernel_parameter_partials",

@@ -16,18 +16,26 @@ G_r = 1/R inside a row's box, 0 outside. H is assembled once at the step's solut
 (dense Cholesky: tree islands have tens of dofs); every right-hand side is one pair of triangular
 solves. No Newton iteration happens here: v is the step's.
 
-Right-hand sides:
+Right-hand sides −∂g/∂x at fixed v (q0, v0 and the contact set fixed):
 
 * PD targets (analytic): the actuator row's impulse is γ = clamp(dt (−Kp'(q0 + dt vc − q̄) − Kd'(vc − v̄)
   + u_ff)) (Kp', Kd' after gain limiting, docs/articulated.md §4), so ∂g/∂q̄ = −J_rᵀ dt Kp' and
   ∂g/∂v̄ = −J_rᵀ dt Kd' while the row is inside its effort box, 0 when saturated (the saturated side's
   one-sided derivative, as for the contact boundaries).
-* joint damping, actuator gains Kp, Kd, a link's mass (a payload at the link's centre of mass: its
-  rotational inertia about the COM unchanged), a material's friction coefficient, the previous joint
-  and free-body configuration and velocity: −∂g/∂x at fixed v by central differences of the residual
-  above (the step's own stages at x ± h, contact set held fixed), the same treatment as the contact
-  kinematics' Mq in ``rollout``. These enter g smoothly (M, h and w through CRBA/RNEA, R and v̂ of the
-  rows), so the difference is O(h²) accurate; the implicit solve stays analytic.
+* robot parameters (analytic, :func:`parameter_columns`): with A (v − v*) = (M + dt D)(v − v0) + dt (h + D v0
+  − τ), a joint's damping d_i gives dt v_i e_i, a link's mass (a payload at the link's COM, its rotational
+  inertia about the COM unchanged) gives ∂M/∂m (v − v0) + dt ∂h/∂m by CRBA and RNEA of the link alone at
+  unit mass (``multibody.dynamics.unit_mass_model``). Both also move diag(A), hence every Delassus estimate
+  w: the contacts' Rt = σ w, near-rigid Rn and Hunt–Crossley εs (``gradients.delassus_partials``), the
+  near-rigid limit rows' R = β² w/(4π²) and the limited actuator gains (:func:`pd_row_partials`). Kp and
+  Kd enter the actuator row's R and v̂ (:func:`pd_row_partials`, the gain limit included); a material's
+  μ the pair's μ = 2 μa μb/(μa + μb) and the contact parameters (``gradients.kernel_parameter_partials``),
+  chained through ``gradients.impulse_partials``. Rows outside their box (saturated actuators) contribute
+  nothing, the saturated side's derivative.
+* the previous joint and free-body configuration and velocity: central differences of the residual above
+  (the step's own stages at x ± h, contact set held fixed), the same treatment as the contact kinematics'
+  Mq in ``rollout``; these enter g smoothly, so the difference is O(h²) accurate; the implicit solve
+  stays analytic.
 
 Coordinates (the step's v layout): per free moving body (δrotation about W axes [rad], δposition [m]),
 then every tree's joint coordinates. Only 1-dof joints (revolute, prismatic) are supported, where
@@ -47,7 +55,7 @@ from convexsim.model import ContactModel, Model, State
 from convexsim.multibody.forest import Controls, write_link_rows
 from convexsim.multibody.model import JointType
 from convexsim.sap.constraints import eval_constraints
-from convexsim.sap.joint_constraints import BETA_JOINT, eval_rows, pd_gains_kernel
+from convexsim.sap.joint_constraints import BETA_JOINT, delassus_row, eval_rows, pd_gains_kernel
 
 ROBOT_KINDS = ("damping", "kp", "kd", "mass", "mu")
 """Robot (and material) parameters: ``damping:JOINT`` [N·m·s/rad or N·s/m], ``kp:ACTUATOR`` [N·m/rad or
@@ -58,8 +66,6 @@ Q_STEP = 1e-8
 """Central-difference step [rad, m] of the residual in the configuration."""
 V_STEP = 1e-6
 """Central-difference step [rad/s, m/s] of the residual in the previous velocity (g is quadratic in it)."""
-THETA_REL_STEP = 1e-6
-"""Relative central-difference step of the residual in a parameter (absolute 1e-6 at a zero value)."""
 RESIDUAL_TOL = 1e-6
 """Largest relative momentum residual ‖g(v)‖/‖A (v − v*)‖ accepted at the step's solution (the
 linearization holds only at the optimum; tighten the scene's solver tolerances otherwise)."""
@@ -235,12 +241,32 @@ class StepStages:
     Jc: np.ndarray          # (3 nc, nv)
     kind: np.ndarray | None
     cpar: np.ndarray | None
+    problem: object = None  # the contacts' ContactProblem (None without contacts)
+    w: np.ndarray | None = None   # its Delassus estimates [1/kg]
+
+
+def contact_problem(model: Model, system, contacts, cliques, blocks, Jc):
+    """The contacts' ContactProblem of the step, as ``stepping.articulated.contact_kernel`` builds it (its
+    kernel parameters are the step's: asserted in tests/inverse/test_tree_gradients.py)."""
+    from convexsim.sap.problem import ContactProblem
+    from convexsim.stepping.contacts import combined_parameters
+
+    p = combined_parameters(model, contacts)
+    cm = ContactModel(model.contact_model)
+    if cm == ContactModel.SAP:
+        extra = dict(model="sap", tau_d=p.dissipation_time, phi0=contacts.phi, beta=model.solver.beta)
+    else:
+        extra = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * contacts.phi,
+                     vn0=(Jc @ system.v0)[2::3], v_s=model.solver.stiction_tolerance)
+    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
+                                      mu=p.mu, k=p.stiffness, sigma=model.solver.sigma, **extra)
 
 
 def step_stages(model: Model, state: State, controls: Controls | None = None, contacts=None) -> StepStages:
     """Assemble the step's stages; ``contacts`` (a Contacts) holds the contact set fixed (re-evaluated at
     this state's configuration when given by geometry pairs, see :func:`_same_contacts`)."""
-    from convexsim.stepping.articulated import assemble, contact_jacobian, contact_kernel, detect_contacts
+    from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
+    from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts
     from convexsim.stepping.context import StepContext
 
     system = assemble(model, state, controls)
@@ -248,10 +274,12 @@ def step_stages(model: Model, state: State, controls: Controls | None = None, co
         contacts = detect_contacts(model, state, StepContext())
     R_WC = dynamics.contact_frames(contacts.normal)
     Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
-    kind = cpar = None
-    if contacts.count:
-        kind, cpar = contact_kernel(model, system, contacts, cliques, blocks, Jc)
-    return StepStages(system, contacts, Jc, kind, cpar)
+    if not contacts.count:
+        return StepStages(system, contacts, Jc, None, None)
+    problem = contact_problem(model, system, contacts, cliques, blocks, Jc)
+    w = delassus_diagonal(problem)
+    kind, cpar, _, _ = constraint_kernel_data(problem, w)
+    return StepStages(system, contacts, Jc, kind, cpar, problem, w)
 
 
 def free_velocity(model: Model, state: State) -> np.ndarray:
@@ -301,22 +329,181 @@ def newton_matrix(st: StepStages, v: np.ndarray) -> np.ndarray:
     return H
 
 
-def target_columns(model: Model, st: StepStages, v: np.ndarray) -> np.ndarray:
+# --------------------------------------------------------------------------------------------------
+# analytic partials of the residual in the parameters and the PD targets
+# --------------------------------------------------------------------------------------------------
+def row_gamma_partials(par: np.ndarray, vc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(∂γ/∂R, ∂γ/∂v̂) of every joint row (γ = clamp(y), y = (v̂ − vc)/R, ``sap.joint_constraints``) at vc:
+    (−y/R, 1/R) inside the open box, 0 at or outside it (the saturated side's derivative) [γ/R, 1/R]."""
+    R, v_hat, lo, hi = par[:, 0], par[:, 1], par[:, 2], par[:, 3]
+    y = (v_hat - vc) / R
+    inside = (lo < y) & (y < hi)
+    return np.where(inside, -y / R, 0.0), np.where(inside, 1.0 / R, 0.0)
+
+
+def pd_row_partials(dt: float, act, q0: float, w: float, d_kp: float = 0.0, d_kd: float = 0.0,
+                    d_w: float = 0.0, d_qd: float = 0.0, d_vd: float = 0.0) -> tuple[float, float]:
+    """(dR, dv̂) of an actuator row (``joint_constraints.pd_row_kernel``) for changes of Kp, Kd, the row's
+    Delassus estimate w and the targets (q̄, v̄); ``act`` a PdActuator, q0 its joint's coordinate.
+
+    The gain limit keeps Kd/Kp: (Kp', Kd') = s (Kp, Kd) with s = min(1, R0/R_nr), R0 = 1/(dt (dt Kp + Kd)),
+    R_nr = β² w/(4π²), so ds = −s ((dt dKp + dKd)/(dt Kp + Kd) + dw/w) where limited (s < 1), 0 otherwise
+    (the unlimited side at a tie, the kernel's branch). With c = dt Kp' + Kd', R = 1/(dt c) and
+    v̂ = (−Kp' (q0 − q̄) + Kd' v̄ + u_ff)/c: dR = −R dc/c,
+    dv̂ = (−dKp' (q0 − q̄) + Kp' dq̄ + dKd' v̄ + Kd' dv̄ − v̂ dc)/c.
+    """
+    kp, kd = act.kp, act.kd
+    kp_e, kd_e = pd_gains_kernel(dt, kp, kd, w, BETA_JOINT)
+    s = (kp_e + kd_e) / (kp + kd)
+    ds = -s * ((dt * d_kp + d_kd) / (dt * kp + kd) + d_w / w) if s < 1.0 else 0.0
+    dkp_e, dkd_e = ds * kp + s * d_kp, ds * kd + s * d_kd
+    c = dt * kp_e + kd_e
+    dc = dt * dkp_e + dkd_e
+    e_q = q0 - act.q_target
+    v_hat = (-kp_e * e_q + kd_e * act.v_target + act.u_ff) / c
+    dv_hat = (-dkp_e * e_q + kp_e * d_qd + dkd_e * act.v_target + kd_e * d_vd - v_hat * dc) / c
+    return -dc / (dt * c * c), dv_hat
+
+
+def actuator_rows(model: Model, state: State, st: StepStages, controls: Controls | None):
+    """Per pd_rows entry: (row, PdActuator as the step built it, q0 of its joint, its w)."""
+    from convexsim.multibody.forest import current_actuators
+
+    sys_ = st.system
+    A_diag = np.diag(sys_.A)
+    acts = {}
+    out = []
+    for k, n, r in sys_.pd_rows:
+        tree = model.forest.trees[k]
+        if k not in acts:
+            acts[k] = current_actuators(tree, state.t, controls)
+        act = acts[k][n]
+        q0 = float(tree.q_of(state.tree_q)[tree.model.joint_qadr[act.joint]])
+        out.append((r, act, q0, delassus_row(sys_.Jr[r], A_diag)))
+    return out
+
+
+def target_columns(model: Model, st: StepStages, v: np.ndarray, state: State, controls: Controls | None = None,
+                   pd=None) -> np.ndarray:
     """−∂g/∂(q̄, v̄) of every actuator, shape (nv, nact, 2): J_rᵀ dt (Kp', Kd') inside the effort box,
-    0 when saturated (module docstring)."""
+    0 when saturated (:func:`pd_row_partials` with dq̄ or dv̄ = 1; module docstring). ``pd`` is
+    :func:`actuator_rows` (computed from ``state``, ``controls`` when not given)."""
     sys_ = st.system
     dt = model.time_step
-    out = np.zeros((sys_.nv, len(sys_.pd_rows), 2))
-    for n, (k, a, r) in enumerate(sys_.pd_rows):
-        R, v_hat, lo, hi = sys_.par[r]
-        y = (v_hat - sys_.Jr[r] @ v) / R
-        if not lo < y < hi:
-            continue
-        act = model.forest.trees[k].actuators[a]
-        w = float(np.sum(sys_.Jr[r] ** 2 / np.diag(sys_.A)))
-        kp, kd = pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)
-        out[:, n, 0] = sys_.Jr[r] * dt * kp
-        out[:, n, 1] = sys_.Jr[r] * dt * kd
+    pd = actuator_rows(model, state, st, controls) if pd is None else pd
+    _, dg_dvhat = row_gamma_partials(sys_.par, sys_.Jr @ v) if sys_.par.shape[0] else (None, None)
+    out = np.zeros((sys_.nv, len(pd), 2))
+    for n, (r, act, q0, w) in enumerate(pd):
+        for k, kw in enumerate(({"d_qd": 1.0}, {"d_vd": 1.0})):
+            out[:, n, k] = sys_.Jr[r] * dg_dvhat[r] * pd_row_partials(dt, act, q0, w, **kw)[1]
+    return out
+
+
+@dataclass
+class _Direct:
+    """A parameter's direct effects at fixed v: on A (v − v*) [N·s], on diag(A) [kg, kg·m²], on the actuator
+    gains {row: (dKp, dKd)} and on the contacts' μ (nc,)."""
+
+    momentum: np.ndarray
+    A_diag: np.ndarray
+    gains: dict
+    mu: np.ndarray | None = None
+
+
+def _direct_effects(model: Model, state: State, st: StepStages, v: np.ndarray, p: RobotParameter) -> _Direct:
+    """The direct effects of ``p`` (module docstring, "Right-hand sides")."""
+    from convexsim.multibody.dynamics import bias_forces, mass_matrix, unit_mass_model
+
+    sys_ = st.system
+    dt = model.time_step
+    d = _Direct(np.zeros(sys_.nv), np.zeros(sys_.nv), {})
+    what = p.label()
+    if p.kind == "damping":              # A = M + dt D, A (v − v*) = M (v − v0) + dt (h + D v − τ)
+        k, j = _joint(model, p.target, what)
+        i = sys_.tree_start[k] + int(model.forest.trees[k].model.joint_dofadr[j])
+        d.momentum[i] = dt * v[i]
+        d.A_diag[i] = dt
+    elif p.kind == "mass":               # ∂M/∂m, ∂h/∂m: CRBA and RNEA of the link alone at unit mass
+        k, b, _ = _link(model, p.target, what)
+        tree = model.forest.trees[k]
+        unit = unit_mass_model(tree.model, b)
+        q, v0 = tree.q_of(state.tree_q), tree.v_of(state.tree_v)
+        dM = mass_matrix(unit, q, kin=sys_.kins[k])
+        sl = slice(sys_.tree_start[k], sys_.tree_start[k] + tree.nv)
+        d.momentum[sl] = dM @ (v[sl] - v0) + dt * bias_forces(unit, q, v0, kin=sys_.kins[k])
+        d.A_diag[sl] = np.diag(dM)
+    elif p.kind in ("kp", "kd"):
+        k, n = _actuator(model, p.target, what)
+        r = next(r for kk, nn, r in sys_.pd_rows if (kk, nn) == (k, n))
+        d.gains[r] = (1.0, 0.0) if p.kind == "kp" else (0.0, 1.0)
+    elif st.contacts.count:              # μ = 2 μa μb/(μa + μb) per contact (stepping.contacts)
+        m = model.material_names.index(p.target)
+        ma = model.geom_material[st.contacts.geom_a]
+        mb = model.geom_material[st.contacts.geom_b]
+        mua, mub = model.material_friction[ma], model.material_friction[mb]
+        den = np.where(mua + mub > 0, (mua + mub) ** 2, 1.0)
+        d.mu = np.where(mua + mub > 0, 2 * ((ma == m) * mub ** 2 + (mb == m) * mua ** 2) / den, 0.0)
+    return d
+
+
+def _contact_delassus_change(st: StepStages, dA_diag: np.ndarray) -> np.ndarray:
+    """dw of every contact for a change dA_diag of diag(A): w = ‖W‖_F/3, W = J_i diag(A)⁻¹ J_iᵀ, so
+    dw = ⟨W, dW⟩_F/(9 w) with dW = −J_i diag(dA/A²) J_iᵀ (``sap.blocks.delassus_estimate``; 0 where w = 0)."""
+    a = np.diag(st.system.A)
+    J = st.Jc.reshape(-1, 3, a.size)
+    W = np.einsum("irk,k,iqk->irq", J, 1.0 / a, J)
+    dW = -np.einsum("irk,k,iqk->irq", J, dA_diag / a ** 2, J)
+    w = st.w
+    return np.where(w > 0, np.einsum("irq,irq->i", W, dW) / (9.0 * np.where(w > 0, w, 1.0)), 0.0)
+
+
+def parameter_columns(model: Model, state: State, st: StepStages, v: np.ndarray, parameters,
+                      controls: Controls | None = None, pd=None) -> np.ndarray:
+    """Mθ = −∂g/∂θ at fixed v (q0, v0, contact set fixed), shape (nv, len(parameters)), analytically:
+
+    ∂g/∂θ = ∂[A (v − v*)]/∂θ − J_cᵀ ∂γ_c/∂p (∂p/∂μ dμ + ∂p/∂w dw_c) − J_rᵀ (∂γ_r/∂R dR + ∂γ_r/∂v̂ dv̂),
+
+    with the direct effects of :func:`_direct_effects`, the contacts' and rows' Delassus estimates w moving
+    with diag(A) (a link's mass, a joint's damping), ∂γ_c/∂p from ``gradients.impulse_partials``, ∂p/∂μ
+    and ∂p/∂w from ``gradients.kernel_parameter_partials`` and ``gradients.delassus_partials``, and the
+    rows' (dR, dv̂) from :func:`pd_row_partials` (actuators) or dR = β²/(4π²) dw (near-rigid limit and
+    coupler rows; 0 on a compliant limit).
+    """
+    from convexsim.inverse.gradients import PHYSICAL, delassus_partials, kernel_parameter_partials
+
+    sys_ = st.system
+    dt = model.time_step
+    nc, nr = st.contacts.count, sys_.par.shape[0]
+    pd = actuator_rows(model, state, st, controls) if pd is None else pd
+    A_diag = np.diag(sys_.A)
+    dg_dR, dg_dvhat = row_gamma_partials(sys_.par, sys_.Jr @ v) if nr else (np.zeros(0), np.zeros(0))
+    if nc:
+        vc = (st.Jc @ v).reshape(-1, 3)
+        dgamma_dp = np.array([impulse_partials(int(st.kind[i]), st.cpar[i], vc[i])[2] for i in range(nc)])
+        dp_dw = delassus_partials(st.problem, st.w)
+        dp_dmu = kernel_parameter_partials(st.problem, st.w)[:, :, PHYSICAL.index("mu")]
+    r_nr_per_w = BETA_JOINT ** 2 / (4.0 * np.pi ** 2)
+    out = np.zeros((sys_.nv, len(parameters)))
+    for j, p in enumerate(parameters):
+        d = _direct_effects(model, state, st, v, p)
+        dg = d.momentum.copy()
+        moves_w = bool(np.any(d.A_diag))
+        if nr and (moves_w or d.gains):
+            dw = -(sys_.Jr ** 2) @ (d.A_diag / A_diag ** 2)
+            dR, dvh = np.zeros(nr), np.zeros(nr)
+            near = sys_.par[:, 0] <= r_nr_per_w * np.sum(sys_.Jr ** 2 / A_diag, axis=1) * (1.0 + 1e-12)
+            dR[near] = r_nr_per_w * dw[near]             # limits and couplers (rewritten for actuators)
+            for r, act, q0, w in pd:
+                dR[r], dvh[r] = pd_row_partials(dt, act, q0, w, *d.gains.get(r, (0.0, 0.0)), d_w=dw[r])
+            dg -= sys_.Jr.T @ (dg_dR * dR + dg_dvhat * dvh)
+        if nc and (moves_w or d.mu is not None):
+            dp = np.zeros((nc, 8))
+            if moves_w:
+                dp += dp_dw * _contact_delassus_change(st, d.A_diag)[:, None]
+            if d.mu is not None:
+                dp += dp_dmu * d.mu[:, None]
+            dg -= st.Jc.T @ np.einsum("irp,ip->ir", dgamma_dp, dp).reshape(-1)
+        out[:, j] = -dg
     return out
 
 
@@ -366,11 +553,10 @@ def _central(fun, n: int, step: float) -> np.ndarray:
     return np.array(cols).T if cols else np.zeros((0, 0))
 
 
-def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=(), values=None,
+def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=(),
                    controls: Controls | None = None) -> TreeStepRecord:
-    """The step from ``state`` (model with ``values`` applied) whose solution is ``v_next``, linearized
+    """The step of ``model`` from ``state`` whose solution is ``v_next``, linearized
     (module docstring). Raises TreeGradientError when v_next is not the step's optimum."""
-    values = dict(values or {})
     ref = step_stages(model, state, controls)
     nv = ref.system.nv
     g0 = residual(ref, v_next)
@@ -403,16 +589,9 @@ def linearize_step(model: Model, state: State, v_next: np.ndarray, parameters=()
 
     Mv = -_central(g_of_v, nv, V_STEP)
     Mq = -_central(g_of_q, nv, Q_STEP)
-    Mtheta = np.zeros((nv, len(parameters)))
-    for j, p in enumerate(parameters):
-        base = values[p] if p in values else robot_value(model, p)
-        h = THETA_REL_STEP * max(abs(base), 1.0)
-        gs = []
-        for sign in (1.0, -1.0):
-            m2 = with_robot_parameters(model, {p: base + sign * h})
-            gs.append(residual(step_stages(m2, state, controls, ref.contacts), v_next))
-        Mtheta[:, j] = -(gs[0] - gs[1]) / (2 * h)
-    return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next), np.array(v_next), rel)
+    pd = actuator_rows(model, state, ref, controls)
+    Mtheta = parameter_columns(model, state, ref, v_next, parameters, controls, pd)
+    return TreeStepRecord(H, Mv, Mq, Mtheta, target_columns(model, ref, v_next, state, pd=pd), np.array(v_next), rel)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,7 +634,8 @@ def gradient_model(model: Model, rel_tolerance: float = 1e-12) -> Model:
                                          max_iterations=max(s.max_iterations, 200)))
 
 
-def _controls(model: Model, targets, l: int) -> Controls | None:
+def target_controls(model: Model, targets, l: int) -> Controls | None:
+    """The Controls of step l of a rollout with PD ``targets`` (steps, nact, 2) (None: the scene's)."""
     if targets is None:
         return None
     names = [a.name for t in model.forest.trees for a in t.actuators]
@@ -493,11 +673,10 @@ def tree_rollout(model: Model, state0: State, steps: int, *, values=None, parame
     states, records = [state0.copy()], []
     state = state0.copy()
     for l in range(int(steps)):
-        ctx.controls = _controls(m, targets, l)
+        ctx.controls = target_controls(m, targets, l)
         new, _ = step(m, state, ctx, strict=True, path=path)
         if linearize:
-            records.append(linearize_step(m, state, velocity_vector(m, new), parameters, values,
-                                          ctx.controls))
+            records.append(linearize_step(m, state, velocity_vector(m, new), parameters, ctx.controls))
         state = new
         states.append(state.copy())
     return TreeRollout(m, parameters, states, records)
@@ -528,16 +707,22 @@ __all__ = [
     "TreeGradientError",
     "TreeRollout",
     "TreeStepRecord",
+    "actuator_rows",
     "check_tree_model",
+    "contact_problem",
     "free_position_rows",
     "gradient_model",
     "joint_coordinate_rows",
     "linearize_step",
     "newton_matrix",
+    "parameter_columns",
+    "pd_row_partials",
     "residual",
+    "row_gamma_partials",
     "robot_value",
     "step_stages",
     "target_columns",
+    "target_controls",
     "target_gradient",
     "tree_rollout",
     "velocity_vector",

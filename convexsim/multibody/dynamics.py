@@ -21,6 +21,8 @@ The reference for M is Σ_b J_bᵀ M_b J_b with the per-body Jacobians (:func:`m
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from convexsim._jit import jit
@@ -215,6 +217,18 @@ def gravity_forces(model: MultibodyModel, q, kin: Kinematics | None = None) -> n
     return inverse_dynamics(model, q, z, z, kin=kin)
 
 
+def unit_mass_model(model: MultibodyModel, b: int) -> MultibodyModel:
+    """The model whose M and h are ∂M/∂m_b and ∂h/∂m_b of a mass change of body b at its fixed COM with its
+    rotational inertia about the COM unchanged (a payload): body b alone with mass 1 kg, zero I_c, no other
+    body, no armature. I_b (above) is linear in (m, I_c) at fixed c, and CRBA and RNEA are linear in the
+    I_b, so :func:`mass_matrix` and :func:`bias_forces` of this model are the exact partials [m², m, 1;
+    N·m/kg or N/kg]."""
+    mass = np.zeros(model.nbody)
+    mass[b] = 1.0
+    return replace(model, body_mass=mass, body_inertia=np.zeros_like(model.body_inertia),
+                   dof_armature=np.zeros(model.nv))
+
+
 def body_spatial_mass(model: MultibodyModel, kin: Kinematics, b: int) -> np.ndarray:
     """M_b (6, 6) = diag(I_c,W, m·1₃) for the body's (ω, v_COM)."""
     R = kin.R_WB[b]
@@ -257,4 +271,5 @@ __all__ = [
     "mass_matrix_reference",
     "potential_energy",
     "spatial_inertias",
+    "unit_mass_model",
 ]

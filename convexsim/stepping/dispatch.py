@@ -43,6 +43,7 @@ RUNNERS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("trees", "sap", "reference"): ("convexsim.stepping.articulated:articulated_sap_step", ("strict",)),
     ("bodies", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
     ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_stepper:reference_lcp_step", ("warm_start",)),
+    ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled_trees:compiled_lcp_tree_step", ()),
     ("trees", "lcp", "reference"): ("convexsim.stepping.lcp_trees:lcp_trees_step", ()),
 }
 """(model kind, solver, path) -> ("module:function" of the runner, the options it takes among ``strict``
@@ -54,11 +55,13 @@ ELIGIBILITY: dict[tuple[str, str], str] = {
     ("bodies", "sap"): "convexsim.stepping.compiled:supported_cached",
     ("trees", "sap"): "convexsim.stepping.compiled:supported_cached",
     ("bodies", "lcp"): "convexsim.stepping.lcp_compiled:lcp_supported_cached",
+    ("trees", "lcp"): "convexsim.stepping.lcp_compiled_trees:lcp_tree_supported_cached",
 }
 """(model kind, solver) -> "module:function" giving (ok, why not) for the compiled runner, once per model.
 A pair without an entry has no compiled runner (:data:`NO_COMPILED`)."""
 
-NO_COMPILED = {("trees", "lcp"): "the LCP stepper on kinematic trees has no compiled step"}
+NO_COMPILED: dict[tuple[str, str], str] = {}
+"""(model kind, solver) -> why the pair has no compiled runner (every pair has one today)."""
 
 RUN_LOOPS = {("bodies", "sap"), ("trees", "sap")}
 """(model kind, solver) with a compiled run loop (``simulate.run_model``)."""

@@ -59,7 +59,7 @@ def lcp_supported_cached(model: Model) -> tuple[bool, str]:
     return per_model(_SUPPORTED, model, lcp_compiled_supported)
 
 
-class _LcpPacked:
+class LcpPacked:
     """The kernel arguments of a model: the SAP packing's arrays (``compiled.packed``) and the LCP settings."""
 
     def __init__(self, model: Model, friction_directions):
@@ -113,7 +113,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
         return Handoff("SPLIT_ISLANDS is off or dense assembly disabled")
     dense_work, warm_min, info_type = S.DENSE_ASSEMBLY_WORK, S.WARM_MIN_SIZE, S.LcpStepInfo
     friction_directions = S.friction_directions
-    lp = per_model(_PACKED, model, lambda m: _LcpPacked(m, friction_directions))
+    lp = per_model(_PACKED, model, lambda m: LcpPacked(m, friction_directions))
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out = np.empty_like(q)
@@ -140,7 +140,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     return new, info
 
 
-def _any_friction(lp: _LcpPacked, geoms: np.ndarray) -> bool:
+def _any_friction(lp: LcpPacked, geoms: np.ndarray) -> bool:
     """Whether some contact has μ > 0 (the step's LCP then has d friction directions)."""
     mu = LK.combined_friction(lp.arrays[13], geoms)
     return bool(np.any(mu > 0))

@@ -138,7 +138,7 @@ def contact_islands_kernel(cliques, ncl):
 
 
 @jit
-def _lemke(M, q, max_pivots_setting, lpar, jpar):
+def lemke_run(M, q, max_pivots_setting, lpar, jpar):
     """One ``lemke(M, q)`` run with the default covering vector: (status, pivots, z, basis)."""
     n = q.shape[0]
     max_piv = max_pivots_setting if max_pivots_setting > 0 else max(1000, 50 * n)
@@ -336,7 +336,7 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
                 if not math.isfinite(M[a, b]):
                     return (LCP_NONFINITE_DATA, i, geoms, phi, point, normal, R_WC, gamma, force, pivots,
                             nisl, basic_pc, keys)
-        status, piv, z, basis = _lemke(M, qv, jpar[J_MAX_PIVOTS], lpar, jpar)
+        status, piv, z, basis = lemke_run(M, qv, jpar[J_MAX_PIVOTS], lpar, jpar)
         pivots += piv
         if status != 0:
             return (LCP_LEMKE_FAILED, i, geoms, phi, point, normal, R_WC, gamma, force, pivots, nisl,

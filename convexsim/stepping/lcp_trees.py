@@ -38,6 +38,11 @@ velocities of convexsim.stepping.articulated (free bodies 6 by 6, then each tree
 
 Tree couplers given in Python (``Tree.couplers``) and Newton restitution are not supported with trees (the
 step raises, naming them).
+
+This is the reference of the compiled step (``lcp_compiled_trees``, kernel
+``lcp_tree_kernels.lcp_tree_step_kernel``), which ``stepping.dispatch`` takes for the models it accepts. The
+PD fold (``lcp_tree_kernels.pd_terms``, ``fold_pd``), the normal-row regularization (``regularize_normals``)
+and the dense (M, q) (``lcp_dense.assemble_dense``) are the same kernels on both paths.
 """
 
 from __future__ import annotations
@@ -58,15 +63,16 @@ from convexsim.stepping.types import SimulationError
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
                                             solve_contact_lcp)
 from convexsim import dynamics
+from convexsim.stepping.lcp_tree_kernels import fold_pd, pd_terms, regularize_normals
 
 
 NORMAL_REGULARIZATION = 1e-3
 """ε of the contact normal rows' regularization M_ii ← (1 + ε) M_ii (module docstring)."""
 
 
-def _pd_and_limits(model: Model, state: State, system, controls):
-    """(A', v*', pd list (global dof, kp, kd, q0, q_d, v_d, u_ff, effort, saturated force or None),
-    limit rows [(global dof, sign, gap, joint name)])."""
+def pd_and_limit_rows(model: Model, state: State, system, controls):
+    """(A', v*', pd list (global dof, c, f₀, saturated force or None) with u = f₀ − c v when implicit
+    (``lcp_tree_kernels.pd_terms``, ``fold_pd``), limit rows [(global dof, sign, gap, joint name)])."""
     dt = model.time_step
     A = system.A.copy()
     v_star = system.v_star.copy()
@@ -81,41 +87,18 @@ def _pd_and_limits(model: Model, state: State, system, controls):
         q0 = tree.q_of(state.tree_q)
         v0 = tree.v_of(state.tree_v)
         acts = current_actuators(tree, state.t, controls)
-        blk = A[s:s + n, s:s + n]
-        rhs = blk @ v_star[s:s + n]
-        Ablk = blk.copy()
-        items = []
-        for act in acts:
-            d = int(tree.model.joint_dofadr[act.joint])
-            qa = int(tree.model.joint_qadr[act.joint])
-            c = dt * act.kp + act.kd
-            f0 = -act.kp * (q0[qa] - act.q_target) + act.kd * act.v_target + act.u_ff
-            items.append([d, c, f0, act, q0[qa], None])
-        for _ in range(2):                    # implicit; saturated actuators become explicit ±effort
-            Ablk = blk.copy()
-            r = rhs.copy()
-            for it in items:
-                d, c, f0, act, _, sat = it
-                if sat is None:
-                    Ablk[d, d] += dt * c
-                    r[d] += dt * f0
-                else:
-                    r[d] += dt * sat
-            vs = np.linalg.solve(Ablk, r)
-            changed = False
-            for it in items:
-                d, c, f0, act, _, sat = it
-                if sat is None:
-                    u = f0 - c * vs[d]
-                    if abs(u) > act.effort:
-                        it[5] = float(np.sign(u) * act.effort)
-                        changed = True
-            if not changed:
-                break
+        dof = np.array([int(tree.model.joint_dofadr[a.joint]) for a in acts], dtype=np.int64)
+        terms = np.array([pd_terms(dt, float(a.kp), float(a.kd), float(q0[int(tree.model.joint_qadr[a.joint])]),
+                                   float(a.q_target), float(a.v_target), float(a.u_ff)) for a in acts]).reshape(-1, 2)
+        effort = np.array([float(a.effort) for a in acts])
+        Ablk, vs, sat, saturated = fold_pd(np.ascontiguousarray(A[s:s + n, s:s + n]),
+                                           np.ascontiguousarray(v_star[s:s + n]), dof,
+                                           np.ascontiguousarray(terms[:, 0]), np.ascontiguousarray(terms[:, 1]),
+                                           effort, float(dt))
         A[s:s + n, s:s + n] = Ablk
         v_star[s:s + n] = vs
-        for d, c, f0, act, qa0, sat in items:
-            pds.append((s + d, c, f0, sat))
+        for i in range(len(acts)):
+            pds.append((s + int(dof[i]), terms[i, 0], terms[i, 1], float(sat[i]) if saturated[i] else None))
         for lim in tree.limits:
             if isinstance(lim, ConeLimit):
                 limits.extend(_cone_limit_rows(tree, lim, q0, v0, vs, s, system.nv, dt))
@@ -179,7 +162,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
         raise ValueError("LCP stepper: Newton restitution (solver.lcp_restitution > 0) is not supported with joints")
     controls = getattr(ctx, "controls", None)
     system = assemble(model, state, controls)
-    A, v_star, pds, limits = _pd_and_limits(model, state, system, controls)
+    A, v_star, pds, limits = pd_and_limit_rows(model, state, system, controls)
     contacts = detect_contacts(model, state, ctx)
     R_WC = dynamics.contact_frames(contacts.normal)
     Jc, _, _ = contact_jacobian(model, state, system, contacts, R_WC)
@@ -212,10 +195,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     else:
         Ainv = np.linalg.inv(A)
         M, q, layout = build_contact_lcp(Ainv, v_star, J, bias, mu, s.friction_directions)
-        if nc:                               # unique normal loads on coplanar contact points (docstring)
-            M = np.array(M, dtype=float, copy=True)
-            i = np.arange(nc)
-            M[i, i] *= 1.0 + NORMAL_REGULARIZATION
+        regularize_normals(M, nc, NORMAL_REGULARIZATION)   # unique normal loads on coplanar points (docstring)
         res, first = solve_contact_lcp(M, q, step=state.step, max_pivots=s.lcp_max_pivots or None,
                                        workspace=ctx.lemke)
         if res is None:
@@ -245,4 +225,4 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     return new_state, info
 
 
-__all__ = ["NORMAL_REGULARIZATION", "lcp_trees_step"]
+__all__ = ["NORMAL_REGULARIZATION", "lcp_trees_step", "pd_and_limit_rows"]

@@ -168,13 +168,14 @@ def _warm_sap(steps: int) -> None:
 
 
 def _warm_lcp(steps: int) -> None:
-    """The LCP kernels: :data:`WARMUP_SCENE` on the compiled LCP step and its reference, the tree scene on the
-    LCP stepper, the sparse-LU Lemke kernels and the crash basis."""
+    """The LCP kernels: :data:`WARMUP_SCENE` and :data:`WARMUP_TREE_SCENE` on the compiled LCP step and its
+    reference, the sparse-LU Lemke kernels and the crash basis."""
     model, state, _ = prepare(WARMUP_SCENE, solver="lcp", contact_model="sap")
     for path in ("compiled", "reference"):
         run_model(model, state, duration=steps * model.time_step, path=path)
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
-    run_model(model, state, duration=steps * model.time_step)
+    for path in ("compiled", "reference"):
+        run_model(model, state, duration=steps * model.time_step, path=path)
     _warm_sparse_lemke()
     _warm_crash()
     _warm_tableau()

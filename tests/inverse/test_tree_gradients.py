@@ -1,11 +1,20 @@
 """Gradients of SAP steps and rollouts of tree models (convexsim.inverse.trees) against central
-differences of the steps themselves.
+differences of the steps themselves, and the analytic parameter partials of the momentum residual against
+central differences of the residual.
 
 Tolerances. The step is solved to a relative momentum residual of 1e-12 (``gradient_model``); a central
-difference with relative step h has truncation error O(h²) ≈ 1e-10 and solver noise ≈ 1e-12/h ≈ 1e-7
-relative (h = 1e-5), and the linearization's own residual differences (steps 1e-6–1e-7) are good to
-~1e-8. The tests ask 1e-5 relative to the largest entry, 100× above these errors, and adjoint = forward
-to 1e-9 (same linear algebra, different order).
+difference of re-solved steps with relative step h has truncation error O(h²) ≈ 1e-10 and solver noise
+≈ 1e-12/h ≈ 1e-7 relative (h = 1e-5), so step and rollout derivatives are asked 1e-5 relative to the
+largest entry, 100× above these errors: set by the finite differences, not by the analytic side.
+Parameter derivatives that move the steps enough are asked 1e-6 (PARAM_TOL: the arm's 20-step rollout,
+≤ 1.4e-8 measured; one iiwa step, both contact models, ≤ 2e-8); the arm's single step moves by only
+~1e-3 rad/s per N·m·s/rad of damping (2.8e-7 measured) and keeps 1e-5. The residual's differences that
+the closed forms replaced were already this close at the step level (≤ 3e-8 on the iiwa), so the step
+tests cannot tell the two apart; the partials' own check is against central differences of the residual
+at the fixed solution (no solve in between: truncation O(h²) ≈ 1e-12 relative, round-off
+≈ 1e-16·|g's terms|/h ≈ 1e-8 of a column at h = 1e-6, measured), asked 1e-6 (PARTIAL_TOL; stiff
+actuator rows need a larger step, stated there). Adjoint = forward to 1e-9 (same linear algebra,
+different order).
 """
 
 from __future__ import annotations
@@ -14,8 +23,9 @@ import numpy as np
 import pytest
 
 from convexsim.inverse.rollout import adjoint, tangents
-from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, robot_value,
-                                     target_gradient, tree_rollout, velocity_vector)
+from convexsim.inverse.trees import (RobotParameter, TreeGradientError, gradient_model, parameter_columns,
+                                     residual, robot_value, step_stages, target_controls, target_gradient,
+                                     tree_rollout, velocity_vector, with_robot_parameters)
 from convexsim.simulate import prepare
 from tree_scenes import ARM
 
@@ -23,6 +33,33 @@ ARM_PARAMS = (RobotParameter("damping", "shoulder"), RobotParameter("kp", "elbow
               RobotParameter("kd", "shoulder"), RobotParameter("mass", "fore"))
 H_REL = 1e-5
 TOL = 1e-5
+PARAM_TOL = 1e-6
+"""Parameter derivatives where the re-solved steps' noise allows it (module docstring)."""
+PARTIAL_TOL = 1e-6
+
+
+def residual_differences(model, state, v, parameters, controls=None, h_rel=1e-6):
+    """−∂g/∂θ at fixed v, q0, v0 and contact set by central differences of the residual (the step's own
+    stages re-assembled at θ ± h): the oracle of the analytic ``parameter_columns``."""
+    ref = step_stages(model, state, controls)
+    cols = []
+    for p in parameters:
+        base = robot_value(model, p)
+        h = h_rel * max(abs(base), 1.0)
+        g = [residual(step_stages(with_robot_parameters(model, {p: base + sign * h}), state, controls,
+                                  ref.contacts), v) for sign in (1.0, -1.0)]
+        cols.append(-(g[0] - g[1]) / (2 * h))
+    return np.array(cols).T
+
+
+def assert_partials_match(model, state, v, parameters, controls=None, h_rel=1e-6, tol=PARTIAL_TOL):
+    """Analytic Mθ = central differences of the residual, per parameter, to ``tol`` of the column."""
+    st = step_stages(model, state, controls)
+    an = parameter_columns(model, state, st, v, parameters, controls)
+    fd = residual_differences(model, state, v, parameters, controls, h_rel)
+    for j, p in enumerate(parameters):
+        assert np.max(np.abs(fd[:, j])) > 0, p.label()
+        assert np.max(np.abs(an[:, j] - fd[:, j])) <= tol * np.max(np.abs(fd[:, j])), p.label()
 
 
 def scene_targets(model, state0, steps):
@@ -61,6 +98,7 @@ def test_one_step_derivatives_match_finite_differences(arm):
     ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
     rec = ro.records[0]
     assert rec.residual < 1e-10
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0))
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, 1, p=p, targets=tg, h=H_REL)[1] / model.time_step    # dq = dt dv
         an = rec.solve(rec.Mtheta[:, j])
@@ -71,6 +109,88 @@ def test_one_step_derivatives_match_finite_differences(arm):
             an = rec.solve(rec.Mtarget[:, n, k])
             assert np.max(np.abs(an)) > 0
             assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), (n, k)
+
+
+@pytest.mark.parametrize("kp, kd", [(1e10, 1e6), (1e8, 1e7)])
+def test_near_rigid_actuator_gains(kp, kd):
+    """Actuators so stiff that their gains are limited to R = β² w/(4π²) (dt·Kp > Kd and dt·Kp < Kd, the
+    two branches of ``pd_effective_gains``): Kp', Kd' then move with the row's Delassus estimate w, i.e.
+    with the link masses and the joint damping through diag(A), as well as with Kp and Kd. The analytic
+    partials equal the residual's differences and one step's derivative equals re-solved steps.
+
+    The rows' impulses reach 1e4 N·s here while the damping column is ~1e-3 N·s per N·m·s/rad, so the
+    residual's differences carry round-off ≈ 1e-16·1e4/h: with h = 1e-4 (truncation O(h²) ≈ 1e-8) they
+    are good to ≈ 2e-6 of the column (measured), and are asked 1e-5. The rigid actuators hold the joints,
+    so the step moves by only ~5e-7 rad/s per N·m·s/rad of damping: re-solved steps with the solver's
+    ~1e-12 noise need a relative step of 1e-3 and agree to ≤ 3e-5 (measured); asked 1e-4."""
+    from convexsim.inverse.trees import actuator_rows
+    from convexsim.sap.joint_constraints import BETA_JOINT, pd_gains_kernel
+
+    scene = ARM.replace("kp: 300, kd: 8", f"kp: {kp:g}, kd: {kd:g}").replace("kp: 150, kd: 4",
+                                                                            f"kp: {kp:g}, kd: {kd:g}")
+    model, state, _ = prepare(scene)
+    model = gradient_model(model)
+    tg = scene_targets(model, state, 1)
+    ro = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True)
+    rec = ro.records[0]
+    dt = model.time_step
+    st = step_stages(model, state, target_controls(model, tg, 0))
+    for r, act, q0, w in actuator_rows(model, state, st, target_controls(model, tg, 0)):
+        assert pd_gains_kernel(dt, act.kp, act.kd, w, BETA_JOINT)[0] < 0.5 * act.kp     # limited (s < 1/2)
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, target_controls(model, tg, 0),
+                          h_rel=1e-4, tol=1e-5)
+    for j, p in enumerate(ARM_PARAMS):
+        fd = fd_rollout(model, state, 1, p=p, targets=tg, h=1e-3)[1] / dt
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(an - fd)) <= 1e-4 * np.max(np.abs(fd)), p.label()
+
+
+def test_joint_limit_row_moves_with_mass_and_damping():
+    """The arm's shoulder 2 mrad above its lower limit, moving onto it: the limit's near-rigid row,
+    R = β² w/(4π²), pushes, and its w = 1/A_ss moves with the forearm's mass and the shoulder's damping.
+    The partials equal the residual's differences (1e-6; without the row's dR they are off by 46 % and
+    400 %, measured) and dv/d(mass, Kp) one step's re-solved differences (≤ 1e-7 measured, asked 1e-6;
+    without dR the mass is off by 4e-4). The damping and Kd of the limited shoulder move the step by only
+    ~1e-6 rad/s per unit, below what re-solved steps resolve, so they are checked on the residual only."""
+    from convexsim.sap.joint_constraints import KIND_LIMIT
+
+    scene = ARM.replace("damping: 0.8}", "damping: 0.8, lower: 0.598, upper: 2.0}")
+    model, state, _ = prepare(scene)
+    model = gradient_model(model)
+    tg = scene_targets(model, state, 1)
+    controls = target_controls(model, tg, 0)
+    rec = tree_rollout(model, state, 1, parameters=ARM_PARAMS, targets=tg, linearize=True).records[0]
+    st = step_stages(model, state, controls)
+    r = st.system.row_kinds.index(KIND_LIMIT)
+    assert st.system.par[r, 1] > st.system.Jr[r] @ rec.v_next            # y > 0: the limit pushes
+    assert_partials_match(model, state, rec.v_next, ARM_PARAMS, controls)
+    for j in (1, 3):                                         # kp:elbow, mass:fore
+        fd = fd_rollout(model, state, 1, p=ARM_PARAMS[j], targets=tg, h=H_REL)[1] / model.time_step
+        an = rec.solve(rec.Mtheta[:, j])
+        assert np.max(np.abs(an - fd)) <= PARAM_TOL * np.max(np.abs(fd)), ARM_PARAMS[j].label()
+
+
+@pytest.mark.parametrize("contact_model, k, moved", [("sap", 1e4, (1,)), ("sap", 1e12, (1, 2)),
+                                                     ("lagged", 1e4, (6,)), ("similar", 1e4, (6,))])
+def test_delassus_partials_match_kernel_differences(contact_model, k, moved):
+    """``gradients.delassus_partials`` (∂p/∂w, the contact parameters' dependence on the Delassus estimate
+    that a link's mass or a joint's damping moves) against central differences of the kernel parameters
+    (``constraint_kernel_data``) in w: SAP compliant (k = 1e4 N/m: Rt = σw only) and near-rigid (k = 1e12:
+    Rt and Rn = β²w/(4π²)), and the Hunt–Crossley models with εs = μσw n0 above v_s (σ = 10). Both
+    branches are linear in w, so the difference is exact up to round-off (1e-9 relative)."""
+    from convexsim.inverse.gradients import delassus_partials
+    from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
+
+    extra = (dict(tau_d=0.01, phi0=-1e-3, beta=1.0, sigma=1e-2) if contact_model == "sap"
+             else dict(d=1.0, fe0=20.0, vn0=-0.05, v_s=1e-4, sigma=10.0))
+    problem = ContactProblem.from_dense(np.eye(3), np.array([0.02, 0.0, -0.01]), np.eye(3), dt=0.01,
+                                        model=contact_model, mu=0.5, k=k, **extra)
+    w = delassus_diagonal(problem)
+    h = 1e-6 * w
+    fd = (constraint_kernel_data(problem, w + h)[1] - constraint_kernel_data(problem, w - h)[1]) / (2 * h)
+    an = delassus_partials(problem, w)
+    assert sorted(np.nonzero(an[0])[0]) == list(moved)
+    np.testing.assert_allclose(an, fd, rtol=0, atol=1e-9 * np.abs(fd).max())
 
 
 def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
@@ -86,7 +206,7 @@ def test_rollout_tangents_and_adjoint_match_finite_differences(arm):
     for j, p in enumerate(ARM_PARAMS):
         fd = fd_rollout(model, state, steps, p=p, targets=tg, h=H_REL)
         an = Sq[:, nf:, j]
-        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+        assert np.max(np.abs(an - fd)) <= PARAM_TOL * np.max(np.abs(fd)), p.label()
     w = np.random.default_rng(3).normal(size=(steps + 1, ro.nv))
     grad, _, _, mult = adjoint(ro, w, step_multipliers=True)
     np.testing.assert_allclose(grad, np.einsum("tn,tnj->j", w, Sq), rtol=1e-9, atol=0)
@@ -130,6 +250,19 @@ def iiwa():
     return gradient_model(model), state
 
 
+def assert_contact_problem_is_the_steps(model, state):
+    """The contact problem the partials differentiate (``trees.contact_problem``) gives the step's own
+    contact kernel parameters (``stepping.articulated.contact_kernel``), bit for bit."""
+    from convexsim import dynamics
+    from convexsim.stepping.articulated import contact_jacobian, contact_kernel
+
+    st = step_stages(model, state)
+    Jc, cliques, blocks = contact_jacobian(model, state, st.system, st.contacts,
+                                           dynamics.contact_frames(st.contacts.normal))
+    kind, cpar = contact_kernel(model, st.system, st.contacts, cliques, blocks, Jc)
+    assert np.array_equal(kind, st.kind) and np.array_equal(cpar, st.cpar)
+
+
 @pytest.mark.parametrize("contact_model", ["sap", "lagged"])
 def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
     """One step of the iiwa pushing its box 1.25 s in, with the `sap` and the `lagged` contact model (whose
@@ -152,6 +285,8 @@ def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
         state, info = step(model, state, ctx)
     assert info.contacts.count >= 4 and state.v[1, 3] > 0.05       # pushed and sliding
     rec = tree_rollout(model, state, 1, parameters=IIWA_PARAMS, linearize=True).records[0]
+    assert_contact_problem_is_the_steps(model, state)
+    assert_partials_match(model, state, rec.v_next, IIWA_PARAMS)
     v1 = lambda s, **kw: velocity_vector(model, tree_rollout(model, s, 1, **kw).states[1])  # noqa: E731
     for j, p in enumerate(IIWA_PARAMS):
         base = robot_value(model, p)
@@ -159,7 +294,7 @@ def test_iiwa_pushing_box_step_matches_finite_differences(contact_model):
         fd = (v1(state, values={p: base + h}) - v1(state, values={p: base - h})) / (2 * h)
         an = rec.solve(rec.Mtheta[:, j])
         assert np.max(np.abs(fd)) > 0, p.label()
-        assert np.max(np.abs(an - fd)) <= TOL * np.max(np.abs(fd)), p.label()
+        assert np.max(np.abs(an - fd)) <= PARAM_TOL * np.max(np.abs(fd)), p.label()
     for which in ("dq", "dv"):
         M = rec.Mq if which == "dq" else rec.Mv
         for col in range(13):

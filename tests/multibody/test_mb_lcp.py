@@ -1,4 +1,4 @@
-"""Kinematic trees through the LCP reference stepper (convexsim.stepping.lcp_trees): limits as rigid
+"""Kinematic trees through the LCP stepper (convexsim.stepping.lcp_trees and its compiled twin): limits as rigid
 unilateral rows, PD in the implicit linear form with explicit effort saturation (docs/articulated.md)."""
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ actuators:
     assert infos[-1].actuator_force[0] == pytest.approx(g, rel=1e-6)
 
 
-def test_lcp_effort_limit_saturates_exactly():
+@pytest.mark.parametrize("path", ["auto", "reference"])
+def test_lcp_effort_limit_saturates_exactly(path):
     """A 2 kg vertical slider held by a PD whose effort (5 N) is below its weight: once saturated the
-    actuator gives exactly 5 N every step and the slider falls with a = 5/2 − g."""
+    actuator gives exactly 5 N every step and the slider falls with a = 5/2 − g (the compiled step, taken by
+    "auto", and the reference)."""
     text = """
 time_step: 0.001
 solver: {kind: lcp}
@@ -80,7 +82,8 @@ actuators:
     ctx = StepContext()
     u, v = [], []
     for _ in range(500):
-        state, info = step(model, state, ctx)
+        state, info = step(model, state, ctx, path=path)
+        assert info.path == ("compiled" if path == "auto" else "reference")
         u.append(info.actuator_force[0])
         v.append(state.tree_v[0])
     first = next(k for k, x in enumerate(u) if abs(x) >= 5.0 - 1e-12)
