@@ -63,7 +63,7 @@ def _rank(gtype: int) -> int:
     return -1
 
 
-@jit
+@jit(inline="always")     # one caller: compiled inside collide_shapes, not on its own as well
 def _collide_canonical(
     t1: int,
     p1: np.ndarray,

@@ -144,47 +144,247 @@ def _warm_tableau() -> None:
     lemke(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([-1.0, -1.0]), options=LemkeOptions(method="tableau"))
 
 
-def _warm_sap(steps: int) -> None:
-    """The SAP kernels: ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar
-    (the compiled run loop, the reference Python path, the compiled single step of ``stepping.step``), then
-    of :data:`WARMUP_TREE_SCENE` (the compiled tree run loop and single step, and the reference articulated
-    step)."""
-    from convexsim.stepping import step
+def _compile_for(kernel, *args) -> None:
+    """Compile (or load from the disk cache) ``kernel`` for the numba types of ``args``, without running it:
+    the types are all that matter, so the values may be empty arrays of the right dtype and dimension."""
+    import numba
 
-    for model_name in ("sap", "lagged", "similar"):
-        model, state, _ = prepare(WARMUP_SCENE, solver="sap", contact_model=model_name)
-        for path in ("compiled", "reference"):
-            run_model(model, state, duration=steps * model.time_step, path=path)
-        step(model, state, path="compiled")
-    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
-    run_model(model, state, duration=steps * model.time_step)   # the compiled tree run loop
-    run_model(model, state, duration=steps * model.time_step, path="reference")   # the articulated step
-    step(model, state, path="compiled")                          # the compiled single tree step
-    from convexsim.sap.joint_constraints import pd_row
-
-    # the PD row kernels of the reference tree step (controllers, tree gradients, robot fits)
-    pd_row(1e-3, 0.0, 0.1, 0.0, 0.0, 100.0, 10.0, 1.0, 1.0)
-    _warm_block_sparse()
+    kernel.compile(tuple(numba.typeof(a) for a in args))
 
 
-def _warm_lcp(steps: int) -> None:
-    """The LCP kernels: :data:`WARMUP_SCENE` and :data:`WARMUP_TREE_SCENE` on the compiled LCP step and its
-    reference, the sparse-LU Lemke kernels and the crash basis."""
-    model, state, _ = prepare(WARMUP_SCENE, solver="lcp", contact_model="sap")
-    for path in ("compiled", "reference"):
-        run_model(model, state, duration=steps * model.time_step, path=path)
-    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
-    for path in ("compiled", "reference"):
-        run_model(model, state, duration=steps * model.time_step, path=path)
+def _packed(scene: dict):
+    """(model, state, packed model arrays) of a warm-up scene for the SAP solver."""
+    from convexsim.stepping.compiled import packed
+
+    model, state, _ = prepare(scene, solver="sap")
+    return model, state, packed(model).args(False)
+
+
+def _leaf_collision(steps: int) -> None:
+    """Collision: broad phase, the narrow phase of every shape pair, the pair-reach filter
+    (``contacts.collide_and_filter``), for the argument types of every compiled step."""
+    import numpy as np
+
+    from convexsim.stepping.contacts import collide_and_filter
+
+    _, state, a = _packed(WARMUP_SCENE)
+    q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
+    _compile_for(collide_and_filter, a[0], a[3], a[4], a[8], a[9], a[10], a[11], a[12], a[13], a[14], q, v)
+
+
+def _pair_arrays():
+    """Arguments of the types the narrow phase passes to a shape pair: position (3,), rotation (3, 3), size
+    (3,), vertices (k, 3), margin, and the output rows φ (k,), points and normals (k, 3)."""
+    import numpy as np
+
+    p, R, size, verts = np.zeros(3), np.eye(3), np.full(3, 0.1), np.zeros((0, 3))
+    return p, R, size, verts, 0.0, np.empty(8), np.empty((8, 3)), np.empty((8, 3))
+
+
+def _leaf_convex(steps: int) -> None:
+    """The convex-shape pairs (``geometry.convex``: GJK, EPA, the clipped manifolds; cylinders and meshes)."""
+    from convexsim.geometry.convex import convex_convex, halfspace_convex
+
+    p, R, s, verts, margin, phi, point, normal = _pair_arrays()
+    _compile_for(convex_convex, 3, p, R, s, verts, 3, p, R, s, verts, margin, phi, point, normal)
+    _compile_for(halfspace_convex, p, R, 3, p, R, s, verts, margin, phi, point, normal)
+
+
+def _leaf_boxes(steps: int) -> None:
+    """The box pairs (``geometry.boxes``: box–box, capsule–box, sphere–box, halfspace–box)."""
+    from convexsim.geometry.boxes import box_box, capsule_box, halfspace_box, sphere_box
+
+    p, R, s, _, margin, phi, point, normal = _pair_arrays()
+    _compile_for(box_box, p, R, s, p, R, s, margin, phi, point, normal)
+    _compile_for(capsule_box, p, R, 0.1, 0.1, p, R, s, margin, phi, point, normal)
+    _compile_for(sphere_box, p, 0.1, p, R, s, margin, phi, point, normal)
+    _compile_for(halfspace_box, p, R, p, R, s, margin, phi, point, normal)
+
+
+def _leaf_broadphase(steps: int) -> None:
+    """Geometry poses, margin shares and the broad phase (``broadphase.sweep_and_prune_pairs``) for the
+    argument types of every compiled step."""
+    import numpy as np
+
+    from convexsim.geometry.broadphase import sweep_and_prune_pairs
+    from convexsim.geometry.transforms import geom_world_poses_kernel
+    from convexsim.stepping.contacts import margin_shares
+
+    _, state, a = _packed(WARMUP_SCENE)
+    q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
+    share = np.empty(a[3].shape[0])
+    margin_shares(a[0], a[3], a[4], a[8], v, share)
+    pos, rot = geom_world_poses_kernel(q, a[11], a[12], a[13])
+    _compile_for(sweep_and_prune_pairs, a[9], a[10], a[11], a[3], pos, rot, np.zeros(a[9].shape[0]),
+                 np.empty((4, 2), np.int64))
+
+
+def _leaf_step_parts(steps: int) -> None:
+    """The free-body step's stages besides collision and Newton (``compiled_kernels.step_prepare``'s callees:
+    free motion, contact frames and Jacobian blocks, the Delassus estimate, the contact kernels' parameters,
+    the clique graph and its islands), for the argument types of the step."""
+    import numpy as np
+
+    from convexsim.dynamics import contact_frame, free_motion_kernel, jacobian_block
+    from convexsim.sap import blocks
+    from convexsim.sap.newton import clique_graph, islands
+    from convexsim.stepping.compiled_kernels import contact_parameters, first_nonfinite_body
+
+    _, state, a = _packed(WARMUP_SCENE)
+    q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
+    nmov = a[5].shape[0]
+    first_nonfinite_body(q, v)
+    free_motion_kernel(a[0], a[2], a[4], a[6], a[7], q, v, a[5], np.empty(36 * nmov), np.empty(6 * nmov))
+    i1, f1, i2 = np.zeros(1, np.int64), np.zeros(1), np.zeros((1, 2), np.int64)
+    R, x = np.eye(3), np.zeros(3)
+    _compile_for(contact_frame, x, R)
+    _compile_for(jacobian_block, R, x, q, 0, -1.0, f1, 0)
+    _compile_for(blocks.delassus_estimate, i1, i1, i1, f1, i2, i2, f1, f1)
+    _compile_for(contact_parameters, a[0], a[1], i2, f1, f1, f1, a[15], a[16], a[17], a[18])
+    edges, _ = clique_graph(np.zeros((0, 2), np.int64))
+    islands(0, edges)
+
+
+def _leaf_newton(steps: int) -> None:
+    """The SAP Newton loop (``sap.newton.newton_solve``: dense island factors, the supernodal factor, the
+    line search, the constraint kernels) for the argument types of every compiled step."""
+    import numpy as np
+
+    from convexsim.sap.constraints import NPAR
+    from convexsim.sap.newton import newton_solve, no_supernodal
+
+    _, _, a = _packed(WARMUP_SCENE)
+    i1, f1 = np.zeros(1, np.int64), np.zeros(1)
+    i2, f2 = np.zeros((1, 2), np.int64), np.zeros((1, NPAR))
+    sn, sn_edges = no_supernodal()
+    _compile_for(newton_solve, a[0], a[1], i1, i1, i1, f1, f1, i2, i2, f1, i1, f2, f1, i2, i1, False, sn, sn_edges)
+
+
+def _leaf_forest(steps: int) -> None:
+    """The stages of the tree steps before the solve: forest kinematics, CRBA/RNEA free motion, joint rows
+    (``stepping.tree_kernels``, ``multibody.dynamics``), on the warm-up tree scene."""
+    import numpy as np
+
+    from convexsim.multibody.dynamics import forest_free_motion
+    from convexsim.stepping.compiled_trees import packed_forest
+    from convexsim.stepping.tree_kernels import forest_kinematics, joint_coupler_rows, tree_rows
+
+    model, state, _ = _packed(WARMUP_TREE_SCENE)
+    fa, ra = packed_forest(model).fa, packed_forest(model).ra
+    tq, tv = np.ascontiguousarray(state.tree_q), np.ascontiguousarray(state.tree_v)
+    R_WB, p_WB, _, S = forest_kinematics(fa, tq)
+    nv = tv.shape[0]
+    A, vs = np.empty((nv, nv)), np.empty(nv)
+    dt = model.time_step
+    forest_free_motion(fa[0], fa[1], fa[6], fa[7], S, R_WB, p_WB, fa[8], fa[9], fa[10], fa[11], fa[12], fa[13], tv, dt,
+                       fa[14], fa[15], A, vs)
+    n = 2 * ra[1].shape[0] + ra[6].shape[0] + ra[17].shape[0]
+    i1 = np.empty(n, np.int64)
+    tree_rows(fa, ra, 0.0, dt, tq, tv, A, vs, i1, i1.copy(), i1.copy(), np.empty((n, nv)), np.empty((n, 4)))
+    njc = ra[23].shape[0]
+    joint_coupler_rows(ra, dt, tq, A, np.empty(njc, np.int64), np.empty((njc, 4)))
+
+
+def _leaf_lemke(steps: int) -> None:
+    """The Lemke kernels: the revised kernel (the LCP steps' solver), the tableau and sparse-LU kernels, the
+    crash basis."""
+    import numpy as np
+
+    from convexsim.lcp.lemke import lemke
+
+    lemke(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([-1.0, -1.0]))
     _warm_sparse_lemke()
     _warm_crash()
     _warm_tableau()
 
 
-GROUPS = {"sap": _warm_sap, "lcp": _warm_lcp}
-"""The warm-up's independent parts (their kernels barely overlap), compiled in parallel processes when the
-machine has the cores: on 2 cores the warm-up takes about as long as the larger part (LCP, about half of
-the total) instead of the sum."""
+def _warm_sap_bodies(steps: int) -> None:
+    """The compiled SAP step of free-body models: ``steps`` steps of :data:`WARMUP_SCENE` with contact
+    models sap, lagged and similar in the compiled run loop, and one single compiled step."""
+    from convexsim.stepping import step
+
+    for model_name in ("sap", "lagged", "similar"):
+        model, state, _ = prepare(WARMUP_SCENE, solver="sap", contact_model=model_name)
+        run_model(model, state, duration=steps * model.time_step, path="compiled")
+    step(model, state, path="compiled")
+
+
+def _warm_sap_trees(steps: int) -> None:
+    """The compiled SAP step of tree models: :data:`WARMUP_TREE_SCENE` in the run loop and one single step."""
+    from convexsim.stepping import step
+
+    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
+    run_model(model, state, duration=steps * model.time_step)
+    step(model, state, path="compiled")
+
+
+def _warm_sap_reference(steps: int) -> None:
+    """The kernels of the reference SAP paths (free bodies with each contact model, trees), the PD row kernels
+    (controllers, tree gradients, robot fits) and the block-sparse Cholesky."""
+    from convexsim.sap.joint_constraints import pd_row
+
+    for model_name in ("sap", "lagged", "similar"):
+        model, state, _ = prepare(WARMUP_SCENE, solver="sap", contact_model=model_name)
+        run_model(model, state, duration=steps * model.time_step, path="reference")
+    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
+    run_model(model, state, duration=steps * model.time_step, path="reference")
+    pd_row(1e-3, 0.0, 0.1, 0.0, 0.0, 100.0, 10.0, 1.0, 1.0)
+    _warm_block_sparse()
+
+
+def _warm_lcp_bodies(steps: int) -> None:
+    """The LCP stepper of free-body models: :data:`WARMUP_SCENE` on the compiled step and its reference."""
+    model, state, _ = prepare(WARMUP_SCENE, solver="lcp", contact_model="sap")
+    for path in ("compiled", "reference"):
+        run_model(model, state, duration=steps * model.time_step, path=path)
+
+
+def _warm_lcp_trees(steps: int) -> None:
+    """The LCP stepper of tree models: :data:`WARMUP_TREE_SCENE` on the compiled step and its reference."""
+    model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
+    for path in ("compiled", "reference"):
+        run_model(model, state, duration=steps * model.time_step, path=path)
+
+
+def _leaf_step_finish(steps: int) -> None:
+    """The second half of the free-body step (``compiled_kernels.step_finish``: the Newton solve, impulses to
+    forces, integration) for the argument types of the run loop and the single step; it needs only the
+    Newton loop, so it compiles while collision does."""
+    import numpy as np
+
+    from convexsim.sap.newton import no_supernodal
+    from convexsim.stepping import compiled_kernels as K
+
+    model, state, a = _packed(WARMUP_SCENE)
+    q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
+    _, _, _, prep = K._no_prepared(K.STEP_OK, -1, a[5].shape[0])     # a prepared tuple: its types
+    sn, sn_edges = no_supernodal()
+    _compile_for(K.step_finish, a[0], a[1], a[5], q, v, q.copy(), v.copy(), prep, False, sn, sn_edges)
+
+
+LEAVES = {"convex": _leaf_convex, "boxes": _leaf_boxes, "broadphase": _leaf_broadphase,
+          "collision": _leaf_collision, "newton": _leaf_newton, "step-parts": _leaf_step_parts, "forest": _leaf_forest, "lemke": _leaf_lemke,
+          "step-finish": _leaf_step_finish}
+"""The large kernels that several steps share, compiled first, in parallel processes: a step compiled
+afterwards loads them from the disk cache instead of compiling them itself."""
+
+GROUPS = {"sap-bodies": _warm_sap_bodies, "sap-trees": _warm_sap_trees, "lcp-bodies": _warm_lcp_bodies,
+          "lcp-trees": _warm_lcp_trees, "sap-reference": _warm_sap_reference}
+"""The warm-up's parts, by what a run needs (``convexsim run`` compiles only its own; ``convexsim warmup``
+all)."""
+
+NEEDS = {"collision": ("convex", "boxes", "broadphase"), "step-finish": ("newton",),
+         "sap-bodies": ("collision", "step-finish", "step-parts"),
+         "sap-trees": ("collision", "newton", "forest"), "lcp-bodies": ("collision", "lemke"),
+         "lcp-trees": ("collision", "forest", "lemke"), "sap-reference": ()}
+"""What each job calls that another job compiles (it starts when those have ended)."""
+
+_JOBS = {**LEAVES, **GROUPS}
+_ORDER = ("convex", "broadphase", "newton", "boxes", "collision", "step-finish", "step-parts", "forest", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
+          "lcp-trees", "sap-reference")
+"""Which ready job a free worker takes first: the chain to the collision kernels first (the longest), the
+short broad phase beside the convex pairs so that the boxes follow them on the same worker."""
+
 
 PROGRESS_EVERY_S = 10.0
 """A compilation that is still running prints a progress line at least this often [s]."""
@@ -240,44 +440,150 @@ class _Progress:
             self._thread.join()
 
 
-def _start_group_process(name: str, steps: int, progress: bool):
-    """``python -m convexsim.tools.warmup --group NAME`` in a child process (same environment, hence the same
-    NUMBA_CACHE_DIR; numba's cache writes are atomic renames, safe across processes); its progress lines go
-    to this process's stderr."""
-    import subprocess
+def _run_job(name: str, steps: int, progress: bool) -> int:
+    """One job of the warm-up (a leaf or a group) in this process; returns the convexsim kernels it compiled.
+    A group that ends writes its marker (:func:`is_warm`)."""
+    t0 = _time.perf_counter()
+    with KernelClock(notice=False), _Progress(name, progress) as counter:
+        _JOBS[name](steps)
+    if progress and counter.compiled:
+        print(f"compiled [{name}]: {counter.compiled} kernels in {_time.perf_counter() - t0:.0f} s", file=sys.stderr,
+              flush=True)
+    if name in GROUPS:
+        _mark_warm(name)
+    return counter.compiled
 
-    cmd = [sys.executable, "-m", "convexsim.tools.warmup", "--group", name, "--steps", str(steps)]
-    if not progress:
-        cmd.append("--quiet")
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+
+def _jobs_for(groups: list[str]) -> list[str]:
+    """The jobs that warm up ``groups``: the groups and everything they need (:data:`NEEDS`), in
+    :data:`_ORDER`."""
+    todo, seen = list(groups), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(NEEDS.get(name, ()))
+    return [name for name in _ORDER if name in seen]
 
 
-def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None) -> float:
-    """Compile (or load from the disk cache) the kernels a run needs: the parts of :data:`GROUPS` (SAP:
-    ``steps`` steps of :data:`WARMUP_SCENE` with contact models sap, lagged and similar on the compiled and
-    reference paths, and of :data:`WARMUP_TREE_SCENE`; LCP: the same scenes on the LCP stepper, sparse Lemke,
-    the crash basis), in ``jobs`` processes at once (default: one per core, at most one per part); and write
-    the modules' bytecode (:func:`write_bytecode`). Returns the wall time [s]. With ``progress`` a line on
-    stderr at least every :data:`PROGRESS_EVERY_S` s while kernels compile. A part whose child process fails
-    is warmed up again in this process (its error then surfaces here)."""
+def _run_jobs(names: list[str], steps: int, progress: bool, jobs: int) -> int:
+    """Run the jobs ``names`` (in :data:`_ORDER`), each once all it needs (:data:`NEEDS`) has ended, in at most
+    ``jobs`` worker processes (this process if ``jobs`` is 1); returns the kernels compiled. The workers share
+    NUMBA_CACHE_DIR (numba's cache writes are atomic renames, safe across processes). A job whose worker
+    fails is run again here, so that its error, if real, surfaces in this process."""
+    if jobs <= 1 or len(names) <= 1:
+        return sum(_run_job(name, steps, progress) for name in names)
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    compiled, done, failed, running = 0, set(), [], {}
+    waiting = list(names)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(names)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        while waiting or running:
+            for name in [n for n in waiting if all(d in done or d not in names for d in NEEDS.get(n, ()))]:
+                if len(running) < jobs:
+                    waiting.remove(name)
+                    running[pool.submit(_run_job, name, steps, progress)] = name
+            if not running:          # cannot happen with an acyclic NEEDS; never spin
+                raise RuntimeError(f"warm-up jobs {waiting} wait for each other")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                done.add(name)
+                try:
+                    compiled += future.result()
+                except Exception:  # noqa: BLE001 - rerun below, in this process, where the error is raised
+                    failed.append(name)
+    for name in failed:
+        compiled += _run_job(name, steps, progress)
+    return compiled
+
+
+def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None,
+            groups: list[str] | tuple[str, ...] | None = None) -> float:
+    """Compile (or load from the disk cache) the kernels of the warm-up ``groups`` (default: all of
+    :data:`GROUPS`) and of the shared kernels they need (:data:`LEAVES`, :data:`NEEDS`), in ``jobs`` worker
+    processes (default: one per core), each job once what it needs has ended; and write the modules'
+    bytecode (:func:`write_bytecode`). Returns the wall time [s]. With ``progress`` a line on stderr at least
+    every :data:`PROGRESS_EVERY_S` s while kernels compile.
+
+    Why so: numba compiles one kernel at a time per process, and every kernel compiled on its own carries
+    the machine code of its callees. The shared kernels compiled first, in parallel, are then loaded from the
+    disk cache by the steps that call them, which compile in parallel in turn."""
     import os
 
     t0 = _time.perf_counter()
     write_bytecode()
-    jobs = min(len(GROUPS), os.cpu_count() or 1) if jobs is None else max(1, min(int(jobs), len(GROUPS)))
-    names = list(GROUPS)
-    here, elsewhere = names[:len(names) - (jobs - 1)], names[len(names) - (jobs - 1):]
-    children = [(name, _start_group_process(name, steps, progress)) for name in elsewhere]
-    try:
-        with KernelClock(notice=False), _Progress("+".join(here), progress):
-            for name in here:
-                GROUPS[name](steps)
-    finally:
-        failed = [name for name, child in children if child.wait() != 0]
-    for name in failed:                       # rerun here: the child's error, if it is real, is raised now
-        with KernelClock(notice=False), _Progress(name, progress):
-            GROUPS[name](steps)
+    unknown = sorted(set(groups or ()) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
+    names = _jobs_for(list(GROUPS) if groups is None else list(groups))
+    jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
+    _run_jobs(names, steps, progress, jobs)
     return _time.perf_counter() - t0
+
+
+def _marker(group: str):
+    """The file that says the kernels of ``group`` are in the disk cache for these sources and this CPU:
+    ``convexsim-warm-<group>-<key>`` in numba's cache directory (NUMBA_CACHE_DIR, else the package's
+    ``__pycache__``), the key a hash of the kernel sources' fingerprint and numba's target CPU and features."""
+    import hashlib
+    from pathlib import Path
+
+    import numba
+    from llvmlite import binding as ll
+
+    from convexsim._jit import _package_root, kernel_sources_fingerprint
+
+    cpu = numba.config.CPU_NAME or ll.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
+    key = hashlib.sha256(f"{kernel_sources_fingerprint()}|{cpu}|{features}|{numba.__version__}".encode())
+    root = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else _package_root() / "__pycache__"
+    return root / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
+
+
+def _mark_warm(group: str) -> None:
+    """Write the marker of ``group`` (best effort: a read-only cache only costs the check next time)."""
+    try:
+        path = _marker(group)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass
+
+
+def is_warm(group: str) -> bool:
+    """Whether the warm-up of ``group`` ended in this cache for these sources and this CPU (its marker). A
+    marker without its kernels (a cache emptied by hand) only means the run compiles them itself."""
+    try:
+        return _marker(group).exists()
+    except OSError:
+        return False
+
+
+def run_group(model, solver: str) -> str:
+    """The warm-up group whose kernels a compiled run of ``model`` with ``solver`` ("sap" or "lcp") uses."""
+    return f"{solver}-{'trees' if model.has_trees else 'bodies'}"
+
+
+def ensure_warm(model, solver: str, *, jobs: int | None = None) -> float | None:
+    """Before a run: when the kernels of its group (:func:`run_group`) are not in the disk cache yet, compile
+    them now with :func:`warm_up` in parallel processes, saying so on stderr with the time it took. Returns
+    that time [s], or None when they were already there (or NUMBA_DISABLE_JIT is set)."""
+    import numba
+
+    if numba.config.DISABLE_JIT:
+        return None
+    group = run_group(model, solver)
+    if is_warm(group):
+        return None
+    print(f"compiling the kernels of the compiled {solver.upper()} step for "
+          f"{'kinematic trees' if model.has_trees else 'free bodies'} (first run; cached for later runs)…",
+          file=sys.stderr, flush=True)
+    seconds = warm_up(groups=[group], jobs=jobs)
+    print(f"compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return seconds
 
 
 CHECK_STEPS = 3
@@ -355,20 +661,19 @@ def check_shipped_scenes() -> int:
 
 
 def _main(argv=None) -> int:
-    """``python -m convexsim.tools.warmup --group NAME``: one part of the warm-up (a child of :func:`warm_up`)."""
+    """``python -m convexsim.tools.warmup --job NAME``: one job of the warm-up in this process."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m convexsim.tools.warmup")
-    parser.add_argument("--group", choices=sorted(GROUPS), required=True)
+    parser.add_argument("--job", choices=sorted(_JOBS), required=True)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    with KernelClock(notice=False), _Progress(args.group, not args.quiet):
-        GROUPS[args.group](args.steps)
+    _run_job(args.job, args.steps, not args.quiet)
     return 0
 
 
-__all__ = ["warm_up", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+__all__ = ["warm_up", "ensure_warm", "is_warm", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
            "WARMUP_TREE_SCENE"]
 
 

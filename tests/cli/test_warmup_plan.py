@@ -1,0 +1,63 @@
+"""The warm-up's plan (convexsim.tools.warmup): which jobs a group needs, in which order they may run, and
+when a run compiles its own kernels first. The compilation itself is exercised by `make test`'s warm-up and
+its `--check`; these tests replace the jobs by recorders and never compile."""
+
+import pytest
+
+from convexsim.tools import warmup
+
+
+def test_every_job_is_planned_after_what_it_needs():
+    assert set(warmup._ORDER) == set(warmup._JOBS)
+    position = {name: i for i, name in enumerate(warmup._ORDER)}
+    for name, needs in warmup.NEEDS.items():
+        assert name in warmup._JOBS
+        for need in needs:
+            assert position[need] < position[name], (need, name)
+
+
+def test_a_group_brings_the_shared_kernels_it_calls():
+    assert warmup._jobs_for(["sap-bodies"]) == ["convex", "broadphase", "newton", "boxes", "collision",
+                                                "step-finish", "step-parts", "sap-bodies"]
+    assert warmup._jobs_for(["sap-reference"]) == ["sap-reference"]
+    assert set(warmup._jobs_for(list(warmup.GROUPS))) == set(warmup._JOBS)
+
+
+def test_jobs_run_in_process_in_plan_order_and_groups_are_marked(monkeypatch):
+    ran, marked = [], []
+    monkeypatch.setattr(warmup, "_JOBS", {name: (lambda steps, n=name: ran.append(n)) for name in warmup._JOBS})
+    monkeypatch.setattr(warmup, "_mark_warm", marked.append)
+    monkeypatch.setattr(warmup, "write_bytecode", lambda: True)
+    warmup.warm_up(groups=["sap-trees"], jobs=1, progress=False)
+    assert ran == ["convex", "broadphase", "newton", "boxes", "collision", "forest", "sap-trees"]
+    assert marked == ["sap-trees"]
+
+
+def test_unknown_group_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown warm-up group.*'sap'"):
+        warmup.warm_up(groups=["sap"], jobs=1, progress=False)
+
+
+def test_marker_depends_on_the_target_cpu(monkeypatch, tmp_path):
+    import numba
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    here = warmup._marker("sap-bodies")
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert warmup._marker("sap-bodies") != here         # a cache for another CPU is not this one
+    assert warmup._marker("sap-bodies").parent == tmp_path
+
+
+def test_a_run_compiles_its_group_only_when_not_yet_warm(monkeypatch, capsys):
+    from convexsim.simulate import prepare
+
+    model, _, _ = prepare(warmup.WARMUP_TREE_SCENE, solver="lcp")
+    assert warmup.run_group(model, "lcp") == "lcp-trees"
+    calls = []
+    monkeypatch.setattr(warmup, "warm_up", lambda **kw: calls.append(kw["groups"]) or 12.5)
+    monkeypatch.setattr(warmup, "is_warm", lambda group: True)
+    assert warmup.ensure_warm(model, "lcp") is None and calls == []
+    monkeypatch.setattr(warmup, "is_warm", lambda group: False)
+    assert warmup.ensure_warm(model, "lcp") == 12.5 and calls == [["lcp-trees"]]
+    err = capsys.readouterr().err
+    assert "first run" in err and "compiled in 12.5 s" in err
