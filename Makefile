@@ -1,5 +1,5 @@
 # convexsim: two commands on a fresh machine.
-#   make demo   create .venv (if needed), install, compile the kernels, run the main job on a shipped scene
+#   make demo   create .venv (if needed), install, run the main job on a shipped scene (compiling its kernels first)
 #   make test   the same environment plus test tools (and Chromium for viewer tests), then the whole
 #               suite, slow tests included, and the round-off reruns (CI runs this, then make test-long);
 #               make test-fast skips the tests marked slow and the reruns
@@ -35,11 +35,11 @@ browser:
 	  || echo "WARNING: could not install chromium; browser tests will be skipped"; \
 	else echo "WARNING: chromium missing and not root; browser tests will be skipped"; fi
 
-# `convexsim warmup` compiles the numba kernels once (about 2 min the first time, in two processes; a few seconds when
-# they are cached), so the run below and the README's first `convexsim run` start at full speed.
+# The run compiles the kernels of its own step first (the first time only: it says so and how long it took;
+# the shared kernels and the step compile in parallel processes, one per core), then runs at full speed.
+# Other solver paths compile on their first use the same way; `convexsim warmup` compiles them all at once.
 demo: $(VENV)/.core-installed
 	@mkdir -p $(OUT)
-	$(VENV)/bin/convexsim warmup
 	$(VENV)/bin/convexsim run box_stack --out $(OUT)/box_stack.npz --html $(OUT)/box_stack.html
 	@echo
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"

@@ -194,7 +194,7 @@ def _cmd_run(args, viewer=None) -> int:
             _print(f"note: {rounding}", file=sys.stderr)
         from convexsim.tools.warmup import ensure_warm
 
-        ensure_warm(model, kind)          # a first run compiles its own step's kernels, in parallel processes
+        ensure_warm(model, model.solver.kind)     # a first run compiles its own step's kernels, in parallel processes
         target = out.with_name(f"{out.stem}_{model.solver.kind}{out.suffix}") if len(kinds) > 1 else out
         return model, state, duration, rounding, target
 
