@@ -159,7 +159,7 @@ def contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau
 
 
 @jit
-def _no_prepared(status, bad, nmov):
+def no_prepared(status, bad, nmov):
     """What :func:`step_prepare` returns for a step that stops before collision."""
     e0 = np.zeros(0)
     ei = np.zeros(0, np.int64)
@@ -183,13 +183,13 @@ def step_prepare(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, bo
     nmov = moving.shape[0]
     bad = first_nonfinite_body(q, v)
     if bad >= 0:
-        return _no_prepared(STEP_NONFINITE_START, bad, nmov)
+        return no_prepared(STEP_NONFINITE_START, bad, nmov)
     dt = fpar[F_DT]
     share = np.empty(fixed.shape[0])
     margin_shares(fpar, fixed, body_dof, body_rb, v, share)
     for b in range(share.shape[0]):
         if not math.isfinite(share[b]):
-            return _no_prepared(STEP_BAD_MARGIN, b, nmov)
+            return no_prepared(STEP_BAD_MARGIN, b, nmov)
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size,
                                                    geom_body, geom_pos, geom_quat, geom_rho, q, v)
     nc = phi.shape[0]

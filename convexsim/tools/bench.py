@@ -359,9 +359,9 @@ def forced_linear_solver(choice: str | None):
 
 
 def _warm_up_compiled(model, state) -> None:
-    """Load the compiled step's kernels (both the one-call step and the two-call supernodal step; for a tree
-    model its one-call step) outside the timed window: one step of each from the scene's initial state, in a
-    throwaway context."""
+    """Load the compiled step's kernels outside the timed window: one step from the scene's initial state, in a
+    throwaway context (free bodies: ``step_prepare`` + ``step_finish``, the run loop's callees; trees: the tree
+    run kernel)."""
     from convexsim.stepping import StepContext, compiled, dispatch
 
     if dispatch.route(model).path != "compiled":
@@ -371,12 +371,7 @@ def _warm_up_compiled(model, state) -> None:
 
         compiled_tree_step(model, state, StepContext())
         return
-    pm = compiled.packed(model)
-    q = np.ascontiguousarray(state.q, dtype=np.float64)
-    v = np.ascontiguousarray(state.v, dtype=np.float64)
     compiled.compiled_step(model, state, StepContext())
-    compiled._supernodal_step(model, state, StepContext(), False, pm, q, v, np.empty_like(q),
-                              np.empty_like(v))
 
 
 def scene_benchmark(scene, duration: float | None = None, linear_solver: str | None = None,

@@ -3,8 +3,9 @@
 Every kernel is compiled with ``cache=True`` (``convexsim._jit``): the first run on a machine (or after
 a source change) compiles each kernel it reaches and stores it on disk; later runs load it. A run's
 :class:`KernelClock` measures that warm-up so that ``ms/step`` excludes it, and prints a one-time
-notice when compilation starts. :func:`warm_up` (``convexsim warmup``, run by ``make demo``) compiles
-the kernels of every shipped solver path on a tiny scene, so that the first real run is fast.
+notice when compilation starts. ``convexsim.tools.warmup`` compiles the kernels of a solver path ahead of
+a run (``convexsim run`` does it for its own step on first use, ``convexsim warmup`` for every path), in
+parallel processes, so that the run itself starts at full speed.
 """
 
 from __future__ import annotations

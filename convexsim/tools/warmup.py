@@ -357,7 +357,7 @@ def _leaf_step_finish(steps: int) -> None:
 
     model, state, a = _packed(WARMUP_SCENE)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
-    _, _, _, prep = K._no_prepared(K.STEP_OK, -1, a[5].shape[0])     # a prepared tuple: its types
+    _, _, _, prep = K.no_prepared(K.STEP_OK, -1, a[5].shape[0])     # a prepared tuple: its types
     sn, sn_edges = no_supernodal()
     _compile_for(K.step_finish, a[0], a[1], a[5], q, v, q.copy(), v.copy(), prep, False, sn, sn_edges)
 
@@ -534,12 +534,14 @@ def _marker(group: str):
     import numba
     from llvmlite import binding as ll
 
-    from convexsim._jit import _package_root, kernel_sources_fingerprint
+    import convexsim
+    from convexsim._jit import kernel_sources_fingerprint
 
     cpu = numba.config.CPU_NAME or ll.get_host_cpu_name()
     features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
     key = hashlib.sha256(f"{kernel_sources_fingerprint()}|{cpu}|{features}|{numba.__version__}".encode())
-    root = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else _package_root() / "__pycache__"
+    root = (Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR
+            else Path(convexsim.__file__).resolve().parent / "__pycache__")
     return root / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
 
 
