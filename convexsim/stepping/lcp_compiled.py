@@ -21,7 +21,7 @@ import numpy as np
 from convexsim.lcp.lemke import REBUILD_LU_MAX, LemkeOptions
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import per_model, free_body_layout_problem, packed
+from convexsim.stepping.compiled import free_body_layout_problem, lcp_packing_problem, packed, per_model
 from convexsim.stepping.types import Handoff
 
 _SUPPORTED: dict = {}
@@ -44,14 +44,8 @@ def lcp_compiled_supported(model: Model) -> tuple[bool, str]:
     layout = free_body_layout_problem(model)
     if layout:
         return False, layout
-    mu = np.asarray(model.material_friction, dtype=float)
-    if not np.all(np.isfinite(mu) & (mu >= 0)):
-        return False, "a material's friction is not finite and ≥ 0"
-    try:
-        packed(model)
-    except (ValueError, TypeError) as e:                  # settings the packing rejects
-        return False, f"the model cannot be packed for the compiled kernels: {e}"
-    return True, ""
+    why = lcp_packing_problem(model)
+    return (False, why) if why else (True, "")
 
 
 def lcp_supported_cached(model: Model) -> tuple[bool, str]:

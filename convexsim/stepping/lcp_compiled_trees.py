@@ -23,7 +23,8 @@ import numpy as np
 
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import free_body_layout_problem, packed, per_model, tree_layout_problem
+from convexsim.stepping.compiled import (free_body_layout_problem, lcp_packing_problem, packed, per_model,
+                                         tree_layout_problem)
 from convexsim.stepping.compiled_trees import packed_forest
 from convexsim.stepping.lcp_compiled import LcpPacked
 from convexsim.stepping.types import Handoff
@@ -54,15 +55,8 @@ def lcp_tree_supported(model: Model) -> tuple[bool, str]:
     layout = free_body_layout_problem(model, links_allowed=True)
     if layout:
         return False, layout
-    mu = np.asarray(model.material_friction, dtype=float)
-    if not np.all(np.isfinite(mu) & (mu >= 0)):
-        return False, "a material's friction is not finite and ≥ 0"
-    try:
-        packed(model)
-        packed_forest(model)
-    except (ValueError, TypeError) as e:                  # settings the packing rejects
-        return False, f"the model cannot be packed for the compiled kernels: {e}"
-    return True, ""
+    why = lcp_packing_problem(model, trees=True)
+    return (False, why) if why else (True, "")
 
 
 def lcp_tree_supported_cached(model: Model) -> tuple[bool, str]:

@@ -24,8 +24,8 @@ the contact normal rows), and ``lcp_dense.assemble_dense`` (the dense (M, q)).
 5. A⁻¹, the dense (M, q) (``lcp_dense.assemble_dense``), the contact normals regularized
    (:func:`regularize_normals`), one Lemke run (``lcp_compiled_kernels.lemke_run``: the revised kernel with
    ``lemke``'s defaults), v⁺ = v* + A⁻¹W z, impulses, actuator, limit and coupler forces;
-6. integration: free bodies ``dynamics.integrate_kernel``, trees ``kinematics.integrate_q_kernel``, link
-   rows ``kinematics.link_rows_kernel`` at the new q.
+6. integration (``tree_kernels.integrate_forest``, shared with the SAP tree step): free bodies, trees, link
+   rows at the new q.
 
 Whatever the kernel does not take returns a status other than ``LCP_OK`` (``lcp_compiled_kernels``' codes)
 and the reference step takes the step (the dispatcher, on a Handoff): non-finite data, an LCP of the large
@@ -40,9 +40,9 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.dynamics import contact_frame, free_motion_kernel, integrate_kernel, jacobian_block
+from convexsim.dynamics import contact_frame, free_motion_kernel, jacobian_block
 from convexsim.multibody.dynamics import forest_free_motion
-from convexsim.multibody.kinematics import integrate_q_kernel, link_rows_kernel, path_point_jacobian
+from convexsim.multibody.kinematics import path_point_jacobian
 from convexsim.sap.joint_constraints import limit_in_window, pd_target
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.compiled_kernels import first_nonfinite_body
@@ -51,7 +51,7 @@ from convexsim.stepping.lcp_compiled_kernels import (J_MAX_PIVOTS, J_NDIR, LCP_L
                                                      LCP_NONFINITE_END, LCP_NONFINITE_START, LCP_OK, LCP_TOO_LARGE,
                                                      combined_friction, lemke_run)
 from convexsim.stepping.lcp_dense import assemble_dense
-from convexsim.stepping.tree_kernels import drop_tree_pairs, forest_kinematics
+from convexsim.stepping.tree_kernels import drop_tree_pairs, forest_kinematics, integrate_forest
 
 ROW_LIMIT = 0
 ROW_COUPLER = 1
@@ -271,8 +271,7 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
     """
     fixed, moving, body_rb, geom_type, geom_size, geom_body = mb[1], mb[3], mb[6], mb[7], mb[8], mb[9]
     geom_pos, geom_quat, geom_rho, geom_mu = mb[10], mb[11], mb[12], mb[14]
-    parent, jtype, qadr, dofadr, nvj, com = fa[0], fa[1], fa[5], fa[6], fa[7], fa[9]
-    link_body, body_tree, body_moves, tree_base, body_sweep = fa[16], fa[17], fa[18], fa[19], fa[21]
+    body_tree, body_moves, tree_base, body_sweep = fa[17], fa[18], fa[19], fa[21]
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     nvt = tv.shape[0]
@@ -402,14 +401,7 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
             act_force[a] = act_sat[a]
         else:
             act_force[a] = act_f0[a] - act_c[a] * v_next[6 * nmov + ra[6][a]]
-    # integration: free bodies, trees, link rows by forward kinematics at the new q
-    integrate_kernel(fpar, moving, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
-    for i in range(nvt):
-        tv_out[i] = v_next[6 * nmov + i]
-    integrate_q_kernel(jtype, qadr, dofadr, tq, tv_out, dt, tq_out)
-    R1, p1, _, S1 = forest_kinematics(fa, tq_out)
-    link_rows_kernel(parent, dofadr, nvj, com, R1, p1, S1, tv_out, link_body, q_out, v_out)
-    bad = first_nonfinite_body(q_out, v_out)
+    bad = integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
     if bad >= 0:
         return (LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force,
                 pivots, nl)

@@ -19,7 +19,7 @@ The stages, in the order of the reference step, each calling the kernel of the m
 5. one SAP Newton solve (``sap.newton.newton_solve``) over the participating cliques (free bodies,
    6 dofs; trees, nv_k dofs) with the contacts and the joint rows as constraints of one problem (a joint
    row is a constraint of kind ≥ ``sap.constraints.KIND_ROW_MIN`` whose block carries J in its first row);
-6. integration: free bodies by ``dynamics.integrate_kernel``, trees by
+6. integration (:func:`integrate_forest`): free bodies by ``dynamics.integrate_kernel``, trees by
    ``kinematics.integrate_q_kernel``; link rows of q, v by forward kinematics at the new q
    (``kinematics.link_rows_kernel``).
 
@@ -152,6 +152,24 @@ def joint_coupler_rows(ra, dt, tq, A, jr_index, jr_par):
 
 
 @jit
+def integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
+    """Stage 6 of a step of a model with trees, from the new velocities v_next = (free bodies 6 each | the
+    trees' joint velocities): free bodies by ``dynamics.integrate_kernel``, the trees' q by
+    ``kinematics.integrate_q_kernel``, the link rows of (q, v) by forward kinematics at the new q
+    (``kinematics.link_rows_kernel``). Writes q_out, v_out, tq_out, tv_out; returns the first body whose new
+    state is not finite, or −1."""
+    parent, jtype, qadr, dofadr, nvj, com, link_body = fa[0], fa[1], fa[5], fa[6], fa[7], fa[9], fa[16]
+    nmov = moving.shape[0]
+    integrate_kernel(fpar, moving, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
+    for i in range(tv_out.shape[0]):
+        tv_out[i] = v_next[6 * nmov + i]
+    integrate_q_kernel(jtype, qadr, dofadr, tq, tv_out, fpar[F_DT], tq_out)
+    R1, p1, _, S1 = forest_kinematics(fa, tq_out)
+    link_rows_kernel(parent, dofadr, nvj, com, R1, p1, S1, tv_out, link_body, q_out, v_out)
+    return first_nonfinite_body(q_out, v_out)
+
+
+@jit
 def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves, tree_base):
     """The contacts without those within one tree, between a link and the fixed body its tree hangs from,
     and between two bodies without dofs (``articulated.detect_contacts``), in their order."""
@@ -191,9 +209,9 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     dense limit) and STEP_BAD_MARGIN leave the outputs unwritten: the caller takes the reference step."""
     (gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size, geom_body, geom_pos,
      geom_quat, geom_rho, geom_k, geom_mu, geom_tau, geom_d) = mb
-    parent, jtype, qadr, dofadr, nvj, com = fa[0], fa[1], fa[5], fa[6], fa[7], fa[9]
-    tree_vstart, tree_nv, link_body, body_tree, body_moves, tree_base, body_local, body_sweep = (
-        fa[14], fa[15], fa[16], fa[17], fa[18], fa[19], fa[20], fa[21])
+    parent, jtype, dofadr, nvj, com = fa[0], fa[1], fa[6], fa[7], fa[9]
+    tree_vstart, tree_nv, body_tree, body_moves, tree_base, body_local, body_sweep = (
+        fa[14], fa[15], fa[17], fa[18], fa[19], fa[20], fa[21])
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     ntree = tree_vstart.shape[0]
@@ -495,14 +513,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
             if ipar[I_STRICT] != 0 or not finite:
                 return (STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, geoms, phi, point, normal,
                         gamma, force, act_force, lim_force, con_force, nr + njr)
-    # integration: free bodies, trees, link rows by forward kinematics at the new q
-    integrate_kernel(fpar, moving, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
-    for i in range(nvt):
-        tv_out[i] = v_next[6 * nmov + i]
-    integrate_q_kernel(jtype, qadr, dofadr, tq, tv_out, dt, tq_out)
-    R1, p1, _, S1 = forest_kinematics(fa, tq_out)
-    link_rows_kernel(parent, dofadr, nvj, com, R1, p1, S1, tv_out, link_body, q_out, v_out)
-    bad = first_nonfinite_body(q_out, v_out)
+    bad = integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
     if bad >= 0:
         return (STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma,
                 force, act_force, lim_force, con_force, nr + njr)
