@@ -114,24 +114,6 @@ def tree_layout_problem(model: Model) -> str:
     return ""
 
 
-def lcp_packing_problem(model: Model, *, trees: bool = False) -> str:
-    """Why the compiled LCP steps cannot take ``model``'s materials or packed arrays ("" if they can): a
-    friction that is not finite and ≥ 0, or settings the packing (:class:`PackedModel`, and with ``trees``
-    ``compiled_trees.PackedForest``) rejects."""
-    mu = np.asarray(model.material_friction, dtype=float)
-    if not np.all(np.isfinite(mu) & (mu >= 0)):
-        return "a material's friction is not finite and ≥ 0"
-    try:
-        packed(model)
-        if trees:
-            from convexsim.stepping.compiled_trees import packed_forest
-
-            packed_forest(model)
-    except (ValueError, TypeError) as e:                  # settings the packing rejects
-        return f"the model cannot be packed for the compiled kernels: {e}"
-    return ""
-
-
 def compiled_step_supported(model: Model) -> tuple[bool, str]:
     """(True, "") when the compiled step can advance ``model``, else (False, the reason).
 

@@ -21,11 +21,26 @@ import numpy as np
 from convexsim.lcp.lemke import REBUILD_LU_MAX, LemkeOptions
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import free_body_layout_problem, lcp_packing_problem, packed, per_model
+from convexsim.stepping.compiled import free_body_layout_problem, packed, per_model
 from convexsim.stepping.types import Handoff
 
 _SUPPORTED: dict = {}
 _PACKED: dict = {}
+
+
+def lcp_packing_problem(model: Model, packers=(packed,)) -> str:
+    """Why the compiled LCP steps cannot take ``model``'s materials or packed arrays ("" if they can): a
+    friction that is not finite and ≥ 0, or settings one of the ``packers`` (``compiled.packed``; for trees
+    also ``compiled_trees.packed_forest``) rejects."""
+    mu = np.asarray(model.material_friction, dtype=float)
+    if not np.all(np.isfinite(mu) & (mu >= 0)):
+        return "a material's friction is not finite and ≥ 0"
+    try:
+        for pack in packers:
+            pack(model)
+    except (ValueError, TypeError) as e:                  # settings the packing rejects
+        return f"the model cannot be packed for the compiled kernels: {e}"
+    return ""
 
 
 def lcp_compiled_supported(model: Model) -> tuple[bool, str]:

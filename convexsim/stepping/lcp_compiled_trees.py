@@ -23,10 +23,9 @@ import numpy as np
 
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import lcp_compiled_kernels as LK
-from convexsim.stepping.compiled import (free_body_layout_problem, lcp_packing_problem, packed, per_model,
-                                         tree_layout_problem)
+from convexsim.stepping.compiled import free_body_layout_problem, packed, per_model, tree_layout_problem
 from convexsim.stepping.compiled_trees import packed_forest
-from convexsim.stepping.lcp_compiled import LcpPacked
+from convexsim.stepping.lcp_compiled import LcpPacked, lcp_packing_problem
 from convexsim.stepping.types import Handoff
 
 _SUPPORTED: dict = {}
@@ -55,7 +54,7 @@ def lcp_tree_supported(model: Model) -> tuple[bool, str]:
     layout = free_body_layout_problem(model, links_allowed=True)
     if layout:
         return False, layout
-    why = lcp_packing_problem(model, trees=True)
+    why = lcp_packing_problem(model, (packed, packed_forest))
     return (False, why) if why else (True, "")
 
 

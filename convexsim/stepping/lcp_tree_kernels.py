@@ -40,8 +40,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.dynamics import contact_frame, free_motion_kernel, jacobian_block
-from convexsim.multibody.dynamics import forest_free_motion
+from convexsim.dynamics import contact_frame, jacobian_block
 from convexsim.multibody.kinematics import path_point_jacobian
 from convexsim.sap.joint_constraints import limit_in_window, pd_target
 from convexsim.sap.newton import F_DT
@@ -51,7 +50,7 @@ from convexsim.stepping.lcp_compiled_kernels import (J_MAX_PIVOTS, J_NDIR, LCP_L
                                                      LCP_NONFINITE_END, LCP_NONFINITE_START, LCP_OK, LCP_TOO_LARGE,
                                                      combined_friction, lemke_run)
 from convexsim.stepping.lcp_dense import assemble_dense
-from convexsim.stepping.tree_kernels import drop_tree_pairs, forest_kinematics, integrate_forest
+from convexsim.stepping.tree_kernels import drop_tree_pairs, free_motion_stage, integrate_forest
 
 ROW_LIMIT = 0
 ROW_COUPLER = 1
@@ -115,22 +114,12 @@ def regularize_normals(M, nc, eps):
 @jit
 def free_motion(fpar, mb, fa, q, v, tq, tv):
     """(A (nv, nv), v* (nv,), S) over v = (free bodies 6 by 6 | tree_v): the free bodies' spatial masses and
-    v* (``dynamics.free_motion_kernel``), the forest's A = M(q₀) + dt·D and v* (``forest_kinematics``,
-    ``forest_free_motion``), S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
-    gravity, body_dof, moving, mass, inertia = mb[0], mb[2], mb[3], mb[4], mb[5]
-    parent, jtype, dofadr, nvj, com, tree_vstart, tree_nv = fa[0], fa[1], fa[6], fa[7], fa[9], fa[14], fa[15]
-    dt = fpar[F_DT]
-    nmov = moving.shape[0]
+    the forest's A = M(q₀) + dt·D with their v* (``tree_kernels.free_motion_stage``, shared with the SAP tree
+    step) in one dense matrix, S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
+    nmov = mb[3].shape[0]
     nvt = tv.shape[0]
     nv = 6 * nmov + nvt
-    A_free = np.empty(36 * nmov)
-    vs_free = np.empty(6 * nmov)
-    free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_free, vs_free)
-    R_WB, p_WB, _R_WJ, S = forest_kinematics(fa, tq)
-    A_tree = np.empty((nvt, nvt))
-    vs_tree = np.empty(nvt)
-    forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, fa[8], com, fa[10], fa[11], fa[12], fa[13],
-                       tv, dt, tree_vstart, tree_nv, A_tree, vs_tree)
+    A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
     A = np.zeros((nv, nv))
     v_star = np.empty(nv)
     for m in range(nmov):

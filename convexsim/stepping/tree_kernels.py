@@ -152,6 +152,26 @@ def joint_coupler_rows(ra, dt, tq, A, jr_index, jr_par):
 
 
 @jit
+def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
+    """Stage 3 of a step of a model with trees: the free bodies' spatial masses (36 per body) and v* (6 per
+    body) by ``dynamics.free_motion_kernel``; the forest's A = M(q₀) + dt·D (nvt, nvt) and v* (nvt,) by
+    ``multibody.dynamics.forest_free_motion`` at the poses of :func:`forest_kinematics`. Returns (A_free,
+    vs_free, A_tree, vs_tree, S) with S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
+    gravity, body_dof, moving, mass, inertia = mb[0], mb[2], mb[3], mb[4], mb[5]
+    nmov = moving.shape[0]
+    nvt = tv.shape[0]
+    A_free = np.empty(36 * nmov)
+    vs_free = np.empty(6 * nmov)
+    free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_free, vs_free)
+    R_WB, p_WB, _, S = forest_kinematics(fa, tq)
+    A_tree = np.empty((nvt, nvt))
+    vs_tree = np.empty(nvt)
+    forest_free_motion(fa[0], fa[1], fa[6], fa[7], S, R_WB, p_WB, fa[8], fa[9], fa[10], fa[11], fa[12], fa[13],
+                       tv, fpar[F_DT], fa[14], fa[15], A_tree, vs_tree)
+    return A_free, vs_free, A_tree, vs_tree, S
+
+
+@jit
 def integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
     """Stage 6 of a step of a model with trees, from the new velocities v_next = (free bodies 6 each | the
     trees' joint velocities): free bodies by ``dynamics.integrate_kernel``, the trees' q by
@@ -237,15 +257,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
                                                 tree_base)
     nc = phi.shape[0]
-    # free motion: free bodies, then the forest
-    A_free = np.empty(36 * nmov)
-    vs_free = np.empty(6 * nmov)
-    free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_free, vs_free)
-    R_WB, p_WB, R_WJ, S = forest_kinematics(fa, tq)
-    A_tree = np.empty((nvt, nvt))
-    vs_tree = np.empty(nvt)
-    forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, fa[8], com, fa[10], fa[11], fa[12], fa[13],
-                       tv, dt, tree_vstart, tree_nv, A_tree, vs_tree)
+    A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
     # joint rows
     nmax_rows = 2 * nlim + nact + ra[17].shape[0]
     max_tree = 1

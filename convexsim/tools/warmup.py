@@ -267,9 +267,9 @@ def _leaf_forest(steps: int) -> None:
 
     from convexsim.multibody.dynamics import forest_free_motion
     from convexsim.stepping.compiled_trees import packed_forest
-    from convexsim.stepping.tree_kernels import forest_kinematics, joint_coupler_rows, tree_rows
+    from convexsim.stepping.tree_kernels import forest_kinematics, free_motion_stage, joint_coupler_rows, tree_rows
 
-    model, state, _ = _packed(WARMUP_TREE_SCENE)
+    model, state, a = _packed(WARMUP_TREE_SCENE)
     fa, ra = packed_forest(model).fa, packed_forest(model).ra
     tq, tv = np.ascontiguousarray(state.tree_q), np.ascontiguousarray(state.tree_v)
     R_WB, p_WB, _, S = forest_kinematics(fa, tq)
@@ -278,6 +278,8 @@ def _leaf_forest(steps: int) -> None:
     dt = model.time_step
     forest_free_motion(fa[0], fa[1], fa[6], fa[7], S, R_WB, p_WB, fa[8], fa[9], fa[10], fa[11], fa[12], fa[13], tv, dt,
                        fa[14], fa[15], A, vs)
+    q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
+    free_motion_stage(a[0], a[2:], fa, q, v, tq, tv)
     n = 2 * ra[1].shape[0] + ra[6].shape[0] + ra[17].shape[0]
     i1 = np.empty(n, np.int64)
     tree_rows(fa, ra, 0.0, dt, tq, tv, A, vs, i1, i1.copy(), i1.copy(), np.empty((n, nv)), np.empty((n, 4)))
