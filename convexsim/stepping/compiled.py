@@ -1,7 +1,7 @@
 """The compiled SAP step: eligibility, the model packed once into flat arrays, and the Python entry points.
 
-``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by two numba
-calls (``compiled_kernels.step_prepare``, ``step_finish``); ``run_compiled`` (used by ``simulate.run_model``) advances many
+``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by one call of
+the run loop ``compiled_kernels.run_kernel`` for one step; ``run_compiled`` (used by ``simulate.run_model``) advances many
 steps per numba call (``compiled_kernels.run_kernel``). The reference Python path stays in
 ``sap_stepper`` and is what the tests compare against.
 
@@ -248,17 +248,77 @@ def compiled_step(model: Model, state: State, ctx=None, *,
     """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``), or a Handoff for a
     step the reference takes (``stepping.dispatch`` takes it).
 
-    Two kernel calls (:func:`_two_call_step`); an island too large for the dense factor is factored by the
-    supernodal Cholesky (module docstring)."""
+    One call of the run loop ``run_kernel`` for one step (the compiled step has one entry kernel); a step
+    with an island too large for the dense factor is taken in two kernel calls by :func:`_two_call_step` with
+    the supernodal Cholesky (module docstring)."""
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx
     pm = packed(model)
-    q = np.ascontiguousarray(state.q, dtype=np.float64)
-    v = np.ascontiguousarray(state.v, dtype=np.float64)
-    q_out = np.empty_like(q)
-    v_out = np.empty_like(v)
-    return _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out)
+    args = pm.args(strict)
+    q = np.array(state.q, dtype=np.float64, order="C")
+    v = np.array(state.v, dtype=np.float64, order="C")
+    bufs = one_step_buffers(ctx, model)
+    code, bad, sap_status, extra = bufs.run(lambda b: K.run_kernel(
+        *args, q, v, 0, 1, 1, 1, b.fr_step, b.fr_q, b.fr_v, b.fr_stat, b.fr_resid, b.fr_nc, b.st, b.c_body,
+        b.c_geom, b.c_point, b.c_normal, b.c_phi, b.c_gamma, b.c_force))
+    if code == K.STEP_TOO_LARGE:         # an island above the dense limit: the supernodal factor
+        q = np.ascontiguousarray(state.q, dtype=np.float64)
+        v = np.ascontiguousarray(state.v, dtype=np.float64)
+        return _two_call_step(model, state, ctx, strict, pm, q, v, np.empty_like(q), np.empty_like(v))
+    if code == K.STEP_SOLVER_FAILED:
+        raise SimulationError(f"SAP did not converge ({SAP_STATUS_NAMES[sap_status]}) after {extra} iterations",
+                              step=state.step, time=state.t)
+    if code != K.RUN_DONE:
+        return _result(model, state, pm, ctx, strict, code, bad, sap_status, extra, 0, 0.0, *bufs.contacts(0),
+                       q, v)
+    iterations, _, ls_evals, sap_status = (int(x) for x in bufs.fr_stat[0])
+    nc = int(bufs.fr_nc[0])
+    geoms, phi, point, normal, gamma, force = bufs.contacts(nc)
+    return _result(model, state, pm, ctx, strict, K.STEP_OK, -1, sap_status, iterations, ls_evals,
+                   float(bufs.fr_resid[0]), geoms, phi, point, normal, gamma, force, q, v)
+
+
+class OneStepBuffers:
+    """The frame and contact buffers of a run kernel called for one step with one frame (the compiled single
+    step: ``compiled_step``, ``compiled_trees.compiled_tree_step``), kept in the step context between steps
+    (``StepContext.step_buffers``; every call overwrites what it reads)."""
+
+    def __init__(self, nbody: int, nact: int = 0, nlim: int = 0, ncoupler: int = 0):
+        self.key = (nbody, nact, nlim, ncoupler)
+        self.fr_step, self.fr_nc = np.empty(1, np.int64), np.empty(1, np.int64)
+        self.fr_q, self.fr_v = np.empty((1, nbody, 7)), np.empty((1, nbody, 6))
+        self.fr_stat, self.st = np.empty((1, 4), np.int64), np.empty((1, 4), np.int64)
+        self.fr_resid = np.empty(1)
+        self.fr_act, self.fr_lim, self.fr_con = np.empty((1, nact)), np.empty((1, nlim)), np.empty((1, ncoupler))
+        self._rows(64)
+
+    def _rows(self, rows: int) -> None:
+        self.c_body, self.c_geom = np.empty((rows, 2), np.int64), np.empty((rows, 2), np.int64)
+        self.c_point, self.c_normal, self.c_phi = np.empty((rows, 3)), np.empty((rows, 3)), np.empty(rows)
+        self.c_gamma, self.c_force = np.empty((rows, 3)), np.empty((rows, 3))
+
+    def run(self, call) -> tuple[int, int, int, int]:
+        """``call(self)`` (a run kernel over these buffers) until its contacts fit; returns (code, bad body,
+        sap status, iterations or contacts) of the kernel's return value."""
+        while True:
+            code, _, _, _, bad, sap_status, extra = call(self)
+            if code != K.RUN_NEED_CONTACT_SPACE:
+                return int(code), int(bad), int(sap_status), int(extra)
+            self._rows(2 * (self.c_phi.shape[0] + int(extra)))
+
+    def contacts(self, nc: int) -> tuple[np.ndarray, ...]:
+        """Copies of the first ``nc`` contact rows: (geoms (nc, 2), φ, point, normal, γ, world force)."""
+        return (self.c_geom[:nc].copy(), self.c_phi[:nc].copy(), self.c_point[:nc].copy(),
+                self.c_normal[:nc].copy(), self.c_gamma[:nc].copy(), self.c_force[:nc].copy())
+
+
+def one_step_buffers(ctx, model: Model, nact: int = 0, nlim: int = 0, ncoupler: int = 0) -> OneStepBuffers:
+    """The step context's :class:`OneStepBuffers` for ``model``'s sizes (made anew when they differ)."""
+    key = (model.nbody, nact, nlim, ncoupler)
+    if ctx.step_buffers is None or ctx.step_buffers.key != key:
+        ctx.step_buffers = OneStepBuffers(*key)
+    return ctx.step_buffers
 
 
 def _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
@@ -319,5 +379,5 @@ def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, 
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
 
 
-__all__ = ["compiled_step_supported", "supported_cached", "compiled_step", "packed", "PackedModel",
+__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step_supported", "supported_cached", "compiled_step", "packed", "PackedModel",
            "ISLAND_MAX_DOFS"]

@@ -22,7 +22,7 @@ import numpy as np
 from convexsim.model import Contacts, Model, State
 from convexsim.multibody.model import JOINT_NV
 from convexsim.stepping import compiled_kernels as K
-from convexsim.stepping.compiled import SAP_STATUS_NAMES, nonfinite_error, packed, per_model
+from convexsim.stepping.compiled import SAP_STATUS_NAMES, nonfinite_error, one_step_buffers, packed, per_model
 from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 class PackedForest:
@@ -152,6 +152,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
     The step is one call of the run loop ``tree_kernels.tree_run_kernel`` for one step with one frame: the
     tree step has a single compiled entry point, so a first run compiles it once (numba emits a kernel's whole
     call tree into each kernel compiled on its own)."""
+    from convexsim.stepping.context import StepContext
     from convexsim.stepping.tree_kernels import tree_run_kernel
 
     if ctx is not None and ctx.controlled:
@@ -163,24 +164,12 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
     v = np.array(state.v, dtype=np.float64, order="C")
     tq = np.array(state.tree_q, dtype=np.float64, order="C")
     tv = np.array(state.tree_v, dtype=np.float64, order="C")
-    nb = model.nbody
-    fr = dict(step=np.empty(1, np.int64), q=np.empty((1, nb, 7)), v=np.empty((1, nb, 6)),
-              stat=np.empty((1, 4), np.int64), resid=np.empty(1), nc=np.empty(1, np.int64),
-              act=np.empty((1, len(pf.actuator_names))), lim=np.empty((1, len(pf.limit_names))),
-              con=np.empty((1, len(pf.coupler_names))))
-    st = np.empty((1, 4), np.int64)
-    rows = 64
-    while True:
-        c_body, c_geom = np.empty((rows, 2), np.int64), np.empty((rows, 2), np.int64)
-        c_point, c_normal, c_phi = np.empty((rows, 3)), np.empty((rows, 3)), np.empty(rows)
-        c_gamma, c_force = np.empty((rows, 3)), np.empty((rows, 3))
-        code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
-            args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv, 0, 1, 1, 1, fr["step"], fr["q"],
-            fr["v"], fr["stat"], fr["resid"], fr["nc"], fr["act"], fr["lim"], fr["con"], st, c_body, c_geom, c_point,
-            c_normal, c_phi, c_gamma, c_force)
-        if code != K.RUN_NEED_CONTACT_SPACE:
-            break
-        rows = 2 * (rows + int(extra))
+    ctx = StepContext() if ctx is None else ctx
+    b = one_step_buffers(ctx, model, len(pf.actuator_names), len(pf.limit_names), len(pf.coupler_names))
+    code, bad, sap_status, extra = b.run(lambda b: tree_run_kernel(
+        args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv, 0, 1, 1, 1, b.fr_step, b.fr_q,
+        b.fr_v, b.fr_stat, b.fr_resid, b.fr_nc, b.fr_act, b.fr_lim, b.fr_con, b.st, b.c_body, b.c_geom, b.c_point,
+        b.c_normal, b.c_phi, b.c_gamma, b.c_force))
     if code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
         return Handoff(K.STEP_STATUS_NAMES[code])
     if code == K.STEP_NONFINITE_START:
@@ -191,26 +180,24 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
                               f"{int(extra)} iterations", step=state.step, time=state.t)
     if code == K.STEP_NONFINITE_END:
         raise nonfinite_error(model, state, bad, state.step + 1, t_new)
-    assert code == K.RUN_DONE and taken == 1 and nf == 1, (code, taken, nf)
-    nc = int(fr["nc"][0])
+    nc = int(b.fr_nc[0])
     geom_body = pm.model_arrays[9]
-    geoms = c_geom[:nc]
+    geoms, phi, point, normal, gamma, force = b.contacts(nc)
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
-                        body_b=geom_body[geoms[:, 1]], phi=c_phi[:nc].copy(), point=c_point[:nc].copy(),
-                        normal=c_normal[:nc].copy())
-    iterations, _, ls_evals, status = (int(x) for x in fr["stat"][0])
+                        body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
+    iterations, _, ls_evals, status = (int(x) for x in b.fr_stat[0])
     limit = {name: 0.0 for name in pf.limit_names}
-    for name, f in zip(pf.limit_names, fr["lim"][0]):
+    for name, f in zip(pf.limit_names, b.fr_lim[0]):
         limit[name] += float(f)
     if status < 0:                                   # no problem was solved: StepInfo's defaults
         info = StepInfo(contacts=contacts)
     else:
-        info = StepInfo(contacts=contacts, gamma=c_gamma[:nc].copy(), force_world=c_force[:nc].copy(),
-                        iterations=iterations, converged=status == 0, status=SAP_STATUS_NAMES[status],
-                        momentum_residual=float(fr["resid"][0]), line_search_evaluations=ls_evals,
-                        actuator_force=fr["act"][0].copy())
+        info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=iterations,
+                        converged=status == 0, status=SAP_STATUS_NAMES[status],
+                        momentum_residual=float(b.fr_resid[0]), line_search_evaluations=ls_evals,
+                        actuator_force=b.fr_act[0].copy())
     info.limit_force = limit
-    info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, fr["con"][0])}
+    info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, b.fr_con[0])}
     info.actuator_names = pf.actuator_names
     if status > 0:
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): SAP (articulated) did not converge "

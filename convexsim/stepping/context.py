@@ -99,6 +99,8 @@ class StepContext:
     lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
     lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
     controls: Any = None
+    step_buffers: Any = None
+    """The compiled single step's output buffers (``compiled.OneStepBuffers``), overwritten by every step."""
     lcp_crash_failed: tuple[int, int] = (-1, 0)
     """(step, k): the LCP stepper's crash start last failed at that step and is skipped for the k steps after
     it (``lcp_stepper.CRASH_BACKOFF_MAX``); k doubles with each failure in a row and resets on a success."""
