@@ -63,7 +63,7 @@ def _rank(gtype: int) -> int:
     return -1
 
 
-@jit(inline="always")     # one caller: compiled inside collide_shapes, not on its own as well
+@jit
 def _collide_canonical(
     t1: int,
     p1: np.ndarray,

@@ -250,11 +250,16 @@ def compiled_step(model: Model, state: State, ctx=None, *,
 
     One call of the run loop ``run_kernel`` for one step (the compiled step has one entry kernel); a step
     with an island too large for the dense factor is taken in two kernel calls by :func:`_two_call_step` with
-    the supernodal Cholesky (module docstring)."""
+    the supernodal Cholesky (module docstring). ``ctx.big_islands`` remembers that, so that the next step
+    starts there and does not collide twice (same result either way)."""
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx
     pm = packed(model)
+    if ctx.big_islands:                  # the last step had a large island: the next one likely too
+        q = np.ascontiguousarray(state.q, dtype=np.float64)
+        v = np.ascontiguousarray(state.v, dtype=np.float64)
+        return _two_call_step(model, state, ctx, strict, pm, q, v, np.empty_like(q), np.empty_like(v))
     args = pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
@@ -331,6 +336,7 @@ def _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
         return _result(model, state, pm, ctx, strict, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, q_out,
                        v_out)
     use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])
+    ctx.big_islands = use_sn
     sym = None
     if use_sn:
         sym = ctx.symbolic.covering(prep[8], prep[18])

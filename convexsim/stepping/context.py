@@ -99,6 +99,9 @@ class StepContext:
     lcp_warm: LcpWarmStart = field(default_factory=LcpWarmStart)
     lemke: LemkeWorkspace = field(default_factory=lambda: LemkeWorkspace(16))
     controls: Any = None
+    big_islands: bool = False
+    """The last compiled step had an island above the dense limit (``stepping.compiled``): the next one
+    starts with the two-call supernodal step. A routing hint only: the result is the same either way."""
     step_buffers: Any = None
     """The compiled single step's output buffers (``compiled.OneStepBuffers``), overwritten by every step."""
     lcp_crash_failed: tuple[int, int] = (-1, 0)
