@@ -236,6 +236,18 @@ def margin_shares(fpar, fixed, body_dof, body_rb, v, share):
 
 
 @jit
+def move_contact_row(geoms, phi, point, normal, src, dst):
+    """Copy contact row ``src`` (geometries, φ, point, normal) to row ``dst`` of the same arrays: the compaction
+    step of the contact filters (dst ≤ src)."""
+    geoms[dst, 0] = geoms[src, 0]
+    geoms[dst, 1] = geoms[src, 1]
+    phi[dst] = phi[src]
+    for i in range(3):
+        point[dst, i] = point[src, i]
+        normal[dst, i] = normal[src, i]
+
+
+@jit
 def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
                        geom_rho, q, v):
     """Contacts of the step: collision with the margin shares, then the pair-reach filter.
@@ -297,16 +309,11 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
             reach = reach + max(fall, floor)
         if phi[c] > reach:
             continue
-        geoms[keep, 0] = ga
-        geoms[keep, 1] = gb
-        phi[keep] = phi[c]
-        for i in range(3):
-            point[keep, i] = point[c, i]
-            normal[keep, i] = normal[c, i]
+        move_contact_row(geoms, phi, point, normal, c, keep)
         keep += 1
     return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
 
-__all__ = ["MARGIN_FLOOR", "contact_margin", "pair_reach", "geom_sweep_radius", "select_contacts",
-           "ContactParameters", "combined_parameters", "ContactKinematics",
+__all__ = ["MARGIN_FLOOR", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
+           "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state"]

@@ -49,7 +49,7 @@ from convexsim.stepping.compiled_kernels import (RUN_CHUNK_END, RUN_DONE, RUN_NE
                                                  STEP_NONFINITE_END, STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
                                                  STEP_TOO_LARGE, contact_parameters, count_step,
                                                  first_nonfinite_body, record_frame)
-from convexsim.stepping.contacts import collide_and_filter, margin_shares
+from convexsim.stepping.contacts import collide_and_filter, margin_shares, move_contact_row
 
 
 @jit
@@ -204,12 +204,7 @@ def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
             continue
         if (tb >= 0 and tree_base[tb] == a) or (ta >= 0 and tree_base[ta] == b):
             continue
-        geoms[keep, 0] = geoms[c, 0]
-        geoms[keep, 1] = geoms[c, 1]
-        phi[keep] = phi[c]
-        for i in range(3):
-            point[keep, i] = point[c, i]
-            normal[keep, i] = normal[c, i]
+        move_contact_row(geoms, phi, point, normal, c, keep)
         keep += 1
     return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
