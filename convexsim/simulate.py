@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convexsim.io.trajectory import Trajectory
-from convexsim.tools.kernels import KernelClock
+from convexsim._kernel_clock import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import ConvergenceWarning, SimulationError, StepInfo
 
@@ -473,14 +473,14 @@ class _DeferSignals:
 def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
                   strict: bool, metadata: Mapping[str, Any] | None,
                   ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
-    """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
+    """``run_model`` with the compiled run loop (``stepping.sap_composition.run_kernel``): chunks of
     steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
     large for the dense factor is taken by ``compiled_step`` (supernodal factor) in between.
     Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
     fresh one when first needed) serves those large-island steps only."""
-    from convexsim.stepping import compiled_kernels as K
+    from convexsim.stepping import sap_composition as K
     from convexsim.stepping import dispatch
-    from convexsim.stepping.compiled import packed
+    from convexsim.stepping.packing import packed
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
@@ -492,8 +492,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     v = np.array(state.v, dtype=np.float64, order="C")
     trees = model.has_trees      # tree models: tree_run_kernel, with the trees' q, v and joint forces
     if trees:
-        from convexsim.stepping.compiled_trees import packed_forest
-        from convexsim.stepping.tree_kernels import tree_run_kernel
+        from convexsim.stepping.packing import packed_forest
+        from convexsim.stepping.sap_composition import tree_run_kernel
 
         pf = packed_forest(model)
         tq = np.array(state.tree_q, dtype=np.float64, order="C")

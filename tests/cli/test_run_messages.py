@@ -34,7 +34,7 @@ def test_non_converged_steps_warn_once_and_are_summarized_in_one_line(tmp_path, 
 
 def test_summary_names_the_path_and_the_reason(tmp_path, capsys):
     from convexsim.simulate import path_text, prepare, run_model
-    from convexsim.stepping.compiled import supported_cached
+    from convexsim.stepping.packing import supported_cached
 
     assert main(["run", "pendulum", "--duration", "0.01", "--out", str(tmp_path / "p.npz")]) == EXIT_OK
     out = capsys.readouterr().out

@@ -19,9 +19,9 @@ from convexsim.multibody.model import JOINT_NV
 from convexsim.multibody.reference_step import free_motion
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, step
-from convexsim.stepping.compiled import compiled_step_supported
-from convexsim.stepping.compiled_trees import packed_forest
-from convexsim.stepping.tree_kernels import forest_kinematics, tree_rows
+from convexsim.stepping.packing import compiled_step_supported, packed_forest
+from convexsim.stepping.free_motion import forest_kinematics
+from convexsim.stepping.sap_rows import tree_rows
 
 G = 9.81
 SCENES = ("pendulum", "pendulum_limit", "double_pendulum", "iiwa_push", "gripper_lift")
