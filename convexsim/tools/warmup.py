@@ -519,7 +519,9 @@ def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None,
     write_bytecode()
     unknown = sorted(set(groups or ()) - set(GROUPS))
     if unknown:
-        raise ValueError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
+        from convexsim.errors import InputError
+
+        raise InputError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
     names = _jobs_for(list(GROUPS) if groups is None else list(groups))
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
     _run_jobs(names, steps, progress, jobs)
