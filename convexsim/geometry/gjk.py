@@ -76,6 +76,31 @@ def _keep(W, WA, WB, lam, idx, m):
 
 
 @jit
+def _edge_dots(ab0, ab1, ab2, ac0, ac1, ac2, p):
+    """(−ab·p, −ac·p) = (ab·(0 − p), ac·(0 − p)) for the triangle's edges ab, ac and a vertex p: the region tests'
+    dot products."""
+    return -(ab0 * p[0] + ab1 * p[1] + ab2 * p[2]), -(ac0 * p[0] + ac1 * p[1] + ac2 * p[2])
+
+
+@jit
+def _on_vertex(idx3, lam3, i):
+    """The closest point is vertex i: idx3[0] = i, weight 1; returns 1."""
+    idx3[0] = i
+    lam3[0] = 1.0
+    return 1
+
+
+@jit
+def _on_edge(idx3, lam3, i, j, t):
+    """The closest point is (1 − t)·W[i] + t·W[j] on the edge i–j; returns 2."""
+    idx3[0] = i
+    idx3[1] = j
+    lam3[0] = 1.0 - t
+    lam3[1] = t
+    return 2
+
+
+@jit
 def _closest_triangle(W, ia, ib, ic, lam3, idx3):
     """Closest point of triangle (W[ia], W[ib], W[ic]) to the origin (Ericson, Real-Time Collision
     Detection §5.1.5): writes the supporting vertex indices idx3[:m] and weights lam3[:m]; returns m."""
@@ -84,53 +109,27 @@ def _closest_triangle(W, ia, ib, ic, lam3, idx3):
     c = W[ic]
     ab0, ab1, ab2 = b[0] - a[0], b[1] - a[1], b[2] - a[2]
     ac0, ac1, ac2 = c[0] - a[0], c[1] - a[1], c[2] - a[2]
-    d1 = -(ab0 * a[0] + ab1 * a[1] + ab2 * a[2])
-    d2 = -(ac0 * a[0] + ac1 * a[1] + ac2 * a[2])
+    d1, d2 = _edge_dots(ab0, ab1, ab2, ac0, ac1, ac2, a)
     if d1 <= 0.0 and d2 <= 0.0:
-        idx3[0] = ia
-        lam3[0] = 1.0
-        return 1
-    d3 = -(ab0 * b[0] + ab1 * b[1] + ab2 * b[2])
-    d4 = -(ac0 * b[0] + ac1 * b[1] + ac2 * b[2])
+        return _on_vertex(idx3, lam3, ia)
+    d3, d4 = _edge_dots(ab0, ab1, ab2, ac0, ac1, ac2, b)
     if d3 >= 0.0 and d4 <= d3:
-        idx3[0] = ib
-        lam3[0] = 1.0
-        return 1
+        return _on_vertex(idx3, lam3, ib)
     vc = d1 * d4 - d3 * d2
     if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3)
-        idx3[0] = ia
-        idx3[1] = ib
-        lam3[0] = 1.0 - v
-        lam3[1] = v
-        return 2
-    d5 = -(ab0 * c[0] + ab1 * c[1] + ab2 * c[2])
-    d6 = -(ac0 * c[0] + ac1 * c[1] + ac2 * c[2])
+        return _on_edge(idx3, lam3, ia, ib, d1 / (d1 - d3))
+    d5, d6 = _edge_dots(ab0, ab1, ab2, ac0, ac1, ac2, c)
     if d6 >= 0.0 and d5 <= d6:
-        idx3[0] = ic
-        lam3[0] = 1.0
-        return 1
+        return _on_vertex(idx3, lam3, ic)
     vb = d5 * d2 - d1 * d6
     if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6)
-        idx3[0] = ia
-        idx3[1] = ic
-        lam3[0] = 1.0 - w
-        lam3[1] = w
-        return 2
+        return _on_edge(idx3, lam3, ia, ic, d2 / (d2 - d6))
     va = d3 * d6 - d5 * d4
     if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
-        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        idx3[0] = ib
-        idx3[1] = ic
-        lam3[0] = 1.0 - w
-        lam3[1] = w
-        return 2
+        return _on_edge(idx3, lam3, ib, ic, (d4 - d3) / ((d4 - d3) + (d5 - d6)))
     denom = va + vb + vc
     if not denom > 0.0:   # degenerate (zero-area) triangle: its best edge is found via the vertex cases
-        idx3[0] = ia
-        lam3[0] = 1.0
-        return 1
+        return _on_vertex(idx3, lam3, ia)
     v = vb / denom
     w = vc / denom
     idx3[0] = ia

@@ -282,10 +282,13 @@ def _segment_overlap(PA_, oa, PB_, ob, out):
 
 
 @jit
-def _reduce(count, keep, phi, point, normal):
-    """Keep ``keep`` of the ``count`` contacts (in place): the deepest, then greedily the one farthest from
-    those kept (spreads the kept points over the contact patch). Returns the new count."""
+def _spread_order(count, keep, phi, point, order):
+    """The contacts to keep of ``count`` candidates, at most ``keep`` (into order; returns how many): all of
+    them in their order when count <= keep; else the deepest, then greedily the one farthest from those kept
+    (spreads the kept points over the contact patch)."""
     if count <= keep:
+        for c in range(count):
+            order[c] = c
         return count
     chosen = np.zeros(count, np.bool_)
     dmin = np.empty(count)
@@ -295,7 +298,6 @@ def _reduce(count, keep, phi, point, normal):
     for c in range(1, count):
         if phi[c] < phi[first]:
             first = c
-    order = np.empty(keep, np.int64)
     cur = first
     for s in range(keep):
         order[s] = cur
@@ -314,36 +316,24 @@ def _reduce(count, keep, phi, point, normal):
                 nxt = c
         cur = nxt
         if cur < 0:
-            keep = s + 1
-            break
-    tp = np.empty(keep)
-    tx = np.empty((keep, 3))
-    tn = np.empty((keep, 3))
-    for s in range(keep):
-        tp[s] = phi[order[s]]
-        for i in range(3):
-            tx[s, i] = point[order[s], i]
-            tn[s, i] = normal[order[s], i]
-    for s in range(keep):
-        phi[s] = tp[s]
-        for i in range(3):
-            point[s, i] = tx[s, i]
-            normal[s, i] = tn[s, i]
+            return s + 1
     return keep
-
 
 
 @jit
 def reduce_into(count, tmp_phi, tmp_pt, tmp_n, phi, point, normal):
-    """Reduce the ``count`` candidate contacts (tmp_*) to at most MAX_PAIR_CONTACTS (``_reduce``) and
-    write them to the pair's outputs phi, point, normal; returns the number written."""
-    count = _reduce(count, MAX_PAIR_CONTACTS, tmp_phi, tmp_pt, tmp_n)
-    for c in range(count):
-        phi[c] = tmp_phi[c]
+    """Write at most MAX_PAIR_CONTACTS of the ``count`` candidate contacts (tmp_*) to the pair's outputs phi,
+    point, normal (``_spread_order``); returns the number written."""
+    order = np.empty(MAX_PAIR_CONTACTS, np.int64)
+    count = _spread_order(count, MAX_PAIR_CONTACTS, tmp_phi, tmp_pt, order)
+    for s in range(count):
+        k = order[s]
+        phi[s] = tmp_phi[k]
         for i in range(3):
-            point[c, i] = tmp_pt[c, i]
-            normal[c, i] = tmp_n[c, i]
+            point[s, i] = tmp_pt[k, i]
+            normal[s, i] = tmp_n[k, i]
     return count
+
 
 @jit
 def clipped_manifold(ta, pa, Ra, sa, va, tb, pb, Rb, sb, vb, n, ra, rb, margin, phi, point, normal):
