@@ -187,19 +187,9 @@ def block_rollout(
     return v, modes
 
 
-def make_block_data(
-    *,
-    episodes: int = 9,
-    steps: int = 1000,
-    seed: int = 0,
-    dt: float = 0.01,
-    mu: float = 0.3,
-    g: float = G,
-    mass: float = 1.0,
-    u_max: float = 6.0,
-    hold: int = 25,
-    formulation: str = "direct",
-) -> LearnData:
+def make_block_data(*, episodes: int = 9, steps: int = 1000, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
+                    g: float = G, mass: float = 1.0, u_max: float = 6.0, hold: int = 25,
+                    formulation: str = "direct") -> LearnData:
     """Sliding-block data: ``episodes`` runs of ``steps`` steps from rest, u uniform on [−u_max, u_max] N.
 
     With the defaults (μg = 2.943 N) about a third of the samples stick.
@@ -297,20 +287,9 @@ def particle_step_closed_form(state, u, h: float, mu: float, g: float = G, mass:
     return np.array([x + h * xd1, y + h * yd1, xd1, yd1]), mode
 
 
-def make_particle_data(
-    *,
-    episodes: int = 40,
-    steps: int = 200,
-    seed: int = 0,
-    dt: float = 0.01,
-    mu: float = 0.3,
-    g: float = G,
-    mass: float = 1.0,
-    ux_max: float = 6.0,
-    uy_range=(-6.0, 11.5),
-    y0_max: float = 0.5,
-    hold: int = 25,
-) -> LearnData:
+def make_particle_data(*, episodes: int = 40, steps: int = 200, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
+                       g: float = G, mass: float = 1.0, ux_max: float = 6.0, uy_range=(-6.0, 11.5),
+                       y0_max: float = 0.5, hold: int = 25) -> LearnData:
     """2D particle data: episodes from a random height y0 ∈ [0, y0_max] m at rest, u_x uniform on
     [−ux_max, ux_max] N and u_y uniform on ``uy_range`` N (u_y > mg lifts the particle off)."""
     _check_sizes(episodes, steps, hold)

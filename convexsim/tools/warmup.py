@@ -182,7 +182,7 @@ def _pair_arrays():
 
 
 def _leaf_convex(steps: int) -> None:
-    """The convex-shape pairs (``geometry.convex``: GJK, EPA, the clipped manifolds; cylinders and meshes)."""
+    """The convex-shape pairs (``geometry.convex`` through ``gjk``, ``epa`` and ``manifold``; cylinders and meshes)."""
     from convexsim.geometry.convex import convex_convex, halfspace_convex
 
     p, R, s, verts, margin, phi, point, normal = _pair_arrays()
