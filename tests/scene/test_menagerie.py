@@ -55,28 +55,37 @@ def _mujoco_coms(m, key: str | None, duration: float, names: list[str]) -> np.nd
     for k in range(int(round(duration / m.opt.timestep)) + 1):
         if k:
             mujoco.mj_step(m, d)
+            mujoco.mj_kinematics(m, d)          # mj_step leaves the poses of the step's start in d
         out.append([w @ d.xipos[bs] for bs, w in members])
     return np.array(out)
 
 
-def _compare(m, key: str | None, duration: float, solver: str = "sap"):
+def _compare(m, key: str | None, duration: float):
     """(max COM distance [m] over the run and the links, largest COM excursion in MuJoCo's run [m])."""
     scene = model_to_scene(m, "menagerie", keyframe=key)
     moving = [b["name"] for b in scene["bodies"] if not b.get("fixed")]
     ref = _mujoco_coms(m, key, duration, moving)
-    traj = simulate(scene, duration=duration, solver=solver)
+    traj = simulate(scene, duration=duration)
     ours = traj.position[:, [traj.body_index(n) for n in moving]]
     assert ours.shape == ref.shape
     return float(np.linalg.norm(ours - ref, axis=2).max()), float(np.linalg.norm(ref - ref[0], axis=2).max())
 
 
-def _without_actuators(path: Path):
-    spec = mujoco.MjSpec.from_file(str(path))
+def _a1_legs_hanging():
+    """a1.xml (no floor) with the trunk welded to the world (its free joint removed) and the leg servos removed,
+    legs at the home keyframe: a passive swing under gravity with joint damping (1–2 N·m·s/rad), armature and
+    dry friction (0.2 N·m). MuJoCo collides bodies of one tree that are not parent and child (a thigh with the
+    trunk), convexsim never does, so MuJoCo's contacts are switched off for this comparison."""
+    spec = mujoco.MjSpec.from_file(str(A1.parent / "a1.xml"))
     for a in list(spec.actuators):
         spec.delete(a)
+    for j in list(spec.body("trunk").joints):
+        spec.delete(j)
     for k in list(spec.keys):
-        k.ctrl = []
-    return spec.compile()
+        k.qpos, k.ctrl = list(k.qpos)[7:], []
+    m = spec.compile()
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    return m
 
 
 @pytest.mark.parametrize("path", [IIWA, PANDA, A1], ids=["iiwa14", "panda", "a1"])
@@ -128,7 +137,7 @@ def test_motors_are_zero_torque_inputs(tmp_path):
     forcerange; the joint then swings freely as in MuJoCo (ctrl 0)."""
     path = tmp_path / "motor.xml"
     path.write_text("""<mujoco><option timestep="0.001"/><worldbody>
-      <body pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0"/>
+      <body name="arm" pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0"/>
         <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02"/></body></worldbody>
       <actuator><motor joint="j" gear="2" ctrlrange="-3 3" forcerange="-5 5"/></actuator></mujoco>""")
     scene = mjcf_to_scene(path)
@@ -137,20 +146,34 @@ def test_motors_are_zero_torque_inputs(tmp_path):
     assert moved > 0.05 and err < 1e-9          # free swing: both semi-implicit Euler, round-off apart
 
 
+def test_a1_legs_swing_with_damping_and_friction_like_mujoco():
+    """The A1's legs released from the home pose swing outwards (hips) against damping and friction: every
+    link's centre of mass within 1 mm of MuJoCo's over 0.4 s (measured: 0.02 mm while the legs move 0.1 m).
+    Later the runs part (1.4 mm at 1 s, 4 cm at 2 s; without friction already 36 mm at 1 s): as a hip nears its
+    range, convexsim's limit row (SAP, as Drake's) lets the joint close at most half its gap per step while
+    MuJoCo's soft limit acts only once it is passed, and the two frictions' stiction is regularized differently."""
+    err, moved = _compare(_a1_legs_hanging(), "home", 0.4)
+    assert moved > 0.02 and err < 1e-3, (err, moved)
+
+
 def test_arms_hold_the_home_keyframe_like_mujoco():
-    """iiwa 14 and Panda started at their home keyframe with its ctrl (PD hold), 0.2 s."""
+    """iiwa 14 and Panda from their home keyframe with its ctrl, 2 s of the PD hold (the arms sag 22 mm and 7 mm into the servos' equilibrium): every link's centre of
+    mass within 1 mm of MuJoCo's (measured: iiwa 0.19 mm, Panda 0.058 mm)."""
     for path in (IIWA, PANDA):
-        err, _ = _compare(mujoco.MjModel.from_xml_path(str(path)), "home", 0.2)
-        assert err < 1e-3, (path.parent.name, err)
+        err, moved = _compare(mujoco.MjModel.from_xml_path(str(path)), "home", 2.0)
+        assert err < 1e-3, (path.parent.name, err, moved)
 
 
-@pytest.mark.slow
-def test_arms_follow_mujoco_over_two_seconds():
-    """2 s: the PD hold of both arms and the Panda's passive swing (actuators removed from the compiled
-    model of both engines alike: damping 1 N·m·s/rad, armature 0.1 kg·m², the finger coupler), every link's
-    centre of mass within 1 mm of MuJoCo's."""
-    for label, m, key in (("iiwa hold", mujoco.MjModel.from_xml_path(str(IIWA)), "home"),
-                          ("panda hold", mujoco.MjModel.from_xml_path(str(PANDA)), "home"),
-                          ("panda swing", _without_actuators(PANDA), "home")):
-        err, moved = _compare(m, key, 2.0)
-        assert err < 1e-3, (label, err, moved)
+def test_a1_stands_on_its_home_keyframe_like_mujoco():
+    """The A1 on the floor of scene.xml, legs PD-held at the home keyframe with joint friction, 2 s: its trunk
+    (centre of mass) stays within 2 cm of MuJoCo's height at every step (measured: 14.9 mm at most; MuJoCo
+    settles at 0.250 m, convexsim at 0.260 m, from 0.2695 m). The contact models differ (MuJoCo's soft feet,
+    solimp 0.015, against convexsim's compliant point contact with the default material), which is what
+    separates the heights; the bound is the issue's 2 cm."""
+    m = mujoco.MjModel.from_xml_path(str(A1))
+    ref = _mujoco_coms(m, "home", 2.0, ["trunk"])[:, 0, 2]
+    traj = simulate(model_to_scene(m, "a1", keyframe="home"), duration=2.0)
+    assert not traj.failure
+    ours = traj.position[:, traj.body_index("trunk"), 2]
+    assert np.max(np.abs(ours - ref)) < 0.02
+    assert ours.min() > 0.2                                          # standing, not collapsed
