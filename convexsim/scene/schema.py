@@ -808,7 +808,7 @@ class SceneSpec(_Spec):
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
     joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
     actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
-    motors: list[MotorSpec] = Field(default_factory=list, description="Torque inputs on joints (zero unless a "
+    motors: list[MotorSpec] = Field(default_factory=list, description="Torque inputs [N·m or N] on joints (zero unless a "
                                     "controller gives them).")
     constraints: list[ConstraintSpec] = Field(
         default_factory=list, description="Welds, fixed distances and joint couplers between bodies of any trees, "
