@@ -21,7 +21,8 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
   box (full edges), cylinder (``length`` = full height), mesh → a convex mesh given by the vertices of the
   convex hull of MuJoCo's scaled mesh, in the mesh file's own frame (MuJoCo's recentring undone), posed
   where MuJoCo puts it; the sliding friction becomes a material
-  ``friction_<μ>``. Ellipsoids, height fields and SDFs are refused with a recipe;
+  ``friction_<μ>``; contype/conaffinity other than 1/1 become the geometry's ``collision_group`` /
+  ``collision_mask`` (the same bit rule). Ellipsoids, height fields and SDFs are refused with a recipe;
 * **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
   ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
   (g the gear), the target ``clamp(0, ctrlrange)/g`` (MuJoCo's ctrl starts at 0) and the effort limit
@@ -300,6 +301,8 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
         spec = {"position": [float(x) for x in R.T @ (d.geom_xpos[g] - o)],
                 "quaternion": matrix_to_quaternion(R.T @ Rg),
                 "material": _material(materials, float(m.geom_friction[g][0]))}
+        if (int(m.geom_contype[g]), int(m.geom_conaffinity[g])) != (1, 1):
+            spec["collision_group"], spec["collision_mask"] = int(m.geom_contype[g]), int(m.geom_conaffinity[g])
         if t == T.mjGEOM_PLANE:                     # MuJoCo allows planes in static bodies only
             out.append({"shape": "halfspace", **spec})
         elif t == T.mjGEOM_SPHERE:

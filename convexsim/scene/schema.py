@@ -313,6 +313,11 @@ class GeometrySpec(_Spec):
     )
     material: Name = Field(DEFAULT_MATERIAL, description="Name of a material in the scene's `materials`.")
     color: Color | None = Field(None, description="RGB or RGBA in [0, 1] for viewers (default: the body's color).")
+    collision_group: int = Field(1, ge=0, lt=2 ** 31, description="Collision filter: bit mask (dimensionless) of the "
+                                 "groups this geometry belongs to (MJCF contype). Geometries i and j collide only if "
+                                 "(group_i & mask_j) | (group_j & mask_i) != 0; 0 and 0: never collides.")
+    collision_mask: int = Field(1, ge=0, lt=2 ** 31, description="Collision filter: bit mask (dimensionless) of the "
+                                "groups this geometry collides with (MJCF conaffinity).")
 
     @model_validator(mode="after")
     def _check_shape_fields(self) -> "GeometrySpec":
