@@ -150,7 +150,7 @@ def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarr
 
 
 def collision_filter(geometries: list[GeometrySpec]) -> np.ndarray | None:
-    """Model.geom_filter: (collision_group, collision_mask) per geometry, (ngeom, 2) int64; None when every
+    """Model.collision_filter: (collision_group, collision_mask) per geometry, (ngeom, 2) int64; None when every
     geometry keeps the default (1, 1), i.e. every pair may collide."""
     rows = [(g.collision_group, g.collision_mask) for g in geometries]
     if all(r == (1, 1) for r in rows):
@@ -305,7 +305,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         geom_material=np.array([material_index[g.material] for _, g, _ in geoms], dtype=np.int64),
         geom_rbound=np.array([geom_bound_radius(g) for _, g, _ in geoms], dtype=float),
         geom_color=np.array([c for _, _, c in geoms], dtype=float).reshape(ngeom, 4),
-        geom_filter=collision_filter([g for _, g, _ in geoms]),
+        collision_filter=collision_filter([g for _, g, _ in geoms]),
         material_names=material_names,
         material_friction=np.array([m.friction for m in mats], dtype=float),
         material_stiffness=np.array([m.stiffness for m in mats], dtype=float),

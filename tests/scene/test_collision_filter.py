@@ -57,8 +57,8 @@ def test_mjcf_contype_conaffinity_become_the_collision_filter(tmp_path):
     assert (ga["collision_group"], ga["collision_mask"]) == (2, 4)
     assert "collision_group" not in gb
     model, _, _ = prepare(scene_from_dict(scene, str(path)))
-    rows = {tuple(r) for r in model.geom_filter}
+    rows = {tuple(r) for r in model.collision_filter}
     assert rows == {(1, 1), (2, 4)}
     for i, j in itertools.combinations(range(3), 2):     # a (2, 4) never meets a (1, 1): neither bit matches
-        f = model.geom_filter
+        f = model.collision_filter
         assert bool((f[i, 0] & f[j, 1]) | (f[j, 0] & f[i, 1])) == ((2, 4) not in {tuple(f[i]), tuple(f[j])})
