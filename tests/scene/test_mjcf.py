@@ -220,10 +220,10 @@ def _hinge_angles(traj, body: str) -> np.ndarray:
 REFUSED = {
     "ellipsoid": ('<body><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.3"/></body>', "ellipsoid"),
     "two joints": ('<body><joint type="hinge"/><joint type="slide"/><geom size="0.1"/></body>', "2 joints in one body"),
-    "motor": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "only position servos",
-              '<actuator><motor joint="j"/></actuator>'),
+    "activation dynamics": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "only motors",
+                            '<actuator><general joint="j" dyntype="integrator"/></actuator>'),
     "ref": ('<body><joint type="hinge" ref="10"/><geom size="0.1"/></body>', "ref = 0.174533"),
-    "frictionloss": ('<body><joint type="hinge" frictionloss="1"/><geom size="0.1"/></body>', "frictionloss"),
+    "frictionloss": ('<body><joint type="ball" frictionloss="1"/><geom size="0.1"/></body>', "frictionloss on a ball"),
     "connect": ('<body name="x"><freejoint/><geom size="0.1"/></body>', "connect equality constraints",
                 '<equality><connect body1="x" anchor="0 0 0"/></equality>'),
     "plane on a moving body": ('<body><freejoint/><geom type="plane" size="1 1 1"/><geom size="0.1"/></body>',
@@ -235,8 +235,8 @@ REFUSED = {
     "exclude": ('<body name="a"><freejoint/><geom size="0.1"/></body><body name="b" pos="1 0 0"><freejoint/>'
                 '<geom size="0.1"/></body>', "contact exclusions between different trees",
                 '<contact><exclude body1="a" body2="b"/></contact>'),
-    "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "tendons are not imported",
-               '<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'),
+    "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "on a fixed tendon are not imported",
+               '<tendon><fixed name="t" stiffness="1"><joint joint="j" coef="1"/></fixed></tendon>'),
 }
 
 
