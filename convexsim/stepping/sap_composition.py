@@ -291,7 +291,7 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
                     c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
     steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
-    return value as ``compiled_kernels.run_kernel``, plus per frame the actuator forces fr_act (frames, nact)
+    return value as :func:`run_kernel`, plus per frame the actuator forces fr_act (frames, nact)
     and limit forces fr_lim (frames, nlim) and joint-coupler forces fr_con (frames, ncoupler) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
     step, as the Python loop does."""
     geom_body = mb[9]
