@@ -144,12 +144,24 @@ def _warm_tableau() -> None:
     lemke(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([-1.0, -1.0]), options=LemkeOptions(method="tableau"))
 
 
+OMITTED = object()
+"""An argument of :func:`_compile_for` left out of the call: its default (numba's ``omitted`` type), as a
+kernel's callers that do not pass it (``collide_and_filter`` and the broad phase's optional
+``geom_filter``)."""
+
+
 def _compile_for(kernel, *args) -> None:
     """Compile (or load from the disk cache) ``kernel`` for the numba types of ``args``, without running it:
-    the types are all that matter, so the values may be empty arrays of the right dtype and dimension."""
-    import numba
+    the types are all that matter, so the values may be empty arrays of the right dtype and dimension (an
+    argument :data:`OMITTED`: its default, typed as numba types a call that leaves it out)."""
+    import inspect
 
-    kernel.compile(tuple(numba.typeof(a) for a in args))
+    import numba
+    from numba.core import types
+
+    params = list(inspect.signature(kernel.py_func).parameters.values())
+    kernel.compile(tuple(types.Omitted(params[i].default) if x is OMITTED else numba.typeof(x)
+                         for i, x in enumerate(args)))
 
 
 def _packed(scene: dict):
@@ -216,7 +228,7 @@ def _leaf_broadphase(steps: int) -> None:
     margin_shares(a[0], a[3], a[4], a[8], v, share)
     pos, rot = geom_world_poses_kernel(q, a[11], a[12], a[13])
     _compile_for(sweep_and_prune_pairs, a[9], a[10], a[11], a[3], pos, rot, np.zeros(a[9].shape[0]),
-                 np.empty((4, 2), np.int64))
+                 np.empty((4, 2), np.int64), OMITTED)
 
 
 def _leaf_step_parts(steps: int) -> None:
