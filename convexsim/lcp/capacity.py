@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from convexsim.errors import InputError
+
 REACH = 0.5
 """How far apart (in radii of the smaller bounding sphere) two geometries may start and still count as touching."""
 
@@ -30,8 +32,8 @@ MEASURED = "a pile of 50 spheres (two layers of 5 × 5, 96 resting pairs) runs t
 """The largest measured pile that the LCP stepper completes, for the refusal message."""
 
 
-class LcpCapacityError(ValueError):
-    """A scene beyond the LCP stepper's capacity (a ValueError: the command line exits 2 with the message)."""
+class LcpCapacityError(InputError):
+    """A scene beyond the LCP stepper's capacity (an InputError: the command line exits 2 with the message)."""
 
 
 def resting_contact_pairs(model, state) -> int:
