@@ -66,7 +66,7 @@ def test_a_failed_run_says_its_cause_once_with_a_suggestion(tmp_path, capsys, mo
                  "--out", str(tmp_path / "b.npz")])
     captured = capsys.readouterr()
     text = captured.out + captured.err
-    assert code == 1
+    assert code == 1, text[-3000:]
     cause = re.search(r"result     STOPPED EARLY: (.{20})", captured.out)
     assert cause, captured.out
     assert text.count(cause.group(1)) == 1, text
