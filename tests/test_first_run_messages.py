@@ -29,23 +29,23 @@ def test_a_pile_is_refused_for_the_lcp_stepper_before_any_step(tmp_path, capsys)
         err = capsys.readouterr().err
         assert code == 2 and not list(tmp_path.iterdir())
         assert err.count("too large for the LCP stepper") == 1
-        assert re.search(r"about \d+ contact pairs .* above its capacity of \d+", err)
+        assert re.search(r"about \d+ contacts once it settles .* above its capacity of \d+", err)
         assert "--solver sap" in err and "runs to its end" in err
 
 
 def test_a_small_scene_is_not_refused():
-    from convexsim.lcp.capacity import MAX_RESTING_PAIRS, resting_contact_pairs
+    from convexsim.lcp.capacity import capacity, resting_contacts
     from convexsim.simulate import prepare
 
-    for name in ("box_stack", "mixed_clutter", "iiwa_push_10"):
+    for name in ("box_stack", "mixed_clutter", "iiwa_push_10", "iiwa_push"):
         model, state, _ = prepare(name, solver="lcp")
-        assert resting_contact_pairs(model, state) <= MAX_RESTING_PAIRS, name
+        assert resting_contacts(model, state) <= capacity(model.time_step), name
 
 
-def test_resting_pairs_count_a_pile_and_not_a_drop():
-    """Two touching spheres on the ground: 3 pairs (each other, each with the ground); the same two 1 m above
-    the ground: 1 pair; far apart in the air: none."""
-    from convexsim.lcp.capacity import resting_contact_pairs
+def test_resting_contacts_count_a_pile_and_not_a_drop():
+    """Two touching spheres on the ground: 3 contacts (each other, each with the ground); the same two 1 m
+    above the ground: 1; far apart in the air: none. A box resting on the ground: 4 (a face)."""
+    from convexsim.lcp.capacity import resting_contacts
     from convexsim.simulate import prepare
 
     def scene(z: float, dx: float) -> str:
@@ -53,9 +53,12 @@ def test_resting_pairs_count_a_pile_and_not_a_drop():
                 f"  - {{name: a, mass: 1, position: [0, 0, {z}], geometries: [{{shape: sphere, radius: 0.1}}]}}\n"
                 f"  - {{name: b, mass: 1, position: [{dx}, 0, {z}], geometries: [{{shape: sphere, radius: 0.1}}]}}\n")
 
-    counts = [resting_contact_pairs(*prepare(scene(z, dx), solver="lcp")[:2])
+    counts = [resting_contacts(*prepare(scene(z, dx), solver="lcp")[:2])
               for z, dx in ((0.1, 0.2), (1.0, 0.2), (1.0, 2.0))]
     assert counts == [3, 1, 0]
+    box = ("bodies:\n  - {name: ground, fixed: true, geometries: [{shape: halfspace}]}\n"
+           "  - {name: a, mass: 1, position: [0, 0, 0.05], geometries: [{shape: box, size: [0.1, 0.1, 0.1]}]}\n")
+    assert resting_contacts(*prepare(box, solver="lcp")[:2]) == 4
 
 
 @pytest.mark.parametrize("solver", ["lcp"])
