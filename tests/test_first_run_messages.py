@@ -74,3 +74,16 @@ def test_a_failed_run_says_its_cause_once_with_a_suggestion(tmp_path, capsys, mo
     assert cause, captured.out
     assert text.count(cause.group(1)) == 1, text
     assert "Try: --solver sap" in captured.err
+
+
+def test_scene_descriptions_are_whole_sentences(tmp_path):
+    """`convexsim scenes` shows each scene's first sentence whole, also when the header wraps it over lines."""
+    from convexsim.scene import list_scenes
+
+    for name, description, _ in list_scenes():
+        assert description.endswith((".", "!", "?", ")")), (name, description)
+    (tmp_path / "wrapped.yaml").write_text("# A long first sentence that the header\n# wraps over two lines. "
+                                           "Then more.\n#\n# Details.\nbodies: []\n", encoding="utf-8")
+    (tmp_path / "bare.yaml").write_text("# no full stop\n\nbodies: []\n", encoding="utf-8")
+    got = {n: d for n, d, _ in list_scenes(tmp_path)}
+    assert got == {"wrapped": "A long first sentence that the header wraps over two lines.", "bare": "no full stop"}
