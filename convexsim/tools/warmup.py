@@ -531,20 +531,28 @@ def _marker(group: str):
     ``convexsim-warm-<group>-<key>`` in numba's cache directory (NUMBA_CACHE_DIR, else the package's
     ``__pycache__``), the key a hash of the kernel sources' fingerprint and numba's target CPU and features."""
     import hashlib
-    from pathlib import Path
 
     import numba
     from llvmlite import binding as ll
 
-    import convexsim
     from convexsim._jit import kernel_sources_fingerprint
 
     cpu = numba.config.CPU_NAME or ll.get_host_cpu_name()
     features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
     key = hashlib.sha256(f"{kernel_sources_fingerprint()}|{cpu}|{features}|{numba.__version__}".encode())
-    root = (Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR
+    return cache_root() / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
+
+
+def cache_root():
+    """numba's cache directory for convexsim's kernels: NUMBA_CACHE_DIR, else the package's ``__pycache__``."""
+    from pathlib import Path
+
+    import numba
+
+    import convexsim
+
+    return (Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR
             else Path(convexsim.__file__).resolve().parent / "__pycache__")
-    return root / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
 
 
 def _mark_warm(group: str) -> None:
@@ -677,7 +685,7 @@ def _main(argv=None) -> int:
     return 0
 
 
-__all__ = ["warm_up", "ensure_warm", "is_warm", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+__all__ = ["warm_up", "ensure_warm", "is_warm", "cache_root", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
            "WARMUP_TREE_SCENE"]
 
 
