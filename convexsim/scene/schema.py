@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from convexsim.errors import InputError
 from convexsim.scene.solids import mesh_hull, shape_volume, shapes_centroid
 
 QUATERNION_NORM_TOLERANCE = 1e-3
@@ -37,7 +38,7 @@ Loc = tuple[str | int, ...]
 HALFSPACE_ON_MOVING_BODY = "a halfspace is only allowed on a fixed body (set fixed: true on the body, or use a box)"
 
 
-class FieldProblems(ValueError):
+class FieldProblems(InputError):
     """One or more problems found by a cross-field check, each at a path relative to the model.
 
     Attributes:

@@ -44,10 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.spatial import quat_to_matrix
 
 
-class UrdfError(ValueError):
+class UrdfError(InputError):
     """A URDF file cannot be imported; ``problems`` lists every problem (file and element named).
     ``convexsim.scene.load`` reports it as a SceneError."""
 

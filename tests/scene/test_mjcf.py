@@ -190,7 +190,8 @@ ACTUATED = """<mujoco model="act">
 def test_actuators_and_equalities(tmp_path):
     """A geared position servo → a PD actuator on the joint (kp·g², kv·g², target clamp(0, ctrlrange)/g,
     effort g·F); a linear joint equality → a coupler q_jb = 0.1 − 2 q_ja; a weld to the world → a weld;
-    and the PD holds the joint where MuJoCo's servo would: at the target, up to the coupler's load."""
+    and the PD holds the joint where MuJoCo's servo would: at its target (the hinges are vertical, so gravity
+    loads neither joint and the coupler none at rest), while the coupler holds q_jb = 0.1 − 2 q_ja."""
     path = tmp_path / "act.xml"
     path.write_text(ACTUATED, encoding="utf-8")
     scene = mjcf_to_scene(path)
@@ -202,6 +203,18 @@ def test_actuators_and_equalities(tmp_path):
     assert not traj.failure
     c = traj.body_index("c")
     np.testing.assert_allclose(traj.position[-1, c], traj.position[0, c], atol=1e-4)   # welded: does not fall
+    q_a, q_b = _hinge_angles(traj, "a"), _hinge_angles(traj, "b") - _hinge_angles(traj, "a")
+    # Measured at t = 0.5 s: q_ja − 0.1 = −2.9e-7 (the servo's decay, kp = 200, kv = 8 on ≈ 1e-3 kg·m²) and
+    # a coupler residual of 5.5e-13 rad (it starts violated by 0.1 rad); bounds ≈ 30x and 200x that.
+    assert abs(q_a[-1] - 0.1) < 1e-5                                   # the PD holds its target
+    assert abs(q_b[-1] - (0.1 - 2.0 * q_a[-1])) < 1e-10                # the coupler holds
+    assert abs(q_b[0] - (0.1 - 2.0 * q_a[0])) > 0.05                   # ... which the initial state violated
+
+
+def _hinge_angles(traj, body: str) -> np.ndarray:
+    """World rotation angle [rad] about z of a body turning about vertical hinges (every frame)."""
+    quat = traj.quaternion[:, traj.body_index(body)]
+    return 2.0 * np.arctan2(quat[:, 3], quat[:, 0])
 
 
 REFUSED = {
