@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import REPO as ROOT
-PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz"}
+PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz", "convexsim.scenes": ROOT / "scenes"}
 IMPORT_STRING = re.compile(r"^(convexsim(?:\.\w+)+):\w+$")
 """A "module:function" string naming one of our functions, imported by ``importlib`` when used."""
 
@@ -208,9 +208,10 @@ def test_only_the_cli_imports_the_tools():
     assert not bad, sorted(bad)
 
 
-LEMKE_LAYERS = (("options", "result", "checks", "validate", "workspace"), ("tableau",), ("revised",),
+LEMKE_LAYERS = (("options", "result", "checks", "validate", "workspace"), ("pivot_rules",), ("tableau",), ("revised",),
                 ("sparse_kernels",), ("warm",), ("sparse",), ("solve",))
-"""The layers of ``convexsim.lcp.lemke``, lowest first: options, results and checks; the dense pivot kernels
+"""The layers of ``convexsim.lcp.lemke``, lowest first: options, results and checks; the pivot rules every
+pivot loop shares (ratio tests, tie-breaks, entry rows); the dense pivot kernels
 (tableau, then revised, which uses its pivots); the sparse kernels; the warm start; the sparse driver; the
 entry point ``solve``. A module imports only modules of lower layers."""
 
