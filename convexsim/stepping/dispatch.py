@@ -97,11 +97,17 @@ def check_path(path: str) -> None:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
 
 
+FILTERED = "the scene's collision filter (collision_group/collision_mask) is applied by the reference steps"
+"""Why a model with a collision filter takes the reference step (its compiled steps do not take the filter yet)."""
+
+
 def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     """(True, "") when ``model`` can take its solver's compiled runner, else (False, the reason).
     ``controlled``: a controller sets joint targets or torques this step (tree models then take the
     reference step)."""
     kind, solver = model_kind(model), model.solver.kind
+    if model.collision_filter is not None:
+        return False, FILTERED
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]
     spec = ELIGIBILITY.get((kind, solver))
