@@ -46,6 +46,13 @@ def cmd_bench(args) -> int:
         return bench_startup.main()
     from convexsim.tools import bench as sap_bench
 
+    if not (args.compiled or args.vs or args.scenes):
+        parts = ["the compiled-step table", "four benchmark scenes"]
+        parts += [] if args.no_lcp_bench else ["the LCP tables"]
+        parts += [] if args.no_solver_bench else ["random SAP problems"]
+        print(f"bench: {', '.join(parts)}: several minutes on 2 cores, most of it the LCP tables "
+              "(--compiled: the first table alone; --scenes NAME: one scene; --no-lcp-bench, --no-solver-bench "
+              "leave parts out)", file=sys.stderr, flush=True)
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
         if args.compiled and args.scenes:
@@ -117,6 +124,7 @@ def add_warmup(sub) -> None:
 
 
 def cmd_warmup(args) -> int:
+    from convexsim.errors import InputError
     from convexsim.tools.kernels import uncached_kernels
     from convexsim.tools.warmup import warm_up
 
@@ -126,7 +134,7 @@ def cmd_warmup(args) -> int:
               file=sys.stderr, flush=True)
     try:
         seconds = warm_up(progress=True, jobs=args.jobs, groups=args.only)
-    except ValueError as exc:
+    except InputError as exc:
         print(f"warmup: {exc}", file=sys.stderr)
         return EXIT_USAGE
     compiled = len(before - set(uncached_kernels()))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.io.atomic import atomic_path
 from convexsim.lcp.lemke import LemkeStatus, lemke
 
@@ -48,7 +49,7 @@ BLOCK_MODES = ("stick", "slide+", "slide-")
 PARTICLE_MODES = ("flight", "stick", "slide+", "slide-")
 
 
-class LearnDataError(ValueError):
+class LearnDataError(InputError):
     """A data file is missing fields or is inconsistent, or a simulated step failed."""
 
 
@@ -105,7 +106,7 @@ class LearnData:
         With a single episode the last ``test_fraction`` of its steps are the test set.
         """
         if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test fraction must be in (0, 1); got {test_fraction}")
+            raise InputError(f"test fraction must be in (0, 1); got {test_fraction}")
         ids = np.unique(self.episode)
         if len(ids) >= 2:
             n_test = min(len(ids) - 1, max(1, int(np.ceil(test_fraction * len(ids)))))
@@ -176,7 +177,7 @@ def block_rollout(
     """Simulate the block from v0 under the forces U (T,): (velocities (T+1,), modes (T,))."""
     step = {"direct": block_step_direct, "lcp": block_step_lcp}.get(formulation)
     if step is None:
-        raise ValueError(f"block formulation must be 'direct' or 'lcp'; got {formulation!r}")
+        raise InputError(f"block formulation must be 'direct' or 'lcp'; got {formulation!r}")
     U = np.asarray(U, float).reshape(-1)
     v = np.empty(len(U) + 1)
     modes = np.empty(len(U), np.int64)
@@ -323,7 +324,7 @@ def make_particle_data(*, episodes: int = 40, steps: int = 200, seed: int = 0, d
 def _check_sizes(episodes: int, steps: int, hold: int) -> None:
     for name, val in (("episodes", episodes), ("steps", steps), ("hold", hold)):
         if int(val) < 1:
-            raise ValueError(f"{name} must be ≥ 1; got {val}")
+            raise InputError(f"{name} must be ≥ 1; got {val}")
 
 
 # ------------------------------------------------------------------------------------ files
