@@ -116,6 +116,82 @@ class RunConvergenceWarning(ConvergenceWarning):
     """The one warning a run issues at its first non-converged step (the rest are counted in RunStats)."""
 
 
+class SlowPathWarning(UserWarning):
+    """A run or a scripted step loop takes the Python reference step (not the compiled one) without being
+    asked to: issued once per run or ``Simulation``, with the reason and the cost."""
+
+
+SLOW_PATH_COST = ("the Python reference step costs about 10-40x the compiled step per step "
+                  "(iiwa_push: about 3 ms against 0.09 ms per step)")
+"""What taking the Python reference step costs, for the slow-path messages (measured on a 2-core machine,
+docs/performance.md)."""
+
+
+def slow_path_text(reason: str) -> str:
+    """The one slow-path message: the reason the compiled step was not taken and what it costs."""
+    return f"taking the Python reference step: {reason}; {SLOW_PATH_COST}"
+
+
+def warn_slow_path(path_line: str, stacklevel: int = 3) -> None:
+    """Warn (SlowPathWarning) when ``path_line`` (``RunStats.path``) says the run takes the Python path."""
+    prefix = "Python path: "
+    if path_line.startswith(prefix):
+        warnings.warn(slow_path_text(path_line[len(prefix):]), SlowPathWarning, stacklevel=stacklevel)
+
+
+BLAS_THREADS_ENV = "CONVEXSIM_BLAS_THREADS"
+"""Environment variable: the BLAS threads a run uses (a count >= 1; 0 or "default": leave the pools as
+they are). Default 1: a step's factorizations are small and gain nothing from threads."""
+
+
+def blas_threads_setting(threads: int | str | None = None) -> int | None:
+    """The BLAS thread count a run limits its pools to (None: no limit): ``threads`` if given, else
+    ``CONVEXSIM_BLAS_THREADS``, else 1. ValueError naming the source for anything but a count >= 0 or
+    "default"."""
+    import os
+
+    source, value = ("blas_threads", threads) if threads is not None else (BLAS_THREADS_ENV,
+                                                                          os.environ.get(BLAS_THREADS_ENV, "1"))
+    text = str(value).strip().lower()
+    if text == "default":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0 or isinstance(value, bool):
+        raise ValueError(f"{source}: must be a thread count >= 1, or 0 / 'default' to leave the BLAS "
+                         f"threads as they are (got {value!r})")
+    return n or None
+
+
+class blas_thread_limit:
+    """Within the block, the BLAS pools (OpenBLAS, MKL, BLIS of numpy, scipy and numba's LAPACK) use at
+    most ``blas_threads_setting(threads)`` threads (threadpoolctl); restored on exit. Reusable: the pools
+    are found once, when the object is made."""
+
+    def __init__(self, threads: int | str | None = None):
+        self.threads = blas_threads_setting(threads)
+        self._controller = None
+        self._limiter = None
+        if self.threads is not None:
+            from threadpoolctl import ThreadpoolController
+
+            ctl = ThreadpoolController().select(user_api="blas")
+            if any(lib.num_threads != self.threads for lib in ctl.lib_controllers):
+                self._controller = ctl
+
+    def __enter__(self) -> "blas_thread_limit":
+        if self._controller is not None:
+            self._limiter = self._controller.limit(limits=self.threads)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._limiter is not None:
+            self._limiter.restore_original_limits()
+            self._limiter = None
+
+
 _PER_STEP_WARNING = r"step \d+ \(t = "
 """The steppers' per-step ConvergenceWarning messages ("step 11 (t = 0.011 s): SAP did not converge …"),
 silenced during a run: the run warns once (RunConvergenceWarning) and counts the rest."""
@@ -307,7 +383,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
               strict: bool = False, metadata: Mapping[str, Any] | None = None,
               ctx: StepContext | None = None,
               controller: Callable[[Model, State], Any] | None = None,
-              path: str = "auto") -> tuple[Trajectory, RunStats]:
+              path: str = "auto", blas_threads: int | None = None) -> tuple[Trajectory, RunStats]:
     """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
 
     Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
@@ -317,19 +393,37 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
 
     ``path`` as in ``convexsim.stepping.step``; ``stepping.dispatch.run_plan`` decides: an eligible SAP
     model without a ``step_callback`` or ``controller`` runs in the compiled run loop (many steps per numba
-    call, :func:`_run_compiled`); other runs step one step at a time through ``stepping.step``.
+    call, :func:`_run_compiled`); other runs step one step at a time through ``stepping.step``. A run that
+    takes the Python reference step without being asked to (``path="auto"``) says so once, with the reason
+    (a :class:`SlowPathWarning`).
+
+    ``blas_threads``: the BLAS thread pools are limited to this many threads during the run (None: the
+    ``CONVEXSIM_BLAS_THREADS`` environment variable, else 1; 0 or "default": leave them as they are);
+    :func:`blas_thread_limit`.
     """
-    if controller is not None and not model.has_trees:
-        raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every}")
     from convexsim.stepping import dispatch
 
     run_loop, path_line = dispatch.run_plan(model, path, step_callback=step_callback is not None,
                                             controller=controller is not None)
-    if run_loop:
-        return _run_compiled(model, state, duration=duration, record_every=record_every,
-                             progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+    with blas_thread_limit(blas_threads):
+        if run_loop:
+            return _run_compiled(model, state, duration=duration, record_every=record_every,
+                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+        if path == "auto":
+            warn_slow_path(path_line)
+        return _run_stepwise(model, state, duration=duration, record_every=record_every, progress=progress,
+                             step_callback=step_callback, strict=strict, metadata=metadata, ctx=ctx,
+                             controller=controller, path=path, path_line=path_line)
+
+
+def _run_stepwise(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
+                  step_callback: StepCallback | None, strict: bool, metadata: Mapping[str, Any] | None,
+                  ctx: StepContext | None, controller: Callable[[Model, State], Any] | None, path: str,
+                  path_line: str) -> tuple[Trajectory, RunStats]:
+    """``run_model`` one ``stepping.step`` at a time (the reference path, or the compiled step when a
+    step callback must see every step)."""
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext
 
@@ -344,7 +438,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     with end:
         for k in range(n_steps):
             if controller is not None:
-                ctx.controls = Controls.from_output(controller(model, state), model.forest)
+                ctx.controls = Controls.from_output(controller(model, state), model.forest, model.body_names)
             state, info = step(model, state, ctx, strict=strict, path=path)
             stats.add(info)
             if (k + 1) % record_every == 0 or k + 1 == n_steps:
@@ -705,7 +799,8 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
              contact_model: str | None = None, solver: str | None = None,
              overrides: Mapping[str, Any] | Iterable[str] | None = None, record_every: int = 1,
              progress: bool = False, step_callback: StepCallback | None = None,
-             strict: bool = False, controller: Callable[[Model, State], Any] | None = None) -> Trajectory:
+             strict: bool = False, controller: Callable[[Model, State], Any] | None = None,
+             blas_threads: int | None = None) -> Trajectory:
     """Simulate a scene and return its trajectory.
 
     Args:
@@ -722,10 +817,13 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
         progress: show a progress bar (only for runs longer than about a second).
         step_callback: f(model, state, info) called after every step (viewers).
         strict: raise on a SAP step that does not converge instead of warning.
-        controller: for scenes with joints, ``fn(model, state)`` called before every step; it returns
-            None or a dict ``{"targets": {joint: q_d or (q_d, v_d)}, "torques": {joint: tau}}`` (SI units;
-            targets replace the scene's actuator targets for that step, torques are added to the joints;
+        controller: ``fn(model, state)`` called before every step; it returns None or a dict
+            ``{"targets": {joint: q_d or (q_d, v_d)}, "torques": {joint: tau}, "wrenches": {body: w}}``
+            (SI units; targets replace the scene's actuator targets for that step, torques are added to
+            the joints, w = (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at the body's COM [N·m, N];
             state.tree_q/tree_v hold the joint coordinates, in ``model.forest`` order).
+            ``convexsim.sim.Simulation`` is the scripting interface for such loops.
+        blas_threads: BLAS threads during the run (``run_model``; default 1).
 
     Returns:
         The trajectory; ``traj.failure`` is non-empty if the run stopped early.
@@ -733,7 +831,8 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
     model, state, dur = prepare(scene, duration=duration, time_step=time_step,
                                 contact_model=contact_model, solver=solver, overrides=overrides)
     traj, _ = run_model(model, state, duration=dur, record_every=record_every, progress=progress,
-                        step_callback=step_callback, strict=strict, controller=controller)
+                        step_callback=step_callback, strict=strict, controller=controller,
+                        blas_threads=blas_threads)
     return traj
 
 
@@ -782,5 +881,6 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
-           "RunConvergenceWarning", "path_text",
+           "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
+           "blas_thread_limit", "blas_threads_setting",
            "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]

@@ -11,8 +11,9 @@ A step is a function of (model, state, context). The context holds
   the step that follows it, with the same model (a warm answer is accepted only if it passes
   Lemke's check on the new LCP),
 * ``lemke``: the Lemke tableau workspace,
-* ``controls``: what a controller commands for the next step (models with trees; set by
-  ``simulate(..., controller=fn)`` before every step, None otherwise).
+* ``controls``: what a controller commands for the next step (joint targets and torques, body wrenches:
+  ``multibody.forest.Controls``; set by ``simulate(..., controller=fn)`` or ``convexsim.sim.Simulation``
+  before every step, None otherwise).
 
 Nothing is kept anywhere else: two contexts never share state, and the same (model, state) with a
 fresh context always gives the same step, whatever ran before in the process. ``simulate`` owns one
@@ -110,9 +111,15 @@ class StepContext:
 
     @property
     def controlled(self) -> bool:
-        """Whether ``controls`` sets joint targets or torques for the next step."""
+        """Whether ``controls`` sets joint targets, torques or body wrenches for the next step."""
         c = self.controls
-        return c is not None and bool(c.targets or c.torques)
+        return c is not None and bool(c.targets or c.torques or c.wrenches)
+
+    def body_wrench(self, model: Model) -> np.ndarray | None:
+        """(nbody, 6) external wrenches (τ_W, f_W) [N·m, N] at the bodies' COMs that ``controls`` sets for the
+        next step, or None."""
+        c = self.controls
+        return None if c is None else c.wrench_array(model.body_names)
 
 
 __all__ = ["StepContext", "LcpWarmStart"]

@@ -66,7 +66,7 @@ NO_COMPILED: dict[tuple[str, str], str] = {}
 RUN_LOOPS = {("bodies", "sap"), ("trees", "sap")}
 """(model kind, solver) with a compiled run loop (``simulate.run_model``)."""
 
-CONTROLLED = "a controller drives the joints (the compiled tree step takes no per-step controls)"
+CONTROLLED = "per-step controls are set (targets, torques or wrenches: the compiled steps take no per-step controls)"
 
 
 class Route(NamedTuple):
@@ -99,8 +99,8 @@ def check_path(path: str) -> None:
 
 def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     """(True, "") when ``model`` can take its solver's compiled runner, else (False, the reason).
-    ``controlled``: a controller sets joint targets or torques this step (tree models then take the
-    reference step)."""
+    ``controlled``: a controller sets joint targets, torques or body wrenches this step (the step is then
+    the reference step)."""
     kind, solver = model_kind(model), model.solver.kind
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]
@@ -108,7 +108,7 @@ def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     if spec is None:
         return False, f"solver.kind {solver!r} has no compiled step"
     ok, reason = resolve(spec)(model)
-    if ok and controlled and kind == "trees":
+    if ok and controlled:
         return False, CONTROLLED
     return ok, reason
 

@@ -1,0 +1,297 @@
+"""Scripted simulation: a :class:`Simulation` holds a model, its state, its step context and the controls
+of the next step, and steps on demand, the loop a controller, a policy or a data-generation script writes::
+
+    sim = Simulation("iiwa_push")
+    for _ in range(1000):
+        sim.set_target("iiwa_joint_1", 0.2 * math.sin(2 * math.pi * sim.t))
+        sim.step()
+    print(sim.qpos("iiwa_joint_1"), sim.body_pose("box")[:3])
+
+Controls are arrays that hold until changed (like MuJoCo's ``ctrl``): position (and velocity) targets
+per actuator, generalized forces per tree dof, external wrenches per body; :meth:`Simulation.set_target`,
+:meth:`~Simulation.set_torque` and :meth:`~Simulation.set_wrench` set them by name. State is read by name
+(:meth:`~Simulation.qpos`, :meth:`~Simulation.body_pose`, :meth:`~Simulation.contact_forces`); a state
+snapshot (:attr:`~Simulation.state`, :meth:`~Simulation.set_state`) or :meth:`~Simulation.copy` branches
+a rollout. Units are SI throughout; quaternions are (w, x, y, z).
+
+Each step is ``convexsim.stepping.step`` with the controls in the step context; a step whose controls are
+set takes the Python reference step today, and the Simulation says so once (``SlowPathWarning``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from convexsim.model import Model, State
+from convexsim.simulate import SlowPathWarning, blas_thread_limit, prepare, slow_path_text
+
+
+@dataclass(frozen=True)
+class ContactForces:
+    """The contacts of the last step and their forces, all in W.
+
+    Attributes:
+        body_a, body_b: body indices (``Simulation.body_names``) of each contact pair, shape (nc,).
+        point: contact point [m], shape (nc, 3).
+        normal: unit normal from A into B, shape (nc, 3).
+        phi: signed distance at the start of the step [m] (< 0: penetration), shape (nc,).
+        force: average contact force on B over the step [N], shape (nc, 3) (A receives −force).
+    """
+
+    body_a: np.ndarray
+    body_b: np.ndarray
+    point: np.ndarray
+    normal: np.ndarray
+    phi: np.ndarray
+    force: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.phi.shape[0])
+
+    def total_on(self, body: int) -> np.ndarray:
+        """Net contact force on body index ``body`` [N], shape (3,)."""
+        return self.force[self.body_b == body].sum(axis=0) - self.force[self.body_a == body].sum(axis=0)
+
+
+class Simulation:
+    """A model, its state, its step context and the controls of the next step (module docstring).
+
+    Args:
+        scene: anything ``convexsim.simulate.simulate`` takes (a shipped scene name, a path, YAML text, a
+            dict, a SceneSpec); or use :meth:`from_model`.
+        time_step, contact_model, solver, overrides: as ``simulate``.
+        path: "auto" (compiled step when eligible), "compiled" or "reference" (``stepping.step``).
+        strict: raise on a SAP step that does not converge instead of warning.
+        blas_threads: BLAS threads inside ``step`` (default 1; ``simulate.blas_threads_setting``).
+    """
+
+    def __init__(self, scene: Any, *, time_step: float | None = None, contact_model: str | None = None,
+                 solver: str | None = None, overrides: Mapping[str, Any] | Iterable[str] | None = None,
+                 path: str = "auto", strict: bool = False, blas_threads: int | None = None):
+        model, state, _ = prepare(scene, time_step=time_step, contact_model=contact_model, solver=solver,
+                                  overrides=overrides)
+        self._setup(model, state, path=path, strict=strict, blas_threads=blas_threads)
+
+    @classmethod
+    def from_model(cls, model: Model, state: State, *, path: str = "auto", strict: bool = False,
+                   blas_threads: int | None = None) -> "Simulation":
+        """A Simulation of a compiled model from ``state`` (copied; it is also what :meth:`reset` returns to)."""
+        sim = cls.__new__(cls)
+        sim._setup(model, state, path=path, strict=strict, blas_threads=blas_threads)
+        return sim
+
+    def _setup(self, model: Model, state: State, *, path: str, strict: bool, blas_threads) -> None:
+        from convexsim.stepping import dispatch
+
+        dispatch.check_path(path)
+        self.model = model
+        self.path = path
+        self.strict = strict
+        self._initial = state.copy()
+        self._blas = blas_thread_limit(blas_threads)
+        self._blas_threads = blas_threads
+        self._slow_warned = False
+        forest = model.forest
+        trees = forest.trees if forest is not None else ()
+        self.body_names: tuple[str, ...] = tuple(model.body_names)
+        """Body names; a body's index is its row in ``State.q`` and in :attr:`wrench`."""
+        self._body = {n: i for i, n in enumerate(self.body_names)}
+        self._joint_q: dict[str, slice] = {}
+        self._joint_v: dict[str, slice] = {}
+        for tree in trees:
+            m = tree.model
+            for j, name in enumerate(tree.joint_names):
+                qa, va = tree.q_start + int(m.joint_qadr[j]), tree.v_start + int(m.joint_dofadr[j])
+                self._joint_q[name] = slice(qa, qa + m.joint_nq(j))
+                self._joint_v[name] = slice(va, va + m.joint_nv(j))
+        self.joint_names: tuple[str, ...] = tuple(n for n in self._joint_v if self._joint_v[n].stop > self._joint_v[n].start)
+        """Names of the joints with degrees of freedom, in ``State.tree_q``/``tree_v`` order."""
+        self.actuator_names: tuple[str, ...] = tuple(a.name for tree in trees for a in tree.actuators)
+        """Names of the PD actuators (their joints' names), in the order of :attr:`target`."""
+        self._actuator = {n: i for i, n in enumerate(self.actuator_names)}
+        nv = forest.nv if forest is not None else 0
+        self.target = np.full(len(self.actuator_names), np.nan)
+        """(nact,) position targets q_d [rad or m] of the actuators; NaN: the scene's own target schedule."""
+        self.target_velocity = np.full(len(self.actuator_names), np.nan)
+        """(nact,) velocity targets v_d [rad/s or m/s] with a set :attr:`target`; NaN: 0."""
+        self.torque = np.zeros(nv)
+        """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order)."""
+        self.wrench = np.zeros((model.nbody, 6))
+        """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N]."""
+        self.reset()
+
+    # -- controls --------------------------------------------------------------------------------------
+
+    def set_target(self, joint: str, position: float, velocity: float | None = None) -> None:
+        """The PD target of ``joint``'s actuator from the next step on: q_d [rad or m], v_d [rad/s or m/s]
+        (None: 0). ``clear_target`` returns it to the scene's schedule."""
+        i = self._index(self._actuator, joint, "actuator")
+        self.target[i] = position
+        self.target_velocity[i] = np.nan if velocity is None else velocity
+
+    def clear_target(self, joint: str) -> None:
+        """Back to the scene's target schedule for ``joint``'s actuator."""
+        i = self._index(self._actuator, joint, "actuator")
+        self.target[i] = self.target_velocity[i] = np.nan
+
+    def set_torque(self, joint: str, value: float | Iterable[float]) -> None:
+        """Generalized force on ``joint``'s dofs [N·m or N] (a number for a 1-dof joint), from the next step on."""
+        self.torque[self._index(self._joint_v, joint, "joint")] = value
+
+    def set_wrench(self, body: str, force: Iterable[float] = (0.0, 0.0, 0.0),
+                   torque: Iterable[float] = (0.0, 0.0, 0.0)) -> None:
+        """External force f_W [N] at ``body``'s centre of mass and torque τ_W [N·m], in W, from the next
+        step on (a tree's link: mapped to its joints by the link's Jacobian)."""
+        i = self._index(self._body, body, "body")
+        self.wrench[i, :3] = torque
+        self.wrench[i, 3:] = force
+
+    def clear_controls(self) -> None:
+        """No controls: scene targets, zero torques and wrenches."""
+        self.target[:] = np.nan
+        self.target_velocity[:] = np.nan
+        self.torque[:] = 0.0
+        self.wrench[:] = 0.0
+
+    def controls(self):
+        """The controls of the next step as ``multibody.forest.Controls`` (by name), or None when none is set."""
+        from convexsim.multibody.forest import Controls
+
+        targets = {n: (float(q), 0.0 if v != v else float(v))
+                   for n, q, v in zip(self.actuator_names, self.target, self.target_velocity) if q == q}
+        torques = {n: self.torque[sl].copy() for n, sl in self._joint_v.items()
+                   if sl.stop > sl.start and np.any(self.torque[sl] != 0.0)}
+        rows = np.flatnonzero(np.any(self.wrench != 0.0, axis=1))
+        wrenches = {self.body_names[i]: self.wrench[i].copy() for i in rows}
+        if not (targets or torques or wrenches):
+            return None
+        return Controls(targets, torques, wrenches)
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def t(self) -> float:
+        """Simulated time [s]."""
+        return float(self._state.t)
+
+    @property
+    def step_count(self) -> int:
+        """Steps taken since the initial state."""
+        return int(self._state.step)
+
+    @property
+    def state(self) -> State:
+        """A copy of the current state (a snapshot: later steps do not change it; :meth:`set_state`)."""
+        return self._state.copy()
+
+    def set_state(self, state: State) -> None:
+        """Continue from (a copy of) ``state``; the step context's warm starts are dropped."""
+        from convexsim.stepping.context import StepContext
+
+        self._state = state.copy()
+        self.ctx = StepContext()
+        self.info = None
+
+    def qpos(self, joint: str) -> float | np.ndarray:
+        """Joint coordinates of ``joint`` [rad or m; a float for 1-coordinate joints, else a copy]."""
+        return self._joint_value(self._state.tree_q, self._joint_q, joint)
+
+    def qvel(self, joint: str) -> float | np.ndarray:
+        """Joint velocities of ``joint`` [rad/s or m/s; a float for 1-dof joints, else a copy]."""
+        return self._joint_value(self._state.tree_v, self._joint_v, joint)
+
+    def body_pose(self, body: str) -> np.ndarray:
+        """(7,) pose of ``body``: COM position in W [m], quaternion R_WB (w, x, y, z); a copy."""
+        return self._state.q[self._index(self._body, body, "body")].copy()
+
+    def body_velocity(self, body: str) -> np.ndarray:
+        """(6,) velocity of ``body``: angular velocity ω_W [rad/s], COM velocity v_W [m/s]; a copy."""
+        return self._state.v[self._index(self._body, body, "body")].copy()
+
+    def contact_forces(self) -> ContactForces:
+        """The contacts of the last step and their forces (none before the first step)."""
+        info = self.info
+        if info is None:
+            z = np.zeros((0, 3))
+            return ContactForces(np.zeros(0, np.int64), np.zeros(0, np.int64), z, z, np.zeros(0), z)
+        c = info.contacts
+        force = info.force_world if info.force_world.shape[0] == c.count else np.zeros((c.count, 3))
+        return ContactForces(c.body_a.copy(), c.body_b.copy(), c.point.copy(), c.normal.copy(), c.phi.copy(),
+                             np.array(force, dtype=float))
+
+    def actuator_forces(self) -> dict[str, float]:
+        """Generalized force of each PD actuator over the last step [N·m or N], after effort saturation."""
+        info = self.info
+        if info is None:
+            return {}
+        return {n: float(f) for n, f in zip(info.actuator_names, info.actuator_force)}
+
+    # -- stepping --------------------------------------------------------------------------------------
+
+    def step(self, n: int = 1):
+        """Take ``n`` steps with the current controls; returns the last step's ``StepInfo``.
+
+        Raises:
+            SimulationError: a step failed (NaN state, or a SAP step that did not converge with ``strict``).
+        """
+        from convexsim.stepping import step
+
+        if n < 1:
+            raise ValueError(f"step(n): n must be >= 1, got {n}")
+        ctx = self.ctx
+        ctx.controls = self.controls()
+        if not self._slow_warned and self.path == "auto":
+            self._warn_if_slow(ctx)
+        state, info = self._state, None
+        with self._blas:
+            for _ in range(n):
+                state, info = step(self.model, state, ctx, strict=self.strict, path=self.path)
+        self._state, self.info = state, info
+        return info
+
+    def _warn_if_slow(self, ctx) -> None:
+        from convexsim.stepping import dispatch
+
+        r = dispatch.route(self.model, self.path, controlled=ctx.controlled)
+        if r.path == "reference":
+            self._slow_warned = True
+            warnings.warn(slow_path_text(r.reason), SlowPathWarning, stacklevel=3)
+
+    def reset(self) -> None:
+        """Back to the initial state with a fresh step context; the controls are cleared."""
+        self.set_state(self._initial)
+        self.clear_controls()
+
+    def copy(self) -> "Simulation":
+        """An independent Simulation of the same model from the current state, with the same controls and
+        initial state, and a fresh step context (branching a rollout)."""
+        other = Simulation.from_model(self.model, self._initial, path=self.path, strict=self.strict,
+                                      blas_threads=self._blas_threads)
+        other.set_state(self._state)
+        for name in ("target", "target_velocity", "torque", "wrench"):
+            getattr(other, name)[...] = getattr(self, name)
+        other._slow_warned = self._slow_warned
+        return other
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _index(table: dict, name: str, kind: str):
+        try:
+            return table[name]
+        except KeyError:
+            raise KeyError(f"unknown {kind} {name!r}; {kind}s: {sorted(table)}") from None
+
+    def _joint_value(self, values: np.ndarray | None, table: dict, joint: str):
+        sl = self._index(table, joint, "joint")
+        x = values[sl]
+        return float(x[0]) if x.size == 1 else x.copy()
+
+
+__all__ = ["Simulation", "ContactForces"]
