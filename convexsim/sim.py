@@ -54,9 +54,12 @@ class ContactForces:
     def count(self) -> int:
         return int(self.phi.shape[0])
 
-    def total_on(self, body: int) -> np.ndarray:
-        """Net contact force on body index ``body`` [N], shape (3,)."""
-        return self.force[self.body_b == body].sum(axis=0) - self.force[self.body_a == body].sum(axis=0)
+    def total_on(self, body: int, by: int | None = None) -> np.ndarray:
+        """Net contact force on body index ``body`` [N], shape (3,); ``by``: only from contacts with that body."""
+        on_b, on_a = self.body_b == body, self.body_a == body
+        if by is not None:
+            on_b, on_a = on_b & (self.body_a == by), on_a & (self.body_b == by)
+        return self.force[on_b].sum(axis=0) - self.force[on_a].sum(axis=0)
 
 
 class Simulation:
