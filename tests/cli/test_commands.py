@@ -144,7 +144,7 @@ class _Traj:
 
 
 def test_result_line_never_contradicts_itself():
-    from convexsim.cli import _result_line
+    from convexsim.cli.run import _result_line
 
     ok = _result_line({"unconverged_steps": 0}, _Traj(), True)
     assert ok == "result     completed, every step converged"
@@ -156,7 +156,7 @@ def test_result_line_never_contradicts_itself():
 
 
 def test_lcp_summary_counts_all_the_work_and_the_warm_steps():
-    from convexsim.cli import _effort_line
+    from convexsim.cli.run import _effort_line
 
     d = {"steps": 100, "mean_iterations": 2.5, "max_iterations": 12, "warm_started_steps": 98}
     line = _effort_line(d, sap=False)
@@ -212,7 +212,7 @@ def test_kernel_clock_times_compilation_and_announces_once(monkeypatch, capsys):
 
 def test_no_wait_does_not_print_the_url_just_before_stopping(tmp_path, monkeypatch, capsys):
     """With --no-wait the playback is still published, but no 'open this URL' line follows the run."""
-    import convexsim.cli as cli
+    import convexsim.cli.run as cli_run
 
     published = []
 
@@ -227,7 +227,7 @@ def test_no_wait_does_not_print_the_url_just_before_stopping(tmp_path, monkeypat
             published.append(len(trajectories))
             print("Meshcat viewer: http://127.0.0.1:7000/static/ (playback)", file=self.out or None)
 
-    monkeypatch.setattr(cli, "_run_viewer", lambda args: contextlib.nullcontext(FakeViewer()))
+    monkeypatch.setattr(cli_run, "_run_viewer", lambda args: contextlib.nullcontext(FakeViewer()))
     assert main(["run", "sphere_drop", "--duration", "0.002", "--view", "--no-wait",
                  "--out", str(tmp_path / "v.npz")]) == EXIT_OK
     out = capsys.readouterr().out

@@ -51,7 +51,7 @@ def test_summary_names_the_path_and_the_reason(tmp_path, capsys):
 
 
 def test_summary_says_the_compile_time_is_inside_the_wall_time():
-    from convexsim.cli import _summary
+    from convexsim.cli.run import _summary
     from convexsim.simulate import RunStats, simulate
 
     traj = simulate("sphere_drop", duration=0.002)
