@@ -33,3 +33,12 @@ def _use_this_checkouts_viewer() -> None:
 
 
 _use_this_checkouts_viewer()
+
+
+def __getattr__(name: str):
+    """``convexsim.Simulation`` (``convexsim.sim``), imported on first use so that ``import convexsim`` stays light."""
+    if name == "Simulation":
+        from convexsim.sim import Simulation
+
+        return Simulation
+    raise AttributeError(f"module 'convexsim' has no attribute {name!r}")

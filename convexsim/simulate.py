@@ -35,9 +35,22 @@ if TYPE_CHECKING:
 StepCallback = Callable[[Model, State, StepInfo], None]
 
 
+@dataclass(frozen=True)
+class ForceBlock:
+    """The named joint forces of ``values.shape[0]`` consecutive frames: column j is ``names[j]`` (one
+    number per name, e.g. ``actuator:<joint>``), as the compiled run loop records them."""
+
+    names: tuple
+    values: np.ndarray
+
+
 @dataclass
 class Recorder:
-    """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step)."""
+    """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step).
+
+    Per-frame lists (one entry per frame), except ``contact_rows`` (tuples of row arrays, in frame order,
+    ``sum(contact_counts)`` rows in all) and ``forces`` (a dict per frame from the Python loop, or a
+    :class:`ForceBlock` per chunk of frames from the compiled loop)."""
 
     model: Model
     frames_t: list[float] = field(default_factory=list)
@@ -49,7 +62,7 @@ class Recorder:
     ls_evals: list[int] = field(default_factory=list)
     contact_counts: list[int] = field(default_factory=list)
     contact_rows: list[tuple[np.ndarray, ...]] = field(default_factory=list)
-    forces: list[dict] = field(default_factory=list)
+    forces: list = field(default_factory=list)
 
     def record(self, state: State, info: StepInfo | None) -> None:
         """Append one frame; ``info`` is the step that produced ``state`` (None for the initial frame)."""
@@ -80,6 +93,31 @@ class Recorder:
             self.contact_rows.append(rows)
         self.forces.append({})
 
+    def append_frames(self, t: np.ndarray, q: np.ndarray, v: np.ndarray, stat: np.ndarray, residual: np.ndarray,
+                      counts: np.ndarray, rows: tuple, forces: ForceBlock | None) -> None:
+        """Append n frames at once (the compiled loop): t (n,), q (n, nbody, 7), v (n, nbody, 6) (kept, not
+        copied), stat (n, >= 3) = (iterations, converged, line-search evaluations, ...), residual (n,),
+        counts (n,) contacts per frame and ``rows`` = (body_a, body_b, point, normal, phi, force) of all
+        their contacts, frame after frame; ``forces``: their named joint forces (None: none)."""
+        n = t.shape[0]
+        if n == 0:
+            return
+        if counts.any():
+            self.contact_rows.append(rows)
+        self.frames_q.extend(q)
+        self.frames_v.extend(v)
+        self.iterations.extend(stat[:, 0].tolist())
+        self.converged.extend((stat[:, 1] != 0).tolist())
+        self.residual.extend(residual.tolist())
+        self.ls_evals.extend(stat[:, 2].tolist())
+        self.forces.append(forces if forces is not None else ForceBlock((), np.zeros((n, 0))))
+        self.contact_counts.extend(counts.tolist())
+        self.frames_t.extend(t.tolist())       # last: a frame is whole once its time is there (_whole_frames)
+
+    def force_frames(self) -> int:
+        """Number of frames ``forces`` covers."""
+        return sum(f.values.shape[0] if isinstance(f, ForceBlock) else 1 for f in self.forces)
+
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Pack the frames into a ``Trajectory``."""
@@ -88,12 +126,7 @@ class Recorder:
         v = np.array(self.frames_v).reshape(nf, self.model.nbody, 6)
         rows = self.contact_rows
         cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
-        names = list(dict.fromkeys(k for f in self.forces for k in f))
-        col = {n: i for i, n in enumerate(names)}
-        forces = np.zeros((len(self.forces), len(names), 6))
-        for t, f in enumerate(self.forces):
-            for n, val in f.items():
-                forces[t, col[n], :val.size] = val
+        forces, names = self._force_array(nf)
         return Trajectory(
             time=np.array(self.frames_t, dtype=float),
             body_names=np.array(self.model.body_names, dtype=str),
@@ -110,6 +143,26 @@ class Recorder:
             constraint_force_names=np.array(names, dtype=str), constraint_force=forces,
             scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
             time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
+
+    def _force_array(self, nf: int) -> tuple[np.ndarray, list]:
+        """((nf, nnames, 6) named joint and constraint forces per frame, the names)."""
+        names = list(dict.fromkeys(k for f in self.forces
+                                   for k in (f.names if isinstance(f, ForceBlock) else f)))
+        col = {n: i for i, n in enumerate(names)}
+        out = np.zeros((nf, len(names), 6))
+        t = 0
+        for f in self.forces:
+            if isinstance(f, ForceBlock):
+                n = min(f.values.shape[0], nf - t)
+                if n > 0 and f.names:
+                    out[t:t + n, [col[k] for k in f.names], 0] = f.values[:n]
+                t += f.values.shape[0]
+                continue
+            if t < nf:
+                for k, val in f.items():
+                    out[t, col[k], :val.size] = val
+            t += 1
+        return out, names
 
 
 class RunConvergenceWarning(ConvergenceWarning):
@@ -241,21 +294,35 @@ class RunStats:
         self.iterations.append(int(iterations))
         self.contacts.append(int(contacts))
         self.line_search_evaluations += int(ls_evals)
-        if converged:
-            return
+        if not converged:
+            self._unconverged(self.steps - 1, int(iterations), residual, status)
+
+    def add_steps(self, st: np.ndarray, residual: np.ndarray) -> None:
+        """Account for n steps at once: ``st`` (n, 4) = (iterations, contacts, converged, line-search
+        evaluations) per step (the compiled run loop's rows), ``residual`` (n,) (NaN where not known)."""
+        first = self.steps
+        self.steps += st.shape[0]
+        self.iterations.extend(st[:, 0].tolist())
+        self.contacts.extend(st[:, 1].tolist())
+        self.line_search_evaluations += int(st[:, 3].sum())
+        for i in np.flatnonzero(st[:, 2] == 0).tolist():
+            self._unconverged(first + i, int(st[i, 0]), float(residual[i]))
+
+    def _unconverged(self, index: int, iterations: int, residual: float, status: str = "") -> None:
+        """Account for the non-converged step ``index`` (0-based in the run)."""
         self.unconverged_steps += 1
         if residual == residual and not residual <= self.worst_residual:    # NaN-aware max
             self.worst_residual = float(residual)
         if self.first_unconverged_step < 0:
-            self.first_unconverged_step = self.start_step + self.steps - 1
-            self.first_unconverged_time = self.start_time + (self.steps - 1) * self.time_step
+            self.first_unconverged_step = self.start_step + index
+            self.first_unconverged_time = self.start_time + index * self.time_step
             if self.warn_first_unconverged:
                 why = f"{status}, " if status else ""
                 res = f", momentum residual {residual:.3g}" if residual == residual else ""
                 warnings.warn(f"{self.solver_name} did not converge at step {self.first_unconverged_step} "
                               f"(t = {self.first_unconverged_time:.6g} s; {why}{int(iterations)} iterations{res}); "
                               "the run goes on with the last iterate, later non-converged steps are only "
-                              "counted (run summary)", RunConvergenceWarning, stacklevel=2)
+                              "counted (run summary)", RunConvergenceWarning, stacklevel=3)
 
     def unconverged_text(self) -> str:
         """"89 steps did not converge (first at step 11, t = 0.011 s; worst momentum residual 0.031)", or ""."""
@@ -646,31 +713,23 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                         bufs["fr_nc"], st, bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"],
                         bufs["c_phi"], bufs["c_gamma"], bufs["c_force"])
                 elapsed = _time.perf_counter() - c0
-                # bookkeeping of the steps taken: times, frames, statistics
-                fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
-                f, row, base = 0, 0, k - step0
-                # one copy per chunk; frames keep views into it
-                fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
+                # bookkeeping of the steps taken, a chunk at a time: times, frames, statistics
+                base = k - step0
+                times = np.cumsum(np.concatenate(([t], np.full(taken, dt))))[1:]   # t += dt, step by step
+                fidx = bufs["fr_step"][:nf] - base - 1          # the chunk's step of each frame
+                fq, fv, fres, fnc, fstat = (bufs[n][:nf].copy()
+                                            for n in ("fr_q", "fr_v", "fr_resid", "fr_nc", "fr_stat"))
                 cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
                                         for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
-                for i in range(taken):
-                    t += dt
-                    framed = f < nf and fr_step[f] == base + i + 1
-                    stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3],
-                                     residual=float(fres[f]) if framed else math.nan)
-                    if framed:
-                        n_c = int(fnc[f])
-                        rows = None
-                        if n_c:
-                            sl = slice(row, row + n_c)
-                            rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
-                            row += n_c
-                        rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
-                                         fr_stat[f, 2], n_c, rows)
-                        if trees:
-                            rec.forces[-1] = _tree_frame_forces(force_names, bufs["fr_act"][f], bufs["fr_lim"][f],
-                                                                bufs["fr_con"][f])
-                        f += 1
+                residual = np.full(taken, math.nan)
+                residual[fidx] = fres
+                stats.add_steps(st[:taken], residual)
+                forces = (_tree_force_block(force_names, bufs["fr_act"][:nf], bufs["fr_lim"][:nf],
+                                            bufs["fr_con"][:nf]) if trees else None)
+                rec.append_frames(times[fidx], fq, fv, fstat, fres, fnc,
+                                  (cb[:, 0], cb[:, 1], cp, cn, cphi, cf), forces)
+                if taken:
+                    t = float(times[-1])
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
                               tree_v=tv.copy() if trees else state.tree_v)
@@ -708,14 +767,19 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     return end.trajectory(metadata)
 
 
-def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> dict:
-    """A frame's named forces (``StepInfo.named_forces``) from the tree run kernel's actuator, limit and
-    joint-coupler rows."""
-    out = {n: np.array([f]) for n, f in zip(names[0], act)}
-    for n, f in zip(names[1], lim):          # one entry per limited joint (a joint's limits summed)
-        out[n] = out[n] + f if n in out else np.array([f])
-    out.update({n: np.array([f]) for n, f in zip(names[2], con)})
-    return out
+def _tree_force_block(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> ForceBlock:
+    """The named forces (``StepInfo.named_forces``) of n frames of the tree run kernel from its actuator,
+    limit and joint-coupler rows (n, ·): one column per name, a joint's limits summed."""
+    cols = list(dict.fromkeys([*names[0], *names[1], *names[2]]))
+    index = {n: i for i, n in enumerate(cols)}
+    values = np.zeros((act.shape[0], len(cols)))
+    for group, rows in zip(names, (act, lim, con)):
+        for j, n in enumerate(group):
+            if group is names[1]:
+                values[:, index[n]] += rows[:, j]
+            else:
+                values[:, index[n]] = rows[:, j]
+    return ForceBlock(tuple(cols), values)
 
 
 def path_text(model: Model, path: str, step_callback: StepCallback | None) -> str:
@@ -761,16 +825,25 @@ def interrupted_trajectory(model: Model, exc: RunInterrupted,
 
 def _whole_frames(rec: Recorder) -> Recorder:
     """``rec`` without a frame the interruption cut short: a signal can land inside ``Recorder.record``,
-    between two of its appends, so keep the frames every per-frame list holds and whose contacts are all
-    there (a copy; ``rec`` is not changed)."""
+    between two of its appends, so keep the frames every per-frame list holds and whose contacts and forces
+    are all there (a copy; ``rec`` is not changed)."""
     per_frame = ("frames_t", "frames_q", "frames_v", "iterations", "converged", "residual", "ls_evals",
                  "contact_counts")
-    n = min(len(getattr(rec, name)) for name in per_frame)
-    while n > 0 and sum(1 for c in rec.contact_counts[:n] if c) > len(rec.contact_rows):
+    n = min(min(len(getattr(rec, name)) for name in per_frame), rec.force_frames())
+    available = sum(r[4].shape[0] for r in rec.contact_rows)
+    need = sum(rec.contact_counts[:n])
+    while n > 0 and need > available:
         n -= 1
-    rows = sum(1 for c in rec.contact_counts[:n] if c)
+        need -= rec.contact_counts[n]
+    rows = []
+    for r in rec.contact_rows:              # exactly the rows of the first n frames
+        if need <= 0:
+            break
+        k = min(need, r[4].shape[0])
+        rows.append(tuple(a[:k] for a in r))
+        need -= k
     return dataclasses.replace(rec, **{name: list(getattr(rec, name)[:n]) for name in per_frame},
-                               contact_rows=list(rec.contact_rows[:rows]))
+                               contact_rows=rows)
 
 
 def step_count(duration: float, time_step: float) -> int:
