@@ -631,87 +631,133 @@ class _DeferSignals:
             self.saved[signum](signum, frame)
 
 
-def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
-                  strict: bool, metadata: Mapping[str, Any] | None,
-                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
-    """``run_model`` with the compiled run loop (``stepping.compiled_kernels.run_kernel``): chunks of
-    steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
-    large for the dense factor is taken by ``compiled_step`` (supernodal factor) in between.
-    Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
-    fresh one when first needed) serves those large-island steps only."""
-    from convexsim.stepping import compiled_kernels as K
-    from convexsim.stepping import dispatch
-    from convexsim.stepping.compiled import packed
+class RunKernel:
+    """The compiled run loop's kernel for one model (``compiled_kernels.run_kernel``, or
+    ``tree_kernels.tree_run_kernel`` for models with trees) with its frame and contact buffers, shared by
+    :func:`run_model` and ``convexsim.sim.Simulation``.
 
-    n_steps, _ = plan_steps(duration, model.time_step)
-    dt = model.time_step
-    rec = Recorder(model)
-    rec.record(state, None)
-    stats = RunStats()
-    args = packed(model).args(strict)
-    q = np.array(state.q, dtype=np.float64, order="C")
-    v = np.array(state.v, dtype=np.float64, order="C")
-    trees = model.has_trees      # tree models: tree_run_kernel, with the trees' q, v and joint forces
-    if trees:
-        from convexsim.stepping.compiled_trees import packed_forest
-        from convexsim.stepping.tree_kernels import tree_run_kernel
+    :meth:`call` takes up to ``max_steps`` steps from (t, q, v, tq, tv), writing the state in place and the
+    frames into ``bufs`` (``fr_*``: per frame; ``c_*``: contact rows, frame after frame; ``st``: per step)."""
 
-        pf = packed_forest(model)
-        tq = np.array(state.tree_q, dtype=np.float64, order="C")
-        tv = np.array(state.tree_v, dtype=np.float64, order="C")
-        force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names],
-                       [f"constraint:{n}" for n in pf.coupler_names])
-    t, k = float(state.t), int(state.step)
-    step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
-    k_end = k + n_steps
-    nb = model.nbody
-    chunk = 16
-    backoff = 1           # reference steps after the compiled kernel met an oversized island
-    bufs: dict[str, np.ndarray] = {}
+    def __init__(self, model: Model, strict: bool):
+        from convexsim.stepping import compiled_kernels as K
+        from convexsim.stepping.compiled import packed
 
-    def frame_buffers(frames: int) -> None:
+        self.K = K
+        self.model = model
+        self.args = packed(model).args(strict)
+        self.trees = model.has_trees
+        self.bufs: dict[str, np.ndarray] = {}
+        if self.trees:
+            from convexsim.stepping.compiled_trees import packed_forest
+            from convexsim.stepping.tree_kernels import tree_run_kernel
+
+            self.pf = pf = packed_forest(model)
+            self._tree_run_kernel = tree_run_kernel
+            self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
+                                [f"limit:{n}" for n in pf.limit_names],
+                                [f"constraint:{n}" for n in pf.coupler_names])
+        self.grow_contacts(256)
+
+    def _frame_buffers(self, frames: int) -> None:
+        bufs, nb = self.bufs, self.model.nbody
         if bufs.get("fr_step") is not None and bufs["fr_step"].shape[0] >= frames:
             return
         bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
                     fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
                     fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
-        if trees:
+        if self.trees:
+            pf = self.pf
             bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
                         fr_lim=np.empty((frames, len(pf.limit_names))),
                         fr_con=np.empty((frames, len(pf.coupler_names))))
 
-    def contact_buffers(rows: int) -> None:
+    def grow_contacts(self, rows: int) -> None:
+        """Contact buffers of at least ``rows`` rows."""
+        bufs = self.bufs
         if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
             return
         bufs.update(c_body=np.empty((rows, 2), np.int64), c_geom=np.empty((rows, 2), np.int64),
                     c_point=np.empty((rows, 3)), c_normal=np.empty((rows, 3)), c_phi=np.empty(rows),
                     c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
-    contact_buffers(256)
+    def call(self, t: float, q, v, tq, tv, k_rel: int, n_total: int, max_steps: int,
+             record_every: int) -> tuple[int, int, int, int, int, int, int]:
+        """Up to ``max_steps`` steps of a run of ``n_total`` steps, ``k_rel`` of them taken, from time t [s]
+        (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). Returns the kernel's
+        (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
+        self._frame_buffers(max_steps // record_every + 2)
+        b = self.bufs
+        if b.get("st") is None or b["st"].shape[0] < max_steps:
+            b["st"] = np.empty((max_steps, 4), np.int64)
+        args = self.args
+        if self.trees:
+            pf = self.pf
+            return self._tree_run_kernel(
+                args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k_rel, n_total, max_steps,
+                record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"], b["fr_nc"],
+                b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
+                b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+        return self.K.run_kernel(
+            *args, q, v, k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"],
+            b["fr_stat"], b["fr_resid"], b["fr_nc"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
+            b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+
+    def hands_over(self, code: int) -> bool:
+        """The kernel stopped before a step it does not take (an island above the dense limit, a margin to
+        check): that step goes through ``stepping.step``."""
+        return code in (self.K.STEP_TOO_LARGE, self.K.STEP_BAD_MARGIN)
+
+    def failure(self, code: int, k: int, t: float, bad: int, sap_status: int, extra: int) -> SimulationError | None:
+        """The SimulationError of a failed step (the kernel stopped at step k, time t [s]), or None."""
+        K, dt = self.K, self.model.time_step
+        if code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
+            end = code == K.STEP_NONFINITE_END
+            return SimulationError(f"non-finite state of bodies {self.model.body_names[bad]}", step=k + end,
+                                   time=t + (dt if end else 0.0))
+        if code == K.STEP_SOLVER_FAILED:
+            from convexsim.sap.newton import SAP_STATUS_NAMES
+
+            return SimulationError(f"SAP did not converge ({SAP_STATUS_NAMES[sap_status]}) after {extra} "
+                                   "iterations", step=k, time=t)
+        return None
+
+
+def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
+                  strict: bool, metadata: Mapping[str, Any] | None,
+                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
+    """``run_model`` with the compiled run loop (:class:`RunKernel`): chunks of steps of about CHUNK_SECONDS
+    per numba call into preallocated frame buffers; a step whose island is too large for the dense factor
+    is taken by ``compiled_step`` (supernodal factor) in between.
+    Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
+    fresh one when first needed) serves those large-island steps only."""
+    from convexsim.stepping import dispatch
+
+    n_steps, _ = plan_steps(duration, model.time_step)
+    dt = model.time_step
+    rec = Recorder(model)
+    rec.record(state, None)
+    stats = RunStats()
+    kernel = RunKernel(model, strict)
+    bufs = kernel.bufs
+    trees = kernel.trees      # tree models: with the trees' q, v and joint forces
+    q = np.array(state.q, dtype=np.float64, order="C")
+    v = np.array(state.v, dtype=np.float64, order="C")
+    tq = np.array(state.tree_q, dtype=np.float64, order="C") if trees else None
+    tv = np.array(state.tree_v, dtype=np.float64, order="C") if trees else None
+    t, k = float(state.t), int(state.step)
+    step0 = k   # the kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
+    k_end = k + n_steps
+    chunk = 16
+    backoff = 1           # reference steps after the compiled kernel met an oversized island
     stats.path = "compiled step (compiled run loop)"
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
     with end:
         while k < k_end:
-            frames = chunk // record_every + 2
-            frame_buffers(frames)
-            st = bufs.get("st")
-            if st is None or st.shape[0] < chunk:
-                st = bufs["st"] = np.empty((chunk, 4), np.int64)
             with _DeferSignals():
                 c0 = _time.perf_counter()
-                if trees:
-                    code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
-                        args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k - step0, n_steps, chunk,
-                        record_every, bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"],
-                        bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], bufs["fr_con"], st,
-                        bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
-                        bufs["c_gamma"], bufs["c_force"])
-                else:
-                    code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
-                        *args, q, v, k - step0, n_steps, chunk, record_every,
-                        bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
-                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"],
-                        bufs["c_phi"], bufs["c_gamma"], bufs["c_force"])
+                code, taken, nf, ncr, bad, sap_status, extra = kernel.call(t, q, v, tq, tv, k - step0, n_steps,
+                                                                           chunk, record_every)
                 elapsed = _time.perf_counter() - c0
                 # bookkeeping of the steps taken, a chunk at a time: times, frames, statistics
                 base = k - step0
@@ -723,8 +769,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                                         for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
                 residual = np.full(taken, math.nan)
                 residual[fidx] = fres
-                stats.add_steps(st[:taken], residual)
-                forces = (_tree_force_block(force_names, bufs["fr_act"][:nf], bufs["fr_lim"][:nf],
+                stats.add_steps(bufs["st"][:taken], residual)
+                forces = (_tree_force_block(kernel.force_names, bufs["fr_act"][:nf], bufs["fr_lim"][:nf],
                                             bufs["fr_con"][:nf]) if trees else None)
                 rec.append_frames(times[fidx], fq, fv, fstat, fres, fnc,
                                   (cb[:, 0], cb[:, 1], cp, cn, cphi, cf), forces)
@@ -733,9 +779,9 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
                               tree_v=tv.copy() if trees else state.tree_v)
-                if code == K.RUN_NEED_CONTACT_SPACE:
-                    contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # one step at a time (BAD_MARGIN raises)
+                if code == kernel.K.RUN_NEED_CONTACT_SPACE:
+                    kernel.grow_contacts(2 * (bufs["c_phi"].shape[0] + int(extra)))
+                elif kernel.hands_over(code):   # one step at a time (BAD_MARGIN raises)
                     from convexsim.stepping.context import StepContext
 
                     ctx = StepContext() if ctx is None else ctx
@@ -749,16 +795,10 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     if trees:
                         tq[:], tv[:] = state.tree_q, state.tree_v
                     backoff = min(2 * backoff, MAX_REFERENCE_RUN)
-                elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
-                    at = k + (code == K.STEP_NONFINITE_END)
-                    raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
-                                          time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
-                elif code == K.STEP_SOLVER_FAILED:
-                    from convexsim.sap.newton import SAP_STATUS_NAMES
-
-                    name = SAP_STATUS_NAMES[sap_status]
-                    raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
-                                          step=k, time=t)
+                else:
+                    error = kernel.failure(code, k, t, bad, sap_status, extra)
+                    if error is not None:
+                        raise error
                 if taken:
                     backoff = 1
                 if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
@@ -955,5 +995,5 @@ class _ProgressBar:
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
            "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
-           "blas_thread_limit", "blas_threads_setting",
+           "blas_thread_limit", "blas_threads_setting", "RunKernel", "ForceBlock",
            "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]
