@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from convexsim.model import Model, State
-from convexsim.simulate import SlowPathWarning, blas_thread_limit, prepare, slow_path_text
+from convexsim.simulate import SlowPathWarning, blas_threads_setting, hold_blas_threads, prepare, slow_path_text
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,18 @@ class Simulation:
         from convexsim.stepping import dispatch
 
         dispatch.check_path(path)
+        self._run_loop = dispatch.run_plan(model, path)[0]
+        """Uncontrolled steps go straight to the compiled run kernel (``simulate.RunKernel``)."""
+        self._kernel = None
         self.model = model
         self.path = path
         self.strict = strict
         self._initial = state.copy()
-        self._blas = blas_thread_limit(blas_threads)
+        blas_threads_setting(blas_threads)               # a bad setting fails here, not at the first step
         self._blas_threads = blas_threads
+        self._blas_release = None
         self._slow_warned = False
+        self._checked: set[bool] = set()    # controlled or not: the route was checked (_warn_if_slow)
         forest = model.forest
         trees = forest.trees if forest is not None else ()
         self.body_names: tuple[str, ...] = tuple(model.body_names)
@@ -166,14 +171,15 @@ class Simulation:
         """The controls of the next step as ``multibody.forest.Controls`` (by name), or None when none is set."""
         from convexsim.multibody.forest import Controls
 
-        targets = {n: (float(q), 0.0 if v != v else float(v))
-                   for n, q, v in zip(self.actuator_names, self.target, self.target_velocity) if q == q}
+        set_targets = ~np.isnan(self.target)
+        if not (set_targets.any() or self.torque.any() or self.wrench.any()):
+            return None
+        targets = {self.actuator_names[i]: (float(self.target[i]), float(np.nan_to_num(self.target_velocity[i])))
+                   for i in np.flatnonzero(set_targets).tolist()}
         torques = {n: self.torque[sl].copy() for n, sl in self._joint_v.items()
                    if sl.stop > sl.start and np.any(self.torque[sl] != 0.0)}
         rows = np.flatnonzero(np.any(self.wrench != 0.0, axis=1))
         wrenches = {self.body_names[i]: self.wrench[i].copy() for i in rows}
-        if not (targets or torques or wrenches):
-            return None
         return Controls(targets, torques, wrenches)
 
     # -- state -----------------------------------------------------------------------------------------
@@ -199,7 +205,8 @@ class Simulation:
 
         self._state = state.copy()
         self.ctx = StepContext()
-        self.info = None
+        self._info = None
+        self._kernel_frame = False
 
     def qpos(self, joint: str) -> float | np.ndarray:
         """Joint coordinates of ``joint`` [rad or m; a float for 1-coordinate joints, else a copy]."""
@@ -237,31 +244,154 @@ class Simulation:
 
     # -- stepping --------------------------------------------------------------------------------------
 
+    @property
+    def info(self):
+        """The last step's ``StepInfo`` (None before the first step); built on first access."""
+        if self._info is None and self._kernel_frame:
+            self._info = self._kernel_info()
+        return self._info
+
     def step(self, n: int = 1):
-        """Take ``n`` steps with the current controls; returns the last step's ``StepInfo``.
+        """Take ``n`` steps with the current controls.
+
+        Steps without controls of a model with a compiled run loop go straight to the run kernel, n steps per
+        call (``simulate.RunKernel``); the others through ``stepping.step``. Use :attr:`info` for the last
+        step's ``StepInfo``.
 
         Raises:
             SimulationError: a step failed (NaN state, or a SAP step that did not converge with ``strict``).
         """
-        from convexsim.stepping import step
-
         if n < 1:
             raise ValueError(f"step(n): n must be >= 1, got {n}")
         ctx = self.ctx
         ctx.controls = self.controls()
-        if not self._slow_warned and self.path == "auto":
+        if not self._slow_warned and self.path == "auto" and (ctx.controls is not None) not in self._checked:
             self._warn_if_slow(ctx)
-        state, info = self._state, None
-        with self._blas:
+        if self._blas_release is None:
+            self._hold_blas()
+        if ctx.controls is None and self._run_loop:
+            self._advance_compiled(n)
+        else:
             for _ in range(n):
-                state, info = step(self.model, state, ctx, strict=self.strict, path=self.path)
-        self._state, self.info = state, info
+                self._one_step()
+
+    def _hold_blas(self) -> None:
+        """Limit the BLAS pools from the first step until :meth:`close` (or this object is collected)."""
+        import weakref
+
+        self._blas_release = hold_blas_threads(self._blas_threads)
+        weakref.finalize(self, self._blas_release)
+
+    def close(self) -> None:
+        """Give back the BLAS thread limit this simulation holds (the pools return to their counts once no
+        simulation holds them). Stepping again takes it again. Also ``with Simulation(...) as sim:``."""
+        if self._blas_release is not None:
+            self._blas_release()
+            self._blas_release = None
+
+    def __enter__(self) -> "Simulation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _one_step(self) -> None:
+        """One step through ``stepping.step`` (its info kept)."""
+        from convexsim.stepping import step
+
+        self._state, self._info = step(self.model, self._state, self.ctx, strict=self.strict, path=self.path)
+        self._kernel_frame = False
+
+    def _advance_compiled(self, n: int) -> None:
+        """n steps by the compiled run kernel, in place on the state's arrays; a step the kernel hands over
+        goes through ``stepping.step``."""
+        from convexsim.simulate import RunKernel
+
+        if self._kernel is None:
+            self._kernel = RunKernel(self.model, self.strict)
+        kernel, st, dt = self._kernel, self._own_state(), self.model.time_step
+        done = 0
+        while done < n:
+            code, taken, nf, _, bad, sap_status, extra = kernel.call(st.t, st.q, st.v, st.tree_q, st.tree_v, done,
+                                                                     n, n - done, n)
+            t = st.t
+            for _ in range(taken):          # t += dt step by step, as every run loop counts time
+                t += dt
+            st.t, st.step, done = t, st.step + taken, done + taken
+            if taken:
+                self._info, self._kernel_frame = None, nf > 0
+                self._warn_unconverged(kernel.bufs["st"][:taken], st)
+            if code == kernel.K.RUN_NEED_CONTACT_SPACE:
+                kernel.grow_contacts(2 * (kernel.bufs["c_phi"].shape[0] + int(extra)))
+            elif kernel.hands_over(code):
+                self._one_step()
+                st = self._own_state()
+                done += 1
+            else:
+                error = kernel.failure(code, st.step, st.t, bad, sap_status, extra)
+                if error is not None:
+                    raise error
+
+    def _own_state(self) -> State:
+        """The current state with C-contiguous float64 arrays the kernel may write in place."""
+        st = self._state
+        for name in ("q", "v", "tree_q", "tree_v"):
+            x = getattr(st, name)
+            if x is not None and not (x.flags.c_contiguous and x.dtype == np.float64 and x.flags.writeable):
+                setattr(st, name, np.array(x, dtype=np.float64, order="C"))
+        return st
+
+    def _warn_unconverged(self, rows: np.ndarray, st: State) -> None:
+        """A ConvergenceWarning for the first non-converged step among the kernel's step ``rows``
+        (iterations, contacts, converged, line-search evaluations) ending at state ``st``."""
+        if (rows[0, 2] != 0 if rows.shape[0] == 1 else rows[:, 2].all()):
+            return
+        from convexsim.stepping.types import ConvergenceWarning
+
+        i = int(np.flatnonzero(rows[:, 2] == 0)[0])
+        k = st.step - rows.shape[0] + i
+        warnings.warn(f"step {k}: SAP did not converge after {int(rows[i, 0])} iterations",
+                      ConvergenceWarning, stacklevel=4)
+
+    def _kernel_info(self):
+        """The StepInfo of the last kernel step, from the kernel's frame buffers (one frame: that step)."""
+        from convexsim.model import Contacts
+        from convexsim.sap.newton import SAP_STATUS_NAMES
+        from convexsim.stepping.types import StepInfo
+
+        b, kernel = self._kernel.bufs, self._kernel
+        f = 0
+        nc = int(b["fr_nc"][f])
+        geom_body = self.model.geom_body
+        geoms = b["c_geom"][:nc].copy()
+        contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
+                            body_b=geom_body[geoms[:, 1]], phi=b["c_phi"][:nc].copy(),
+                            point=b["c_point"][:nc].copy(), normal=b["c_normal"][:nc].copy())
+        iterations, _, ls_evals, status = (int(x) for x in b["fr_stat"][f])
+        if status < 0:                               # no problem was solved
+            info = StepInfo(contacts=contacts)
+        else:
+            info = StepInfo(contacts=contacts, gamma=b["c_gamma"][:nc].copy(), force_world=b["c_force"][:nc].copy(),
+                            iterations=iterations, converged=status == 0, status=SAP_STATUS_NAMES[status],
+                            momentum_residual=float(b["fr_resid"][f]), line_search_evaluations=ls_evals)
+        if kernel.trees:
+            pf = kernel.pf
+            if status >= 0:
+                info.actuator_force = b["fr_act"][f].copy()
+            info.actuator_names = pf.actuator_names
+            limit = {name: 0.0 for name in pf.limit_names}
+            for name, x in zip(pf.limit_names, b["fr_lim"][f]):
+                limit[name] += float(x)
+            info.limit_force = limit
+            info.constraint_force = {n: np.array([x]) for n, x in zip(pf.coupler_names, b["fr_con"][f])}
+        info.path = "compiled"
         return info
 
     def _warn_if_slow(self, ctx) -> None:
         from convexsim.stepping import dispatch
 
         r = dispatch.route(self.model, self.path, controlled=ctx.controlled)
+        self._checked.add(ctx.controls is not None)
         if r.path == "reference":
             self._slow_warned = True
             warnings.warn(slow_path_text(r.reason), SlowPathWarning, stacklevel=3)

@@ -245,6 +245,35 @@ class blas_thread_limit:
             self._limiter = None
 
 
+_BLAS_HOLDS: dict[int, list] = {}
+"""Thread count -> [its blas_thread_limit, holders]: the pools stay limited while someone holds them."""
+
+
+def hold_blas_threads(threads: int | str | None = None) -> Callable[[], None]:
+    """Limit the BLAS pools as :class:`blas_thread_limit` does, until the returned function is called (for an
+    object that steps many times, a ``Simulation``: one limit for its life instead of one per step). Holders
+    of the same count share one limit; the pools are restored when the last one lets go."""
+    n = blas_threads_setting(threads)
+    if n is None:
+        return lambda: None
+    hold = _BLAS_HOLDS.get(n)
+    if hold is None:
+        hold = _BLAS_HOLDS[n] = [blas_thread_limit(n).__enter__(), 0]
+    hold[1] += 1
+    released = []
+
+    def release() -> None:
+        if released:
+            return
+        released.append(True)
+        hold[1] -= 1
+        if hold[1] == 0 and _BLAS_HOLDS.get(n) is hold:
+            del _BLAS_HOLDS[n]
+            hold[0].__exit__(None, None, None)
+
+    return release
+
+
 _PER_STEP_WARNING = r"step \d+ \(t = "
 """The steppers' per-step ConvergenceWarning messages ("step 11 (t = 0.011 s): SAP did not converge …"),
 silenced during a run: the run warns once (RunConvergenceWarning) and counts the rest."""
@@ -995,5 +1024,5 @@ class _ProgressBar:
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
            "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
-           "blas_thread_limit", "blas_threads_setting", "RunKernel", "ForceBlock",
+           "blas_thread_limit", "blas_threads_setting", "hold_blas_threads", "RunKernel", "ForceBlock",
            "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]

@@ -65,11 +65,13 @@ def test_a_simulation_step_uses_one_blas_thread(two_threads, monkeypatch):
     monkeypatch.setattr(art, "assemble", spy)
     sim.step(2)
     assert seen == [{1}, {1}]
+    assert blas_threads() == {1}          # held from the first step until close()
+    sim.close()
     assert blas_threads() == {2}
-    sim2 = Simulation(SCENE, path="reference", blas_threads=0)
-    seen.clear()
-    sim2.step(1)
-    assert seen == [{2}]
+    with Simulation(SCENE, path="reference", blas_threads=0) as sim2:
+        seen.clear()
+        sim2.step(1)
+        assert seen == [{2}]
 
 
 def test_bad_settings_name_their_source(monkeypatch):

@@ -200,3 +200,22 @@ def test_controls_are_checked_by_name():
     model, state, _ = prepare(PENDULUM)
     with pytest.raises(ValueError, match="unknown body 'arm'"), pytest.warns(SlowPathWarning):
         run_model(model, state, duration=0.002, controller=lambda m, s: {"wrenches": {"arm": [0] * 6}})
+
+
+def test_uncontrolled_steps_go_straight_to_the_run_kernel_and_equal_stepping_step():
+    """Without controls, Simulation.step(n) and step() call the compiled run kernel directly; the states and
+    the last step's info equal a loop of stepping.step bit for bit (the same kernel, the same arithmetic)."""
+    from convexsim.stepping import StepContext, step
+
+    model, state, _ = prepare(PENDULUM)
+    sim = Simulation.from_model(model, state)
+    sim.step(150)
+    for _ in range(50):
+        sim.step()
+    s, ctx = state, StepContext()
+    for _ in range(200):
+        s, info = step(model, s, ctx)
+    assert info.path == "compiled" and sim.info.path == "compiled"
+    assert np.array_equal(sim.state.q, s.q) and np.array_equal(sim.state.tree_v, s.tree_v)
+    assert sim.t == s.t and sim.step_count == s.step == 200
+    assert np.array_equal(sim.info.actuator_force, info.actuator_force) and sim.info.limit_force == info.limit_force
