@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from convexsim.controls import ControlArrays, actuator_names, joint_dofs
 from convexsim.model import Model, State
 from convexsim.simulate import SlowPathWarning, blas_threads_setting, hold_blas_threads, prepare, slow_path_text
 
@@ -111,26 +112,25 @@ class Simulation:
         """Body names; a body's index is its row in ``State.q`` and in :attr:`wrench`."""
         self._body = {n: i for i, n in enumerate(self.body_names)}
         self._joint_q: dict[str, slice] = {}
-        self._joint_v: dict[str, slice] = {}
         for tree in trees:
             m = tree.model
             for j, name in enumerate(tree.joint_names):
-                qa, va = tree.q_start + int(m.joint_qadr[j]), tree.v_start + int(m.joint_dofadr[j])
+                qa = tree.q_start + int(m.joint_qadr[j])
                 self._joint_q[name] = slice(qa, qa + m.joint_nq(j))
-                self._joint_v[name] = slice(va, va + m.joint_nv(j))
-        self.joint_names: tuple[str, ...] = tuple(n for n in self._joint_v if self._joint_v[n].stop > self._joint_v[n].start)
+        self._joint_v = joint_dofs(model)
+        self.joint_names: tuple[str, ...] = tuple(self._joint_v)
         """Names of the joints with degrees of freedom, in ``State.tree_q``/``tree_v`` order."""
-        self.actuator_names: tuple[str, ...] = tuple(a.name for tree in trees for a in tree.actuators)
+        self.actuator_names: tuple[str, ...] = actuator_names(model)
         """Names of the PD actuators (their joints' names), in the order of :attr:`target`."""
         self._actuator = {n: i for i, n in enumerate(self.actuator_names)}
-        nv = forest.nv if forest is not None else 0
-        self.target = np.full(len(self.actuator_names), np.nan)
+        self._controls = c = ControlArrays.empty(model)
+        self.target = c.target
         """(nact,) position targets q_d [rad or m] of the actuators; NaN: the scene's own target schedule."""
-        self.target_velocity = np.full(len(self.actuator_names), np.nan)
+        self.target_velocity = c.target_velocity
         """(nact,) velocity targets v_d [rad/s or m/s] with a set :attr:`target`; NaN: 0."""
-        self.torque = np.zeros(nv)
+        self.torque = c.torque
         """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order)."""
-        self.wrench = np.zeros((model.nbody, 6))
+        self.wrench = c.wrench
         """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N]."""
         self.reset()
 
@@ -162,25 +162,12 @@ class Simulation:
 
     def clear_controls(self) -> None:
         """No controls: scene targets, zero torques and wrenches."""
-        self.target[:] = np.nan
-        self.target_velocity[:] = np.nan
-        self.torque[:] = 0.0
-        self.wrench[:] = 0.0
+        self._controls.clear()
 
     def controls(self):
-        """The controls of the next step as ``multibody.forest.Controls`` (by name), or None when none is set."""
-        from convexsim.multibody.forest import Controls
-
-        set_targets = ~np.isnan(self.target)
-        if not (set_targets.any() or self.torque.any() or self.wrench.any()):
-            return None
-        targets = {self.actuator_names[i]: (float(self.target[i]), float(np.nan_to_num(self.target_velocity[i])))
-                   for i in np.flatnonzero(set_targets).tolist()}
-        torques = {n: self.torque[sl].copy() for n, sl in self._joint_v.items()
-                   if sl.stop > sl.start and np.any(self.torque[sl] != 0.0)}
-        rows = np.flatnonzero(np.any(self.wrench != 0.0, axis=1))
-        wrenches = {self.body_names[i]: self.wrench[i].copy() for i in rows}
-        return Controls(targets, torques, wrenches)
+        """The controls of the next step by name (``multibody.forest.Controls``), or None when none is set;
+        the arrays themselves: :attr:`target`, :attr:`target_velocity`, :attr:`torque`, :attr:`wrench`."""
+        return self._controls.to_controls(self.model)
 
     # -- state -----------------------------------------------------------------------------------------
 

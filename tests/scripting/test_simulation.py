@@ -219,3 +219,21 @@ def test_uncontrolled_steps_go_straight_to_the_run_kernel_and_equal_stepping_ste
     assert np.array_equal(sim.state.q, s.q) and np.array_equal(sim.state.tree_v, s.tree_v)
     assert sim.t == s.t and sim.step_count == s.step == 200
     assert np.array_equal(sim.info.actuator_force, info.actuator_force) and sim.info.limit_force == info.limit_force
+
+
+def test_control_arrays_and_named_controls_convert_both_ways():
+    """The arrays the compiled step takes and the named Controls of the reference step say the same."""
+    from convexsim.controls import ControlArrays
+    from convexsim.multibody.forest import Controls
+
+    model, _, _ = prepare(PENDULUM)
+    named = Controls.from_output({"targets": {"hinge": (0.3, -0.1)}, "torques": {"hinge": 0.7},
+                                  "wrenches": {"bob": [0, 1, 0, 2, 0, 0]}}, model.forest, model.body_names)
+    arrays = ControlArrays.from_controls(named, model)
+    assert arrays.target.tolist() == [0.3] and arrays.target_velocity.tolist() == [-0.1]
+    assert arrays.torque.tolist() == [0.7] and arrays.wrench.tolist() == [[0, 1, 0, 2, 0, 0]]
+    back = arrays.to_controls(model)
+    assert back.targets == {"hinge": (0.3, -0.1)} and back.torques["hinge"].tolist() == [0.7]
+    assert back.wrenches["bob"].tolist() == [0, 1, 0, 2, 0, 0]
+    arrays.clear()
+    assert not arrays.active() and arrays.to_controls(model) is None
