@@ -14,8 +14,10 @@ per actuator, generalized forces per tree dof, external wrenches per body; :meth
 snapshot (:attr:`~Simulation.state`, :meth:`~Simulation.set_state`) or :meth:`~Simulation.copy` branches
 a rollout. Units are SI throughout; quaternions are (w, x, y, z).
 
-Each step is ``convexsim.stepping.step`` with the controls in the step context; a step whose controls are
-set takes the Python reference step today, and the Simulation says so once (``SlowPathWarning``).
+Steps of a model with a compiled run loop go straight to its kernel (``simulate.RunKernel``), with the
+trees' PD targets and joint torques as arrays when set; the others (body wrenches, the LCP solver, models the
+compiled step does not take) go through ``convexsim.stepping.step``, and the first one that takes the Python
+reference step says so (``SlowPathWarning``).
 """
 
 from __future__ import annotations
@@ -105,7 +107,6 @@ class Simulation:
         self._blas_threads = blas_threads
         self._blas_release = None
         self._slow_warned = False
-        self._checked: set[bool] = set()    # controlled or not: the route was checked (_warn_if_slow)
         forest = model.forest
         trees = forest.trees if forest is not None else ()
         self.body_names: tuple[str, ...] = tuple(model.body_names)
@@ -123,18 +124,50 @@ class Simulation:
         self.actuator_names: tuple[str, ...] = actuator_names(model)
         """Names of the PD actuators (their joints' names), in the order of :attr:`target`."""
         self._actuator = {n: i for i, n in enumerate(self.actuator_names)}
-        self._controls = c = ControlArrays.empty(model)
-        self.target = c.target
-        """(nact,) position targets q_d [rad or m] of the actuators; NaN: the scene's own target schedule."""
-        self.target_velocity = c.target_velocity
-        """(nact,) velocity targets v_d [rad/s or m/s] with a set :attr:`target`; NaN: 0."""
-        self.torque = c.torque
-        """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order)."""
-        self.wrench = c.wrench
-        """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N]."""
+        self._controls = ControlArrays.empty(model)
+        kind = dispatch.model_kind(model)
+        self._compiled_controls = self._run_loop and (kind, model.solver.kind) in dispatch.CONTROLLED_COMPILED
+        """Controlled steps (targets, torques) also go straight to the run kernel."""
         self.reset()
 
     # -- controls --------------------------------------------------------------------------------------
+
+    @property
+    def target(self) -> np.ndarray:
+        """(nact,) position targets q_d [rad or m] of the actuators (:attr:`actuator_names` order); NaN: the
+        scene's own target schedule. Write into it (``sim.target[:] = q_d``) or assign an array."""
+        return self._controls.target
+
+    @target.setter
+    def target(self, value) -> None:
+        self._controls.target[...] = value
+
+    @property
+    def target_velocity(self) -> np.ndarray:
+        """(nact,) velocity targets v_d [rad/s or m/s] of the set targets; NaN: 0."""
+        return self._controls.target_velocity
+
+    @target_velocity.setter
+    def target_velocity(self, value) -> None:
+        self._controls.target_velocity[...] = value
+
+    @property
+    def torque(self) -> np.ndarray:
+        """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order)."""
+        return self._controls.torque
+
+    @torque.setter
+    def torque(self, value) -> None:
+        self._controls.torque[...] = value
+
+    @property
+    def wrench(self) -> np.ndarray:
+        """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N]."""
+        return self._controls.wrench
+
+    @wrench.setter
+    def wrench(self, value) -> None:
+        self._controls.wrench[...] = value
 
     def set_target(self, joint: str, position: float, velocity: float | None = None) -> None:
         """The PD target of ``joint``'s actuator from the next step on: q_d [rad or m], v_d [rad/s or m/s]
@@ -250,15 +283,16 @@ class Simulation:
         """
         if n < 1:
             raise ValueError(f"step(n): n must be >= 1, got {n}")
-        ctx = self.ctx
-        ctx.controls = self.controls()
-        if not self._slow_warned and self.path == "auto" and (ctx.controls is not None) not in self._checked:
-            self._warn_if_slow(ctx)
         if self._blas_release is None:
             self._hold_blas()
-        if ctx.controls is None and self._run_loop:
-            self._advance_compiled(n)
+        c = self._controls
+        controlled = c.active()
+        if self._run_loop and not controlled:
+            self._advance_compiled(n, None)
+        elif self._compiled_controls and not c.wrench.any():
+            self._advance_compiled(n, (c.target, c.target_velocity, c.torque))
         else:
+            self.ctx.controls = c if controlled else None
             for _ in range(n):
                 self._one_step()
 
@@ -283,15 +317,18 @@ class Simulation:
         self.close()
 
     def _one_step(self) -> None:
-        """One step through ``stepping.step`` (its info kept)."""
+        """One step through ``stepping.step`` (its info kept); the first step on the reference path that was
+        not asked for says so (SlowPathWarning, once)."""
         from convexsim.stepping import step
 
         self._state, self._info = step(self.model, self._state, self.ctx, strict=self.strict, path=self.path)
         self._kernel_frame = False
+        if not self._slow_warned and self.path == "auto" and self._info.path.startswith("reference"):
+            self._warn_slow(self._info.path)
 
-    def _advance_compiled(self, n: int) -> None:
-        """n steps by the compiled run kernel, in place on the state's arrays; a step the kernel hands over
-        goes through ``stepping.step``."""
+    def _advance_compiled(self, n: int, ctl: tuple | None) -> None:
+        """n steps by the compiled run kernel with the trees' controls ``ctl`` (None: none), in place on the
+        state's arrays; a step the kernel hands over goes through ``stepping.step``."""
         from convexsim.simulate import RunKernel
 
         if self._kernel is None:
@@ -300,7 +337,7 @@ class Simulation:
         done = 0
         while done < n:
             code, taken, nf, _, bad, sap_status, extra = kernel.call(st.t, st.q, st.v, st.tree_q, st.tree_v, done,
-                                                                     n, n - done, n)
+                                                                     n, n - done, n, ctl)
             t = st.t
             for _ in range(taken):          # t += dt step by step, as every run loop counts time
                 t += dt
@@ -311,6 +348,7 @@ class Simulation:
             if code == kernel.K.RUN_NEED_CONTACT_SPACE:
                 kernel.grow_contacts(2 * (kernel.bufs["c_phi"].shape[0] + int(extra)))
             elif kernel.hands_over(code):
+                self.ctx.controls = self._controls if ctl is not None else None
                 self._one_step()
                 st = self._own_state()
                 done += 1
@@ -374,14 +412,14 @@ class Simulation:
         info.path = "compiled"
         return info
 
-    def _warn_if_slow(self, ctx) -> None:
+    def _warn_slow(self, info_path: str) -> None:
+        """The one SlowPathWarning of this simulation: why its step took the reference path."""
         from convexsim.stepping import dispatch
 
-        r = dispatch.route(self.model, self.path, controlled=ctx.controlled)
-        self._checked.add(ctx.controls is not None)
-        if r.path == "reference":
-            self._slow_warned = True
-            warnings.warn(slow_path_text(r.reason), SlowPathWarning, stacklevel=3)
+        self._slow_warned = True
+        reason = info_path.partition(": ")[2] or dispatch.route(self.model, self.path,
+                                                                controlled=self.ctx.controlled).reason
+        warnings.warn(slow_path_text(reason), SlowPathWarning, stacklevel=4)
 
     def reset(self) -> None:
         """Back to the initial state with a fresh step context; the controls are cleared."""

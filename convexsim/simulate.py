@@ -185,6 +185,13 @@ def slow_path_text(reason: str) -> str:
     return f"taking the Python reference step: {reason}; {SLOW_PATH_COST}"
 
 
+def route_reason(model: Model, ctx: StepContext) -> str:
+    """Why a step of ``model`` with ``ctx``'s controls takes the reference path (``dispatch.route``)."""
+    from convexsim.stepping import dispatch
+
+    return dispatch.route(model, "auto", controlled=ctx.controlled).reason
+
+
 def warn_slow_path(path_line: str, stacklevel: int = 3) -> None:
     """Warn (SlowPathWarning) when ``path_line`` (``RunStats.path``) says the run takes the Python path."""
     prefix = "Python path: "
@@ -531,11 +538,17 @@ def _run_stepwise(model: Model, state: State, *, duration: float, record_every: 
     rec.record(state, None)
     stats = RunStats(path=path_line)
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
+    watch = path == "auto" and not path_line.startswith("Python path")   # a step handed over is said once
     with end:
         for k in range(n_steps):
             if controller is not None:
                 ctx.controls = Controls.from_output(controller(model, state), model.forest, model.body_names)
             state, info = step(model, state, ctx, strict=strict, path=path)
+            if watch and info.path.startswith("reference"):
+                watch = False
+                why = info.path.partition(": ")[2] or route_reason(model, ctx)
+                stats.path += f"; from step {k} some steps on the Python path: {why}"
+                warnings.warn(slow_path_text(why), SlowPathWarning, stacklevel=3)
             stats.add(info)
             if (k + 1) % record_every == 0 or k + 1 == n_steps:
                 rec.record(state, info)
@@ -678,9 +691,10 @@ class RunKernel:
         self.trees = model.has_trees
         self.bufs: dict[str, np.ndarray] = {}
         if self.trees:
-            from convexsim.stepping.compiled_trees import packed_forest
+            from convexsim.stepping.compiled_trees import no_controls, packed_forest
             from convexsim.stepping.tree_kernels import tree_run_kernel
 
+            self._no_controls = no_controls(model)
             self.pf = pf = packed_forest(model)
             self._tree_run_kernel = tree_run_kernel
             self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
@@ -711,9 +725,10 @@ class RunKernel:
                     c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
     def call(self, t: float, q, v, tq, tv, k_rel: int, n_total: int, max_steps: int,
-             record_every: int) -> tuple[int, int, int, int, int, int, int]:
+             record_every: int, ctl: tuple | None = None) -> tuple[int, int, int, int, int, int, int]:
         """Up to ``max_steps`` steps of a run of ``n_total`` steps, ``k_rel`` of them taken, from time t [s]
-        (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). Returns the kernel's
+        (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). ``ctl``: the trees'
+        controls of every step (target, target velocity, joint forces; None: none). Returns the kernel's
         (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
         self._frame_buffers(max_steps // record_every + 2)
         b = self.bufs
@@ -723,7 +738,8 @@ class RunKernel:
         if self.trees:
             pf = self.pf
             return self._tree_run_kernel(
-                args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k_rel, n_total, max_steps,
+                args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, self._no_controls if ctl is None else ctl,
+                k_rel, n_total, max_steps,
                 record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"], b["fr_nc"],
                 b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
                 b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])

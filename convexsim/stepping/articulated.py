@@ -295,7 +295,7 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
     """One SAP step of a model with trees (module docstring)."""
     ctx = StepContext() if ctx is None else ctx
     check_finite_state(model, state)
-    controls = getattr(ctx, "controls", None)
+    controls = ctx.named_controls(model)
     try:
         system = assemble(model, state, controls)
     except BodyConstraintError as exc:

@@ -172,6 +172,41 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
 
 
 @jit
+def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
+    """The free motion under applied joint forces τ (nvt,) [N·m or N] (a controller's torques): v* gains
+    dt·A⁻¹τ, tree by tree on the blocks of A = M(q₀) + dt·D (``multibody.forest.tree_step_data``'s v* =
+    v₀ + dt·A⁻¹(τ − h − D v₀), to round-off)."""
+    tree_vstart, tree_nv = fa[14], fa[15]
+    for k in range(tree_vstart.shape[0]):
+        s, n = tree_vstart[k], tree_nv[k]
+        hit = False
+        for i in range(n):
+            hit = hit or tau[s + i] != 0.0
+        if not hit:
+            continue
+        x = np.linalg.solve(np.ascontiguousarray(A_tree[s:s + n, s:s + n]), np.ascontiguousarray(tau[s:s + n]))
+        for i in range(n):
+            vs_tree[s + i] += dt * x[i]
+
+
+@jit
+def control_pd_targets(ra, dt, tq, A_tree, target, target_v, nr, row_kind, row_owner, row_par):
+    """PD rows of actuators with a controller's target (``target[n]`` not NaN; ``target_v[n]``, NaN: 0)
+    instead of their scene schedule: (R, v̂) again by ``pd_row_kernel`` at (q_d, v_d) (the rows of
+    :func:`tree_rows`, ``multibody.forest.current_actuators``'s rule)."""
+    act_dof, act_qadr, act_kp, act_kd, act_uff = ra[6], ra[7], ra[8], ra[9], ra[10]
+    for r in range(nr):
+        n = row_owner[r]
+        if row_kind[r] != KIND_PD or target[n] != target[n]:
+            continue
+        v_d = target_v[n] if target_v[n] == target_v[n] else 0.0
+        d = act_dof[n]
+        R, v_hat = pd_row_kernel(dt, tq[act_qadr[n]], target[n], v_d, act_uff[n], act_kp[n], act_kd[n],
+                                 1.0 / A_tree[d, d], BETA_JOINT)
+        row_par[r, 0], row_par[r, 1] = R, v_hat
+
+
+@jit
 def integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
     """Stage 6 of a step of a model with trees, from the new velocities v_next = (free bodies 6 each | the
     trees' joint velocities): free bodies by ``dynamics.integrate_kernel``, the trees' q by
@@ -210,12 +245,13 @@ def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves,
 
 
 @jit(inline="always")
-def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_out, tv_out):
+def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, q_out, v_out, tq_out, tv_out):
     """One SAP step of a model with trees (module docstring) from (q, v, tree_q, tree_v) into the *_out arrays.
 
     ``mb``: the free-body model arrays of ``compiled.PackedModel`` (the tuple its kernels take), with
     ``body_dof`` for free bodies only; ``fa``, ``ra``: the packed forest and its joint rows
-    (``compiled_trees.PackedForest``); t: the time at the start of the step [s].
+    (``compiled_trees.PackedForest``); t: the time at the start of the step [s]; ``ctl``: the step's controls
+    (target (nact,), target velocity (nact,), joint forces (nvt,); ``convexsim.controls.ControlArrays``).
 
     Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual, geoms (nc, 2),
     phi, point, normal, gamma (nc, 3), force_world (nc, 3) [N], actuator_force (nact,) [N·m or N],
@@ -253,6 +289,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
                                                 tree_base)
     nc = phi.shape[0]
     A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
+    add_joint_forces(fa, dt, A_tree, vs_tree, ctl[2])
     # joint rows
     nmax_rows = 2 * nlim + nact + ra[17].shape[0]
     max_tree = 1
@@ -264,6 +301,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     row_J = np.empty((nmax_rows, max_tree))
     row_par = np.empty((nmax_rows, 4))
     nr = tree_rows(fa, ra, t, dt, tq, tv, A_tree, vs_tree, row_tree, row_kind, row_owner, row_J, row_par)
+    control_pd_targets(ra, dt, tq, A_tree, ctl[0], ctl[1], nr, row_kind, row_owner, row_par)
     njc = ra[23].shape[0]
     jc_ti, jc_tj, jc_di, jc_dj, jc_rho = ra[25], ra[28], ra[23], ra[26], ra[29]
     jr_index = np.empty(njc, np.int64)
@@ -529,14 +567,14 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
 
 
 @jit
-def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_steps, record_every,
+def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, ctl, k0, n_total, max_steps, record_every,
                     fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, fr_con, st,
                     c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
     steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
     return value as ``compiled_kernels.run_kernel``, plus per frame the actuator forces fr_act (frames, nact)
     and limit forces fr_lim (frames, nlim) and joint-coupler forces fr_con (frames, ncoupler) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
-    step, as the Python loop does."""
+    step, as the Python loop does. ``ctl``: the controls of every step (:func:`tree_step_kernel`)."""
     geom_body = mb[9]
     dt = fpar[F_DT]
     nf = 0
@@ -553,7 +591,7 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
         (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force,
-         act_force, lim_force, con_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_new, v_new,
+         act_force, lim_force, con_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, q_new, v_new,
                                                          tq_new, tv_new)
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, sap_status, iterations

@@ -171,24 +171,33 @@ def test_a_wrench_on_a_free_body_obeys_newton_euler():
 
 
 def test_a_slow_path_says_so_once_with_the_reason_and_the_cost():
-    """A controlled Simulation warns once (SlowPathWarning: why, and what it costs); so does a run_model
-    with a controller; a run that asks for the reference path itself is not warned."""
+    """Body wrenches take the reference step: a Simulation warns once (SlowPathWarning: why, and what it
+    costs), so does a run_model whose controller sets them (and its summary's path line says so), and a run
+    of a free-body model with a controller from its start; targets and torques on a tree take the compiled
+    step and do not warn, nor does a run that asks for the reference path itself."""
     sim = Simulation(PENDULUM)
     sim.set_target("hinge", 0.1)
+    sim.set_torque("hinge", 0.2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        sim.step(3)
+        sim.set_wrench("bob", force=(1.0, 0.0, 0.0))
         sim.step(3)
         sim.step(2)
     slow = [w for w in caught if issubclass(w.category, SlowPathWarning)]
     assert len(slow) == 1
-    assert "per-step controls are set" in str(slow[0].message) and "ms" in str(slow[0].message)
+    assert "body wrenches are set" in str(slow[0].message) and "ms" in str(slow[0].message)
     model, state, _ = prepare(PENDULUM)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, stats = run_model(model, state, duration=0.005, controller=lambda m, s: {"torques": {"hinge": 0.1}})
+        _, stats = run_model(model, state, duration=0.005,
+                             controller=lambda m, s: {"wrenches": {"bob": [0, 0, 0, 1, 0, 0]}} if s.t > 0.002 else None)
         run_model(model, state, duration=0.005, path="reference")
-    slow = [w for w in caught if issubclass(w.category, SlowPathWarning)]
-    assert len(slow) == 1 and stats.path.startswith("Python path")
+        _, free = run_model(*prepare(BOX)[:2], duration=0.003, controller=lambda m, s: {"wrenches": {"box": [0] * 5 + [1]}})
+    slow = [str(w.message) for w in caught if issubclass(w.category, SlowPathWarning)]
+    assert len(slow) == 2 and "body wrenches are set" in slow[0] and "per-step controls are set" in slow[1]
+    assert "some steps on the Python path: body wrenches are set" in stats.path
+    assert free.path.startswith("Python path: per-step controls are set")
 
 
 def test_controls_are_checked_by_name():
@@ -198,7 +207,7 @@ def test_controls_are_checked_by_name():
     with pytest.raises(ValueError, match="n must be >= 1"):
         sim.step(0)
     model, state, _ = prepare(PENDULUM)
-    with pytest.raises(ValueError, match="unknown body 'arm'"), pytest.warns(SlowPathWarning):
+    with pytest.raises(ValueError, match="unknown body 'arm'"):
         run_model(model, state, duration=0.002, controller=lambda m, s: {"wrenches": {"arm": [0] * 6}})
 
 

@@ -22,14 +22,16 @@ def test_info_shows_the_path_of_the_run(tmp_path, capsys):
     model, state, _ = prepare(SCENE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SlowPathWarning)
-        traj, stats = run_model(model, state, duration=0.003, controller=lambda m, s: {"torques": {"hinge": 0.2}})
+        traj, stats = run_model(model, state, duration=0.003,
+                                controller=lambda m, s: {"wrenches": {"bob": [0, 0.2, 0, 0, 0, 0]}})
     out = tmp_path / "run.npz"
     save_trajectory(out, traj)
     capsys.readouterr()
     assert main(["info", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"path        {stats.path}" in lines
-    assert stats.path.startswith("Python path: per-step controls are set")
+    assert stats.path.startswith("compiled step, one call per step")
+    assert "some steps on the Python path: body wrenches are set" in stats.path
 
 
 def test_the_cli_prints_a_slow_path_warning_as_one_line(capsys):
