@@ -9,19 +9,34 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 OUT    ?= out
 
-.PHONY: demo test test-fast test-long test-roundoff venv install install-test browser bench clean
+.PHONY: demo test test-fast test-latest test-long test-roundoff venv install install-test constraints browser bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(VENV)/.core-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e .
+# The installs use the versions the suite was last verified with: constraints/py3.X.txt, the `pip freeze` of
+# the test environment on that Python (make constraints writes it). A Python without a file installs the
+# newest releases (and says so); `make test-latest` runs the fast tier against the newest releases on purpose.
+PYVER       := $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)
+CONSTRAINTS := constraints/py$(PYVER).txt
+PIN         := $(if $(wildcard $(CONSTRAINTS)),-c $(CONSTRAINTS),)
+
+$(VENV)/.core-installed: pyproject.toml $(wildcard $(CONSTRAINTS)) | $(VENV)/bin/python
+	@[ -n "$(PIN)" ] || echo "note: no $(CONSTRAINTS): installing the newest releases (not the verified versions)"
+	$(PIP) install --quiet $(PIN) -e .
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml $(VENV)/.core-installed
-	$(PIP) install --quiet -e '.[test]'
+$(VENV)/.test-installed: pyproject.toml $(wildcard $(CONSTRAINTS)) $(VENV)/.core-installed
+	$(PIP) install --quiet $(PIN) -e '.[test]'
 	touch $@
+
+# Record the test environment's versions as this Python's verified set (after a green `make test`).
+constraints: $(VENV)/.test-installed
+	@mkdir -p constraints
+	@{ echo "# Versions \`make test\` was verified with on Python $(PYVER) (\`make constraints\`: pip freeze of .venv)."; \
+	   $(PIP) freeze --exclude-editable --all | grep -v -E '^(pip|setuptools|wheel)=='; } > $(CONSTRAINTS).tmp
+	@mv $(CONSTRAINTS).tmp $(CONSTRAINTS) && echo "wrote $(CONSTRAINTS)"
 
 venv install: $(VENV)/.core-installed
 install-test: $(VENV)/.test-installed
@@ -92,8 +107,22 @@ test-fast: $(VENV)/.test-installed
 	$(VENV)/bin/convexsim warmup
 	$(PYTEST) $(PARALLEL) -m "not slow and not long"
 
+# The fast tier against the newest releases of every dependency (no constraints), in a venv of its own
+# (.venv-latest) and a numba cache of its own (numba rewrites a cache index made by another numba version):
+# an early warning that a new numpy/scipy/numba/Clarabel breaks something. The figures: README "Testing".
+LATEST := .venv-latest
+test-latest:
+	@[ -x $(LATEST)/bin/python ] || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	@$(LATEST)/bin/python -c 'import sys, numpy, scipy, numba, clarabel; print("Python", sys.version.split()[0], \
+	  "numpy", numpy.__version__, "scipy", scipy.__version__, "numba", numba.__version__, "clarabel", clarabel.__version__)'
+	NUMBA_CACHE_DIR=$(CURDIR)/.numba_cache_latest $(LATEST)/bin/convexsim warmup
+	NUMBA_CACHE_DIR=$(CURDIR)/.numba_cache_latest $(LATEST)/bin/python -m pytest -q $(PARALLEL) -p no:cacheprovider \
+	  -m "not slow and not long"
+
 bench: $(VENV)/.core-installed
 	$(VENV)/bin/convexsim bench
 
 clean:
-	rm -rf $(OUT) .pytest_cache $(GENERIC_CACHE)
+	rm -rf $(OUT) .pytest_cache $(GENERIC_CACHE) .numba_cache_latest

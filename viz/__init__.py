@@ -5,6 +5,8 @@ Public API (imported lazily, so ``import convexsim.viz`` stays cheap):
 * ``export_html(trajectories, out_path, *, labels=None, layout="auto", offset=None,
   force_scale=None, force_threshold=None, show_contacts=True, follow="auto", ...) -> Path``: standalone
   HTML animation (no server, works from file:// without network), with a control bar.
+* ``show(trajectories, *, height=480, **export_options) -> InlinePlayback``: the same page inline in a Jupyter
+  notebook (an iframe; ``[sap, lcp]`` side by side), displayed by its ``_repr_html_`` (docs/notebooks.md).
 * ``serve_trajectories(trajectories, *, labels=None, layout="auto", open_browser=False,
   port=None, html_out=None, ...) -> None``: serve the same animation on 127.0.0.1, print the URL and
   "Ctrl-C to stop", block until SIGINT/SIGTERM, stop the server.
@@ -40,6 +42,8 @@ _EXPORTS = {
     "ViewerServerError": "server",
     "build_playback": "playback",
     "PlaybackOptions": "playback",
+    "show": "notebook",
+    "InlinePlayback": "notebook",
 }
 """Public names -> the submodule of convexsim.viz that defines them, imported on first use."""
 

@@ -15,10 +15,15 @@ from .page import static_page_html
 from .playback import Playback, PlaybackOptions, build_playback
 
 
+def page_html(pb: Playback) -> str:
+    """The standalone page of a built playback: the viewer, every drawing command and the control bar."""
+    return static_page_html(pb.commands, title=pb.info.get("title", "convexsim"))
+
+
 def write_page(pb: Playback, out_path: str | os.PathLike) -> Path:
     """Write the standalone page of a built playback atomically; return the path."""
     out = Path(out_path)
-    atomic_write_text(out, static_page_html(pb.commands, title=pb.info.get("title", "convexsim")))
+    atomic_write_text(out, page_html(pb))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(out, 0o666 & ~umask)      # a page to share: the temporary file's 0600 would surprise

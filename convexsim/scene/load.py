@@ -596,9 +596,25 @@ def scene_from_yaml(text: str, source: str = "<string>", overrides: dict[str, An
 
 
 def shipped_scenes_dir() -> Path:
-    """The shipped scenes folder: ``scenes/`` next to the ``convexsim`` package (repository checkout or
-    editable install)."""
-    return Path(__file__).resolve().parents[2] / "scenes"
+    """The shipped scenes folder: the installed data package ``convexsim.scenes`` (the repository's top-level
+    ``scenes/``, mapped into the package by the build: the same folder for a wheel, an editable install and
+    a checkout installed with ``make install``).
+
+    Raises:
+        FileNotFoundError: the package has no ``convexsim.scenes`` (a checkout used without installing it,
+            or an installation from a zip file), with what to do.
+    """
+    from importlib import resources
+
+    try:
+        root = resources.files("convexsim.scenes")
+    except ModuleNotFoundError:
+        raise FileNotFoundError("the shipped scenes (package convexsim.scenes) are not installed: install "
+                                "convexsim (`pip install .`, or `pip install -e .` in a checkout)") from None
+    if not isinstance(root, Path):
+        raise FileNotFoundError(f"the shipped scenes are not a folder on disk ({root}); install convexsim "
+                                "unzipped (pip does)")
+    return root
 
 
 def _description(path: Path) -> str:

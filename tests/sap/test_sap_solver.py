@@ -173,70 +173,177 @@ def test_sparse_hessian_blocks_equal_dense_hessian_random():
 
 
 # ------------------------------------------------------------------------------- optimality vs independent solvers
-def _dual_conic_reference(problem, result):
-    """min_{γ∈F} ½γᵀ(W+R)γ + (J v* − v̂)ᵀγ by Clarabel; returns (v = v* + A⁻¹Jᵀγ, γ)."""
+# SAP's velocity v solves the primal of the contact problem; its impulses γ solve the dual
+#   min_{γ∈F} ℓ_d(γ) = ½γᵀPγ + qᵀγ,  P = W + R, W = J A⁻¹ Jᵀ, q = J v* − v̂,
+# F the friction cones ‖γt‖ ≤ μγn (rows (t1, t2, n)), and v(γ) = v* + A⁻¹Jᵀγ maps dual to primal.
+# The comparison against an interior-point solver is a certificate, not an equality: the reference's
+# answer is only as good as the duality gap it reports (an "AlmostSolved" answer at gap 1e-8 is off by
+# √gap ≈ 1e-4 in v), so what is asserted follows from that gap (see test_sap_velocity_certificate).
+_EPS = np.finfo(float).eps
+
+
+def _cone_projection(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Euclidean projection of rows (t1, t2, n) onto {‖t‖ ≤ μ n}: kept inside, 0 in the polar cone
+    (μ‖t‖ ≤ −n), else onto the boundary: n' = (n + μ‖t‖)/(1 + μ²), t' = μ n' t/‖t‖."""
+    out = np.array(x, dtype=float).reshape(-1, 3)
+    for i, (t1, t2, n) in enumerate(out.copy()):
+        m, tn = mu[i], np.hypot(t1, t2)
+        if tn <= m * n:
+            continue
+        if m * tn <= -n:
+            out[i] = 0.0
+            continue
+        nn = (n + m * tn) / (1.0 + m * m)
+        out[i] = [m * nn * t1 / tn, m * nn * t2 / tn, nn]
+    return out.reshape(-1)
+
+
+class _DualProblem:
+    """ℓ_d of a SAP result's contact problem (dense numpy, independent of the solver's kernels)."""
+
+    def __init__(self, problem, result):
+        self.A, J = problem.A_dense(), problem.J_dense()
+        self.J, self.v_star, self.mu, self.nk = J, problem.v_star, np.asarray(problem.mu, float), problem.nk
+        self.W = J @ np.linalg.solve(self.A, J.T)
+        self.P = self.W + np.diag(result.R.reshape(-1))
+        self.q = J @ problem.v_star - result.v_hat.reshape(-1)
+
+    def value(self, gamma):
+        """ℓ_d(γ) = ½γᵀPγ + qᵀγ [J] (γ in N·s, q in m/s, P in m/s per N·s)."""
+        return 0.5 * gamma @ self.P @ gamma + self.q @ gamma
+
+    def lower_bound(self, gamma):
+        """A lower bound on min_F ℓ_d from any γ: with s the gradient Pγ + q projected onto the dual cone
+        F* = {μ‖s_t‖ ≤ s_n}, ℓ_d(γ') ≥ ℓ_d(γ') − sᵀγ' ≥ min_γ' (…) = −½(s − q)ᵀP⁻¹(s − q) for every γ' ∈ F
+        (Lagrangian duality). P⁻¹(s − q) = γ + P⁻¹(s − g) keeps the solve to the small projection step."""
+        g = self.P @ gamma + self.q
+        s = _cone_projection(g, 1.0 / self.mu)
+        w = gamma + np.linalg.solve(self.P, s - g)
+        return -0.5 * (s - self.q) @ w
+
+    def scale(self, gamma):
+        """½|γ|ᵀ|P||γ| + |q|ᵀ|γ|: the size of the terms summed in ℓ_d (for round-off bounds)."""
+        a = np.abs(gamma)
+        return 0.5 * a @ np.abs(self.P) @ a + np.abs(self.q) @ a
+
+    def velocity(self, gamma):
+        """v(γ) = v* + A⁻¹Jᵀγ [m/s, rad/s]."""
+        return self.v_star + np.linalg.solve(self.A, self.J.T @ gamma)
+
+    def a_norm(self, dv):
+        return float(np.sqrt(dv @ self.A @ dv))
+
+    def w_norm(self, dg):
+        return float(np.sqrt(max(dg @ self.W @ dg, 0.0)))
+
+
+def _dual_conic_reference(dual: _DualProblem, max_iter: int = 400):
+    """min_{γ∈F} ℓ_d(γ) by Clarabel: (γ_ref, Clarabel's reported duality gap, status)."""
     clarabel = pytest.importorskip("clarabel")
     from scipy import sparse
 
-    A = problem.A_dense()
-    J = problem.J_dense()
-    W = J @ np.linalg.solve(A, J.T)
-    P = W + np.diag(result.R.reshape(-1))
-    q = J @ problem.v_star - result.v_hat.reshape(-1)
-    nk = problem.nk
+    nk = dual.nk
     cone_rows = np.zeros((3 * nk, 3 * nk))
     for i in range(nk):  # s_i = (μ γn, γt1, γt2) ∈ SOC(3)
-        cone_rows[3 * i, 3 * i + 2] = problem.mu[i]
+        cone_rows[3 * i, 3 * i + 2] = dual.mu[i]
         cone_rows[3 * i + 1, 3 * i] = 1.0
         cone_rows[3 * i + 2, 3 * i + 1] = 1.0
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-13
     settings.tol_ktratio = 1e-10
-    settings.max_iter = 400
+    settings.max_iter = max_iter
     solver = clarabel.DefaultSolver(
-        sparse.csc_matrix(np.triu(0.5 * (P + P.T))), q, sparse.csc_matrix(-cone_rows), np.zeros(3 * nk),
-        [clarabel.SecondOrderConeT(3)] * nk, settings,
+        sparse.csc_matrix(np.triu(0.5 * (dual.P + dual.P.T))), dual.q, sparse.csc_matrix(-cone_rows),
+        np.zeros(3 * nk), [clarabel.SecondOrderConeT(3)] * nk, settings,
     )
     sol = solver.solve()
-    assert str(sol.status) in ("Solved", "AlmostSolved")
-    gamma = np.array(sol.x)
-    return problem.v_star + np.linalg.solve(A, J.T @ gamma), gamma.reshape(nk, 3)
+    assert str(sol.status) in ("Solved", "AlmostSolved"), sol.status
+    gap = abs(sol.obj_val - sol.obj_val_dual)
+    assert np.isfinite(gap)
+    return np.array(sol.x), gap, str(sol.status)
 
 
+def _assert_certified(problem, result, max_iter: int = 400) -> None:
+    """SAP's (v, γ) against Clarabel's γ_ref as a certificate (derivation: test_sap_velocity_certificate)."""
+    dual = _DualProblem(problem, result)
+    gamma_ref, gap_ref, _ = _dual_conic_reference(dual, max_iter)
+    gamma = _cone_projection(result.gamma, dual.mu)          # feasible to round-off already; now exactly
+    gamma_ref_f = _cone_projection(gamma_ref, dual.mu)       # an interior-point iterate may sit just outside F
+    n = 3 * dual.nk
+    # Round-off of evaluating ℓ_d: sums of n terms, each within n·ε of its size (the dot-product bound),
+    # two objectives compared: 4·n·ε·scale.
+    roundoff = 4 * n * _EPS * dual.scale(gamma)
+    gap = dual.value(gamma) - dual.lower_bound(gamma)
+    assert -roundoff <= gap <= roundoff, f"SAP's duality gap {gap:.3e} > round-off {roundoff:.3e}"
+    assert dual.value(gamma) <= dual.value(gamma_ref_f) + roundoff, "SAP's dual objective worse than Clarabel's"
+    # SAP's v and γ balance momentum, A(v − v*) = Jᵀγ, to its stopping tolerance ε_r = 1e-12 (measured
+    # ≤ 4e-14 of ‖v − v*‖_A): without this the bound below would absorb any error of v itself.
+    momentum = dual.a_norm(result.v - dual.velocity(gamma))
+    assert momentum <= 1e-12 * max(dual.a_norm(result.v - dual.v_star), 1e-300), momentum
+    v_ref = dual.velocity(gamma_ref)
+    bound = (momentum + np.sqrt(2 * max(gap, 0.0)) + np.sqrt(2 * gap_ref)
+             + dual.w_norm(gamma_ref - gamma_ref_f))
+    err = dual.a_norm(result.v - v_ref)
+    assert err <= bound, f"‖v − v_ref‖_A = {err:.3e} > {bound:.3e} (Clarabel's gap {gap_ref:.2e})"
+
+
+@pytest.mark.parametrize("reference", ["converged", "stopped early"])
 @pytest.mark.parametrize("seed", range(4))
-def test_sap_velocity_equals_dual_conic_solution(seed):
-    """Check SAP's v equals the independent dual conic solution v = v* + A⁻¹Jᵀγ to 1e-6 relative."""
+def test_sap_velocity_certificate(seed, reference):
+    """Check SAP's (v, γ) is optimal, with Clarabel's answer on the dual as a certificate of its stated accuracy.
+
+    With ℓ_d, F, P = W + R and v(γ) = v* + A⁻¹Jᵀγ as above (γ* the dual optimum, v(γ*) the primal one):
+
+    1. SAP's own duality gap is at round-off: for s the gradient Pγ + q projected onto the dual cone F*,
+       ℓ_d(γ) − D(s) ≥ ℓ_d(γ) − ℓ_d(γ*) ≥ 0 with D(s) = −½(s − q)ᵀP⁻¹(s − q) (Lagrangian dual bound);
+       asserted ≤ 4·n·ε·Σ|terms| (the round-off of evaluating the two; SAP stops at ε_r = 1e-12 here, whose
+       gap is far below it).
+    2. SAP's dual objective is no worse than Clarabel's (γ_ref projected onto F, by the same round-off).
+    3. ‖v − v_ref‖_A ≤ ‖v − v(γ)‖_A + √(2 g_SAP) + √(2 g_ref) + ‖γ_ref − P_F(γ_ref)‖_W, where g_ref is
+       Clarabel's reported duality gap. Why: ℓ_d is strongly convex in the P-norm, and γ* minimizes it over
+       the convex F, so for every feasible γ, ℓ_d(γ) − ℓ_d(γ*) ≥ ½‖γ − γ*‖²_P ≥ ½‖γ − γ*‖²_W
+       = ½‖v(γ) − v(γ*)‖²_A (as ‖A⁻¹Jᵀδ‖²_A = δᵀWδ); a solver's gap bounds ℓ_d(γ) − ℓ_d(γ*), so each of the
+       two answers lies within √(2·gap) of v(γ*) in the A-norm, and the triangle inequality adds the
+       momentum residual of SAP's v and the reference's infeasibility.
+
+    A relative 1e-6 equality, as this test once asserted, fails whenever Clarabel stops "AlmostSolved" with a
+    gap of 1e-8 (velocity error ≈ √(2e-8) ≈ 1e-4): the "stopped early" reference (8 interior-point
+    iterations) is such an answer, and the certificate holds for it as well.
+    """
     rng = np.random.default_rng(100 + seed)
     problem = random_problem(rng, nbodies=3 + seed, contacts_per_body=2.0)
-    r = solve(problem, params=SapParameters(rel_tolerance=1e-10, on_failure="raise"))
-    v_ref, gamma_ref = _dual_conic_reference(problem, r)
-    # Clarabel's gap 1e-13 and SAP's ε_r = 1e-10 both sit far below the 1e-6 bound; the soft norm changes γ by
-    # O(ε = 1e-7 N·s) only where ‖yt‖ ≈ 0, i.e. v by ≲ 1e-7 relative.
-    assert np.linalg.norm(r.v - v_ref) <= 1e-6 * np.linalg.norm(v_ref)
+    r = solve(problem, params=SapParameters(rel_tolerance=1e-12, on_failure="raise"))
+    _assert_certified(problem, r, max_iter=400 if reference == "converged" else 8)
     regions = {(g[2] > 0, np.hypot(g[0], g[1]) >= 0.999999 * m * g[2]) for g, m in zip(r.gamma, problem.mu)}
     assert len(regions) >= 2  # the sample exercises more than one cone region
 
 
 def test_solve_dense_matches_contact_problem_and_dual():
-    """Check solve_dense with R, v̂ from contact_regularization equals solve(problem) and the dual solution."""
+    """Check solve_dense with R, v̂ from contact_regularization equals solve(problem) and the dual certificate."""
     rng = np.random.default_rng(42)
     problem = random_problem(rng, nbodies=2, contacts_per_body=2.0)
     w = delassus_diagonal(problem)
     R, v_hat = contact_regularization(problem.dt, problem.k, problem.tau_d, problem.mu, w, problem.beta,
                                       problem.sigma, problem.phi0)
     r = solve_dense(problem.A_dense(), problem.v_star, problem.J_dense(), problem.mu, R, v_hat,
-                    rel_tolerance=1e-10)
-    r_ref = solve(problem, params=SapParameters(rel_tolerance=1e-10))
+                    rel_tolerance=1e-12)
+    r_ref = solve(problem, params=SapParameters(rel_tolerance=1e-12))
     assert r.converged and r.gamma.shape == (problem.nk, 3)
     np.testing.assert_allclose(r.v, r_ref.v, rtol=0, atol=1e-9 * np.linalg.norm(r_ref.v))
-    v_ref, _ = _dual_conic_reference(problem, r_ref)
-    assert np.linalg.norm(r.v - v_ref) <= 1e-6 * np.linalg.norm(v_ref)
+    _assert_certified(problem, r_ref)
 
 
 @pytest.mark.parametrize("model", ["lagged", "similar"])
 def test_hunt_crossley_solution_minimizes_the_cost(model):
-    """Check SAP's v for "lagged"/"similar" equals an independent quasi-Newton (BFGS) minimizer of ℓ(v)."""
+    """Check SAP's v for "lagged"/"similar" minimizes ℓ(v), with an independent quasi-Newton (BFGS) minimizer as
+    a certificate of its stated accuracy (its gradient at exit), not as an exact answer.
+
+    ℓ(v) = ½‖v − v*‖²_A + ℓ_R(Jv) with ℓ_R convex and C¹, so ℓ is strongly convex in the A-norm:
+    (∇ℓ(v) − ∇ℓ(v_opt))ᵀ(v − v_opt) ≥ ‖v − v_opt‖²_A, and with ∇ℓ(v_opt) = 0 and Cauchy–Schwarz,
+    ‖v − v_opt‖_A ≤ ‖∇ℓ(v)‖_{A⁻¹} for every v. Hence ‖v_SAP − v_BFGS‖_A ≤ ‖∇ℓ(v_SAP)‖_{A⁻¹} + ‖∇ℓ(v_BFGS)‖_{A⁻¹}
+    (plus the round-off of evaluating the gradients), whatever BFGS's exit status.
+    """
     from scipy.optimize import minimize
 
     rng = np.random.default_rng(9)
@@ -251,11 +358,24 @@ def test_hunt_crossley_solution_minimizes_the_cost(model):
         dv = v - problem.v_star
         return 0.5 * dv @ A @ dv + ell_r, A @ dv - J.T @ gamma.reshape(-1)
 
+    def gradient_bound(v):
+        """‖∇ℓ(v)‖_{A⁻¹} plus its round-off: n terms per entry, each within n·ε (|A||v − v*| + |J|ᵀ|γ|),
+        measured in the A⁻¹-norm by 1/√λ_min(A)."""
+        _, g = cost(v)
+        n = len(v)
+        slop = 4 * n * np.finfo(float).eps * (np.abs(A) @ np.abs(v - problem.v_star)
+                                              + np.abs(J).T @ np.abs(gamma.reshape(-1)))
+        lam_min = np.linalg.eigvalsh(A).min()
+        return float(np.sqrt(g @ np.linalg.solve(A, g))) + np.linalg.norm(slop) / np.sqrt(lam_min)
+
     ref = minimize(cost, problem.v_star, jac=True, method="BFGS", options=dict(gtol=1e-12, maxiter=5000))
     r = solve(problem, params=SapParameters(rel_tolerance=1e-10, on_failure="raise"))
-    assert r.cost <= ref.fun + 1e-12 * abs(ref.fun)  # Newton reaches (at least) BFGS's minimum
-    # Strong convexity: ‖v − v_ref‖_A² ≤ 2(ℓ(v_ref) − ℓ(v*)); BFGS stops at gtol 1e-12 ⇒ v_ref is 1e-9-accurate.
-    assert np.linalg.norm(r.v - ref.x) <= 1e-6 * np.linalg.norm(ref.x)
+    assert r.cost <= cost(ref.x)[0] + 1e-12 * abs(ref.fun)  # Newton reaches (at least) BFGS's minimum
+    dv = r.v - ref.x
+    # SAP's own certificate: within ‖∇ℓ(v)‖_{A⁻¹} of the optimum, ≤ 1e-9 of ‖v − v*‖_A at its ε_r = 1e-10
+    # (measured 7e-11 and 1.4e-11); BFGS typically exits on precision loss (status 2) near 1e-9.
+    assert gradient_bound(r.v) <= 1e-9 * np.sqrt((r.v - problem.v_star) @ A @ (r.v - problem.v_star))
+    assert np.sqrt(dv @ A @ dv) <= gradient_bound(r.v) + gradient_bound(ref.x)
     assert np.any(r.gamma[:, 2] > 0)  # some contacts are active
 
 
