@@ -4,7 +4,9 @@
   ``convexsim`` under test is this checkout's, not whatever an installed copy points at.
 * ``tests/`` goes on ``sys.path`` so that ``repo_paths`` (REPO, SCENES, STUDIES, DOCS) and
   ``model_builder`` are importable from every test directory; the ``repo`` fixture gives the root.
-* Hypothesis runs derandomized, without an example database, its caches under the root.
+* Hypothesis runs derandomized, without an example database, its caches under the root; the fuzzers
+  (``tests/fuzz``) draw from a seed that changes per run: printed in the header and in the summary (with the
+  statuses their CLI calls ended in), ``CONVEXSIM_FUZZ_SEED=N`` repeats a run.
 * Every test starts with Ctrl-C deliverable (SIGINT unblocked, Python's KeyboardInterrupt handler): the
   tests that interrupt a run (in this process or in a child, which inherits both) must not depend on how
   the suite was started (a command put in the background of a non-interactive shell, e.g. ``make test &``
@@ -43,6 +45,17 @@ assert REPO == _ROOT, (REPO, _ROOT)
 settings.register_profile("convexsim", derandomize=True, database=None, deadline=None)
 settings.load_profile("convexsim")
 set_hypothesis_home_dir(REPO / ".hypothesis")   # its caches at the root (git-ignored), not in the cwd
+
+FUZZ_SEED_ENV = "CONVEXSIM_FUZZ_SEED"
+if not os.environ.get(FUZZ_SEED_ENV):       # one seed per run, drawn once: xdist workers inherit it
+    import secrets
+
+    os.environ[FUZZ_SEED_ENV] = str(secrets.randbelow(2**32))
+FUZZ_SEED = int(os.environ[FUZZ_SEED_ENV])
+"""The seed of the fuzzers' examples (the Hypothesis tests under ``FUZZ_DIR``): new inputs on every run."""
+FUZZ_DIR = "tests/fuzz/"
+FUZZ_PROPERTY = "fuzz statuses"
+"""The user property a fuzz test reports its CLI calls' statuses in ({status: count})."""
 
 
 @pytest.fixture(scope="session")
@@ -100,6 +113,23 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(path, len(rank))
 
     items[:] = sorted(items, key=key)       # stable: the order within each group is kept
+    from hypothesis import seed
+
+    for item in items:                      # the fuzzers draw from the run's seed, not the derandomized one
+        fn = getattr(item, "obj", None)
+        if item.nodeid.startswith(FUZZ_DIR) and getattr(fn, "is_hypothesis_test", False):
+            seed(FUZZ_SEED)(fn)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A fuzz test's CLI statuses (``fuzz_kit.TALLY``) into its report (user property ``FUZZ_PROPERTY``)."""
+    kit = sys.modules.get("fuzz_kit") if item.nodeid.startswith(FUZZ_DIR) else None
+    if kit is not None:
+        kit.TALLY.clear()
+    yield
+    if kit is not None and kit.TALLY:
+        item.user_properties.append((FUZZ_PROPERTY, {str(k): v for k, v in kit.TALLY.items()}))
 
 
 def _blas_core() -> str:
@@ -132,6 +162,40 @@ def pytest_report_header(config):
         target = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
         core = _blas_core()
     except Exception as exc:  # noqa: BLE001 - a header line must never break the run
-        return f"round-off: unknown ({exc!r})"
-    return (f"round-off: OpenBLAS kernel {core} (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!s}, "
+        return f"fuzz seed: {FUZZ_SEED}\nround-off: unknown ({exc!r})"
+    return (f"fuzz seed: {FUZZ_SEED} (repeat with {FUZZ_SEED_ENV}={FUZZ_SEED})\n"
+            f"round-off: OpenBLAS kernel {core} (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!s}, "
             f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')!s}), numba target {target}")
+
+
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fuzzers' split, per test and in all: how many CLI calls were refused (2) and how many ran (0 ok,
+    1 failed run or check, 3 identify mismatch); the seed to repeat them."""
+    counts = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == FUZZ_PROPERTY and getattr(rep, "when", "") == "call":   # per test function
+                    c = counts.setdefault(rep.nodeid.split("[")[0], {})
+                    for k, v in value.items():
+                        c[k] = c.get(k, 0) + v
+    if not counts:
+        return
+    tr = terminalreporter
+    tr.section(f"fuzz split (seed {FUZZ_SEED}; {FUZZ_SEED_ENV}={FUZZ_SEED} repeats it)")
+    total = {}
+    for nodeid, c in sorted(counts.items()):
+        c = {int(k): v for k, v in c.items()}
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+        tr.write_line(f"{nodeid}: {_split_text(c)}")
+    tr.write_line(f"all: {_split_text(total)}")
+
+
+def _split_text(c: dict) -> str:
+    ran = sum(v for k, v in c.items() if k in (0, 1, 3))
+    other = {k: v for k, v in sorted(c.items()) if k not in (0, 1, 2, 3)}
+    return (f"{sum(c.values())} calls: refused {c.get(2, 0)}, ran {ran} (ok {c.get(0, 0)}, failed {c.get(1, 0)}, "
+            f"mismatch {c.get(3, 0)})" + (f", other {other}" if other else ""))

@@ -124,6 +124,9 @@ class Model:
         mesh_face_adr, mesh_face_num: first row in ``mesh_face`` and triangle count of each mesh, (nmesh,).
         mesh_face: hull triangles, vertex indices local to their mesh, counter-clockwise seen from outside
             (outward normal (b−a)×(c−a)), shape (nface, 3).
+        collision_filter: the geometries' collision filter, (group, mask) bits per geometry, shape (ngeom, 2), or
+            None when every pair may collide: i and j collide only if (group_i & mask_j) | (group_j & mask_i) ≠ 0
+            (``geometry.broadphase``).
     """
 
     name: str
@@ -158,6 +161,7 @@ class Model:
     mesh_vert: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     mesh_face_adr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     mesh_face_num: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    collision_filter: np.ndarray | None = None
     mesh_face: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
 
     def mesh_of(self, g: int) -> tuple[np.ndarray, np.ndarray]:

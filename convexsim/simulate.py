@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.io.trajectory import Trajectory
 from convexsim.tools.kernels import KernelClock
 from convexsim.model import Model, State
@@ -448,24 +449,24 @@ def _with_arguments(data: dict, arguments: Mapping[str, Any]) -> dict:
 
 
 def check_times(values: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first of ``values`` (label → seconds, None = not given) that is not a
+    """Raise InputError naming the first of ``values`` (label → seconds, None = not given) that is not a
     finite number > 0, e.g. ``--duration: must be a finite number of seconds > 0 (got -1)``."""
     for label, value in values.items():
         if value is not None and not _positive_finite(value):
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
             shown = f"{float(value):g}" if numeric else repr(value)
-            raise ValueError(f"{label}: must be a finite number of seconds > 0 (got {shown})")
+            raise InputError(f"{label}: must be a finite number of seconds > 0 (got {shown})")
 
 
 def plan_steps(duration: float, time_step: float, source: str = "duration",
                time_step_source: str = "") -> tuple[int, str]:
     """(number of steps, note) of a run of ``duration`` [s] at ``time_step`` [s]; the note says how a
-    duration that is not a multiple of dt was rounded ('' otherwise). ValueError, naming ``source``, when
+    duration that is not a multiple of dt was rounded ('' otherwise). InputError, naming ``source``, when
     the run would take no step."""
     n = step_count(duration, time_step)
     dt_src = f" ({time_step_source})" if time_step_source else ""
     if n < 1:
-        raise ValueError(f"{source} = {duration:g} s is shorter than one time step (dt = {time_step:g} s{dt_src}), "
+        raise InputError(f"{source} = {duration:g} s is shorter than one time step (dt = {time_step:g} s{dt_src}), "
                          f"so nothing would be simulated; give a duration of at least {time_step:g} s")
     if abs(n * time_step - duration) > 1e-9 * duration:
         return n, (f"{source} = {duration:g} s is not a multiple of dt = {time_step:g} s{dt_src}: "
@@ -505,7 +506,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     :func:`blas_thread_limit`.
     """
     if record_every < 1:
-        raise ValueError(f"record_every must be >= 1, got {record_every}")
+        raise InputError(f"record_every must be >= 1, got {record_every}")
     from convexsim.stepping import dispatch
 
     run_loop, path_line = dispatch.run_plan(model, path, step_callback=step_callback is not None,

@@ -1,8 +1,9 @@
 """Rotations and cross products: the one home of this math.
 
-``rotation_entries`` is the package's one quaternion → rotation formula: plain arithmetic, so the same code
-serves numpy arrays (``quat_to_matrix``) and numba kernels (``convexsim.geometry.transforms`` compiles it into
-``quat_to_rot``). This module itself imports no numba.
+``rotation_entries`` is the package's one quaternion → rotation formula and ``quat_product_entries`` its one
+quaternion product: plain arithmetic, so the same code serves numpy arrays (``quat_to_matrix``,
+``quat_multiply``) and numba kernels (``convexsim.geometry.transforms`` compiles them into ``quat_to_rot`` and
+``quat_exp_times``). This module itself imports no numba.
 
 Quaternions are (w, x, y, z), scalar first; every function broadcasts over leading axes.
 """
@@ -37,16 +38,23 @@ def quat_to_matrix(quat, normalize: bool = True) -> np.ndarray:
     return np.stack(rotation_entries(w, x, y, z), axis=-1).reshape(q.shape[:-1] + (3, 3))
 
 
+def quat_product_entries(aw, ax, ay, az, bw, bx, by, bz):
+    """The four entries (w, x, y, z) of the Hamilton product a ⊗ b, R(a ⊗ b) = R(a)·R(b):
+    (a_w b_w − a_u·b_u, a_w b_u + b_w a_u + a_u × b_u) with a_u = (a_x, a_y, a_z).
+
+    The package's one quaternion product. Scalars or arrays of one shape; numba compiles it as it stands
+    (``geometry.transforms.quat_product_kernel``), so keep it plain arithmetic."""
+    return (aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw)
+
+
 def quat_multiply(a, b) -> np.ndarray:
-    """Hamilton product a ⊗ b of quaternions (w, x, y, z): R(a ⊗ b) = R(a)·R(b)."""
+    """Hamilton product a ⊗ b of quaternions (w, x, y, z), shape (..., 4) (``quat_product_entries``)."""
     aw, ax, ay, az = np.moveaxis(np.asarray(a, dtype=np.float64), -1, 0)
     bw, bx, by, bz = np.moveaxis(np.asarray(b, dtype=np.float64), -1, 0)
-    return np.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], axis=-1)
+    return np.stack(quat_product_entries(aw, ax, ay, az, bw, bx, by, bz), axis=-1)
 
 
 def quat_exp(rotvec) -> np.ndarray:
@@ -69,4 +77,4 @@ def skew(r) -> np.ndarray:
     return S
 
 
-__all__ = ["rotation_entries", "quat_to_matrix", "quat_multiply", "quat_exp", "skew"]
+__all__ = ["rotation_entries", "quat_to_matrix", "quat_product_entries", "quat_multiply", "quat_exp", "skew"]

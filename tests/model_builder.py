@@ -58,6 +58,7 @@ def neutral_fields(nbody: int, ngeom: int, nmat: int) -> dict:
         mesh_vert=np.zeros((0, 3)),
         mesh_face_adr=np.zeros(0, np.int64),
         mesh_face_num=np.zeros(0, np.int64),
+        collision_filter=None,
         mesh_face=np.zeros((0, 3), np.int64),
     )
 

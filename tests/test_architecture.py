@@ -1,16 +1,23 @@
 """Module layering of convexsim: no import cycles, solver packages stay pure math, the core never
 imports the viewer. Import edges are read from the source (every ``import`` statement, at any depth,
-including function-local and TYPE_CHECKING imports), so a cycle hidden behind a local import counts.
+including function-local, relative and TYPE_CHECKING imports), and so are the imports made through
+strings: a ``"package.module:function"`` entry of a table (``stepping.dispatch.RUNNERS``, ``ELIGIBILITY``)
+is an edge to that module, and a name a package resolves lazily (its ``_LAZY`` table, name -> submodule)
+is an edge from the importer to the submodule. So a cycle hidden behind a local import or a string counts.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from pathlib import Path
 import pytest
 
 from repo_paths import REPO as ROOT
-PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz"}
+PACKAGE_DIRS = {"convexsim": ROOT / "convexsim", "convexsim.viz": ROOT / "viz", "convexsim.scenes": ROOT / "scenes"}
+IMPORT_STRING = re.compile(r"^(convexsim(?:\.\w+)+):\w+$")
+"""A "module:function" string naming one of our functions, imported by ``importlib`` when used."""
 
 
 def _modules() -> dict[str, Path]:
@@ -35,28 +42,67 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Edges module -> imported module (ours only)."""
+def _trees(modules: dict[str, Path]) -> dict[str, ast.AST]:
+    return {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in modules.items()}
+
+
+def lazy_tables(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """package -> {public name: the module that defines it} of every package with a ``_LAZY`` table (read
+    from the imported package: the tables are built in several ways; values are submodule names or full
+    module names)."""
+    import importlib
+
+    out = {}
+    for mod, path in modules.items():
+        if path.name == "__init__.py" and "_LAZY" in path.read_text(encoding="utf-8"):
+            table = getattr(importlib.import_module(mod), "_LAZY")
+            out[mod] = {name: sub if sub.startswith("convexsim.") else f"{mod}.{sub}" for name, sub in table.items()}
+    return out
+
+
+def import_statements(mod: str, path: Path, tree: ast.AST):
+    """(node, absolute module, imported names or None for ``import x``) of every import statement, relative
+    imports made absolute."""
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node, a.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg_parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                pkg_parts = pkg_parts[:len(pkg_parts) - (node.level - 1)]
+                base = ".".join(pkg_parts + ([base] if base else []))
+            yield node, base, [a.name for a in node.names]
+
+
+@functools.lru_cache(maxsize=1)
+def import_graph() -> dict[str, frozenset[str]]:
+    """Edges module -> imported module (ours only), statements, lazy names and import strings included (read
+    once per session)."""
     modules = _modules()
+    trees = _trees(modules)
+    lazy = lazy_tables(modules)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    pkg_parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    pkg_parts = pkg_parts[:len(pkg_parts) - (node.level - 1)]
-                    base = ".".join(pkg_parts + ([base] if base else []))
-                targets = [f"{base}.{a.name}" for a in node.names]
-            for t in targets:
-                r = _resolve(t, modules)
-                if r is not None and r != mod:
-                    graph[mod].add(r)
-    return graph
+        targets: list[str] = []
+        for _, base, names in import_statements(mod, path, trees[mod]):
+            if names is None:
+                targets.append(base)
+                continue
+            for name in names:
+                targets.append(lazy.get(base, {}).get(name, f"{base}.{name}"))
+        for node in ast.walk(trees[mod]):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                m = IMPORT_STRING.match(node.value)
+                if m:
+                    targets.append(m.group(1))
+        for t in targets:
+            r = _resolve(t, modules)
+            if r is not None and r != mod:
+                graph[mod].add(r)
+    return {m: frozenset(ts) for m, ts in graph.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -99,12 +145,35 @@ def test_graph_reader_sees_a_known_edge():
     assert any(t.startswith("convexsim.viz") for t in g["convexsim.cli.run"])
 
 
+def test_graph_reader_follows_strings_lazy_names_and_relative_imports():
+    """The dispatcher's runner strings are edges to the runners' modules; ``from convexsim.stepping import
+    StepContext`` (a lazy name) is an edge to ``stepping.context``; viz's ``from . import draw`` is an edge."""
+    from convexsim.stepping import dispatch
+
+    g = import_graph()
+    for spec, _ in dispatch.RUNNERS.values():
+        assert spec.partition(":")[0] in g["convexsim.stepping.dispatch"], spec
+    lazy = lazy_tables(_modules())
+    assert lazy["convexsim.stepping"]["StepContext"] == "convexsim.stepping.context"
+    users = [m for m, path in _modules().items() if "from convexsim.stepping import StepContext" in path.read_text()]
+    assert users and all("convexsim.stepping.context" in g[m] for m in users)
+    assert "convexsim.viz.draw" in g["convexsim.viz.playback"]
+
+
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+CYCLE_EDGES_PENDING = {("convexsim.stepping.lcp_stepper", "convexsim.stepping.dispatch")}
+"""Edges closing a known cycle, waiting for their owner to remove them; the set only shrinks. Today:
+``lcp_stepper.lcp_step`` calls ``dispatch.step``, whose RUNNERS name ``lcp_stepper:reference_lcp_step`` (and
+the compiled LCP steps, which import ``lcp_stepper``) by string: lcp_stepper -> dispatch -> lcp_stepper."""
+
+
 def test_no_import_cycles():
-    assert _cycles(import_graph()) == []
+    g = import_graph()
+    assert all(t in g[m] for m, t in CYCLE_EDGES_PENDING), "a pending cycle edge is gone: remove it from the set"
+    assert _cycles({m: ts - {t for mm, t in CYCLE_EDGES_PENDING if mm == m} for m, ts in g.items()}) == []
 
 
 SOLVER_PACKAGES = ("convexsim.sap", "convexsim.lcp", "convexsim.geometry")
@@ -139,16 +208,26 @@ def test_only_the_cli_imports_the_tools():
     assert not bad, sorted(bad)
 
 
+LEMKE_LAYERS = (("options", "result", "checks", "validate", "workspace"), ("pivot_rules",), ("tableau",), ("revised",),
+                ("sparse_kernels",), ("warm",), ("sparse",), ("solve",))
+"""The layers of ``convexsim.lcp.lemke``, lowest first: options, results and checks; the pivot rules every
+pivot loop shares (ratio tests, tie-breaks, entry rows); the dense pivot kernels
+(tableau, then revised, which uses its pivots); the sparse kernels; the warm start; the sparse driver; the
+entry point ``solve``. A module imports only modules of lower layers."""
+
+
 def test_the_lemke_package_is_layered():
-    """Inside ``convexsim.lcp.lemke`` the kernels (tableau, revised, sparse) import no entry point (``solve``)
-    and no module imports the package itself: the layers options/result/checks -> kernels -> warm -> sparse
-    -> solve have no back edge (no registry, no private imports between them)."""
+    """Inside ``convexsim.lcp.lemke`` every import goes down the layers of LEMKE_LAYERS (no back edge, none
+    within a layer), no module imports the package itself, and every module has its layer."""
     g = import_graph()
     pkg = "convexsim.lcp.lemke"
+    rank = {f"{pkg}.{m}": k for k, layer in enumerate(LEMKE_LAYERS) for m in layer}
     inside = {m: {t for t in ts if t.startswith(pkg + ".") or t == pkg} for m, ts in g.items()
               if m.startswith(pkg + ".")}
+    assert set(inside) == set(rank), ("modules without a layer", sorted(set(inside) - set(rank)))
     assert all(pkg not in ts for ts in inside.values()), inside
-    assert all(f"{pkg}.solve" not in ts for m, ts in inside.items()), inside
+    back = sorted((m, t) for m, ts in inside.items() for t in ts if rank[t] >= rank[m])
+    assert not back, back
 
 
 PRIVATE_IMPORTS_PENDING: set = set()
@@ -159,14 +238,14 @@ set only shrinks (a new private import across modules fails the test)."""
 def private_imports() -> set[tuple[str, str, str]]:
     """(importing module, imported module, name) for every ``from X import _name`` between two of our modules."""
     modules = _modules()
+    trees = _trees(modules)
     out = set()
     for mod, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                src = _resolve(node.module, modules)
-                for a in node.names:
-                    if src is not None and src != mod and a.name.startswith("_") and not a.name.startswith("__"):
-                        out.add((mod, src, a.name))
+        for node, base, names in import_statements(mod, path, trees[mod]):
+            src = _resolve(base, modules)
+            for name in names or ():
+                if src is not None and src != mod and name.startswith("_") and not name.startswith("__"):
+                    out.add((mod, src, name))
     return out
 
 

@@ -49,6 +49,7 @@ from typing import Sequence
 import numpy as np
 import umsgpack
 
+from convexsim.errors import InputError
 from convexsim.io.trajectory import Trajectory
 from convexsim.model import Model
 
@@ -160,7 +161,7 @@ def resolve_layout(layout: str, trajectories: Sequence[Trajectory], radius: floa
     """"overlay" or "offset" for ``layout`` ("auto": offset when the runs agree within AGREE_FRACTION·radius
     or are not runs of one scene, else overlay)."""
     if layout not in ("auto", "overlay", "offset"):
-        raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {layout!r}")
+        raise InputError(f"layout must be 'auto', 'overlay' or 'offset', got {layout!r}")
     if layout != "auto":
         return layout
     trajs = list(trajectories)
@@ -421,7 +422,7 @@ def unique_node_names(labels: Sequence[str]) -> list[str]:
 def model_for(traj: Trajectory) -> Model:
     """Compile the trajectory's own scene (``scene_yaml``)."""
     if not traj.scene_yaml.strip():
-        raise ValueError("the trajectory holds no scene (scene_yaml is empty): cannot draw its geometry")
+        raise InputError("the trajectory holds no scene (scene_yaml is empty): cannot draw its geometry")
     from convexsim.scene import compile_scene, scene_from_yaml
 
     model, _ = compile_scene(scene_from_yaml(traj.scene_yaml))
@@ -442,7 +443,7 @@ def check_comparable(trajectories: Sequence[Trajectory], names: Sequence[str], l
         b = scene_name(traj) or "?"
         if other != first or a != b:
             what = "their bodies differ" if other != first else "their scene names differ"
-            raise ValueError(
+            raise InputError(
                 f"{names[0]} (scene {a!r}, {len(first)} bodies) and {name} (scene {b!r}, {len(other)} bodies) "
                 f"are not runs of the same scene ({what}), so they cannot be overlaid; "
                 f"use --layout offset (layout=\"offset\") to show them side by side")
@@ -451,7 +452,7 @@ def check_comparable(trajectories: Sequence[Trajectory], names: Sequence[str], l
 def check_same_bodies(model: Model, traj: Trajectory, label: str) -> None:
     names = [str(n) for n in traj.body_names]
     if list(model.body_names) != names:
-        raise ValueError(f"trajectory {label!r}: its bodies {names[:5]}… do not match the scene's "
+        raise InputError(f"trajectory {label!r}: its bodies {names[:5]}… do not match the scene's "
                          f"{list(model.body_names)[:5]}…")
 
 
@@ -645,16 +646,16 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     opts = options or PlaybackOptions()
     trajs = list(trajectories)
     if not trajs:
-        raise ValueError("nothing to show: no trajectory given")
+        raise InputError("nothing to show: no trajectory given")
     if any(t.num_bodies == 0 for t in trajs):
-        raise ValueError("nothing to show: a trajectory of a scene without bodies")
+        raise InputError("nothing to show: a trajectory of a scene without bodies")
     if opts.layout not in ("auto", "overlay", "offset"):
-        raise ValueError(f"layout must be 'auto', 'overlay' or 'offset', got {opts.layout!r}")
+        raise InputError(f"layout must be 'auto', 'overlay' or 'offset', got {opts.layout!r}")
     if opts.forces not in FORCE_MODES:
-        raise ValueError(f"forces must be one of {', '.join(FORCE_MODES)}, got {opts.forces!r}")
+        raise InputError(f"forces must be one of {', '.join(FORCE_MODES)}, got {opts.forces!r}")
     labels = list(opts.labels) if opts.labels is not None else default_labels(trajs)
     if len(labels) != len(trajs):
-        raise ValueError(f"{len(labels)} labels for {len(trajs)} trajectories")
+        raise InputError(f"{len(labels)} labels for {len(trajs)} trajectories")
     if models is None:
         models = [model_for(t) for t in trajs]
     models = list(models)
@@ -663,11 +664,11 @@ def build_playback(trajectories: Sequence[Trajectory], options: PlaybackOptions 
     for m, t, lab in zip(models, trajs, labels):
         check_same_bodies(m, t, lab)
         if t.num_frames == 0:
-            raise ValueError(f"trajectory {lab!r} has no frames")
+            raise InputError(f"trajectory {lab!r} has no frames")
     check_comparable(trajs, [repr(lab) for lab in labels], opts.layout)
     named = [str(n) for n in trajs[0].body_names]
     if opts.follow not in ("auto", "centroid", "off") and opts.follow not in named:
-        raise ValueError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {opts.follow!r}")
+        raise InputError(f"follow must be 'auto', 'centroid', 'off' or a body name, got {opts.follow!r}")
     same_scene = len({tuple(map(str, t.body_names)) for t in trajs}) == 1 and len({scene_name(t) for t in trajs}) == 1
     names = unique_node_names(labels)
     prefixes = [f"/meshcat/{n}" for n in names]

@@ -25,8 +25,10 @@ or a shipped scene name (``box_stack``). Options may come before or after the po
 
 Exit status: 0 ok; 1 the simulation failed (or ``compare --tol`` / ``study --strict`` found a
 difference or a failed run); 2 bad usage or bad input (a scene or trajectory file that is missing or
-broken, a bad option value); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); an interrupted `run`
-writes the frames recorded so far, marked interrupted.
+broken, a bad option value; the message names the file or option); 3 ``identify`` found a model mismatch;
+70 internal error (an exception that is not a refusal of the input: a bug; the message says what was raised,
+where and in which command; CONVEXSIM_TRACEBACK=1 adds the full traceback); 130 interrupted (Ctrl-C); 143
+terminated (SIGTERM); an interrupted `run` writes the frames recorded so far, marked interrupted.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from typing import Sequence
 
 from convexsim.cli.analysis import add_examples, add_identify, add_learn, add_seeds, add_study
 from convexsim.cli.bench import add_bench, add_warmup
-from convexsim.cli.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE,  # noqa: F401
-                                  error_text)
+from convexsim.cli.common import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: F401
+                                  EXIT_TERMINATED, EXIT_USAGE, error_text, internal_error_text, is_refusal)
 from convexsim.cli.files import add_compare, add_info, add_scenes, add_validate
 from convexsim.cli.importers import add_import_mjcf, add_import_urdf
 from convexsim.cli.run import add_run, add_view
@@ -52,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convexsim", description="Convex compliant-contact simulation of "
                                      "rigid bodies (SAP) with an LCP reference. `convexsim COMMAND --help` "
                                      "for each command.", epilog="Exit status: 0 ok, 1 simulation failed or "
-                                     "check not passed, 2 bad usage or input, 130 interrupted.")
+                                     "check not passed, 2 bad usage or input (the message names the file or "
+                                     "option), 3 identify found a model mismatch, 70 internal error (a bug: what, "
+                                     "where, which command; CONVEXSIM_TRACEBACK=1 for the traceback), 130 "
+                                     "interrupted, 143 terminated.")
     parser.add_argument("--version", action="version", version=f"convexsim {convexsim.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (add_run, add_validate, add_scenes, add_info, add_view, add_compare, add_bench,
@@ -115,9 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
-        except (FileNotFoundError, ValueError, OSError) as exc:   # SceneError, TrajectoryFormatError too
-            print(f"convexsim {args.command}: error: {error_text(exc)}", file=sys.stderr)
-            return EXIT_USAGE
         except KeyboardInterrupt as exc:
             from convexsim.simulate import TerminationRequest
 
@@ -126,4 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_TERMINATED
             print("interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
+        except Exception as exc:         # a refusal of the input (2), or a bug: a short report (70)
+            if is_refusal(exc):
+                print(f"convexsim {args.command}: error: {error_text(exc)}", file=sys.stderr)
+                return EXIT_USAGE
+            print(internal_error_text(exc, args.command), file=sys.stderr)
+            return EXIT_INTERNAL
 

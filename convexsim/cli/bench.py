@@ -125,6 +125,7 @@ def add_warmup(sub) -> None:
 
 
 def cmd_warmup(args) -> int:
+    from convexsim.errors import InputError
     from convexsim.tools.kernels import uncached_kernels
     from convexsim.tools.warmup import warm_up
 
@@ -134,7 +135,7 @@ def cmd_warmup(args) -> int:
               file=sys.stderr, flush=True)
     try:
         seconds = warm_up(progress=True, jobs=args.jobs, groups=args.only)
-    except ValueError as exc:
+    except InputError as exc:
         print(f"warmup: {exc}", file=sys.stderr)
         return EXIT_USAGE
     compiled = len(before - set(uncached_kernels()))

@@ -137,14 +137,15 @@ def add_compare(sub) -> None:
 
 
 def cmd_compare(args) -> int:
+    from convexsim.errors import InputError
     from convexsim.io import load_trajectory
     from convexsim.io.compare import check_tolerance, compare_trajectories, format_comparison
 
     a, b = load_trajectory(args.a), load_trajectory(args.b)
     try:
         comparison = compare_trajectories(a, b, names=(args.a, args.b))
-    except ValueError as exc:
-        raise ValueError(f"{args.a} and {args.b}: {exc}") from None
+    except InputError as exc:
+        raise InputError(f"{args.a} and {args.b}: {exc}") from None
     print(format_comparison(comparison, include_fixed=args.all_bodies))
     if args.tol is None:
         return EXIT_OK

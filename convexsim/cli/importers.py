@@ -57,6 +57,8 @@ def add_import_mjcf(sub) -> None:
                                    "The scene runs without MuJoCo. Exit 2 on a file that cannot be imported.")
     p.add_argument("mjcf", metavar="MJCF", help="the MuJoCo .xml file")
     p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
+    p.add_argument("--keyframe", metavar="NAME", help="start from this <key>'s qpos, qvel and ctrl (default: qpos0, "
+                   "at rest, ctrl 0)")
     p.set_defaults(func=cmd_import_mjcf)
 
 
@@ -67,14 +69,16 @@ def cmd_import_mjcf(args) -> int:
     path = _shipped_or_given(args.mjcf)
     try:
         try:
-            data = mjcf_to_scene(path)
+            data = mjcf_to_scene(path, keyframe=args.keyframe)
         except MjcfError as exc:
             raise SceneError(exc.problems, str(path)) from None
         spec = scene_from_dict(data, str(path))
     except SceneError as exc:
         print(error_text(exc), file=sys.stderr)
         return EXIT_USAGE
-    return _write_imported(spec, f"# {spec.name}: imported from {path.name} by `convexsim import-mjcf`.\n", args.out)
+    start = f"keyframe {args.keyframe!r}" if args.keyframe else "qpos0 (no keyframe)"
+    return _write_imported(spec, f"# {spec.name}: imported from {path.name} by `convexsim import-mjcf`, starting "
+                           f"from {start}.\n", args.out)
 
 
 def _shipped_or_given(name: str) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from convexsim.cli.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, add_display_flags,
                                   add_slip_curvature_flag, add_unit_flag, display_kwargs, resolve_scene, say,
                                   with_slip_curvature)
+from convexsim.errors import InputError
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -55,7 +56,7 @@ def _check_time_flags(args) -> None:
 
 
 def _step_plan(args, scene_path: Path, model, duration: float) -> tuple[int, str]:
-    """(number of steps, note about rounding or ''); ValueError when the run would take no step."""
+    """(number of steps, note about rounding or ''); InputError when the run would take no step."""
     from convexsim.simulate import plan_steps
 
     source = "--duration" if args.duration is not None else f"{scene_path}: duration"
@@ -205,16 +206,16 @@ def _run_viewer(args):
 
     if not getattr(args, "view", False):
         if getattr(args, "realtime", False):
-            raise ValueError("--realtime paces the live viewer: use it together with --view")
+            raise InputError("--realtime paces the live viewer: use it together with --view")
         if getattr(args, "no_wait", False):
-            raise ValueError("--no-wait only applies to --view")
+            raise InputError("--no-wait only applies to --view")
         if getattr(args, "joint_frames", False) and not getattr(args, "html", None):
-            raise ValueError("--joint-frames draws in the viewer: use it together with --view or --html")
+            raise InputError("--joint-frames draws in the viewer: use it together with --view or --html")
         drawn = [f for f, on in (("--forces", getattr(args, "forces", "auto") != "auto"),
                                  ("--force-scale", getattr(args, "force_scale", None) is not None),
                                  ("--contacts", getattr(args, "contacts", "on") != "on")) if on]
         if drawn and not getattr(args, "html", None):
-            raise ValueError(f"{drawn[0]} changes what the viewer draws: use it together with --view or --html")
+            raise InputError(f"{drawn[0]} changes what the viewer draws: use it together with --view or --html")
         display_kwargs(args)
         return contextlib.nullcontext()
     from convexsim import viz

@@ -104,17 +104,8 @@ def _sign(x: float) -> float:
 
 
 @jit
-def halfspace_box(
-    ph: np.ndarray,
-    Rh: np.ndarray,
-    c: np.ndarray,
-    R: np.ndarray,
-    half: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def halfspace_box(ph: np.ndarray, Rh: np.ndarray, c: np.ndarray, R: np.ndarray, half: np.ndarray,
+                  margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Halfspace vs box: one contact per box vertex v with n·(v − ph) <= margin (≤ 8)."""
     n = column3(Rh, 2)
     count = 0
@@ -128,17 +119,8 @@ def halfspace_box(
 
 
 @jit
-def sphere_box(
-    c: np.ndarray,
-    r: float,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    half: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def sphere_box(c: np.ndarray, r: float, cb: np.ndarray, Rb: np.ndarray, half: np.ndarray, margin: float,
+               phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Sphere vs box, normal from the sphere into the box; ≤ 1 contact.
 
     Centre outside: n = (q − p)/|q − p| with q the closest box point, phi = |p − q| − r.
@@ -174,6 +156,17 @@ def sphere_box(
 
 
 @jit
+def _slab_clip(p: float, dk: float, h: float, t0: float, t1: float) -> tuple[float, float]:
+    """[t0, t1] ∩ {t : |p + t·dk| <= h}, the parameters of a line p + t·dk (dk ≠ 0) inside the slab of
+    half width h along one box axis."""
+    ta = (-h - p) / dk
+    tb = (h - p) / dk
+    if ta > tb:
+        ta, tb = tb, ta
+    return max(t0, ta), min(t1, tb)
+
+
+@jit
 def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
     """True if the segment P0 + t d, t ∈ [0, 1], meets the closed box [−half, half] (box frame)."""
     t0 = 0.0
@@ -183,21 +176,15 @@ def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
             if abs(P0[i]) > half[i]:
                 return False
         else:
-            ta = (-half[i] - P0[i]) / d[i]
-            tb = (half[i] - P0[i]) / d[i]
-            if ta > tb:
-                ta, tb = tb, ta
-            t0 = max(t0, ta)
-            t1 = min(t1, tb)
+            t0, t1 = _slab_clip(P0[i], d[i], half[i], t0, t1)
             if t0 > t1:
                 return False
     return True
 
 
 @jit
-def _segment_box_closest(
-    P0: np.ndarray, P1: np.ndarray, half: np.ndarray
-) -> tuple[float, np.ndarray, np.ndarray]:
+def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
+                         ) -> tuple[float, np.ndarray, np.ndarray]:
     """Distance and closest points (segment, box) for a segment that does not meet the box.
 
     Box frame. The minimum is attained at a segment end (vs its clamp into the box) or between the
@@ -239,20 +226,9 @@ def _segment_box_closest(
 
 
 @jit("int64(float64[::1], float64[::1], float64[::1], int64, float64, float64, float64[::1], float64[:, ::1], float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
-def _capsule_face_contacts(
-    P0: np.ndarray,
-    d: np.ndarray,
-    half: np.ndarray,
-    face: int,
-    s: float,
-    r: float,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def _capsule_face_contacts(P0: np.ndarray, d: np.ndarray, half: np.ndarray, face: int, s: float, r: float,
+                           cb: np.ndarray, Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray,
+                           normal: np.ndarray) -> int:
     """Contacts of a capsule segment against box face s·e_face (box frame in, world out).
 
     The segment is clipped to the face rectangle (the slabs |x_k| <= h_k, k ≠ face); each end P of
@@ -268,12 +244,7 @@ def _capsule_face_contacts(
             if abs(P0[k]) > half[k] * (1.0 + 1e-12) + TINY:
                 return -1
         else:
-            ta = (-half[k] - P0[k]) / d[k]
-            tb = (half[k] - P0[k]) / d[k]
-            if ta > tb:
-                ta, tb = tb, ta
-            t0 = max(t0, ta)
-            t1 = min(t1, tb)
+            t0, t1 = _slab_clip(P0[k], d[k], half[k], t0, t1)
     if t0 > t1:
         return -1
     n_local = unit3(face, s)
@@ -294,19 +265,9 @@ def _capsule_face_contacts(
 
 
 @jit
-def capsule_box(
-    cc: np.ndarray,
-    Rc: np.ndarray,
-    r: float,
-    h: float,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    half: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarray, Rb: np.ndarray,
+                half: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray
+                ) -> int:
     """Capsule vs box, normal from the capsule into the box; ≤ 2 contacts (see module docstring)."""
     axis_local = rot_mul_t(Rb, column3(Rc, 2))
     P0 = axpy3(rot_mul_t(Rb, sub3(cc, cb)), -h, axis_local)
@@ -418,9 +379,7 @@ def capsule_box(
 
 
 @jit("int64(float64[:, ::1], int64, float64[::1], float64, float64[:, ::1])")  # explicit: no per-literal specializations
-def _clip_polygon(
-    poly: np.ndarray, count: int, n: np.ndarray, offset: float, out: np.ndarray
-) -> int:
+def _clip_polygon(poly: np.ndarray, count: int, n: np.ndarray, offset: float, out: np.ndarray) -> int:
     """Sutherland–Hodgman: keep the part of polygon poly[:count] with n·x <= offset; returns size."""
     m = 0
     for i in range(count):
@@ -449,21 +408,9 @@ def _box_radius(R: np.ndarray, half: np.ndarray, L: np.ndarray) -> float:
 
 
 @jit("int64(float64[::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float64[::1], int64, float64[::1], boolean, float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
-def _box_box_faces(
-    cr: np.ndarray,
-    Rr: np.ndarray,
-    hr: np.ndarray,
-    ci: np.ndarray,
-    Ri: np.ndarray,
-    hi: np.ndarray,
-    axis: int,
-    nr: np.ndarray,
-    ref_is_a: bool,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def _box_box_faces(cr: np.ndarray, Rr: np.ndarray, hr: np.ndarray, ci: np.ndarray, Ri: np.ndarray,
+                   hi: np.ndarray, axis: int, nr: np.ndarray, ref_is_a: bool, margin: float, phi: np.ndarray,
+                   point: np.ndarray, normal: np.ndarray) -> int:
     """Face contacts: clip the incident box's face against face ``axis`` of the reference box.
 
     ``nr`` = ±Rr[:, axis] is the reference face's outward normal (pointing towards the incident box).
@@ -538,9 +485,8 @@ def _closest_point_on_box(c: np.ndarray, R: np.ndarray, half: np.ndarray, x: np.
 
 
 @jit
-def _box_box_closest(
-    ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray, hb: np.ndarray
-) -> tuple[float, np.ndarray, np.ndarray]:
+def _box_box_closest(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray,
+                     hb: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """Distance and closest points (on A, on B) of two disjoint boxes.
 
     The minimum over two disjoint convex polytopes is attained vertex–solid or edge–edge: the 8
@@ -594,18 +540,9 @@ FACE_MANIFOLD_COS = 1.0 - 1e-4
 
 
 @jit
-def _box_box_separated(
-    ca: np.ndarray,
-    Ra: np.ndarray,
-    ha: np.ndarray,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    hb: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def _box_box_separated(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray,
+                       hb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray
+                       ) -> int:
     """Disjoint boxes: exact distance; face manifold when the gap direction is nearly a face normal.
 
     If the closest direction n is within FACE_MANIFOLD_COS of a face normal (of A or B) and the
@@ -628,20 +565,9 @@ def _box_box_separated(
         if cosine > best_cos:
             best_cos, best_f = cosine, f
     if best_cos >= FACE_MANIFOLD_COS:
-        if best_f < 3:
-            axis = column3(Ra, best_f)
-            nr = scale3(axis, _sign(dot3(n, axis)))
-            count = _box_box_faces(ca, Ra, ha, cb, Rb, hb, best_f, nr, True, margin, phi, point, normal)
-        else:
-            axis = column3(Rb, best_f - 3)
-            nr = scale3(axis, -_sign(dot3(n, axis)))
-            count = _box_box_faces(cb, Rb, hb, ca, Ra, ha, best_f - 3, nr, False, margin, phi, point, normal)
-        if count > 0:
-            lowest = phi[0]
-            for k in range(1, count):
-                lowest = min(lowest, phi[k])
-            if lowest <= dist * (1.0 + 1e-9) + TINY:
-                return count
+        count = _box_box_face_axis(ca, Ra, ha, cb, Rb, hb, n, best_f, margin, phi, point, normal)
+        if count > 0 and _lowest(phi, count) <= dist * (1.0 + 1e-9) + TINY:
+            return count
     write_contact(0, dist, xa, xb, n, phi, point, normal)
     return 1
 
@@ -653,21 +579,11 @@ def _min3(h: np.ndarray) -> float:
 
 
 @jit
-def _box_box_face_axis(
-    ca: np.ndarray,
-    Ra: np.ndarray,
-    ha: np.ndarray,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    hb: np.ndarray,
-    t: np.ndarray,
-    face: int,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
-    """Clipped face contacts for face axis ``face`` (0..2 of A, 3..5 of B), t = cb − ca."""
+def _box_box_face_axis(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray,
+                       hb: np.ndarray, t: np.ndarray, face: int, margin: float, phi: np.ndarray,
+                       point: np.ndarray, normal: np.ndarray) -> int:
+    """Clipped face contacts for face axis ``face`` (0..2 of A, 3..5 of B), the face normal oriented along
+    t (the centre line cb − ca, or the gap direction of separated boxes)."""
     if face < 3:
         axis = column3(Ra, face)
         nr = scale3(axis, _sign(dot3(t, axis)))
@@ -678,18 +594,8 @@ def _box_box_face_axis(
 
 
 @jit
-def box_box(
-    ca: np.ndarray,
-    Ra: np.ndarray,
-    ha: np.ndarray,
-    cb: np.ndarray,
-    Rb: np.ndarray,
-    hb: np.ndarray,
-    margin: float,
-    phi: np.ndarray,
-    point: np.ndarray,
-    normal: np.ndarray,
-) -> int:
+def box_box(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray, hb: np.ndarray,
+            margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Box vs box by the separating-axis test and face clipping; ≤ 8 contacts (module docstring)."""
     t = sub3(cb, ca)
     # Face axes: 0..2 of A, 3..5 of B. Separation along L: |t·L| − rA(L) − rB(L).

@@ -13,7 +13,10 @@ the lowest point of g along n is within the pair's margin, n·(c_g − p) − s_
 s_g(n) the support half-width of g along n.
 
 Pairs of geometries on the same body, pairs of two fixed bodies and halfspace–halfspace pairs are
-never reported. A pair is (A, B) with A the halfspace if there is one, else the lower geom index.
+never reported, nor pairs that the collision filter excludes: with ``geom_filter`` (ngeom, 2) holding each
+geometry's (group, mask) bits, i and j are a pair only if (group_i & mask_j) | (group_j & mask_i) ≠ 0
+(MuJoCo's contype/conaffinity rule; ``geom_filter=None``: no filter). A pair is (A, B) with A the halfspace if
+there is one, else the lower geom index.
 """
 
 from __future__ import annotations
@@ -67,11 +70,20 @@ def support_half_width(gtype: int, size: np.ndarray, R: np.ndarray, n: np.ndarra
 
 
 @jit
-def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray) -> bool:
-    """Geometries on different bodies, not both fixed."""
+def filter_admits(i: int, j: int, geom_filter) -> bool:
+    """Whether the collision filter lets geometries i and j collide: (group_i & mask_j) | (group_j & mask_i) ≠ 0
+    (always, without a filter)."""
+    if geom_filter is None:
+        return True
+    return (geom_filter[i, 0] & geom_filter[j, 1]) != 0 or (geom_filter[j, 0] & geom_filter[i, 1]) != 0
+
+
+@jit
+def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray, geom_filter) -> bool:
+    """Geometries on different bodies, not both fixed, admitted by the collision filter."""
     bi = geom_body[i]
     bj = geom_body[j]
-    return bi != bj and not (body_fixed[bi] and body_fixed[bj])
+    return bi != bj and not (body_fixed[bi] and body_fixed[bj]) and filter_admits(i, j, geom_filter)
 
 
 @jit
@@ -94,6 +106,7 @@ def _halfspace_pairs(
     gmargin: np.ndarray,
     pairs: np.ndarray,
     total: int,
+    geom_filter,
 ) -> int:
     """Append (halfspace, geom) pairs whose support test passes; returns the new total."""
     ngeom = geom_type.shape[0]
@@ -102,7 +115,7 @@ def _halfspace_pairs(
             continue
         n = column3(rot[h], 2)
         for g in range(ngeom):
-            if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed):
+            if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed, geom_filter):
                 continue
             height = (
                 n[0] * (pos[g, 0] - pos[h, 0]) + n[1] * (pos[g, 1] - pos[h, 1]) + n[2] * (pos[g, 2] - pos[h, 2])
@@ -122,10 +135,12 @@ def sweep_and_prune_pairs(
     rot: np.ndarray,
     gmargin: np.ndarray,
     pairs: np.ndarray,
+    geom_filter=None,
 ) -> int:
     """All candidate pairs (sort and sweep + halfspaces) into ``pairs`` (cap, 2).
 
     ``gmargin`` (ngeom,) holds each geometry's margin share m_g [m]; a pair's margin is m_i + m_j.
+    ``geom_filter``: None, or (ngeom, 2) int64 (group, mask) bits (module docstring).
     Returns the number of pairs found; if it exceeds ``pairs.shape[0]`` only the first rows were
     written and the caller must retry with a larger buffer.
     """
@@ -162,7 +177,7 @@ def sweep_and_prune_pairs(
                 if lo[kj] > hi[ki]:
                     break
                 j = idx[kj]
-                if not _allowed(i, j, geom_body, body_fixed):
+                if not _allowed(i, j, geom_body, body_fixed, geom_filter):
                     continue
                 dx = centres[ki, 0] - centres[kj, 0]
                 dy = centres[ki, 1] - centres[kj, 1]
@@ -170,7 +185,8 @@ def sweep_and_prune_pairs(
                 reach = rho[ki] + rho[kj] + mg[ki] + mg[kj]
                 if dx * dx + dy * dy + dz * dz <= reach * reach:
                     total = _emit(min(i, j), max(i, j), total, pairs)
-    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total,
+                            geom_filter)
 
 
 @jit
@@ -183,6 +199,7 @@ def brute_force_pairs(
     rot: np.ndarray,
     gmargin: np.ndarray,
     pairs: np.ndarray,
+    geom_filter=None,
 ) -> int:
     """Reference broad phase: the same pair rule as ``sweep_and_prune_pairs`` by testing all pairs."""
     ngeom = geom_type.shape[0]
@@ -191,7 +208,7 @@ def brute_force_pairs(
         if geom_type[i] == HALFSPACE:
             continue
         for j in range(i + 1, ngeom):
-            if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed):
+            if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed, geom_filter):
                 continue
             d = sub3(pos[i], pos[j])
             reach = (
@@ -202,4 +219,5 @@ def brute_force_pairs(
             )
             if dot3(d, d) <= reach * reach:
                 total = _emit(i, j, total, pairs)
-    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total)
+    return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total,
+                            geom_filter)

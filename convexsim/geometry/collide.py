@@ -30,14 +30,8 @@ from convexsim.geometry.broadphase import (
     brute_force_pairs,
     sweep_and_prune_pairs,
 )
-from convexsim.geometry.primitives import (
-    MAX_PAIR_CONTACTS,
-    capsule_capsule,
-    halfspace_capsule,
-    halfspace_sphere,
-    sphere_capsule,
-    sphere_sphere,
-)
+from convexsim.geometry.primitives import (MAX_PAIR_CONTACTS, capsule_capsule, halfspace_capsule, halfspace_sphere,
+                                           sphere_capsule, sphere_sphere)
 from convexsim.geometry.transforms import geom_world_poses
 from convexsim.model import Contacts
 

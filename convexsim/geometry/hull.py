@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
+
 MESH_FILE_SUFFIXES = (".obj", ".stl", ".ply")
 """Mesh file formats read for ``shape: mesh`` with ``file:``."""
 
@@ -27,7 +29,7 @@ NONCONVEX_RELATIVE_VOLUME = 1e-3
 """A file mesh whose closed volume is below its hull's by more than this fraction is reported non-convex."""
 
 
-class MeshError(ValueError):
+class MeshError(InputError):
     """A mesh that cannot be used: too few points, coplanar points, unreadable or unknown file."""
 
 

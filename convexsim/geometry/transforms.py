@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.spatial import rotation_entries
+from convexsim.spatial import quat_product_entries, rotation_entries
 
 TINY = 1e-12
 """Lengths [m] (or squared lengths, as noted) below this are treated as zero by the kernels."""
@@ -23,6 +23,9 @@ TINY = 1e-12
 
 rotation_entries_kernel = jit(inline="always")(rotation_entries)
 """``convexsim.spatial.rotation_entries`` (the one quaternion → rotation formula) compiled for the kernels."""
+
+quat_product_kernel = jit(inline="always")(quat_product_entries)
+"""``convexsim.spatial.quat_product_entries`` (the one quaternion product) compiled for the kernels."""
 
 
 @jit
@@ -75,16 +78,13 @@ def rot_to_quat(R, out):
 def quat_exp_times(rx, ry, rz, bw, bx, by, bz):
     """exp(r) ⊗ b renormalized: the unit quaternion of the rotation vector r = θ·u [rad] (cos θ/2, sin(θ/2) u,
     with sin(θ/2)/θ ≈ ½ − θ²/48 below θ = 1e-8, as ``spatial.quat_exp``) times the quaternion b (w, x, y, z),
-    divided by its norm. Returns (w, x, y, z)."""
+    divided by its norm (``spatial.quat_product_entries``). Returns (w, x, y, z)."""
     theta = math.sqrt(rx * rx + ry * ry + rz * rz)
     half = 0.5 * theta
     k = 0.5 - theta ** 2 / 48.0 if theta < 1e-8 else math.sin(half) / theta
     aw = math.cos(half)
     ax, ay, az = k * rx, k * ry, k * rz
-    qw = aw * bw - ax * bx - ay * by - az * bz
-    qx = aw * bx + ax * bw + ay * bz - az * by
-    qy = aw * by - ax * bz + ay * bw + az * bx
-    qz = aw * bz + ax * by - ay * bx + az * bw
+    qw, qx, qy, qz = quat_product_kernel(aw, ax, ay, az, bw, bx, by, bz)
     n = math.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
     return qw / n, qx / n, qy / n, qz / n
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from convexsim.errors import InputError
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``identify`` subcommand."""
@@ -48,8 +50,11 @@ def _initial(text: str) -> dict[str, float]:
     for item in filter(None, (t.strip() for t in text.split(","))):
         name, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--initial: expected NAME=VALUE, got {item!r}")
-        out[name.strip()] = float(value)
+            raise InputError(f"--initial: expected NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--initial: {name.strip()}: not a number: {value!r}") from None
     return out
 
 

@@ -26,10 +26,11 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from convexsim.errors import InputError
 from convexsim.io.atomic import atomic_path, atomic_write_text
 
 
-class IdentifyStudyError(ValueError):
+class IdentifyStudyError(InputError):
     """A malformed identification study file."""
 
 

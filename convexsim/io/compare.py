@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.io import QUANTITIES, UNITS, Trajectory
 
 
@@ -85,11 +86,11 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *,
     names_a = [str(n) for n in traj_a.body_names]
     names_b = [str(n) for n in traj_b.body_names]
     if names_a != names_b:
-        raise ValueError(f"the trajectories have different bodies: {names_a} vs {names_b}")
+        raise InputError(f"the trajectories have different bodies: {names_a} vs {names_b}")
     dt = traj_a.time_step or traj_b.time_step or 1.0
     ia, ib = _common_frames(traj_a.time, traj_b.time, 1e-6 * dt)
     if ia.size == 0:
-        raise ValueError("the trajectories have no frame time in common")
+        raise InputError("the trajectories have no frame time in common")
     Fa = net_contact_force(traj_a)[ia]
     Fb = net_contact_force(traj_b)[ib]
     qa, qb = traj_a.quaternion[ia], traj_b.quaternion[ib]
@@ -146,9 +147,9 @@ def check_tolerance(comparison: dict, tol: float, quantity: str = "position") ->
     """(passed, one-line verdict): whether the largest ``quantity`` difference over all bodies and common
     frames is <= ``tol`` (in UNITS[quantity]), naming the body and time of that difference."""
     if quantity not in QUANTITIES:
-        raise ValueError(f"unknown quantity {quantity!r}; one of {', '.join(QUANTITIES)}")
+        raise InputError(f"unknown quantity {quantity!r}; one of {', '.join(QUANTITIES)}")
     if not (tol >= 0.0 and np.isfinite(tol)):
-        raise ValueError(f"--tol must be a finite number >= 0 (got {tol:g})")
+        raise InputError(f"--tol must be a finite number >= 0 (got {tol:g})")
     worst = max(comparison["bodies"].items(), key=lambda kv: kv[1][quantity]["max"], default=None)
     if worst is None:
         return True, f"PASS: no bodies to compare (tolerance {tol:g} {UNITS[quantity]})"

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.io.atomic import atomic_path
 
 SCHEMA_VERSION = 1
 """Version of the trajectory schema written by this code. Readers reject other versions."""
 
 
-class TrajectoryFormatError(ValueError):
+class TrajectoryFormatError(InputError):
     """A file is not a convexsim trajectory of a supported schema version."""
 
 

@@ -12,6 +12,8 @@ import argparse
 import sys
 import time
 
+from convexsim.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     """Register ``learn`` on the ``convexsim`` sub-command parser (arguments are parsed in ``run``)."""
@@ -93,9 +95,9 @@ def _generate(a) -> int:
     from convexsim.learn.data import make_block_data, make_particle_data, save_data
 
     if not 0 < a.dt < float("inf"):
-        raise ValueError(f"--dt must be finite and > 0; got {a.dt}")
+        raise InputError(f"--dt must be finite and > 0; got {a.dt}")
     if not 0 <= a.mu < float("inf"):
-        raise ValueError(f"--mu must be finite and ≥ 0; got {a.mu}")
+        raise InputError(f"--mu must be finite and ≥ 0; got {a.mu}")
     kw = {k: v for k, v in (("episodes", a.episodes), ("steps", a.steps)) if v is not None}
     kw.update(seed=a.seed, dt=a.dt, mu=a.mu, hold=a.hold)
     if a.system == "block":
@@ -121,9 +123,9 @@ def _fit(a) -> int:
     from convexsim.learn.report import evaluate, write_report
 
     if a.experts < 1:
-        raise ValueError(f"--experts must be ≥ 1; got {a.experts}")
+        raise InputError(f"--experts must be ≥ 1; got {a.experts}")
     if a.restarts < 1:
-        raise ValueError(f"--restarts must be ≥ 1; got {a.restarts}")
+        raise InputError(f"--restarts must be ≥ 1; got {a.restarts}")
     data = load_data(a.data)
     train, test = data.split_episodes(a.test_fraction)
     objectives = ["em", "seed"] if a.objective == "both" else [a.objective]

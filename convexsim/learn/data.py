@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.io.atomic import atomic_path
 from convexsim.lcp.lemke import LemkeStatus, lemke
 
@@ -48,7 +49,7 @@ BLOCK_MODES = ("stick", "slide+", "slide-")
 PARTICLE_MODES = ("flight", "stick", "slide+", "slide-")
 
 
-class LearnDataError(ValueError):
+class LearnDataError(InputError):
     """A data file is missing fields or is inconsistent, or a simulated step failed."""
 
 
@@ -105,7 +106,7 @@ class LearnData:
         With a single episode the last ``test_fraction`` of its steps are the test set.
         """
         if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test fraction must be in (0, 1); got {test_fraction}")
+            raise InputError(f"test fraction must be in (0, 1); got {test_fraction}")
         ids = np.unique(self.episode)
         if len(ids) >= 2:
             n_test = min(len(ids) - 1, max(1, int(np.ceil(test_fraction * len(ids)))))
@@ -176,7 +177,7 @@ def block_rollout(
     """Simulate the block from v0 under the forces U (T,): (velocities (T+1,), modes (T,))."""
     step = {"direct": block_step_direct, "lcp": block_step_lcp}.get(formulation)
     if step is None:
-        raise ValueError(f"block formulation must be 'direct' or 'lcp'; got {formulation!r}")
+        raise InputError(f"block formulation must be 'direct' or 'lcp'; got {formulation!r}")
     U = np.asarray(U, float).reshape(-1)
     v = np.empty(len(U) + 1)
     modes = np.empty(len(U), np.int64)
@@ -186,19 +187,9 @@ def block_rollout(
     return v, modes
 
 
-def make_block_data(
-    *,
-    episodes: int = 9,
-    steps: int = 1000,
-    seed: int = 0,
-    dt: float = 0.01,
-    mu: float = 0.3,
-    g: float = G,
-    mass: float = 1.0,
-    u_max: float = 6.0,
-    hold: int = 25,
-    formulation: str = "direct",
-) -> LearnData:
+def make_block_data(*, episodes: int = 9, steps: int = 1000, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
+                    g: float = G, mass: float = 1.0, u_max: float = 6.0, hold: int = 25,
+                    formulation: str = "direct") -> LearnData:
     """Sliding-block data: ``episodes`` runs of ``steps`` steps from rest, u uniform on [−u_max, u_max] N.
 
     With the defaults (μg = 2.943 N) about a third of the samples stick.
@@ -296,20 +287,9 @@ def particle_step_closed_form(state, u, h: float, mu: float, g: float = G, mass:
     return np.array([x + h * xd1, y + h * yd1, xd1, yd1]), mode
 
 
-def make_particle_data(
-    *,
-    episodes: int = 40,
-    steps: int = 200,
-    seed: int = 0,
-    dt: float = 0.01,
-    mu: float = 0.3,
-    g: float = G,
-    mass: float = 1.0,
-    ux_max: float = 6.0,
-    uy_range=(-6.0, 11.5),
-    y0_max: float = 0.5,
-    hold: int = 25,
-) -> LearnData:
+def make_particle_data(*, episodes: int = 40, steps: int = 200, seed: int = 0, dt: float = 0.01, mu: float = 0.3,
+                       g: float = G, mass: float = 1.0, ux_max: float = 6.0, uy_range=(-6.0, 11.5),
+                       y0_max: float = 0.5, hold: int = 25) -> LearnData:
     """2D particle data: episodes from a random height y0 ∈ [0, y0_max] m at rest, u_x uniform on
     [−ux_max, ux_max] N and u_y uniform on ``uy_range`` N (u_y > mg lifts the particle off)."""
     _check_sizes(episodes, steps, hold)
@@ -344,7 +324,7 @@ def make_particle_data(
 def _check_sizes(episodes: int, steps: int, hold: int) -> None:
     for name, val in (("episodes", episodes), ("steps", steps), ("hold", hold)):
         if int(val) < 1:
-            raise ValueError(f"{name} must be ≥ 1; got {val}")
+            raise InputError(f"{name} must be ≥ 1; got {val}")
 
 
 # ------------------------------------------------------------------------------------ files

@@ -316,19 +316,24 @@ def _min_degree_kernel(sizes, xadj, adjncy, use_natural):
 
 
 @jit
-def _find_entry(l_colptr, l_rows, col, row):
-    """Index of the L entry (row, col) (positions) by binary search; -1 if absent."""
-    lo = l_colptr[col]
-    hi = l_colptr[col + 1]
+def sorted_find(idx, lo, hi, value):
+    """Position k in [lo, hi) with idx[k] == value, idx[lo:hi] increasing (binary search); -1 if absent."""
+    end = hi
     while lo < hi:
         mid = (lo + hi) // 2
-        if l_rows[mid] < row:
+        if idx[mid] < value:
             lo = mid + 1
         else:
             hi = mid
-    if lo < l_colptr[col + 1] and l_rows[lo] == row:
+    if lo < end and idx[lo] == value:
         return lo
     return -1
+
+
+@jit
+def _find_entry(l_colptr, l_rows, col, row):
+    """Index of the L entry (row, col) (positions) by binary search; -1 if absent."""
+    return sorted_find(l_rows, l_colptr[col], l_colptr[col + 1], row)
 
 
 @jit
@@ -591,7 +596,9 @@ def _solve_kernel(sizes, perm, block_offset, l_colptr, l_rows, l_ptr, l_diag_ptr
                 x[ok + j, c] = s / values[dk + j * nk + j]
 
 
-def _check_values(sym: BlockSymbolic, diag_values, edge_values) -> tuple[np.ndarray, np.ndarray]:
+def check_values(sym, diag_values, edge_values) -> tuple[np.ndarray, np.ndarray]:
+    """The diagonal and edge blocks' values as contiguous float64 vectors of the lengths ``sym`` expects
+    (``diag_len``, ``edge_len``; a block-sparse or a supernodal symbolic analysis); ValueError otherwise."""
     d = np.ascontiguousarray(diag_values, dtype=np.float64).ravel()
     ev = np.ascontiguousarray(edge_values, dtype=np.float64).ravel()
     if d.size != sym.diag_len:
@@ -601,6 +608,29 @@ def _check_values(sym: BlockSymbolic, diag_values, edge_values) -> tuple[np.ndar
     return d, ev
 
 
+def factor_buffer(out, size: int) -> np.ndarray:
+    """A new float64 vector of ``size`` entries for a factor, or ``out`` after checking it is one."""
+    if out is None:
+        return np.empty(size, dtype=np.float64)
+    if out.dtype != np.float64 or out.shape != (size,) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a contiguous float64 array of shape ({size},)")
+    return out
+
+
+def not_positive_definite(method: str, block: int, iperm, nblocks: int) -> np.linalg.LinAlgError:
+    """The error of a Cholesky factorization whose pivot failed at the (original) block ``block``."""
+    return np.linalg.LinAlgError(f"{method}: H is not positive definite; pivot failed at block {block} "
+                                 f"(elimination position {int(iperm[block])} of {nblocks})")
+
+
+def rhs_array(n: int, b) -> np.ndarray:
+    """b as a float64 array of shape (n,) or (n, m) (the right-hand side of a solve); ValueError otherwise."""
+    b = np.asarray(b, dtype=np.float64)
+    if b.shape[0] != n or b.ndim not in (1, 2):
+        raise ValueError(f"b must have shape ({n},) or ({n}, m), got {b.shape}")
+    return b
+
+
 def factor(sym: BlockSymbolic, diag_values, edge_values, out: np.ndarray | None = None) -> BlockFactor:
     """Numeric right-looking block Cholesky P H P^T = L L^T (block column k: dense LLT of the updated
     diagonal block, L_rk = H_rk L_kk^{-T}, Schur update H_rs -= L_rk L_sk^T).
@@ -608,32 +638,21 @@ def factor(sym: BlockSymbolic, diag_values, edge_values, out: np.ndarray | None 
     ``out``: optional float64 array of length ``sym.l_size`` reused for the factor (no allocation).
     Raises ``np.linalg.LinAlgError`` naming the (original) block whose pivot failed if H is not SPD.
     """
-    d, ev = _check_values(sym, diag_values, edge_values)
-    if out is None:
-        values = np.empty(sym.l_size, dtype=np.float64)
-    else:
-        if out.dtype != np.float64 or out.shape != (sym.l_size,) or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a contiguous float64 array of shape ({sym.l_size},)")
-        values = out
+    d, ev = check_values(sym, diag_values, edge_values)
+    values = factor_buffer(out, sym.l_size)
     info = _factor_kernel(sym.block_sizes, sym.perm, sym.l_colptr, sym.l_rows, sym.l_ptr, sym.l_diag_ptr,
                           sym.edge_entry, sym.edge_transposed, sym.edges, sym.diag_ptr, sym.edge_ptr, d, ev,
                           values)
     if info < 0:
         raise RuntimeError("block-sparse Cholesky: symbolic fill pattern is inconsistent (internal error)")
     if info != 0:
-        block = int(info) - 1
-        raise np.linalg.LinAlgError(
-            f"block-sparse Cholesky: H is not positive definite; pivot failed at block {block} "
-            f"(elimination position {int(sym.iperm[block])} of {sym.block_sizes.size})"
-        )
+        raise not_positive_definite("block-sparse Cholesky", int(info) - 1, sym.iperm, sym.block_sizes.size)
     return BlockFactor(values=values)
 
 
 def solve(sym: BlockSymbolic, fac: BlockFactor, b) -> np.ndarray:
     """Solve H x = b for b of shape (n,) or (n, m); returns a new array of the same shape."""
-    b = np.asarray(b, dtype=np.float64)
-    if b.shape[0] != sym.n or b.ndim not in (1, 2):
-        raise ValueError(f"b must have shape ({sym.n},) or ({sym.n}, m), got {b.shape}")
+    b = rhs_array(sym.n, b)
     x = np.array(b.reshape(sym.n, -1), dtype=np.float64, order="C", copy=True)
     _solve_kernel(sym.block_sizes, sym.perm, sym.block_offset, sym.l_colptr, sym.l_rows, sym.l_ptr,
                   sym.l_diag_ptr, fac.values, x)

@@ -22,6 +22,16 @@ from convexsim._jit import jit
 
 
 @jit
+def _clique_of(cliques, clique_sizes, J_ptr, i, side):
+    """(clique c, its size n, the offset p of its 3 × n Jacobian block J_i,c in J_values) of constraint i's side
+    0 or 1; c = −1 when that side is the world (no clique)."""
+    c = cliques[i, side]
+    if c < 0:
+        return c, 0, 0
+    return c, clique_sizes[c], J_ptr[i, side]
+
+
+@jit
 def block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, x, out):
     """out = A x for A = blkdiag(A_c). x, out: (nv,)."""
     for c in range(clique_sizes.shape[0]):
@@ -42,12 +52,10 @@ def constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, 
         for r in range(3):
             vc_out[i, r] = 0.0
         for side in range(2):
-            c = cliques[i, side]
+            c, n, p = _clique_of(cliques, clique_sizes, J_ptr, i, side)
             if c < 0:
                 continue
-            n = clique_sizes[c]
             s = clique_start[c]
-            p = J_ptr[i, side]
             for r in range(3):
                 acc = 0.0
                 for k in range(n):
@@ -61,12 +69,10 @@ def generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, g
     out[:] = 0.0
     for i in range(cliques.shape[0]):
         for side in range(2):
-            c = cliques[i, side]
+            c, n, p = _clique_of(cliques, clique_sizes, J_ptr, i, side)
             if c < 0:
                 continue
-            n = clique_sizes[c]
             s = clique_start[c]
-            p = J_ptr[i, side]
             for k in range(n):
                 acc = 0.0
                 for r in range(3):
@@ -81,12 +87,10 @@ def delassus_estimate(clique_start, clique_sizes, A_ptr, A_values, cliques, J_pt
     for i in range(cliques.shape[0]):
         W[:, :] = 0.0
         for side in range(2):
-            c = cliques[i, side]
+            c, n, p = _clique_of(cliques, clique_sizes, J_ptr, i, side)
             if c < 0:
                 continue
-            n = clique_sizes[c]
             pa = A_ptr[c]
-            p = J_ptr[i, side]
             for k in range(n):
                 inv_a = 1.0 / A_values[pa + k * n + k]
                 for r in range(3):
@@ -147,11 +151,10 @@ def assemble_hessian_blocks(
         if _is_zero3(G[i]):  # adds exactly nothing (open speculative contacts, flat regions of the cost)
             continue
         for side in range(2):
-            c = cliques[i, side]
+            c, n, p = _clique_of(cliques, clique_sizes, J_ptr, i, side)
             if c < 0:
                 continue
-            n = clique_sizes[c]
-            _add_jt_g_j(J_values, J_ptr[i, side], n, G[i], J_ptr[i, side], n, diag_out, diag_ptr[c], GJa)
+            _add_jt_g_j(J_values, p, n, G[i], p, n, diag_out, diag_ptr[c], GJa)
         e = constraint_edge[i]
         if e >= 0:
             c0 = cliques[i, 0]

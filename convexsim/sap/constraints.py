@@ -80,6 +80,12 @@ def eval_constraints(kind, cpar, vc, gamma_out, G_out, with_hessian, kappa=0.0):
 
 
 @jit
+def _along_ray(vc, dvc, i, alpha):
+    """Constraint i's velocity vc_i + α dvc_i [m/s] along the search ray."""
+    return vc[i, 0] + alpha * dvc[i, 0], vc[i, 1] + alpha * dvc[i, 1], vc[i, 2] + alpha * dvc[i, 2]
+
+
+@jit
 def eval_along_ray(kind, cpar, vc, dvc, alpha):
     """Constraint part of the cost along v + α dv: (ℓ_R(α), dℓ_R/dα, d²ℓ_R/dα²).
 
@@ -91,9 +97,7 @@ def eval_along_ray(kind, cpar, vc, dvc, alpha):
     d1 = 0.0
     d2 = 0.0
     for i in range(kind.shape[0]):
-        a0 = vc[i, 0] + alpha * dvc[i, 0]
-        a1 = vc[i, 1] + alpha * dvc[i, 1]
-        a2 = vc[i, 2] + alpha * dvc[i, 2]
+        a0, a1, a2 = _along_ray(vc, dvc, i, alpha)
         ell += impulse_and_cost(kind[i], cpar[i], a0, a1, a2, gamma)
         hessian_block(kind[i], cpar[i], a0, a1, a2, G)
         for r in range(3):
@@ -110,9 +114,7 @@ def cost_along_ray(kind, cpar, vc, dvc, alpha):
     ell = 0.0
     d1 = 0.0
     for i in range(kind.shape[0]):
-        a0 = vc[i, 0] + alpha * dvc[i, 0]
-        a1 = vc[i, 1] + alpha * dvc[i, 1]
-        a2 = vc[i, 2] + alpha * dvc[i, 2]
+        a0, a1, a2 = _along_ray(vc, dvc, i, alpha)
         ell += impulse_and_cost(kind[i], cpar[i], a0, a1, a2, gamma)
         for r in range(3):
             d1 -= dvc[i, r] * gamma[r]

@@ -22,6 +22,13 @@ SapCouplerConstraint, SapPdControllerConstraint), with w the Delassus estimate o
   J = −e_i; box [0, ∞); defaults k = 1e12 N/m, τ = dt (so always near-rigid: R = w/(400π²),
   v̂ = −g/(2 dt)).
 * coupler q_i = ρ q_j + Δ: g = q_i − ρ q_j − Δ, J = e_i − ρ e_j, k = ∞, box (−∞, ∞).
+* joint dry friction on dof i with bound f [N·m or N] (MJCF ``frictionloss``, URDF ``<dynamics friction>``):
+  the 1-D friction "cone" of the contact model with the bound μ·γ_n replaced by dt·f: J = e_i, v̂ = 0,
+  box [−dt f, dt f], R = β² w/(4π²) (:func:`joint_friction_row`). The impulse opposes the joint velocity
+  and is bounded by the friction impulse: γ = clamp(−vc/R, −dt f, dt f), i.e. the joint sticks
+  (vc = −R γ ≈ 0) while the other forces on it stay within ±f and slides with the constant force ∓f
+  otherwise. It is the PD row below with Kp = 0, v_d = u_ff = 0, effort f and a damping Kd at or above
+  the near-rigid bound, so the steppers carry it as such an actuator (:data:`FRICTION_KD`).
 * PD actuator on dof i with q = q0 + dt v: ũ = −Kp (q − q_d) − Kd (v − v_d) + u_ff, u = clamp(ũ, −e, e),
   γ = dt u. With R = 1/(dt (dt Kp + Kd)) and v̂ = (−Kp (q0 − q_d) + Kd v_d + u_ff)/(dt Kp + Kd) this is
   exactly the row above with the box [−dt e, dt e] (y = dt ũ). Gains are limited so that R >= β² w/(4π²),
@@ -50,6 +57,12 @@ BETA_JOINT = 0.1
 """Near-rigid factor of joint constraints (Drake hard-codes 0.1 for all but contact)."""
 LIMIT_STIFFNESS = 1e12
 """Default joint-limit stiffness [N/m or N·m/rad] (Drake's MultibodyPlant value)."""
+FRICTION_KD = 1e10
+"""Damping [N·m·s/rad or N·s/m] of the PD row that carries a joint's dry friction: at or above the near-rigid
+bound 1/(dt R_nr) whenever w >= 4π²/(β² dt Kd), i.e. for joint inertias 1/w up to ≈ 2.5e3 kg·m² at dt = 1 ms,
+so SAP's gain limit makes the row exactly :func:`joint_friction_row`; the LCP stepper folds it as a damper
+that stops the joint unless the force needed exceeds the friction, then applies ∓f (a stiff, finite
+value keeps its dense solve well conditioned)."""
 LIMIT_WINDOW_FACTOR = 2.0
 """A limit side enters a step only if q0 is within 2·dt·max(|v0|, |v*|) of it (or beyond it)."""
 
@@ -224,6 +237,25 @@ def pd_target(t, times, values, velocity):
     return q_d, 0.0
 
 
+@jit
+def joint_friction_kernel(dt, friction, w, beta):
+    """(R, v̂, γ_lo, γ_hi) of a joint's dry friction (numba; :func:`joint_friction_row` validates):
+    R = β² w/(4π²) [s/(kg·m²) or s/kg], v̂ = 0, box [−dt f, dt f] [N·m·s or N·s]."""
+    return near_rigid_regularization(w, beta), 0.0, -dt * friction, dt * friction
+
+
+def joint_friction_row(dt: float, friction: float, w: float, beta: float = BETA_JOINT) -> np.ndarray:
+    """Row of the dry (Coulomb) friction of one 1-dof joint, bound ``friction`` f > 0 [N·m or N]: (R, v̂, −dt f, dt f).
+
+    The generalized friction force over the step is u = γ/dt = clamp(−vc/(R dt), −f, f): stick while the
+    other forces on the joint stay within ±f, slide against the motion with ∓f otherwise.
+    """
+    if not (dt > 0 and w > 0 and friction > 0 and math.isfinite(friction)):
+        raise ValueError(f"joint friction: need dt > 0, w > 0 and a finite friction > 0 (dt={dt}, w={w}, "
+                         f"friction={friction})")
+    return np.array(joint_friction_kernel(float(dt), float(friction), float(w), float(beta)))
+
+
 def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, kp: float, kd: float,
            effort: float, w: float, beta: float = BETA_JOINT) -> np.ndarray:
     """Row of an implicit PD actuator (effort limit e > 0, may be inf): (R, v̂, −dt e, dt e).
@@ -241,6 +273,7 @@ def pd_row(dt: float, q0: float, q_target: float, v_target: float, u_ff: float, 
 __all__ = [
     "BETA_JOINT",
     "JOINT_KINDS",
+    "FRICTION_KD",
     "KIND_COUPLER",
     "KIND_HOLONOMIC",
     "KIND_LIMIT",
@@ -252,6 +285,8 @@ __all__ = [
     "delassus_row",
     "eval_rows",
     "holonomic_row",
+    "joint_friction_kernel",
+    "joint_friction_row",
     "holonomic_row_kernel",
     "limit_in_window",
     "limit_rows",

@@ -36,6 +36,7 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.sap import block_sparse as bs
+from convexsim.sap.block_sparse import sorted_find
 
 __all__ = ["ORDERINGS", "SupernodalFactor", "SupernodalSymbolic", "analyze", "factor", "solve"]
 
@@ -401,20 +402,10 @@ def _update_maps(sn_col, sn_rowptr, sn_rows, col_sn):
     n = sn_col[ns]
     local = -np.ones(n, dtype=np.int64)
     upd_ptr = np.zeros(ns + 1, dtype=np.int64)
-    ng = 0
-    for s in range(ns):
-        r0 = sn_rowptr[s]
-        r1 = sn_rowptr[s + 1]
-        prev = -1
-        for i in range(r0, r1):
-            t = col_sn[sn_rows[i]]
-            if t != prev:
-                ng += 1
-                prev = t
-        upd_ptr[s + 1] = ng
-    upd_target = np.empty(ng, dtype=np.int64)
-    upd_first = np.empty(ng, dtype=np.int64)
-    upd_relptr = np.zeros(ng + 1, dtype=np.int64)
+    bound = sn_rowptr[ns]           # at most one group per row below the supernodes
+    upd_target = np.empty(bound, dtype=np.int64)
+    upd_first = np.empty(bound, dtype=np.int64)
+    upd_relptr = np.zeros(bound + 1, dtype=np.int64)
     g = 0
     for s in range(ns):
         r0 = sn_rowptr[s]
@@ -428,6 +419,11 @@ def _update_maps(sn_col, sn_rowptr, sn_rows, col_sn):
                 upd_relptr[g + 1] = upd_relptr[g] + (r1 - i)
                 g += 1
                 prev = t
+        upd_ptr[s + 1] = g
+    ng = g
+    upd_target = upd_target[:ng].copy()
+    upd_first = upd_first[:ng].copy()
+    upd_relptr = upd_relptr[:ng + 1].copy()
     upd_rel = np.empty(upd_relptr[ng], dtype=np.int64)
     for s in range(ns):
         r0 = sn_rowptr[s]
@@ -458,17 +454,10 @@ def _panel_row(s, row, sn_col, sn_rowptr, sn_rows):
     """Local panel row of scalar row ``row`` in supernode s (binary search in its rows below)."""
     if row >= sn_col[s] and row < sn_col[s + 1]:
         return row - sn_col[s]
-    lo = sn_rowptr[s]
-    hi = sn_rowptr[s + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sn_rows[mid] < row:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < sn_rowptr[s + 1] and sn_rows[lo] == row:
-        return sn_col[s + 1] - sn_col[s] + lo - sn_rowptr[s]
-    return -1
+    k = sorted_find(sn_rows, sn_rowptr[s], sn_rowptr[s + 1], row)
+    if k < 0:
+        return -1
+    return sn_col[s + 1] - sn_col[s] + k - sn_rowptr[s]
 
 
 @jit
@@ -859,36 +848,21 @@ def factor(sym: SupernodalSymbolic, diag_values, edge_values, out: np.ndarray | 
 
     ``out``: optional contiguous float64 array of length ``sym.l_size`` reused for the panels.
     Raises ``np.linalg.LinAlgError`` naming the original block whose pivot failed if H is not SPD."""
-    d = np.ascontiguousarray(diag_values, dtype=np.float64).ravel()
-    ev = np.ascontiguousarray(edge_values, dtype=np.float64).ravel()
-    if d.size != sym.diag_len:
-        raise ValueError(f"diag_values has {d.size} entries, expected sum n_i^2 = {sym.diag_len}")
-    if ev.size != sym.edge_len:
-        raise ValueError(f"edge_values has {ev.size} entries, expected sum n_i n_j = {sym.edge_len}")
-    if out is None:
-        values = np.empty(sym.l_size)
-    else:
-        if out.dtype != np.float64 or out.shape != (sym.l_size,) or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a contiguous float64 array of shape ({sym.l_size},)")
-        values = out
+    d, ev = bs.check_values(sym, diag_values, edge_values)
+    values = bs.factor_buffer(out, sym.l_size)
     _scatter_h(sym.block_sizes, sym.edges, sym.diag_ptr, sym.edge_ptr, d, ev, sym.diag_dst, sym.diag_stride,
                sym.edge_dst, sym.edge_stride, sym.edge_transposed, values)
     bad = _factor_kernel(sym.sn_col, sym.sn_rowptr, sym.sn_valptr, sym.upd_ptr, sym.upd_target, sym.upd_first,
                          sym.upd_relptr, sym.upd_rel, values, use_blas)
     if bad >= 0:
-        block = int(sym.col_block[bad])
-        raise np.linalg.LinAlgError(
-            f"supernodal Cholesky: H is not positive definite; pivot failed at block {block} "
-            f"(elimination position {int(sym.iperm[block])} of {sym.block_sizes.size})"
-        )
+        raise bs.not_positive_definite("supernodal Cholesky", int(sym.col_block[bad]), sym.iperm,
+                                       sym.block_sizes.size)
     return SupernodalFactor(values=values)
 
 
 def solve(sym: SupernodalSymbolic, fac: SupernodalFactor, b) -> np.ndarray:
     """Solve H x = b for b of shape (n,) or (n, m); returns a new array of the same shape."""
-    b = np.asarray(b, dtype=np.float64)
-    if b.shape[0] != sym.n or b.ndim not in (1, 2):
-        raise ValueError(f"b must have shape ({sym.n},) or ({sym.n}, m), got {b.shape}")
+    b = bs.rhs_array(sym.n, b)
     x = np.ascontiguousarray(b.reshape(sym.n, -1)[sym.scalar_perm])
     _solve_kernel(sym.sn_col, sym.sn_rowptr, sym.sn_rows, sym.sn_valptr, fac.values, x)
     out = np.empty_like(x)

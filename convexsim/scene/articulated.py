@@ -10,6 +10,10 @@ with the axes of the joint's moving frame B; the tree model's B frame is the joi
 The schema (convexsim.scene.schema.JointSpec, ActuatorSpec, joint_problems) has already checked names,
 parents, cycles, limits and gains; :func:`build_forest` raises SceneError naming the joint for what only
 the tree builder sees.
+
+A joint's dry ``friction`` f becomes one more forest actuator on it, named ``<joint>:friction``: the PD row with
+Kp = 0, zero targets, Kd = ``FRICTION_KD`` and effort f, which is the joint-friction row of
+convexsim.sap.joint_constraints (``joint_friction_row``) in both steppers; controller targets never reach it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from convexsim.model import State
 from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Tree, Weld, write_link_rows
 from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
 from convexsim.multibody.reference_step import ConeLimit, JointLimit
+from convexsim.sap.joint_constraints import FRICTION_KD
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
 
@@ -117,6 +122,10 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
             acts.append(Actuator(name=a.joint, joint=n, kp=a.kp, kd=a.kd, times=times, values=values,
                                  velocity=a.velocity_target, u_ff=a.feedforward,
                                  effort=math.inf if a.effort is None else a.effort))
+        for n, i in enumerate(order):
+            j = joints[i]
+            if j.friction > 0:
+                acts.append(friction_actuator(j.name, n, j.friction))
         tree_k = len(trees)
         for n, nm in enumerate(names):
             joint_index[nm] = (tree_k, n)
@@ -132,6 +141,17 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
     tq = np.concatenate(q_all) if q_all else np.zeros(0)
     tv = np.concatenate(v_all) if v_all else np.zeros(0)
     return forest, tq, tv
+
+
+FRICTION_SUFFIX = ":friction"
+"""Name suffix of the actuator that carries a joint's dry friction."""
+
+
+def friction_actuator(joint: str, index: int, friction: float) -> Actuator:
+    """The forest actuator of a joint's dry friction f [N·m or N] (module docstring): Kp = 0, q_d = v_d = 0,
+    Kd = FRICTION_KD, effort f."""
+    return Actuator(name=joint + FRICTION_SUFFIX, joint=index, kp=0.0, kd=FRICTION_KD, times=(0.0,), values=(0.0,),
+                    velocity=0.0, u_ff=0.0, effort=float(friction))
 
 
 def attach_trees(spec, model, state, body_index: dict):
@@ -194,4 +214,4 @@ def _pose(state: State, body: int):
     return np.asarray(state.q[body, :3], dtype=float), quat_to_matrix(np.asarray(state.q[body, 3:], dtype=float))
 
 
-__all__ = ["attach_trees", "build_constraints", "build_forest"]
+__all__ = ["FRICTION_SUFFIX", "attach_trees", "build_constraints", "build_forest", "friction_actuator"]

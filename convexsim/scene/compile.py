@@ -149,6 +149,15 @@ def inertia_from_shapes(mass: float, geometries: list[GeometrySpec]) -> np.ndarr
     return 0.5 * (inertia + inertia.T)
 
 
+def collision_filter(geometries: list[GeometrySpec]) -> np.ndarray | None:
+    """Model.collision_filter: (collision_group, collision_mask) per geometry, (ngeom, 2) int64; None when every
+    geometry keeps the default (1, 1), i.e. every pair may collide."""
+    rows = [(g.collision_group, g.collision_mask) for g in geometries]
+    if all(r == (1, 1) for r in rows):
+        return None
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+
+
 def geom_bound_radius(geom: GeometrySpec) -> float:
     """Radius [m] of a sphere about the geometry origin enclosing the shape (inf for a halfspace)."""
     return math.inf if geom.shape == "halfspace" else shape_extent(geom)
@@ -296,6 +305,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         geom_material=np.array([material_index[g.material] for _, g, _ in geoms], dtype=np.int64),
         geom_rbound=np.array([geom_bound_radius(g) for _, g, _ in geoms], dtype=float),
         geom_color=np.array([c for _, _, c in geoms], dtype=float).reshape(ngeom, 4),
+        collision_filter=collision_filter([g for _, g, _ in geoms]),
         material_names=material_names,
         material_friction=np.array([m.friction for m in mats], dtype=float),
         material_stiffness=np.array([m.stiffness for m in mats], dtype=float),

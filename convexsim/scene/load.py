@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from convexsim.errors import InputError
 from convexsim.scene.schema import (
     DEFAULT_MATERIAL,
     FieldProblems,
@@ -39,7 +40,7 @@ from convexsim.scene.schema import (
 Loc = tuple[str | int, ...]
 
 
-class SceneError(ValueError):
+class SceneError(InputError):
     """A scene could not be loaded. ``problems`` holds one message per problem.
 
     Each message names the source (file), the field path, the bad value and what is allowed.

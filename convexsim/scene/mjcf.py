@@ -21,7 +21,8 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
   box (full edges), cylinder (``length`` = full height), mesh → a convex mesh given by the vertices of the
   convex hull of MuJoCo's scaled mesh, in the mesh file's own frame (MuJoCo's recentring undone), posed
   where MuJoCo puts it; the sliding friction becomes a material
-  ``friction_<μ>``. Ellipsoids, height fields and SDFs are refused with a recipe;
+  ``friction_<μ>``; contype/conaffinity other than 1/1 become the geometry's ``collision_group`` /
+  ``collision_mask`` (the same bit rule). Ellipsoids, height fields and SDFs are refused with a recipe;
 * **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
   ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
   (g the gear), the target ``clamp(0, ctrlrange)/g`` (MuJoCo's ctrl starts at 0) and the effort limit
@@ -54,9 +55,9 @@ ELLIPSOID_RECIPE = ("ellipsoids are not a convexsim shape; replace the geom with
                     "size, or with a mesh geom (the convex hull of points on the ellipsoid's surface)")
 MULTI_JOINT_RECIPE = ("convexsim gives a body one joint; split the body into a chain of bodies with one joint "
                       "each (the intermediate bodies light: a small mass and inertia)")
-POSITION_ACTUATOR_HELP = ("only position servos map to PD actuators (<position joint kp kv>: gain kp, bias "
-                          "-kp*q - kv*qdot, no activation dynamics, a hinge or slide joint transmission); "
-                          "replace it with a <position> actuator or drive the joint from a controller")
+ACTUATOR_HELP = ("only motors (<motor>: gain, no bias), position servos (<position kp kv> or a <general> with bias "
+                 "0 -kp -kv) and velocity servos (<velocity kv>: bias 0 0 -kv) without activation dynamics are "
+                 "imported; replace it with one of those or drive the joint from a controller")
 AGREE = 1e-9
 """Relative tolerance of the consistency checks on the compiled model (weld relpose against qpos0)."""
 
@@ -82,21 +83,40 @@ def load_mjcf_model(path: str | Path):
         raise MjcfError([f"{source}: MuJoCo cannot compile the file: {err}"], source) from None
 
 
-def mjcf_to_scene(path: str | Path) -> dict:
-    """The scene mapping of an MJCF file (module docstring); MjcfError listing every problem."""
+def mjcf_to_scene(path: str | Path, keyframe: str | None = None) -> dict:
+    """The scene mapping of an MJCF file (module docstring), starting from ``keyframe`` (a ``<key>`` name) if
+    given; MjcfError listing every problem."""
     path = Path(path)
-    return model_to_scene(load_mjcf_model(path), str(path), name=path.stem)
+    return model_to_scene(load_mjcf_model(path), str(path), name=path.stem, keyframe=keyframe)
 
 
 class _Model:
     """The compiled model at qpos0 with names, enums and the problem list."""
 
-    def __init__(self, m, source: str):
+    def __init__(self, m, source: str, keyframe: str | None = None):
         import mujoco
         self.mj, self.m, self.source = mujoco, m, source
         self.d = mujoco.MjData(m)
         mujoco.mj_kinematics(m, self.d)      # at qpos0: body, inertial, geom frames and joint anchors in W
         self.problems: list[str] = []
+        self.key = -1                        # the keyframe's index, or −1: start at qpos0 with qvel = ctrl = 0
+        self.ctrl = np.zeros(m.nu)
+        self.dk = self.d                     # kinematics at the start configuration (the keyframe's qpos)
+        if keyframe is not None:
+            k = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, keyframe)
+            if k < 0:
+                known = [self.name("key", i) or f"#{i}" for i in range(m.nkey)]
+                self.add(f"keyframe {keyframe!r}", f"no <key> of that name; the file's keyframes: {known or 'none'}")
+                return
+            self.key = k
+            self.ctrl = np.array(m.key_ctrl[k], dtype=float)
+            self.dk = mujoco.MjData(m)
+            self.dk.qpos[:] = m.key_qpos[k]
+            self.dk.qvel[:] = m.key_qvel[k]
+            if m.nmocap:
+                self.dk.mocap_pos[:] = m.key_mpos[k].reshape(-1, 3)
+                self.dk.mocap_quat[:] = m.key_mquat[k].reshape(-1, 4)
+            mujoco.mj_kinematics(m, self.dk)
 
     def name(self, obj: str, i: int) -> str:
         kind = getattr(self.mj.mjtObj, f"mjOBJ_{obj.upper()}")
@@ -120,9 +140,10 @@ def _scene_name(raw: str, fallback: str, taken: set) -> str:
     return name
 
 
-def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf") -> dict:
-    """The scene mapping of a compiled ``mujoco.MjModel`` (module docstring); MjcfError otherwise."""
-    M = _Model(m, source)
+def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf", keyframe: str | None = None) -> dict:
+    """The scene mapping of a compiled ``mujoco.MjModel`` (module docstring), starting from the keyframe named
+    ``keyframe`` if given; MjcfError otherwise."""
+    M = _Model(m, source, keyframe)
     _check_model_level(M)
     host = _hosts(M)
     taken: set = {"world"}
@@ -146,6 +167,8 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf") -> dict:
         else:
             body["fixed"] = True
             if b:
+                if m.body_mocapid[b] >= 0:          # a mocap body stays where the keyframe (or the file) puts it
+                    o, R = M.dk.xpos[b], M.dk.xmat[b].reshape(3, 3)
                 body["position"] = [float(x) for x in o]
                 body["quaternion"] = matrix_to_quaternion(R)
         bodies.append(body)
@@ -156,15 +179,20 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf") -> dict:
         jnames[j] = _scene_name(M.name("joint", j), f"joint{j}", set(jnames.values()))
         p = host[int(m.body_parentid[b])]
         joints.append(_joint(M, j, jnames[j], names[b], names[p] if p else "world", frames[b], frames[p] if p else None))
-    actuators = _actuators(M, jnames)
     constraints = _equalities(M, host, names, moving, jnames)
+    actuators, motors = _actuators(M, jnames, constraints)
+    if M.key >= 0:
+        _start_from_keyframe(M, joints, frames, moving, jnames)
     if M.problems:
         raise MjcfError(M.problems, source)
-    scene = {"name": _scene_name(name, "mjcf", set()), "description": f"imported from {Path(source).name}",
+    start = f", keyframe {M.name('key', M.key)!r}" if M.key >= 0 else ""
+    scene = {"name": _scene_name(name, "mjcf", set()), "description": f"imported from {Path(source).name}{start}",
              "time_step": float(m.opt.timestep), "gravity": [float(x) for x in m.opt.gravity],
              "materials": materials, "bodies": bodies, "joints": joints}
     if actuators:
         scene["actuators"] = actuators
+    if motors:
+        scene["motors"] = motors
     if constraints:
         scene["constraints"] = constraints
     return _tidy(scene)
@@ -184,10 +212,20 @@ def _tidy(value):
 def _check_model_level(M: _Model) -> None:
     """Refuse model-wide features with no convexsim counterpart: tendons, explicit contact pairs, exclusions
     between bodies of different trees (within one tree convexsim never collides), flexes, gravcomp, mocap."""
-    m = M.m
-    if m.ntendon:
-        M.add("<tendon>", f"{m.ntendon} tendon(s): tendons are not imported; couple joints with an <equality> "
-              "<joint> (a coupler) or drive them with position actuators")
+    m, mj = M.m, M.mj
+    for t in range(m.ntendon):
+        where = M.where("tendon", t)
+        adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+        if any(int(m.wrap_type[adr + i]) != mj.mjtWrap.mjWRAP_JOINT for i in range(num)):
+            M.add(where, "spatial tendons are not imported (convexsim has no cables); drive the joints with "
+                  "actuators or couple them with <equality> <joint>")
+            continue
+        extras = [what for what, on in (("range", m.tendon_limited[t]), ("stiffness", m.tendon_stiffness[t]),
+                                        ("damping", m.tendon_damping[t]), ("frictionloss", m.tendon_frictionloss[t]))
+                  if on]
+        if extras:
+            M.add(where, f"{', '.join(extras)} on a fixed tendon are not imported (a fixed tendon maps only through "
+                  "the actuators on it); put them on the joints")
     if m.npair:
         M.add("<contact> <pair>", "explicit contact pairs are not imported (convexsim collides every pair of "
               "bodies except links of one tree); remove the <pair> elements")
@@ -203,9 +241,6 @@ def _check_model_level(M: _Model) -> None:
         if m.body_gravcomp[b] != 0:
             M.add(M.where("body", b), "gravcomp is not imported; remove it or add the compensating torques from "
                   "a controller")
-        if m.body_mocapid[b] >= 0:
-            M.add(M.where("body", b), "mocap bodies are not imported; make it a fixed body or give it a free "
-                  "joint driven by a weld")
 
 
 def _hosts(M: _Model) -> dict[int, int]:
@@ -266,6 +301,8 @@ def _geoms(M: _Model, h: int, host: dict, frame, materials: dict) -> list[dict]:
         spec = {"position": [float(x) for x in R.T @ (d.geom_xpos[g] - o)],
                 "quaternion": matrix_to_quaternion(R.T @ Rg),
                 "material": _material(materials, float(m.geom_friction[g][0]))}
+        if (int(m.geom_contype[g]), int(m.geom_conaffinity[g])) != (1, 1):
+            spec["collision_group"], spec["collision_mask"] = int(m.geom_contype[g]), int(m.geom_conaffinity[g])
         if t == T.mjGEOM_PLANE:                     # MuJoCo allows planes in static bodies only
             out.append({"shape": "halfspace", **spec})
         elif t == T.mjGEOM_SPHERE:
@@ -334,7 +371,11 @@ def _joint(M: _Model, j: int, name: str, child: str, parent: str, cf, pf) -> dic
         M.add(where, "joint springs (stiffness) are not imported; remove stiffness or add the spring torque from "
               "a controller")
     if m.dof_frictionloss[dof] != 0:
-        M.add(where, "frictionloss is not imported; remove it (or model the friction in a controller)")
+        if one_dof:
+            spec["friction"] = float(m.dof_frictionloss[dof])
+        else:
+            M.add(where, "frictionloss on a ball or free joint is not imported (convexsim's joint friction acts on "
+                  "hinge and slide joints); remove it")
     if getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
         M.add(where, "actuatorfrcrange is not imported; put the limit on the actuator (forcerange)")
     if one_dof:
@@ -358,41 +399,165 @@ def _joint(M: _Model, j: int, name: str, child: str, parent: str, cf, pf) -> dic
     return spec
 
 
-def _actuators(M: _Model, jnames: dict[int, str]) -> list[dict]:
-    """PD actuators of the position servos (module docstring); anything else refused."""
+def _servo_kind(M: _Model, a: int):
+    """How actuator a's force F = g0·ctrl + b0 + b1·L + b2·L̇ (fixed gain, affine or no bias, no activation
+    dynamics) maps: ("position", kp = −b1, kv = −b2), ("velocity", 0, kv = −b2) with b1 = 0, ("motor", 0, 0)
+    with no bias; None for anything else."""
     m, mj = M.m, M.mj
-    out = []
+    gain, bias = m.actuator_gainprm[a], m.actuator_biasprm[a]
+    if (int(m.actuator_dyntype[a]) != mj.mjtDyn.mjDYN_NONE or int(m.actuator_gaintype[a]) != mj.mjtGain.mjGAIN_FIXED
+            or np.any(gain[1:3]) or gain[0] == 0):
+        return None
+    bt = int(m.actuator_biastype[a])
+    if bt == mj.mjtBias.mjBIAS_NONE or (bt == mj.mjtBias.mjBIAS_AFFINE and not np.any(bias[:3])):
+        return "motor", 0.0, 0.0
+    if bt != mj.mjtBias.mjBIAS_AFFINE:
+        return None
+    kp, kv = float(-bias[1]), float(-bias[2])
+    if kp > 0 and kv >= 0:
+        return "position", kp, kv
+    if kp == 0 and kv > 0:
+        return "velocity", 0.0, kv
+    return None
+
+
+def _transmission(M: _Model, a: int, jnames: dict[int, str], couplers: list[dict]):
+    """(joint name, g, L0): actuator a's length L = g·q + L0 on one imported hinge or slide joint q. A joint
+    transmission has g = gear, L0 = 0; a fixed tendon L = gear·Σ c_i q_i whose joints the imported couplers tie
+    to one of them, q_i = ρ_i q_r + δ_i, has g = gear·Σ c_i ρ_i, L0 = gear·Σ c_i δ_i on q_r. None if neither."""
+    m, mj = M.m, M.mj
+    where = M.where("actuator", a)
+    gear = float(m.actuator_gear[a][0])
+    if gear == 0 or np.any(m.actuator_gear[a][1:]):
+        M.add(where, f"gear {list(m.actuator_gear[a])} is not a scalar gear; a joint or tendon actuator takes one "
+              "gear ≠ 0")
+        return None
+    trn, obj = int(m.actuator_trntype[a]), int(m.actuator_trnid[a][0])
+    one_dof = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    if trn == mj.mjtTrn.mjTRN_JOINT:
+        if obj not in jnames or int(m.jnt_type[obj]) not in one_dof:
+            M.add(where, "its joint is not an imported hinge or slide joint; actuators drive hinge and slide joints")
+            return None
+        return jnames[obj], gear, 0.0
+    if trn != mj.mjtTrn.mjTRN_TENDON:
+        M.add(where, "only joint and fixed-tendon transmissions are imported (not site, body or slider-crank); "
+              "drive the joints instead")
+        return None
+    adr, num = int(m.tendon_adr[obj]), int(m.tendon_num[obj])
+    terms = [(int(m.wrap_objid[adr + i]), float(m.wrap_prm[adr + i])) for i in range(num)]
+    if any(j not in jnames for j, _ in terms):
+        return None                                   # a spatial tendon or a joint not imported: reported already
+    tie = {c["joint"]: (c["reference"], c["ratio"], c["offset"]) for c in couplers if c["type"] == "coupler"}
+    names = [jnames[j] for j, _ in terms]
+    refs = {tie.get(n, (n, 1.0, 0.0))[0] for n in names}
+    if len(refs) != 1:
+        M.add(where, f"its tendon {M.name('tendon', obj)!r} combines joints {names} that no <equality> <joint> ties "
+              "to one of them; convexsim drives a fixed tendon through the couplers of its joints: add the joint "
+              "equalities (q_i = c0 + c1·q_ref), or drive each joint with its own actuator")
+        return None
+    ref = refs.pop()
+    g = gear * sum(c * tie.get(n, (n, 1.0, 0.0))[1] for n, (_, c) in zip(names, terms))
+    L0 = gear * sum(c * tie.get(n, (n, 1.0, 0.0))[2] for n, (_, c) in zip(names, terms))
+    if g == 0:
+        M.add(where, f"its tendon {M.name('tendon', obj)!r} has zero length change along its coupled joints")
+        return None
+    return ref, g, L0
+
+
+def _symmetric_limit(M: _Model, a: int, what: str, lo: float, hi: float) -> float | None:
+    if lo != -hi or hi <= 0:
+        M.add(M.where("actuator", a), f"{what} [{lo:g}, {hi:g}] is not symmetric about 0; convexsim's effort limit "
+              f"is |u| <= effort (use {what}='-F F')")
+        return None
+    return hi
+
+
+def _actuators(M: _Model, jnames: dict[int, str], couplers: list[dict]) -> tuple[list[dict], list[dict]]:
+    """PD actuators (position and velocity servos) and motors of the actuators (module docstring), with the
+    start's ctrl (0, or the keyframe's) clamped to ctrlrange; anything else refused."""
+    m = M.m
+    acts, motors = [], []
     for a in range(m.nu):
         where = M.where("actuator", a)
-        gain, bias = m.actuator_gainprm[a], m.actuator_biasprm[a]
-        kp, kv = float(gain[0]), float(-bias[2])
-        j = int(m.actuator_trnid[a][0])
-        servo = (int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT and int(m.actuator_dyntype[a]) == mj.mjtDyn.mjDYN_NONE
-                 and int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_FIXED
-                 and int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_AFFINE
-                 and kp > 0 and bias[0] == 0 and bias[1] == -kp and kv >= 0 and not np.any(gain[1:3]))
-        if not servo:
-            M.add(where, POSITION_ACTUATOR_HELP)
+        kind = _servo_kind(M, a)
+        if kind is None:
+            M.add(where, ACTUATOR_HELP)
             continue
-        if j not in jnames or int(m.jnt_type[j]) not in (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE)):
-            M.add(where, "its joint is not an imported hinge or slide joint; position actuators drive hinge and "
-                  "slide joints")
+        trn = _transmission(M, a, jnames, couplers)
+        if trn is None:
             continue
-        g = float(m.actuator_gear[a][0])
-        if g == 0 or np.any(m.actuator_gear[a][1:]):
-            M.add(where, f"gear {list(m.actuator_gear[a])} is not a scalar gear; a joint actuator takes one gear ≠ 0")
-            continue
-        ctrl = float(np.clip(0.0, *m.actuator_ctrlrange[a])) if m.actuator_ctrllimited[a] else 0.0
-        spec = {"joint": jnames[j], "kp": kp * g * g, "kd": kv * g * g, "target": ctrl / g}
+        joint, g, L0 = trn
+        ctrl = float(M.ctrl[a])
+        if m.actuator_ctrllimited[a]:
+            ctrl = float(np.clip(ctrl, *m.actuator_ctrlrange[a]))
+        gain0, b0 = float(m.actuator_gainprm[a][0]), float(m.actuator_biasprm[a][0])
+        effort = None
         if m.actuator_forcelimited[a]:
-            lo, hi = (float(x) for x in m.actuator_forcerange[a])
-            if lo != -hi or hi <= 0:
-                M.add(where, f"forcerange [{lo:g}, {hi:g}] is not symmetric about 0; convexsim's effort limit is "
-                      "|u| <= effort (use forcerange='-F F')")
+            F = _symmetric_limit(M, a, "forcerange", *(float(x) for x in m.actuator_forcerange[a]))
+            if F is None:
                 continue
-            spec["effort"] = abs(g) * hi
-        out.append(spec)
-    return out
+            effort = abs(g) * F
+        kind, kp, kv = kind
+        if kind == "motor":
+            if m.actuator_ctrllimited[a]:
+                C = _symmetric_limit(M, a, "ctrlrange", *(float(x) for x in m.actuator_ctrlrange[a]))
+                if C is None:
+                    continue
+                effort = min(effort or math.inf, abs(g * gain0) * C)
+            spec = {"joint": joint, "torque": g * gain0 * ctrl}
+            if effort is not None and math.isfinite(effort):
+                spec["effort"] = effort
+            if spec["torque"] != 0.0:
+                M.add(where, f"the start's ctrl {ctrl:g} is a constant motor torque {spec['torque']:g}; constant "
+                      "motor torques are not applied yet: start from a keyframe whose motor ctrl is 0, or give the "
+                      "torque from a controller")
+                continue
+            motors.append(spec)
+            continue
+        spec = {"joint": joint, "kp": kp * g * g, "kd": kv * g * g}
+        if kind == "position":          # F = kp (L_d − L) − kv L̇, L_d = (g0·ctrl + b0)/kp, L = g q + L0
+            spec["target"] = ((gain0 * ctrl + b0) / kp - L0) / g
+        else:                           # F = kv (L̇_d − L̇), L̇_d = (g0·ctrl + b0)/kv
+            spec["velocity_target"] = (gain0 * ctrl + b0) / kv / g
+        if effort is not None:
+            spec["effort"] = effort
+        acts.append(spec)
+    return acts, motors
+
+
+def _start_from_keyframe(M: _Model, joints: list[dict], frames: dict, moving: set, jnames: dict[int, str]) -> None:
+    """Set the joints' initial positions and velocities from the keyframe (M.dk at its qpos, qvel): hinge and
+    slide q and q̇ as they are; ball: the quaternion and ω in J (MuJoCo's ω is in the child frame); free: the
+    centre of mass pose and [ω, v_COM] in the world (MuJoCo's qvel is the frame origin's velocity in the world
+    and ω in the body frame)."""
+    m, mj, dk = M.m, M.mj, M.dk
+    T = mj.mjtJoint
+    by_name = {j["name"]: j for j in joints}
+    for b in sorted(moving):
+        j = int(m.body_jntadr[b])
+        spec = by_name[jnames[j]]
+        qa, da, t = int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]), int(m.jnt_type[j])
+        qpos, qvel = m.key_qpos[M.key], m.key_qvel[M.key]
+        if t in (T.mjJNT_HINGE, T.mjJNT_SLIDE):
+            spec["initial_position"] = float(qpos[qa] - m.qpos0[qa])
+            spec["initial_velocity"] = float(qvel[da])
+        elif t == T.mjJNT_BALL:
+            quat = np.asarray(qpos[qa:qa + 4], dtype=float)
+            spec["initial_position"] = [float(x) for x in quat / np.linalg.norm(quat)]
+            spec["initial_velocity"] = [float(x) for x in quat_to_matrix(quat) @ np.asarray(qvel[da:da + 3])]
+        else:
+            com, R = _composite_com(M, b, frames), dk.xmat[b].reshape(3, 3)
+            spec["initial_position"] = [float(x) for x in com] + matrix_to_quaternion(R)
+            omega = R @ np.asarray(qvel[da + 3:da + 6], dtype=float)
+            v_com = np.asarray(qvel[da:da + 3], dtype=float) + np.cross(omega, com - dk.xpos[b])
+            spec["initial_velocity"] = [float(x) for x in omega] + [float(x) for x in v_com]
+
+
+def _composite_com(M: _Model, h: int, frames: dict) -> np.ndarray:
+    """World centre of mass of scene body h at the keyframe: its qpos0 COM carried by body h's motion."""
+    d, dk = M.d, M.dk
+    R0, Rk = d.xmat[h].reshape(3, 3), dk.xmat[h].reshape(3, 3)
+    return dk.xpos[h] + Rk @ (R0.T @ (frames[h][0] - d.xpos[h]))
 
 
 def _relpose(M: _Model, b1: int, b2: int) -> tuple[np.ndarray, np.ndarray]:

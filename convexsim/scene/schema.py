@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from convexsim.errors import InputError
 from convexsim.scene.solids import mesh_hull, shape_volume, shapes_centroid
 
 QUATERNION_NORM_TOLERANCE = 1e-3
@@ -37,7 +38,7 @@ Loc = tuple[str | int, ...]
 HALFSPACE_ON_MOVING_BODY = "a halfspace is only allowed on a fixed body (set fixed: true on the body, or use a box)"
 
 
-class FieldProblems(ValueError):
+class FieldProblems(InputError):
     """One or more problems found by a cross-field check, each at a path relative to the model.
 
     Attributes:
@@ -313,6 +314,11 @@ class GeometrySpec(_Spec):
     )
     material: Name = Field(DEFAULT_MATERIAL, description="Name of a material in the scene's `materials`.")
     color: Color | None = Field(None, description="RGB or RGBA in [0, 1] for viewers (default: the body's color).")
+    collision_group: int = Field(1, ge=0, lt=2 ** 31, description="Collision filter: bit mask (dimensionless) of the "
+                                 "groups this geometry belongs to (MJCF contype). Geometries i and j collide only if "
+                                 "(group_i & mask_j) | (group_j & mask_i) != 0; 0 and 0: never collides.")
+    collision_mask: int = Field(1, ge=0, lt=2 ** 31, description="Collision filter: bit mask (dimensionless) of the "
+                                "groups this geometry collides with (MJCF conaffinity).")
 
     @model_validator(mode="after")
     def _check_shape_fields(self) -> "GeometrySpec":
@@ -476,6 +482,9 @@ class JointSpec(_Spec):
         "the child, i.e. the child's copy of the axis stays in a cone of this half-angle (twist is free).")
     damping: float = Field(0.0, ge=0.0, description="Joint damping [N·m·s/rad or N·s/m] (>= 0), implicit.")
     armature: float = Field(0.0, ge=0.0, description="Rotor armature [kg·m² or kg] (>= 0), added to M's diagonal.")
+    friction: float = Field(0.0, ge=0.0, description="Dry (Coulomb) joint friction [N·m or N] (>= 0; revolute and "
+                            "prismatic joints): the joint sticks while the other forces on it stay within ±friction "
+                            "and slides against the motion with ±friction otherwise (a SAP constraint, implicit).")
     initial_position: float | tuple[float, ...] = Field(
         0.0, description="q at t = 0: a number [rad or m] (revolute, prismatic); a unit quaternion (w, x, y, z) "
         "(ball); [x, y, z, w, qx, qy, qz] position [m] and quaternion (free).")
@@ -531,6 +540,9 @@ class JointSpec(_Spec):
             if abs(norm - 1.0) >= QUATERNION_NORM_TOLERANCE:
                 problems.append((("initial_position",), f"the quaternion part must be a unit quaternion (|q| = "
                                  f"{norm:.6g})", list(self.initial_position)))
+        if self.friction > 0 and self.type not in ("revolute", "prismatic"):
+            problems.append((("friction",), f"dry friction acts on revolute and prismatic joints, not {self.type} "
+                             "joints; remove it", self.friction))
         if self.parent == self.child:
             problems.append((("child",), "a body cannot be its own parent", self.child))
         if problems:
@@ -567,6 +579,29 @@ class ActuatorSpec(_Spec):
                 if not ts[i] > ts[i - 1]:
                     problems.append((("target", i, 0), f"times must be strictly increasing ({ts[i]} after {ts[i - 1]})", ts[i]))
                     break
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+class MotorSpec(_Spec):
+    """A torque input on a revolute or prismatic joint (MJCF ``<motor>``, a URDF joint without a servo): it
+    applies ``torque`` (a constant, default 0) and clamps what a controller commands to |τ| <= effort."""
+
+    joint: Name = Field(description="Name of the driven joint (revolute or prismatic).")
+    torque: float = Field(0.0, description="Constant generalized force τ [N·m or N] (default 0: the joint is free "
+                          "unless a controller sets its torque).")
+    effort: float | None = Field(None, gt=0.0, description="Limit |τ| <= effort [N·m or N] (> 0; none: unlimited).")
+
+    @model_validator(mode="after")
+    def _check_motor(self) -> "MotorSpec":
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.torque != 0.0:
+            problems.append((("torque",), "a constant non-zero motor torque is not applied by the steppers yet; give "
+                             "the torque from a controller each step (simulate(..., controller=...) 'torques') or "
+                             "use a PD actuator", self.torque))
+        if self.effort is not None and abs(self.torque) > self.effort:
+            problems.append((("torque",), f"|torque| exceeds effort {self.effort}", self.torque))
         if problems:
             raise FieldProblems(problems)
         return self
@@ -679,8 +714,9 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
     problems: list[tuple[Loc, str, Any]] = []
     joints = data.get("joints") or []
     if not joints:
-        if data.get("actuators"):
-            problems.append((("actuators",), "actuators need joints (the scene has no 'joints')", None))
+        for what in ("actuators", "motors"):
+            if data.get(what):
+                problems.append(((what,), f"{what} need joints (the scene has no 'joints')", None))
         return problems
     bodies = {b["name"]: b for b in data.get("bodies") or []}
     names: dict[str, int] = {}
@@ -742,6 +778,18 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         if jn in seen_act:
             problems.append((("actuators", a, "joint"), f"joint {jn!r} already has an actuator (actuators[{seen_act[jn]}])", jn))
         seen_act.setdefault(jn, a)
+    seen_motor: dict[str, int] = {}
+    for a, motor in enumerate(data.get("motors") or []):
+        jn = motor["joint"]
+        if jn not in names:
+            problems.append((("motors", a, "joint"), f"unknown joint {jn!r}{_did_you_mean(jn, names)}", jn))
+            continue
+        if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
+            problems.append((("motors", a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; motors drive "
+                             "revolute or prismatic joints", jn))
+        if jn in seen_motor:
+            problems.append((("motors", a, "joint"), f"joint {jn!r} already has a motor (motors[{seen_motor[jn]}])", jn))
+        seen_motor.setdefault(jn, a)
     return problems
 
 
@@ -766,6 +814,8 @@ class SceneSpec(_Spec):
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
     joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
     actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
+    motors: list[MotorSpec] = Field(default_factory=list, description="Torque inputs [N·m or N] on joints (zero unless a "
+                                    "controller gives them).")
     constraints: list[ConstraintSpec] = Field(
         default_factory=list, description="Welds, fixed distances and joint couplers between bodies of any trees, "
         "free bodies and the world.")
@@ -955,6 +1005,7 @@ __all__ = [
     "SceneSpec",
     "BodySpec",
     "ConstraintSpec",
+    "MotorSpec",
     "BodyTemplate",
     "GeometrySpec",
     "GridSpec",

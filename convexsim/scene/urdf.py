@@ -22,7 +22,7 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   links). ``<mimic joint multiplier offset>`` on a revolute, continuous or prismatic joint becomes a
   coupler constraint q = multiplier·q_joint + offset (a SAP constraint, docs/articulated.md). ``<origin xyz rpy>`` poses the joint
   frame in the parent link frame (rpy: fixed-axis roll, pitch, yaw, R = Rz(y)·Ry(p)·Rx(r)); ``<axis>``
-  defaults to (1, 0, 0); ``<dynamics damping>`` becomes the joint damping; ``<limit effort velocity>`` is
+  defaults to (1, 0, 0); ``<dynamics damping friction>`` become the joint damping and dry friction; ``<limit effort velocity>`` is
   read but not enforced (add an actuator in the scene for motors);
 * geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
   ``sphere``, ``cylinder`` (a cylinder shape: ``length`` is the full height along the local z axis) and
@@ -44,10 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.spatial import quat_to_matrix
 
 
-class UrdfError(ValueError):
+class UrdfError(InputError):
     """A URDF file cannot be imported; ``problems`` lists every problem (file and element named).
     ``convexsim.scene.load`` reports it as a SceneError."""
 
@@ -426,6 +427,9 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
             d = _attr_float(dyn, "damping", where + " <dynamics>", probs, default=0.0, nonneg=True)
             if d:
                 spec["damping"] = d
+            fr = _attr_float(dyn, "friction", where + " <dynamics>", probs, default=0.0, nonneg=True)
+            if fr and t in ("revolute", "continuous", "prismatic"):
+                spec["friction"] = fr
         scene_joints.append(spec)
     probs.raise_if_any()
     root_name = root.get("name") or path.stem

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         print(f"convexsim study: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
         return 2
-    from convexsim.studies.runner import run_study
+    from convexsim.studies.runner import SchedulerUnreachable, run_study
     from convexsim.studies.spec import StudyError, load_study
 
     try:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print("\nconvexsim study: interrupted; finished runs are saved, run the same command again to resume",
               file=sys.stderr)
         return 130
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (StudyError, SchedulerUnreachable) as exc:       # a refused spec or --scheduler; bugs propagate
         print(f"convexsim study: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:

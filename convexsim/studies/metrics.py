@@ -243,34 +243,36 @@ def _steps(a: np.ndarray) -> np.ndarray:
     return a[1:] if a.size > 1 else a[:0]
 
 
+def _over_steps(a: np.ndarray, reduce) -> float:
+    """reduce (np.mean, np.max) of a per-frame series over the steps (frame 0, the initial state, left out);
+    NaN without steps."""
+    s = _steps(a)
+    return float(reduce(s)) if s.size else math.nan
+
+
 def newton_iterations_mean(traj: Trajectory, ctx: MetricContext) -> float:
     """mean over steps of the Newton iterations (Lemke pivots for LCP)."""
-    s = _steps(traj.solver_iterations)
-    return float(s.mean()) if s.size else math.nan
+    return _over_steps(traj.solver_iterations, np.mean)
 
 
 def newton_iterations_max(traj: Trajectory, ctx: MetricContext) -> float:
     """max over steps of the Newton iterations (Lemke pivots for LCP)."""
-    s = _steps(traj.solver_iterations)
-    return float(s.max()) if s.size else math.nan
+    return _over_steps(traj.solver_iterations, np.max)
 
 
 def line_search_evals_mean(traj: Trajectory, ctx: MetricContext) -> float:
     """mean over steps of the line-search cost evaluations (0 for LCP)."""
-    s = _steps(traj.line_search_evaluations)
-    return float(s.mean()) if s.size else math.nan
+    return _over_steps(traj.line_search_evaluations, np.mean)
 
 
 def line_search_evals_max(traj: Trajectory, ctx: MetricContext) -> float:
     """max over steps of the line-search cost evaluations (0 for LCP)."""
-    s = _steps(traj.line_search_evaluations)
-    return float(s.max()) if s.size else math.nan
+    return _over_steps(traj.line_search_evaluations, np.max)
 
 
 def contacts_per_step(traj: Trajectory, ctx: MetricContext) -> float:
     """mean over steps of the number of contacts (speculative ones included)."""
-    counts = _steps(np.diff(traj.contact_offsets))
-    return float(counts.mean()) if counts.size else math.nan
+    return _over_steps(np.diff(traj.contact_offsets), np.mean)
 
 
 def solver_failures(traj: Trajectory, ctx: MetricContext) -> float:

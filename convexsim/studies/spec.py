@@ -41,6 +41,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from convexsim.errors import InputError
 from convexsim.studies.metrics import METRICS, PAIR_METRICS
 
 RUN_KWARG_PATHS = {"time_step": "time_step", "duration": "duration", "contact_model": "contact_model",
@@ -67,7 +68,7 @@ def read_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
 
 
-class StudyError(ValueError):
+class StudyError(InputError):
     """A study file is malformed; the message names the file, the field path and what is allowed."""
 
 

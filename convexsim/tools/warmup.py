@@ -182,7 +182,7 @@ def _pair_arrays():
 
 
 def _leaf_convex(steps: int) -> None:
-    """The convex-shape pairs (``geometry.convex``: GJK, EPA, the clipped manifolds; cylinders and meshes)."""
+    """The convex-shape pairs (``geometry.convex`` through ``gjk``, ``epa`` and ``manifold``; cylinders and meshes)."""
     from convexsim.geometry.convex import convex_convex, halfspace_convex
 
     p, R, s, verts, margin, phi, point, normal = _pair_arrays()
@@ -519,7 +519,9 @@ def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None,
     write_bytecode()
     unknown = sorted(set(groups or ()) - set(GROUPS))
     if unknown:
-        raise ValueError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
+        from convexsim.errors import InputError
+
+        raise InputError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
     names = _jobs_for(list(GROUPS) if groups is None else list(groups))
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
     _run_jobs(names, steps, progress, jobs)

@@ -32,18 +32,26 @@ def test_non_converged_steps_warn_once_and_are_summarized_in_one_line(tmp_path, 
     assert "path       compiled step" in out
 
 
-def test_summary_names_the_path_and_the_reason(tmp_path, capsys):
-    from convexsim.simulate import path_text, prepare, run_model
-    from convexsim.stepping.compiled import supported_cached
+FORCED = "compiled step switched off by the test"
 
+
+@pytest.mark.parametrize("eligible", [True, False])
+def test_summary_names_the_path_and_the_reason(eligible, tmp_path, capsys, monkeypatch):
+    """The run summary's path line: the compiled step for the (eligible) pendulum; the Python path with the
+    reason when the dispatcher refuses the compiled step (forced: the pair listed in NO_COMPILED)."""
+    from convexsim.simulate import path_text, prepare, run_model
+    from convexsim.stepping import dispatch
+
+    if not eligible:
+        monkeypatch.setitem(dispatch.NO_COMPILED, ("trees", "sap"), FORCED)
     assert main(["run", "pendulum", "--duration", "0.01", "--out", str(tmp_path / "p.npz")]) == EXIT_OK
     out = capsys.readouterr().out
     model, state, _ = prepare("pendulum")
-    ok, reason = supported_cached(model)
+    assert dispatch.eligibility(model) == ((True, "") if eligible else (False, FORCED))
     path_line = [ln for ln in out.splitlines() if ln.startswith("path ")]
     assert len(path_line) == 1
-    if not ok:                      # today: kinematic trees take the Python path
-        assert path_line[0] == f"path       Python path: {reason}"
+    expected = "compiled step (compiled run loop)" if eligible else f"Python path: {FORCED}"
+    assert path_line[0] == f"path       {expected}"
     _, stats = run_model(model, state, duration=0.002, path="reference")
     assert stats.path == "Python path: path='reference' was asked for"
     assert path_text(model, "reference", None) == stats.path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+from collections import Counter
 from typing import Any
 
 from hypothesis import strategies as st
@@ -13,6 +14,14 @@ from hypothesis import strategies as st
 from convexsim.cli import main
 
 ALLOWED_STATUS = (0, 1, 2)
+"""Statuses any command may end with on any input: ok, a failed run or check, a refusal of the input."""
+MISMATCH_STATUS = 3
+"""``identify`` only: the best fit is a model mismatch (docs/identify.md)."""
+INTERNAL_STATUS = 70
+"""An internal error (a bug): never allowed."""
+
+TALLY: Counter = Counter()
+"""Statuses of the CLI calls of the running test (reset and reported per test by ``tests/fuzz/conftest.py``)."""
 
 # Values a field is replaced with: every JSON/YAML type, extreme and non-finite numbers, wrong shapes.
 NASTY_VALUES = [
@@ -37,10 +46,16 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 def check_cli(argv: list[str]) -> tuple[int, str, str]:
-    """``cli(argv)`` and the property every command has on any input: status 0, 1 or 2, no traceback, and
-    a message on stderr when the status is 2."""
+    """``cli(argv)`` and the property every command has on any input: status 0, 1 or 2 (and 3 when
+    ``identify`` runs), never an internal error (70), no traceback, and a message on stderr when the status
+    is 2 (a refusal, not an internal error's report)."""
     status, out, err = cli(argv)
-    assert status in ALLOWED_STATUS, (argv, status, err[-2000:])
+    TALLY[status] += 1
+    command = next((str(a) for a in argv if not str(a).startswith("-")), "")
+    allowed = ALLOWED_STATUS + ((MISMATCH_STATUS,) if command == "identify" else ())
+    assert status != INTERNAL_STATUS, (argv, "internal error", err[-2000:])
+    assert status in allowed, (argv, status, err[-2000:])
+    assert "internal error" not in err, (argv, err[-2000:])
     assert "Traceback" not in err and "Traceback" not in out, (argv, err[-2000:])
     if status == 2:        # a message (`convexsim` alone prints its help on stdout)
         assert err.strip() or (not argv and out.strip()), (argv, "status 2 without a message")

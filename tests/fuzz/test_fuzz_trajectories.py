@@ -61,7 +61,7 @@ def _mutate(draw, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
     elif kind == "reshape":
         shape = draw(st.sampled_from(["add_axis", "flatten", "drop_axis"]))
         arrays[key] = (arr[..., None] if shape == "add_axis" else arr.reshape(-1) if shape == "flatten"
-                       else arr[..., 0] if arr.ndim else arr.reshape(1))
+                       else arr[..., 0] if arr.ndim and arr.shape[-1] else arr.reshape(-1))
     elif kind in ("truncate", "extend") and arr.ndim:
         axis = draw(st.integers(0, arr.ndim - 1))
         if kind == "truncate":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import clarabel
 import numpy as np
+import pytest
 from scipy import sparse
 
 from convexsim.geometry import quat_to_rot
@@ -139,3 +140,27 @@ def assert_on_surfaces(a, b, phi, point, normal, tol=1e-9):
     on_a, on_b = surface_points(phi, point, normal)
     assert abs(signed_distance(*a, on_a)) <= tol, (on_a, signed_distance(*a, on_a))
     assert abs(signed_distance(*b, on_b)) <= tol, (on_b, signed_distance(*b, on_b))
+
+
+def moved(shape, offset):
+    """The shape (type, size, position, quaternion) translated by offset [m]."""
+    return (shape[0], shape[1], shape[2] + offset, shape[3])
+
+
+def assert_minimum_translation(a, b, phi, normal, rng, overlap, delta):
+    """The deepest contact of A and B, overlapping by ``overlap`` [m] along some direction, is the minimum
+    translation that separates them: its depth d is in (0, overlap]; B moved by d + δ along its normal n
+    (A → B) is δ from A (to 1e-6 m), moved by d − δ along n or along 8 random directions it still touches
+    A (distance < 1e-7 m). Returns (d, n)."""
+    assert phi.size >= 1
+    k = int(np.argmin(phi))
+    depth, n = -phi[k], normal[k]
+    assert 0.0 < depth <= overlap + 1e-9
+    assert shape_distance(a, moved(b, (depth + delta) * n)) == pytest.approx(delta, abs=1e-6)
+    assert shape_distance(a, moved(b, (depth - delta) * n)) < 1e-7
+    for _ in range(8):
+        u = rng.normal(size=3)
+        u /= np.linalg.norm(u)
+        assert shape_distance(a, moved(b, (depth - delta) * u)) < 1e-7
+    return depth, n
+

@@ -16,7 +16,7 @@ For each pair type and seed: random sizes and orientations, B placed at a random
 import numpy as np
 import pytest
 from geometry_helpers import BOX, CAPSULE, HALFSPACE, SPHERE, pair
-from reference_shapes import closest_points, shape_distance
+from reference_shapes import assert_minimum_translation, closest_points, moved, shape_distance
 
 from convexsim.geometry import quat_to_rot
 
@@ -43,10 +43,6 @@ def random_shape(rng, gtype, pos):
     else:
         size = [0, 0, 0]
     return (gtype, size, np.asarray(pos, float), random_quat(rng))
-
-
-def moved(shape, offset):
-    return (shape[0], shape[1], shape[2] + offset, shape[3])
 
 
 def separated_config(rng, ta, tb):
@@ -88,16 +84,7 @@ def test_penetration_is_a_minimum_translation(ta, tb, seed):
     a, b, gap, direction = separated_config(rng, ta, tb)
     b = moved(b, (gap + 0.02) * direction)  # 0.02 past touching
     phi, _, normal = pair(*a, *b)
-    assert phi.size >= 1
-    k = int(np.argmin(phi))
-    depth, n = -phi[k], normal[k]
-    assert 0.0 < depth <= 0.02 + 1e-9
-    assert shape_distance(a, moved(b, (depth + DELTA) * n)) == pytest.approx(DELTA, abs=1e-6)
-    assert shape_distance(a, moved(b, (depth - DELTA) * n)) < 1e-7
-    for _ in range(8):
-        u = rng.normal(size=3)
-        u /= np.linalg.norm(u)
-        assert shape_distance(a, moved(b, (depth - DELTA) * u)) < 1e-7
+    _, n = assert_minimum_translation(a, b, phi, normal, rng, 0.02, DELTA)
     phi_ba, _, normal_ba = pair(*b, *a)
     assert phi_ba.min() == pytest.approx(phi.min(), abs=1e-12)
     np.testing.assert_allclose(normal_ba[np.argmin(phi_ba)], -n, atol=1e-9)

@@ -11,7 +11,7 @@ normals (1e-4: EPA's accuracy on curved sides, see below). 36 seeds per pair pas
 import numpy as np
 import pytest
 from geometry_helpers import BOX, CAPSULE, CYLINDER, HALFSPACE, MESH, SPHERE
-from reference_shapes import closest_points, shape_distance
+from reference_shapes import assert_minimum_translation, closest_points, moved, shape_distance
 
 from convexsim.geometry import quat_to_rot
 from convexsim.geometry.collide import collide_shapes
@@ -37,10 +37,6 @@ def random_shape(rng, gtype, pos):
     else:
         size = [0, 0, 0]
     return (gtype, np.asarray(size, float), np.asarray(pos, float), q)
-
-
-def moved(shape, offset):
-    return (shape[0], shape[1], shape[2] + offset, shape[3])
 
 
 def pair(a, b, margin=0.0):
@@ -98,16 +94,7 @@ def test_penetration_is_a_minimum_translation(ta, tb, seed):
     a, b, gap, direction = separated_config(rng, ta, tb)
     b = moved(b, (gap + 0.02) * direction)
     phi, _, normal = pair(a, b)
-    assert phi.size >= 1
-    k = int(np.argmin(phi))
-    depth, n = -phi[k], normal[k]
-    assert 0.0 < depth <= 0.02 + 1e-9
-    assert shape_distance(a, moved(b, (depth + DELTA) * n)) == pytest.approx(DELTA, abs=1e-6)
-    assert shape_distance(a, moved(b, (depth - DELTA) * n)) < 1e-7
-    for _ in range(8):
-        u = rng.normal(size=3)
-        u /= np.linalg.norm(u)
-        assert shape_distance(a, moved(b, (depth - DELTA) * u)) < 1e-7
+    _, n = assert_minimum_translation(a, b, phi, normal, rng, 0.02, DELTA)
     if ta != HALFSPACE:
         phi_ba, _, normal_ba = pair(b, a)
         assert phi_ba.min() == pytest.approx(phi.min(), abs=1e-9)     # EPA on a curved side: 1e-9·scale

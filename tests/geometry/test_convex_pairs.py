@@ -1,6 +1,6 @@
 """Cylinder and convex-mesh contacts (GJK/EPA + feature clipping) against closed forms and the primitives.
 
-References that share no code with convex.py:
+References that share no code with convex.py, gjk.py, epa.py or manifold.py:
 * a box given as its 8 corners (a mesh) against the box primitive's kernels (boxes.py: exact SAT and
   closest-point formulas) on random poses: the deepest contact's phi and normal to 1e-9 m / 1e-9, and
   the whole manifold (points, depths) when faces are parallel;

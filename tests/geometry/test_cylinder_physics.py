@@ -2,7 +2,7 @@
 
 Soft contacts (material k = 2e4 N/m on both sides, combined k = 1e4 N/m, τ_d = 0.01 s: critically damped
 as in tests/verification/test_physics.py), so at rest each of the N contact points carries m·g/N and
-penetrates δ = m·g/(N·k): N = 8 for the cap ring (convex.RING_POINTS), N = 2 for the side line.
+penetrates δ = m·g/(N·k): N = 8 for the cap ring (manifold.RING_POINTS), N = 2 for the side line.
 """
 
 from __future__ import annotations

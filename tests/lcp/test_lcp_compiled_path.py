@@ -205,18 +205,22 @@ def test_secondary_ray_is_reported_as_by_the_reference():
     assert (comp.step, comp.contacts, comp.pivots, str(comp)) == (ref.step, ref.contacts, ref.pivots, str(ref))
 
 
-def test_nonfinite_state_is_reported_as_by_the_reference():
-    """A NaN velocity: the compiled path takes no such step; ``step`` reports it as for the reference."""
+@pytest.mark.parametrize("field", ["v", "q"])
+def test_nonfinite_state_is_reported_as_by_the_reference(field):
+    """A NaN in the box's velocity or pose: the compiled path (forced, not left to the dispatcher) and the
+    reference both refuse the step with a SimulationError that names the step, its time and the body."""
     from convexsim.stepping import SimulationError, step
 
     model, state, _ = prepare(scene_file("box_slide"), solver="lcp")
-    state.v[1, 3] = np.nan
-    msgs = []
-    for path in ("reference", "auto"):
+    assert lcp_compiled_supported(model)[0]
+    getattr(state, field)[1, 0] = np.nan
+    errors = []
+    for path in ("reference", "compiled"):
         with pytest.raises(SimulationError) as exc:
             step(model, state, StepContext(), path=path)
-        msgs.append(str(exc.value))
-    assert msgs[0] == msgs[1]
+        errors.append(exc.value)
+    for e in errors:
+        assert e.step == 0 and str(e) == "step 0 (t = 0 s): non-finite state of bodies box", str(e)
 
 
 def test_unsupported_models_name_the_reason():

@@ -190,7 +190,8 @@ ACTUATED = """<mujoco model="act">
 def test_actuators_and_equalities(tmp_path):
     """A geared position servo → a PD actuator on the joint (kp·g², kv·g², target clamp(0, ctrlrange)/g,
     effort g·F); a linear joint equality → a coupler q_jb = 0.1 − 2 q_ja; a weld to the world → a weld;
-    and the PD holds the joint where MuJoCo's servo would: at the target, up to the coupler's load."""
+    and the PD holds the joint where MuJoCo's servo would: at its target (the hinges are vertical, so gravity
+    loads neither joint and the coupler none at rest), while the coupler holds q_jb = 0.1 − 2 q_ja."""
     path = tmp_path / "act.xml"
     path.write_text(ACTUATED, encoding="utf-8")
     scene = mjcf_to_scene(path)
@@ -202,15 +203,27 @@ def test_actuators_and_equalities(tmp_path):
     assert not traj.failure
     c = traj.body_index("c")
     np.testing.assert_allclose(traj.position[-1, c], traj.position[0, c], atol=1e-4)   # welded: does not fall
+    q_a, q_b = _hinge_angles(traj, "a"), _hinge_angles(traj, "b") - _hinge_angles(traj, "a")
+    # Measured at t = 0.5 s: q_ja − 0.1 = −2.9e-7 (the servo's decay, kp = 200, kv = 8 on ≈ 1e-3 kg·m²) and
+    # a coupler residual of 5.5e-13 rad (it starts violated by 0.1 rad); bounds ≈ 30x and 200x that.
+    assert abs(q_a[-1] - 0.1) < 1e-5                                   # the PD holds its target
+    assert abs(q_b[-1] - (0.1 - 2.0 * q_a[-1])) < 1e-10                # the coupler holds
+    assert abs(q_b[0] - (0.1 - 2.0 * q_a[0])) > 0.05                   # ... which the initial state violated
+
+
+def _hinge_angles(traj, body: str) -> np.ndarray:
+    """World rotation angle [rad] about z of a body turning about vertical hinges (every frame)."""
+    quat = traj.quaternion[:, traj.body_index(body)]
+    return 2.0 * np.arctan2(quat[:, 3], quat[:, 0])
 
 
 REFUSED = {
     "ellipsoid": ('<body><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.3"/></body>', "ellipsoid"),
     "two joints": ('<body><joint type="hinge"/><joint type="slide"/><geom size="0.1"/></body>', "2 joints in one body"),
-    "motor": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "only position servos",
-              '<actuator><motor joint="j"/></actuator>'),
+    "activation dynamics": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "only motors",
+                            '<actuator><general joint="j" dyntype="integrator"/></actuator>'),
     "ref": ('<body><joint type="hinge" ref="10"/><geom size="0.1"/></body>', "ref = 0.174533"),
-    "frictionloss": ('<body><joint type="hinge" frictionloss="1"/><geom size="0.1"/></body>', "frictionloss"),
+    "frictionloss": ('<body><joint type="ball" frictionloss="1"/><geom size="0.1"/></body>', "frictionloss on a ball"),
     "connect": ('<body name="x"><freejoint/><geom size="0.1"/></body>', "connect equality constraints",
                 '<equality><connect body1="x" anchor="0 0 0"/></equality>'),
     "plane on a moving body": ('<body><freejoint/><geom type="plane" size="1 1 1"/><geom size="0.1"/></body>',
@@ -222,8 +235,8 @@ REFUSED = {
     "exclude": ('<body name="a"><freejoint/><geom size="0.1"/></body><body name="b" pos="1 0 0"><freejoint/>'
                 '<geom size="0.1"/></body>', "contact exclusions between different trees",
                 '<contact><exclude body1="a" body2="b"/></contact>'),
-    "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "tendons are not imported",
-               '<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'),
+    "tendon": ('<body><joint name="j" type="hinge"/><geom size="0.1"/></body>', "on a fixed tendon are not imported",
+               '<tendon><fixed name="t" stiffness="1"><joint joint="j" coef="1"/></fixed></tendon>'),
 }
 
 

@@ -30,9 +30,14 @@ def test_every_runner_and_check_resolves():
         assert ((*pair, "compiled") in dispatch.RUNNERS) == (pair in dispatch.ELIGIBILITY)
 
 
+@pytest.mark.parametrize("eligible", [True, False])
 @pytest.mark.parametrize("scene, solver", SCENES)
-def test_route_follows_the_eligibility_check(scene, solver):
+def test_route_follows_the_eligibility_check(scene, solver, eligible, monkeypatch):
+    """Both branches on every scene: as shipped (all eligible today) and with the pair's compiled step
+    refused (forced through NO_COMPILED): auto routes to the reference with the reason, "compiled" raises."""
     model, _, _ = prepare(scene, solver=solver)
+    if not eligible:
+        monkeypatch.setitem(dispatch.NO_COMPILED, (dispatch.model_kind(model), solver), "refused by the test")
     ok, reason = dispatch.eligibility(model)
     kind = "trees" if model.has_trees else "bodies"
     assert dispatch.route(model, "reference") == (kind, solver, "reference", "path='reference' was asked for")
@@ -44,6 +49,7 @@ def test_route_follows_the_eligibility_check(scene, solver):
         assert reason
         with pytest.raises(ValueError, match="cannot take the compiled step"):
             dispatch.route(model, "compiled")
+    assert (ok, reason) == ((True, "") if eligible else (False, "refused by the test"))
     with pytest.raises(ValueError, match="path must be one of"):
         dispatch.route(model, "fast")
 

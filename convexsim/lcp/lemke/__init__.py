@@ -51,7 +51,10 @@ Modules, one idea each (the names below are all re-exported here):
 * ``options``: ``LemkeOptions``, the ratio tests and methods, the pivot limits.
 * ``result``: ``LemkeStatus``, ``LemkeResult``. ``workspace``: ``LemkeWorkspace``, the reusable buffers.
 * ``checks``: the final check on the original data (dense and CSR M), the restart's gain test, ``lcp_residual``.
-* ``tableau``: the dense tableau kernel and the pieces the revised kernel shares with it.
+* ``pivot_rules``: the rules all three kernels share: the entry row of z0, the textbook and Harris ratio tests,
+  the lexicographic tie-break, the secondary ray, the early exit.
+* ``tableau``: the dense tableau kernel and the pieces the revised kernel shares with it (LU, original columns,
+  the end of a path).
 * ``revised``: the revised kernel (B⁻¹ and B⁻¹q only; ``method="revised"``).
 * ``sparse`` and ``sparse_kernels``: the sparse-LU kernel (``method="sparse"``; ``"auto"`` on large sparse M).
 * ``validate``: input validation, M in canonical CSR form.
@@ -64,7 +67,8 @@ from convexsim.lcp.lemke.checks import (RESTART_MAX_GAIN, both_finite, final_che
                                         lcp_residual, plausible_gain)
 from convexsim.lcp.lemke.options import LemkeOptions, default_max_pivots
 from convexsim.lcp.lemke.result import LemkeResult, LemkeStatus
-from convexsim.lcp.lemke.revised import REBUILD_LU_MAX, compressed_transpose, harris_passes, pivot_rhs, revised_buffers
+from convexsim.lcp.lemke.pivot_rules import harris_passes
+from convexsim.lcp.lemke.revised import REBUILD_LU_MAX, compressed_transpose, pivot_rhs, revised_buffers
 from convexsim.lcp.lemke.solve import lemke, lemke_from_basis
 from convexsim.lcp.lemke.validate import as_sparse_lcp_matrix
 from convexsim.lcp.lemke.warm import BasisSolveResult, independent_basis, solve_from_basis

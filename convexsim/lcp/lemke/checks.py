@@ -24,30 +24,16 @@ def row_sum_norm(M):
 
 @jit
 def final_check(M, q, z, w, check_tol):
-    """Compute w = Mz + q and return the largest scaled violation of the LCP conditions (÷ tol)."""
+    """Compute w = Mz + q and return the largest scaled violation of the LCP conditions (÷ tol,
+    ``scaled_violation``)."""
     n = M.shape[0]
     mnorm = row_sum_norm(M)
-    qnorm = 0.0
-    znorm = 0.0
-    for i in range(n):
-        qnorm = max(qnorm, abs(q[i]))
-        znorm = max(znorm, abs(z[i]))
     for i in range(n):
         s = q[i]
         for j in range(n):
             s += M[i, j] * z[j]
         w[i] = s
-    sw = max(mnorm * znorm + qnorm, 1e-300)
-    zs = max(znorm, 1e-300)
-    t = check_tol * n
-    worst = 0.0
-    for i in range(n):
-        if not (np.isfinite(z[i]) and np.isfinite(w[i])):
-            return np.inf
-        worst = max(worst, -z[i] / (t * zs))
-        worst = max(worst, -w[i] / (t * sw))
-        worst = max(worst, abs(z[i] * w[i]) / (t * zs * sw))
-    return worst
+    return scaled_violation(mnorm, q, z, w, check_tol)
 
 
 @jit
@@ -55,16 +41,25 @@ def final_check_sparse(rowptr, rowidx, rowval, mnorm, q, z, w, check_tol):
     """``final_check`` with M in CSR form and ‖M‖∞ given: the same value bit for bit (the dense sums add the
     zero entries, which changes no partial sum), O(nnz) instead of O(n²)."""
     n = q.shape[0]
-    qnorm = 0.0
-    znorm = 0.0
-    for i in range(n):
-        qnorm = max(qnorm, abs(q[i]))
-        znorm = max(znorm, abs(z[i]))
     for i in range(n):
         s = q[i]
         for k in range(rowptr[i], rowptr[i + 1]):
             s += rowval[k] * z[rowidx[k]]
         w[i] = s
+    return scaled_violation(mnorm, q, z, w, check_tol)
+
+
+@jit
+def scaled_violation(mnorm, q, z, w, check_tol):
+    """The largest violation of z ≥ 0, w ≥ 0, z∘w = 0 relative to its tolerance, with t = check_tol·n:
+    max_i of −z_i/(t‖z‖∞), −w_i/(t·s_w), |z_i w_i|/(t‖z‖∞·s_w), s_w = ‖M‖∞‖z‖∞ + ‖q‖∞ (each scale floored at
+    1e-300); ∞ for a non-finite entry. ≤ 1: the point passes."""
+    n = q.shape[0]
+    qnorm = 0.0
+    znorm = 0.0
+    for i in range(n):
+        qnorm = max(qnorm, abs(q[i]))
+        znorm = max(znorm, abs(z[i]))
     sw = max(mnorm * znorm + qnorm, 1e-300)
     zs = max(znorm, 1e-300)
     t = check_tol * n

@@ -8,8 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.checks import both_finite, final_check, final_check_sparse, row_sum_norm
-from convexsim.lcp.lemke.tableau import final_resolve, lu_factor, lu_solve, original_column
+from convexsim.lcp.lemke.checks import final_check
+from convexsim.lcp.lemke.pivot_rules import (basic_point, blocked_status, cold_entry_row, early_exit_csr,
+                                             leaving_row, path_scales, ratio_test, reset_path, warm_basis_passes,
+                                             warm_entry_row)
+from convexsim.lcp.lemke.tableau import basis_matrix, end_of_path, lu_factor, lu_solve, original_column
 
 
 @jit
@@ -182,13 +185,8 @@ def _pivot_revised(Bt, r, c, row, wrow, qabs, erhs):
             for i in range(n):
                 col[i] -= c[i] * f
             col[row] = f
-        v = qabs[j]
-        if v != 0.0:
-            if wrow[j] >= 0:
-                erhs[wrow[j]] += v
-            else:
-                for i in range(n):
-                    erhs[i] += abs(col[i]) * v
+        if qabs[j] != 0.0:
+            _add_noise(Bt, wrow, j, qabs[j], erhs)
 
 
 @jit
@@ -203,115 +201,37 @@ def _set_wrow(basis, wrow):
 
 
 @jit
+def _add_noise(Bt, wrow, j, v, e):
+    """e += |B⁻¹|'s column j times v ≥ 0 (a term of the noise scales |B⁻¹||q|, |B⁻¹||a|): v in w_j's row alone
+    while w_j is basic (B⁻¹'s column j is then the exact unit vector of that row)."""
+    if wrow[j] >= 0:
+        e[wrow[j]] += v
+    else:
+        col = Bt[j]
+        for i in range(e.shape[0]):
+            e[i] += abs(col[i]) * v
+
+
+@jit
 def _rhs_noise_all(Bt, wrow, qabs, erhs):
-    """erhs = 1e-300 + |B⁻¹||q| for every row: ``rhs_noise``'s sums, in the same order, skipping zero terms (a
+    """erhs = 1e-300 + |B⁻¹||q| for every row: ``tableau.row_noise``'s sums (of q), in the same order, skipping zero terms (a
     basic w_j's column of B⁻¹ is the exact unit vector of its row, so it adds |q_j| there)."""
     n = Bt.shape[0]
     for i in range(n):
         erhs[i] = 1e-300
     for j in range(n):
-        v = qabs[j]
-        if v != 0.0:
-            if wrow[j] >= 0:
-                erhs[wrow[j]] += v
-            else:
-                row = Bt[j]
-                for i in range(n):
-                    erhs[i] += abs(row[i]) * v
+        if qabs[j] != 0.0:
+            _add_noise(Bt, wrow, j, qabs[j], erhs)
 
 
 @jit
 def _col_noise_all(Bt, wrow, aidx, aval, na, ecol):
-    """ecol = 1e-300 + |B⁻¹||a| for every row (a's nonzeros aidx, aval): ``col_noise``'s sums, same order."""
+    """ecol = 1e-300 + |B⁻¹||a| for every row (a's nonzeros aidx, aval): ``tableau.row_noise``'s sums (of a), same order."""
     n = Bt.shape[0]
     for i in range(n):
         ecol[i] = 1e-300
     for k in range(na):
-        j = aidx[k]
-        v = abs(aval[k])
-        if wrow[j] >= 0:
-            ecol[wrow[j]] += v
-        else:
-            row = Bt[j]
-            for i in range(n):
-                ecol[i] += abs(row[i]) * v
-
-
-@jit
-def harris_tied_revised(c, r, erhs, ecol, n, piv_tol, noise_tol, tol, pivot_ratio, z0_row, tied, cand, floors):
-    """``harris_tied`` on the revised data: entering column c, rhs r, noise scales erhs, ecol
-    (``_pivot_revised``, ``_col_noise_all``). The same rule and the same arithmetic, row for row."""
-    theta = np.inf
-    rows = np.empty(n, np.int64)
-    m = 0
-    for i in range(n):
-        ci = c[i]
-        if ci > piv_tol:
-            cand[i] = 1.0 if ci > noise_tol * ecol[i] else 0.0
-            delta = tol * max(erhs[i], floors[i])
-            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
-            rows[m] = i
-            m += 1
-        else:
-            cand[i] = -1.0
-    return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)
-
-
-@jit
-def harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied):
-    """Passes 2–4 of the Harris ratio test over the candidate rows ``rows[:m]`` (increasing; c_i > piv_tol, cand_i
-    = 1 above the column's noise level, 0 below) with the pass-1 bound θ: the eligible rows (ratio max(r_i, 0)/c_i ≤
-    θ; when none is above the noise level, those below it become eligible), the largest eligible pivot c_max,
-    and the tied rows with c_i ≥ pivot_ratio·c_max. Returns (number of tied rows in ``tied``, whether z0's row is
-    eligible). Shared by the revised and the sparse kernels."""
-    n_elig = 0
-    for k in range(m):
-        i = rows[k]
-        if cand[i] > 0.0 and max(r[i], 0.0) / c[i] <= theta:
-            n_elig += 1
-    if n_elig == 0:
-        for k in range(m):
-            i = rows[k]
-            if cand[i] == 0.0:
-                cand[i] = 1.0
-    cmax = 0.0
-    z0_ok = False
-    for k in range(m):
-        i = rows[k]
-        ci = c[i]
-        if cand[i] > 0.0 and max(r[i], 0.0) / ci <= theta:
-            cmax = max(cmax, ci)
-            if i == z0_row:
-                z0_ok = True
-    ntied = 0
-    for k in range(m):
-        i = rows[k]
-        ci = c[i]
-        if cand[i] > 0.0 and ci >= pivot_ratio * cmax and max(r[i], 0.0) / ci <= theta:
-            tied[ntied] = i
-            ntied += 1
-    return ntied, z0_ok
-
-
-@jit
-def _lex_less_t(Bt, a, ca, b, cb, n, rel, abs_tol):
-    """``_lex_less`` reading B⁻¹'s rows a and b from its transpose Bt (the same comparisons)."""
-    scale = 0.0
-    for j in range(n):
-        scale = max(scale, abs(Bt[j, a] / ca), abs(Bt[j, b] / cb))
-    floor = abs_tol * scale
-    for j in range(n):
-        va = Bt[j, a] / ca
-        vb = Bt[j, b] / cb
-        diff = va - vb
-        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
-            continue
-        return diff < 0.0
-    for j in range(n):
-        diff = Bt[j, a] / ca - Bt[j, b] / cb
-        if diff != 0.0:
-            return diff < 0.0
-    return False
+        _add_noise(Bt, wrow, aidx[k], abs(aval[k]), ecol)
 
 
 @jit
@@ -322,10 +242,7 @@ def _refactor_revised(M, q, d, Bt, r, basis, Bmat, perm, col, x, lu_max):
     columns of B⁻¹ are then set to exact unit vectors (as the tableau rebuild does). Returns 0, or 1
     (singular B or non-finite values)."""
     n = M.shape[0]
-    for k in range(n):
-        original_column(M, q, d, basis[k], col)
-        for i in range(n):
-            Bmat[i, k] = col[i]
+    basis_matrix(M, q, d, basis, Bmat, col)
     if n <= lu_max:
         if lu_factor(Bmat, perm, 1e-300) != 0:
             return 1
@@ -365,29 +282,6 @@ def _refactor_revised(M, q, d, Bt, r, basis, Bmat, perm, col, x, lu_max):
 
 
 @jit
-def early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr, rowidx, rowval):
-    """``early_exit`` on the revised data (basic values r; the check through M's CSR copy)."""
-    n = r.shape[0]
-    z0 = 0.0
-    znorm = 0.0
-    for i in range(n):
-        b = basis[i]
-        if b == 2 * n:
-            z0 = r[i]
-        elif b >= n:
-            znorm = max(znorm, abs(r[i]))
-    if not (z0 * dmax <= t_check * (mnorm * znorm + qmax)):
-        return False
-    for i in range(n):
-        z[i] = 0.0
-    for i in range(n):
-        b = basis[i]
-        if b >= n and b < 2 * n:
-            z[b - n] = r[i]
-    return final_check_sparse(rowptr, rowidx, rowval, mnorm, q, z, w, check_tol) <= 1.0
-
-
-@jit
 def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
                    check_tol, refactor_every, harris, harris_tol, harris_ratio, Bt, r, c, LU, perm,
                    perm2, basis, vecs, colptr, colidx, colval, rowptr, rowidx, rowval, ibuf, aval,
@@ -406,45 +300,24 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
     """
     n = M.shape[0]
     tied = perm2
-    z = vecs[0]
-    w = vecs[1]
-    col = vecs[2]
-    x = vecs[3]
-    ray = vecs[4]
-    zalt = vecs[5]
-    cand = vecs[5]
-    floors = vecs[3]
+    z, w, col, x, ray, zalt = vecs[0], vecs[1], vecs[2], vecs[3], vecs[4], vecs[5]
+    cand, floors = zalt, x   # Harris flags and data floors during the path (as the tableau kernel)
     aidx = ibuf[:n]
+    rows = ibuf[n:2 * n]
     wrow = ibuf[3 * n:4 * n]
     qabs = aval[n:2 * n]
     avals = aval[:n]
     erhs = aval[2 * n:3 * n]
     ecol = aval[3 * n:4 * n]
-    for i in range(n):
-        z[i] = 0.0
-        ray[i] = 0.0
-        if start == 0:
-            basis[i] = i
+    reset_path(z, ray, basis, start)
     sparse_pattern(M, colptr, colidx, colval, rowptr, rowidx, rowval)
     for j in range(n):
         qabs[j] = abs(q[j])
-    mnorm = row_sum_norm(M)
-    dmax = 0.0
-    qmax = 0.0
-    for i in range(n):
-        dmax = max(dmax, abs(d[i]))
-        qmax = max(qmax, abs(q[i]))
+    mnorm, qmax, dmax, piv_tol, e_rhs, qmin = path_scales(M, q, d, pivot_tol, rhs_tol)
     if not (np.isfinite(mnorm) and np.isfinite(qmax) and np.isfinite(dmax)):
         return 3, 0, 0.0, np.inf
-    scale = max(1.0, mnorm, dmax)
-    piv_tol = pivot_tol * n * scale
-    e_rhs = rhs_tol * max(qmax, 1e-300)
-    qmin = np.inf
-    for i in range(n):
-        qmin = min(qmin, q[i])
     if qmin >= -e_rhs:
-        res = final_check(M, q, z, w, check_tol)
-        return 0, 0, 0.0, res
+        return 0, 0, 0.0, final_check(M, q, z, w, check_tol)
     walk = True
     base = 0
     neta = 0
@@ -455,44 +328,16 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
                 Bt[i, j] = 0.0
             Bt[i, i] = 1.0
             r[i] = q[i]
-        best = np.inf
-        for i in range(n):
-            best = min(best, q[i] / d[i])
-        row0 = 0
-        for i in range(n):
-            if q[i] / d[i] - best <= ratio_rel_tol * abs(best) + 2.0 * e_rhs / d[i]:
-                row0 = i
+        row0 = cold_entry_row(q, d, ratio_rel_tol, e_rhs)
     else:
         base = 1
         for i in range(n):
             for j in range(n):
                 B0t[i, j] = Bt[i, j]
-        best = np.inf
-        for i in range(n):
-            best = min(best, r[i])
-        row0 = 0
         _set_wrow(basis, wrow)
         _rhs_noise_all(Bt, wrow, qabs, erhs)
-        for i in range(n):
-            if r[i] - best <= ratio_rel_tol * abs(best) + 2.0 * rhs_tol * erhs[i]:
-                row0 = i
-        walk = best < 0.0
-        if walk:
-            znorm = 0.0
-            for i in range(n):
-                z[i] = 0.0
-            for i in range(n):
-                if basis[i] >= n and basis[i] < 2 * n:
-                    z[basis[i] - n] = r[i]
-                    znorm = max(znorm, abs(r[i]))
-            tt = pivot_tol * n
-            sw = mnorm * znorm + qmax
-            tight = True
-            for i in range(n):
-                lim = tt * znorm if basis[i] >= n else tt * sw
-                if r[i] < -lim:
-                    tight = False
-            walk = not (tight and final_check(M, q, z, w, check_tol) <= 1.0)
+        row0, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
+        walk = best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
     pivots = 0
     z0_row = -1
     status = 0
@@ -517,75 +362,21 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
                               avals, start, M, q, LU, perm, col)
         if harris:
             _col_noise_all(Bt, wrow, aidx, avals, na, ecol)
-        rho_min = np.inf
-        cmin = 0.0
-        imin = -1
-        ntied = 0
-        z0_tied = False
-        if harris:
-            for i in range(n):
-                b = basis[i]
-                floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
-            ntied, z0_tied = harris_tied_revised(c, r, erhs, ecol, n, piv_tol, pivot_tol * n, harris_tol * n,
-                                                 harris_ratio, z0_row, tied, cand, floors)
-            if ntied > 0:
-                rho_min = 0.0
-        else:
-            for i in range(n):
-                ci = c[i]
-                if ci > piv_tol:
-                    rho = r[i] / ci
-                    if rho < rho_min:
-                        rho_min = rho
-                        cmin = ci
-                        imin = i
-        if rho_min == np.inf:
-            if not both_finite(r, c):
-                status = 3
-                break
-            status = 2
-            if entering >= n and entering < 2 * n:
-                ray[entering - n] = 1.0
-            for i in range(n):
-                b = basis[i]
-                if b >= n and b < 2 * n:
-                    ray[b - n] = -c[i]
+        ntied, z0_tied, blocked = ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol,
+                                             pivot_tol * n, harris_tol * n, harris_ratio, ratio_rel_tol, rhs_tol,
+                                             z0_row, tied, cand, rows)
+        if blocked:
+            status = blocked_status(basis, r, c, entering, ray)
             break
-        if not harris:
-            noise_min = erhs[imin] / cmin
-            for i in range(n):
-                ci = c[i]
-                if ci > piv_tol:
-                    rho = r[i] / ci
-                    if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (erhs[i] / ci
-                                                                                  + noise_min):
-                        tied[ntied] = i
-                        ntied += 1
-                        if i == z0_row:
-                            z0_tied = True
         if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
-            if _refactor_revised(M, q, d, Bt, r, basis, LU, perm, col, x, lu_max) != 0:
+            base = _rebuild(M, q, d, Bt, r, basis, LU, perm, col, x, B0t, wrow, qabs, erhs, lu_max)
+            if base < 0:
                 status = 3
                 break
-            if n <= lu_max:
-                base = 2
-            else:
-                base = 1
-                for i in range(n):
-                    for j in range(n):
-                        B0t[i, j] = Bt[i, j]
             neta = 0
             since_refactor = 0
-            _rhs_noise_all(Bt, wrow, qabs, erhs)
             continue
-        if z0_tied:
-            row = z0_row
-        else:
-            row = tied[0]
-            for k in range(1, ntied):
-                i = tied[k]
-                if _lex_less_t(Bt, i, c[i], row, c[row], n, lex_rel_tol, lex_abs_tol):
-                    row = i
+        row = leaving_row(Bt.T, c, tied, ntied, z0_tied, z0_row, lex_rel_tol, lex_abs_tol)
         if harris and r[row] < 0.0:
             r[row] = 0.0
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row)
@@ -599,48 +390,37 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
             status = 0
             break
         if refactor_every > 0 and pivots % refactor_every == 0:
-            if _refactor_revised(M, q, d, Bt, r, basis, LU, perm, col, x, lu_max) != 0:
+            base = _rebuild(M, q, d, Bt, r, basis, LU, perm, col, x, B0t, wrow, qabs, erhs, lu_max)
+            if base < 0:
                 status = 3
                 break
-            if n <= lu_max:
-                base = 2
-            else:
-                base = 1
-                for i in range(n):
-                    for j in range(n):
-                        B0t[i, j] = Bt[i, j]
             neta = 0
             since_refactor = 0
-            _rhs_noise_all(Bt, wrow, qabs, erhs)
-        if harris and early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
-                                         rowidx, rowval):
+        if harris and early_exit_csr(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr, rowidx,
+                                     rowval):
             status = 0
             break
         entering = leaving + n if leaving < n else leaving - n
-    z0 = 0.0
-    for i in range(n):
-        z[i] = 0.0
-    for i in range(n):
-        b = basis[i]
-        if b >= n and b < 2 * n:
-            z[b - n] = r[i]
-        elif b == 2 * n:
-            z0 = r[i]
-    if status == 1 or status == 2:
-        if final_check(M, q, z, w, check_tol) <= 1.0:
-            for i in range(n):
-                ray[i] = 0.0
-            status = 0
-        else:
-            return status, pivots, z0, np.inf
-    elif status != 0:
+    z0 = basic_point(r, basis, z)
+    return end_of_path(M, q, z, w, zalt, ray, basis, LU, perm, perm2, col, x, check_tol, status, pivots, z0, lu_max)
+
+
+@jit
+def _rebuild(M, q, d, Bt, r, basis, LU, perm, col, x, B0t, wrow, qabs, erhs, lu_max):
+    """``_refactor_revised``, then the entering columns' new base (2: the LU of the rebuild, n ≤ lu_max; 1: B0t, a
+    copy of the new B⁻¹) and the rhs noise scales of the new inverse. Returns the base, −1 if the rebuild failed
+    (singular B or non-finite values)."""
+    if _refactor_revised(M, q, d, Bt, r, basis, LU, perm, col, x, lu_max) != 0:
+        return -1
+    n = Bt.shape[0]
+    base = 2
+    if n > lu_max:
+        base = 1
         for i in range(n):
-            s = q[i]
             for j in range(n):
-                s += M[i, j] * z[j]
-            w[i] = s
-        return status, pivots, z0, np.inf
-    return final_resolve(M, q, z, w, zalt, basis, LU, perm, perm2, col, x, check_tol, pivots, z0, lu_max)
+                B0t[i, j] = Bt[i, j]
+    _rhs_noise_all(Bt, wrow, qabs, erhs)
+    return base
 
 
 REBUILD_LU_MAX = 400

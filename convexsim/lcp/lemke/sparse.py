@@ -52,10 +52,11 @@ import scipy.sparse.linalg
 from convexsim.lcp.lemke.checks import final_check_sparse, plausible_gain
 from convexsim.lcp.lemke.options import LemkeOptions
 from convexsim.lcp.lemke.result import LemkeResult, LemkeStatus
-from convexsim.lcp.lemke.revised import compressed_transpose, early_exit_revised, harris_tied_revised, sparse_pattern
-from convexsim.lcp.lemke.sparse_kernels import (WALK_FAILED, WALK_REFACTOR, apply_etas, basis_csc, btran_row, fill_floors,
-                                                lex_less_rows, lu_solve_csc, lu_solve_csc_many, noise_scales,
-                                                pivot_vectors, record_eta, variable_column, walk_pivots)
+from convexsim.lcp.lemke.pivot_rules import early_exit_csr, fill_floors, harris_ratio_test, lex_less_rows, write_ray
+from convexsim.lcp.lemke.revised import compressed_transpose, sparse_pattern
+from convexsim.lcp.lemke.sparse_kernels import (WALK_FAILED, WALK_REFACTOR, apply_etas, basis_csc, btran_row,
+                                                lu_solve_csc, lu_solve_csc_many, noise_scales, pivot_vectors,
+                                                record_eta, variable_column, walk_pivots)
 from convexsim.lcp.lemke.validate import as_sparse_lcp_matrix
 from convexsim.lcp.lemke.warm import independent_basis
 
@@ -431,6 +432,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
     tied = np.empty(n, np.int64)
     cand = np.empty(n)
     floors = np.empty(n)
+    ratio_rows = np.empty(n, np.int64)   # scratch of the Harris ratio test
     t_check = opts.check_tol * n
     since_refactor = 0
     tie_refactor = max(8, n)
@@ -495,9 +497,8 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         if harris:
             noise_scales(r, Y, s, anorm, erhs, ecol)
             fill_floors(basis, qmax, mnorm, dmax, floors)
-            ntied, z0_tied = harris_tied_revised(c, r, erhs, ecol, n, piv_tol, opts.pivot_tol * n,
-                                                 opts.harris_tol * n, pivot_ratio, z0_row, tied, cand,
-                                                 floors)
+            ntied, z0_tied = harris_ratio_test(c, r, erhs, ecol, floors, piv_tol, opts.pivot_tol * n,
+                                               opts.harris_tol * n, pivot_ratio, z0_row, tied, cand, ratio_rows)
             found = ntied > 0
         else:
             ok = c > piv_tol
@@ -517,10 +518,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
                 status = 3
                 break
             status = 2
-            if n <= entering < 2 * n:
-                ray[entering - n] = 1.0
-            zb = (basis >= n) & (basis < 2 * n)
-            ray[basis[zb] - n] = -c[zb]
+            write_ray(basis, c, entering, ray)
             break
         if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and opts.refactor_every != 0:
             if not refactor_now():
@@ -546,7 +544,7 @@ def _sparse_lemke_run(M, q, *, d=None, max_pivots: int, options: LemkeOptions | 
         if leaving == 2 * n:
             status = 0
             break
-        if harris and early_exit_revised(r, basis, z, w, opts.check_tol, t_check, mnorm, qmax, dmax, q, rp, ri,
+        if harris and early_exit_csr(r, basis, z, w, opts.check_tol, t_check, mnorm, qmax, dmax, q, rp, ri,
                                          rv):
             status = 0
             break

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.checks import both_finite
-from convexsim.lcp.lemke.revised import early_exit_revised, harris_passes, pivot_rhs
+from convexsim.lcp.lemke.pivot_rules import blocked_status, early_exit_csr, harris_passes, lex_less_rows
+from convexsim.lcp.lemke.revised import pivot_rhs
 
 
 ETA_DENSE_FRACTION = 0.25
@@ -135,28 +135,6 @@ def noise_scales(r, Y, s, anorm, erhs, ecol):
 
 
 @jit
-def lex_less_rows(ra, ca, rb, cb, rel, abs_tol):
-    """``tableau._lex_less`` on two rows of B⁻¹ given explicitly (ra, rb) with their pivots ca, cb."""
-    n = ra.shape[0]
-    scale = 0.0
-    for j in range(n):
-        scale = max(scale, abs(ra[j] / ca), abs(rb[j] / cb))
-    floor = abs_tol * scale
-    for j in range(n):
-        va = ra[j] / ca
-        vb = rb[j] / cb
-        diff = va - vb
-        if abs(diff) <= rel * max(abs(va), abs(vb)) + floor:
-            continue
-        return diff < 0.0
-    for j in range(n):
-        diff = ra[j] / ca - rb[j] / cb
-        if diff != 0.0:
-            return diff < 0.0
-    return False
-
-
-@jit
 def basis_csc(basis, colptr, colidx, colval, d, Bp, Bi, Bx):
     """The basis matrix B in CSC form (column k: e_b for w_b, −M_·j for z_j, −d for z0). Returns nnz."""
     n = basis.shape[0]
@@ -239,15 +217,6 @@ def lu_solve_csc_many(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, B, X, W):
 
 
 @jit
-def fill_floors(basis, qmax, mnorm, dmax, floors):
-    """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
-    n = basis.shape[0]
-    for i in range(n):
-        b = basis[i]
-        floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
-
-
-@jit
 def variable_column(var, colptr, colidx, colval, d, a):
     """a = the original column of variable var in the tableau [I | −M | −d] (dense, into a); returns ‖a‖₂."""
     n = a.shape[0]
@@ -312,7 +281,7 @@ def btran_row(i, has_lu, Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, eta_ptr, e
 @jit
 def harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_tol, tol, pivot_ratio, z0_row,
                   tied, cand, rows):
-    """``noise_scales`` + ``fill_floors`` + ``lemke.harris_tied_revised`` in one pass: the noise scales and
+    """``noise_scales`` + ``pivot_rules.fill_floors`` + ``pivot_rules.harris_ratio_test`` in one pass: the noise scales and
     data floors are formed only for the rows with c_i > piv_tol (the only ones the ratio test reads), and
     passes 2–4 run over those rows only (listed in ``rows``). The same values and comparisons, row for row.
     Returns (number of tied rows in ``tied``, whether z0's row is among the eligible ones)."""
@@ -428,16 +397,7 @@ def walk_pivots(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, ro
         else:
             ntied, z0_tied = textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
         if ntied == 0:
-            if not both_finite(r, c):
-                code = WALK_FAILED
-                break
-            if n <= entering < 2 * n:
-                ray[entering - n] = 1.0
-            for i in range(n):
-                v = basis[i]
-                if n <= v < 2 * n:
-                    ray[v - n] = -c[i]
-            code = WALK_RAY
+            code = blocked_status(basis, r, c, entering, ray)   # WALK_RAY or WALK_FAILED
             break
         if ntied > 1 and not z0_tied and since >= tie_refactor:
             code = WALK_REFACTOR
@@ -467,7 +427,7 @@ def walk_pivots(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, ro
         if leaving == 2 * n:
             code = WALK_SOLVED
             break
-        if harris and early_exit_revised(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
+        if harris and early_exit_csr(r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax, q, rowptr,
                                          rowidx, rowval):
             code = WALK_SOLVED
             break

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from convexsim.errors import InputError
 from convexsim.model import ContactModel, Contacts, GeomType, Model, State
 from convexsim.stepping.contacts import combined_parameters
 from convexsim.tools.compare_engines.drake_trees import DrakeTrees, link_bodies
@@ -39,7 +40,7 @@ class MissingEngine(RuntimeError):
     """A comparison engine is not installed (the ``compare`` extra)."""
 
 
-class UntranslatableScene(ValueError):
+class UntranslatableScene(InputError):
     """The scene has something the Drake/MuJoCo translation cannot express (it would time another model)."""
 
 

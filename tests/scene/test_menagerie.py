@@ -1,0 +1,179 @@
+"""MuJoCo Menagerie robots as published (tests/data/menagerie: iiwa 14, Panda with its hand and tendon, A1) import
+from their scene.xml and run; without contact their links follow MuJoCo's own simulation of the same file, and
+the A1 standing on its home keyframe keeps MuJoCo's trunk height.
+
+The vendored files lack only geometry whose files are not vendored (visual-only geoms everywhere; the Panda's
+mesh collision geoms, whose STL files could not be obtained): the comparisons run without contact, or (the
+A1) on primitive feet, and every inertia in these files is explicit, so none of that changes the motion.
+
+What "follow" can mean: both engines take dt = 2 ms steps of first-order schemes. MuJoCo's implicitfast
+(the arms) treats the velocity terms (damping, servo kv) implicitly and the servo's position term explicitly;
+convexsim's PD row is implicit in both (q = q0 + dt v), and its couplers are near-rigid SAP rows where MuJoCo's
+equality is soft (solref 5 ms). Those O(dt) differences, not round-off, set the bounds below (stated with the
+measured agreement).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+mujoco = pytest.importorskip("mujoco")
+
+from convexsim.cli import EXIT_OK, main  # noqa: E402
+from convexsim.scene.mjcf import MjcfError, mjcf_to_scene, model_to_scene  # noqa: E402
+from convexsim.simulate import simulate  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "menagerie"
+IIWA, PANDA, A1 = DATA / "kuka_iiwa_14" / "scene.xml", DATA / "franka_emika_panda" / "scene.xml", DATA / "unitree_a1" / "scene.xml"
+
+
+def _hosts(m) -> dict[int, int]:
+    """MuJoCo body -> the body carrying it in the scene (itself if it has a joint, else its parent's)."""
+    host = {0: 0}
+    for b in range(1, m.nbody):
+        p = int(m.body_parentid[b])
+        host[b] = b if m.body_jntnum[b] >= 1 or p == 0 else host[p]
+    return host
+
+
+def _mujoco_coms(m, key: str | None, duration: float, names: list[str]) -> np.ndarray:
+    """(T+1, len(names), 3) world centres of mass of the scene bodies ``names`` over MuJoCo's run."""
+    host = _hosts(m)
+    members = []
+    for n in names:
+        h = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n)
+        bs = [b for b, hb in host.items() if hb == h]
+        members.append((bs, m.body_mass[bs] / m.body_mass[bs].sum()))
+    d = mujoco.MjData(m)
+    if key is not None:
+        mujoco.mj_resetDataKeyframe(m, d, mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, key))
+    mujoco.mj_forward(m, d)
+    out = []
+    for k in range(int(round(duration / m.opt.timestep)) + 1):
+        if k:
+            mujoco.mj_step(m, d)
+            mujoco.mj_kinematics(m, d)          # mj_step leaves the poses of the step's start in d
+        out.append([w @ d.xipos[bs] for bs, w in members])
+    return np.array(out)
+
+
+def _compare(m, key: str | None, duration: float):
+    """(max COM distance [m] over the run and the links, largest COM excursion in MuJoCo's run [m])."""
+    scene = model_to_scene(m, "menagerie", keyframe=key)
+    moving = [b["name"] for b in scene["bodies"] if not b.get("fixed")]
+    ref = _mujoco_coms(m, key, duration, moving)
+    traj = simulate(scene, duration=duration)
+    ours = traj.position[:, [traj.body_index(n) for n in moving]]
+    assert ours.shape == ref.shape
+    return float(np.linalg.norm(ours - ref, axis=2).max()), float(np.linalg.norm(ref - ref[0], axis=2).max())
+
+
+def _a1_legs_hanging():
+    """a1.xml (no floor) with the trunk welded to the world (its free joint removed) and the leg servos removed,
+    legs at the home keyframe: a passive swing under gravity with joint damping (1–2 N·m·s/rad), armature and
+    dry friction (0.2 N·m). MuJoCo collides bodies of one tree that are not parent and child (a thigh with the
+    trunk), convexsim never does, so MuJoCo's contacts are switched off for this comparison."""
+    spec = mujoco.MjSpec.from_file(str(A1.parent / "a1.xml"))
+    for a in list(spec.actuators):
+        spec.delete(a)
+    for j in list(spec.body("trunk").joints):
+        spec.delete(j)
+    for k in list(spec.keys):
+        k.qpos, k.ctrl = list(k.qpos)[7:], []
+    m = spec.compile()
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    return m
+
+
+@pytest.mark.parametrize("path", [IIWA, PANDA, A1], ids=["iiwa14", "panda", "a1"])
+def test_published_scene_files_import(path):
+    """scene.xml (the file Menagerie tells users to load) imports, from qpos0 and from its home keyframe."""
+    for key in (None, "home"):
+        scene = mjcf_to_scene(path, keyframe=key)
+        assert scene["joints"] and scene["actuators"]
+        assert ("keyframe 'home'" in scene["description"]) == (key == "home")
+        assert any(g["shape"] == "halfspace" for b in scene["bodies"] for g in b["geometries"])   # the floor
+
+
+def test_panda_fingers_tendon_servo_and_coupler():
+    """The finger tendon L = (q1 + q2)/2 with q1 = q2 (the joint equality) is a servo on finger_joint2 with
+    gear Σ c_i ρ_i = 1: kp 100, kv 10, effort 100 N, the home target L_d = 0.0157·255/100 = 0.04 m."""
+    scene = mjcf_to_scene(PANDA, keyframe="home")
+    fingers = [a for a in scene["actuators"] if a["joint"] == "finger_joint2"]
+    assert len(fingers) == 1
+    f = fingers[0]
+    assert (f["kp"], f["kd"], f["effort"]) == (100.0, 10.0, 100.0)
+    assert f["target"] == pytest.approx(0.04, rel=1e-9)
+    (c,) = scene["constraints"]
+    assert (c["joint"], c["reference"], c["ratio"], c["offset"]) == ("finger_joint1", "finger_joint2", 1.0, 0.0)
+
+
+def test_a1_joint_friction_and_floating_base_from_keyframe():
+    scene = mjcf_to_scene(A1, keyframe="home")
+    legs = [j for j in scene["joints"] if j["type"] == "revolute"]
+    assert len(legs) == 12 and all(j["friction"] == 0.2 for j in legs)
+    free = next(j for j in scene["joints"] if j["type"] == "free")
+    m = mujoco.MjModel.from_xml_path(str(A1))
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, 0)
+    mujoco.mj_kinematics(m, d)
+    trunk = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "trunk")
+    np.testing.assert_allclose(free["initial_position"][:3], d.xipos[trunk], atol=1e-12)
+
+
+def test_import_mjcf_keyframe_cli(tmp_path, capsys):
+    out = tmp_path / "iiwa.yaml"
+    assert main(["import-mjcf", str(IIWA), "--keyframe", "home", "-o", str(out)]) == EXIT_OK
+    assert "starting from keyframe 'home'" in out.read_text(encoding="utf-8").splitlines()[0]
+    with pytest.raises(MjcfError, match="the file's keyframes: \\['home'\\]"):
+        mjcf_to_scene(IIWA, keyframe="rest")
+
+
+def test_motors_are_zero_torque_inputs(tmp_path):
+    """A <motor> is a torque input (scene ``motors``): zero torque, effort from ctrlrange × gear and
+    forcerange; the joint then swings freely as in MuJoCo (ctrl 0)."""
+    path = tmp_path / "motor.xml"
+    path.write_text("""<mujoco><option timestep="0.001"/><worldbody>
+      <body name="arm" pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02"/></body></worldbody>
+      <actuator><motor joint="j" gear="2" ctrlrange="-3 3" forcerange="-5 5"/></actuator></mujoco>""")
+    scene = mjcf_to_scene(path)
+    assert scene["motors"] == [{"joint": "j", "torque": 0.0, "effort": 6.0}]
+    err, moved = _compare(mujoco.MjModel.from_xml_path(str(path)), None, 0.3)
+    assert moved > 0.05 and err < 1e-9          # free swing: both semi-implicit Euler, round-off apart
+
+
+def test_a1_legs_swing_with_damping_and_friction_like_mujoco():
+    """The A1's legs released from the home pose swing outwards (hips) against damping and friction: every
+    link's centre of mass within 1 mm of MuJoCo's over 0.4 s (measured: 0.02 mm while the legs move 0.1 m).
+    Later the runs part (1.4 mm at 1 s, 4 cm at 2 s; without friction already 36 mm at 1 s): as a hip nears its
+    range, convexsim's limit row (SAP, as Drake's) lets the joint close at most half its gap per step while
+    MuJoCo's soft limit acts only once it is passed, and the two frictions' stiction is regularized differently."""
+    err, moved = _compare(_a1_legs_hanging(), "home", 0.4)
+    assert moved > 0.02 and err < 1e-3, (err, moved)
+
+
+def test_arms_hold_the_home_keyframe_like_mujoco():
+    """iiwa 14 and Panda from their home keyframe with its ctrl, 2 s of the PD hold (the arms sag 22 mm and 7 mm into the servos' equilibrium): every link's centre of
+    mass within 1 mm of MuJoCo's (measured: iiwa 0.19 mm, Panda 0.058 mm)."""
+    for path in (IIWA, PANDA):
+        err, moved = _compare(mujoco.MjModel.from_xml_path(str(path)), "home", 2.0)
+        assert err < 1e-3, (path.parent.name, err, moved)
+
+
+def test_a1_stands_on_its_home_keyframe_like_mujoco():
+    """The A1 on the floor of scene.xml, legs PD-held at the home keyframe with joint friction, 2 s: its trunk
+    (centre of mass) stays within 2 cm of MuJoCo's height at every step (measured: 14.9 mm at most; MuJoCo
+    settles at 0.250 m, convexsim at 0.260 m, from 0.2695 m). The contact models differ (MuJoCo's soft feet,
+    solimp 0.015, against convexsim's compliant point contact with the default material), which is what
+    separates the heights; the bound is the issue's 2 cm."""
+    m = mujoco.MjModel.from_xml_path(str(A1))
+    ref = _mujoco_coms(m, "home", 2.0, ["trunk"])[:, 0, 2]
+    traj = simulate(model_to_scene(m, "a1", keyframe="home"), duration=2.0)
+    assert not traj.failure
+    ours = traj.position[:, traj.body_index("trunk"), 2]
+    assert np.max(np.abs(ours - ref)) < 0.02
+    assert ours.min() > 0.2                                          # standing, not collapsed
