@@ -22,7 +22,7 @@ import numpy as np
 
 from convexsim.errors import InputError
 from convexsim.io.trajectory import Trajectory
-from convexsim.tools.kernels import KernelClock
+from convexsim._kernel_clock import KernelClock
 from convexsim.model import Model, State
 from convexsim.stepping import ConvergenceWarning, SimulationError, StepInfo
 
@@ -675,25 +675,28 @@ class _DeferSignals:
 
 
 class RunKernel:
-    """The compiled run loop's kernel for one model (``compiled_kernels.run_kernel``, or
-    ``tree_kernels.tree_run_kernel`` for models with trees) with its frame and contact buffers, shared by
+    """The compiled run loop's kernel for one model (``sap_composition.run_kernel``, or
+    ``sap_composition.tree_run_kernel`` for models with trees) with its frame and contact buffers, shared by
     :func:`run_model` and ``convexsim.sim.Simulation``.
 
     :meth:`call` takes up to ``max_steps`` steps from (t, q, v, tq, tv), writing the state in place and the
     frames into ``bufs`` (``fr_*``: per frame; ``c_*``: contact rows, frame after frame; ``st``: per step)."""
 
     def __init__(self, model: Model, strict: bool):
-        from convexsim.stepping import compiled_kernels as K
-        from convexsim.stepping.compiled import packed
+        from convexsim.stepping import status as K
+        from convexsim.stepping.packing import packed
+        from convexsim.stepping.sap_composition import run_kernel
 
         self.K = K
+        self._run_kernel = run_kernel
         self.model = model
         self.args = packed(model).args(strict)
         self.trees = model.has_trees
         self.bufs: dict[str, np.ndarray] = {}
         if self.trees:
-            from convexsim.stepping.compiled_trees import no_controls, packed_forest
-            from convexsim.stepping.tree_kernels import tree_run_kernel
+            from convexsim.stepping.compiled_trees import no_controls
+            from convexsim.stepping.packing import packed_forest
+            from convexsim.stepping.sap_composition import tree_run_kernel
 
             self._no_controls = no_controls(model)
             self.pf = pf = packed_forest(model)
@@ -744,7 +747,7 @@ class RunKernel:
                 record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"], b["fr_nc"],
                 b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
                 b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
-        return self.K.run_kernel(
+        return self._run_kernel(
             *args, q, v, k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"],
             b["fr_stat"], b["fr_resid"], b["fr_nc"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
             b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])

@@ -54,6 +54,13 @@ def cmd_bench(args) -> int:
         return bench_controls.main()
     from convexsim.tools import bench as sap_bench
 
+    if not (args.compiled or args.vs or args.scenes):
+        parts = ["the compiled-step table", "four benchmark scenes"]
+        parts += [] if args.no_lcp_bench else ["the LCP tables"]
+        parts += [] if args.no_solver_bench else ["random SAP problems"]
+        print(f"bench: {', '.join(parts)}: several minutes on 2 cores, most of it the LCP tables "
+              "(--compiled: the first table alone; --scenes NAME: one scene; --no-lcp-bench, --no-solver-bench "
+              "leave parts out)", file=sys.stderr, flush=True)
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
         if args.compiled and args.scenes:

@@ -21,9 +21,8 @@ import numpy as np
 
 from convexsim.geometry.transforms import rot_to_quat
 from convexsim.multibody.kinematics import Kinematics
-from convexsim.multibody.model import MultibodyModel
-from convexsim.multibody.reference_step import (Coupler, JointLimit, PdActuator, constraint_rows,
-                                                free_motion)
+from convexsim.multibody.model import Coupler, JointLimit, MultibodyModel, PdActuator
+from convexsim.multibody.reference_step import constraint_rows, free_motion
 
 
 @dataclass(frozen=True)

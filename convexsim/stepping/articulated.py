@@ -33,7 +33,7 @@ from convexsim.model import ContactModel, Contacts, Model, State
 from convexsim.multibody.forest import (Controls, link_wrench_torques, tree_step_data, tree_torques,
                                         write_link_rows)
 from convexsim.multibody.kinematics import Kinematics, integrate_q
-from convexsim.multibody.reference_step import ConeLimit
+from convexsim.multibody.model import ConeLimit
 from convexsim.sap.solver import solve_rows
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
 from convexsim.spatial import skew
@@ -44,7 +44,7 @@ from convexsim.stepping.body_constraints import constraint_rows as body_constrai
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import (geom_sweep_radius, select_contacts, check_finite_state, combined_parameters,
                                          contact_margin, pair_reach)
-from convexsim.stepping.sap_stepper import sap_parameters
+from convexsim.stepping.packing import sap_parameters
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 

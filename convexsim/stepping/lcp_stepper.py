@@ -48,7 +48,7 @@ from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWo
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
-from convexsim.stepping.lcp_dense import assemble_dense
+from convexsim.stepping.lcp_rows import assemble_dense
 from convexsim.stepping.types import SimulationError, StepInfo
 
 WARM_START_DEFAULT = True

@@ -20,9 +20,9 @@ from convexsim.multibody.model import JOINT_NV
 from convexsim.spatial import quat_to_matrix
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, step
-from convexsim.stepping.compiled import compiled_step_supported
-from convexsim.stepping.compiled_trees import packed_forest
-from convexsim.stepping.tree_kernels import forest_kinematics, joint_coupler_rows, tree_rows
+from convexsim.stepping.free_motion import forest_kinematics
+from convexsim.stepping.packing import compiled_step_supported, packed_forest
+from convexsim.stepping.sap_rows import joint_coupler_rows, tree_rows
 
 G = 9.81
 SCENES = ("pendulum", "pendulum_limit", "double_pendulum", "iiwa_push", "gripper_lift")
