@@ -141,7 +141,7 @@ class Controls:
                     raise ValueError(f"controller.wrenches.{name}: must be 6 numbers (torque, force), got {val!r}")
         for name in c.targets:
             k, j = forest.joint_index[name]
-            if not any(a.joint == j for a in forest.trees[k].actuators):
+            if not any(a.joint == j and a.name == name for a in forest.trees[k].actuators):   # not its friction
                 raise ValueError(f"controller.targets.{name}: joint {name!r} has no actuator")
         return c
 
