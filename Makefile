@@ -41,13 +41,17 @@ constraints: $(VENV)/.test-installed
 venv install: $(VENV)/.core-installed
 install-test: $(VENV)/.test-installed
 
-# Chromium (Debian package) for the viewer's browser tests; installed only when missing and root.
+# Chromium (Debian package) for the viewer's browser tests; installed only when missing and root. Without it
+# the browser tests skip; in CI (CI=true) a missing Chromium is an error, here and in the suite (conftest.py
+# turns a skipped browser or Drake test into a failure under CI=true).
 browser:
 	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing Debian chromium for the viewer tests..."; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >/dev/null) \
-	  || echo "WARNING: could not install chromium; browser tests will be skipped"; \
+	  || { if [ "$$CI" = "true" ]; then echo "ERROR: could not install chromium (CI=true: the browser tests must run)"; exit 1; fi; \
+	       echo "WARNING: could not install chromium; browser tests will be skipped"; }; \
+	elif [ "$$CI" = "true" ]; then echo "ERROR: chromium missing and not root (CI=true: the browser tests must run)"; exit 1; \
 	else echo "WARNING: chromium missing and not root; browser tests will be skipped"; fi
 
 # The run compiles the kernels of its own step first (the first time only: it says so and how long it took;
@@ -94,14 +98,19 @@ GENERIC_CACHE := $(CURDIR)/.numba_cache_generic
 
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup --check
-	$(PYTEST) $(PARALLEL) -m "not long" --durations=25
+	$(PYTEST) $(PARALLEL) -m "not long and not drake" --durations=25
 	@$(MAKE) --no-print-directory test-roundoff
 
-# The long tier: runs of minutes (the cold full-duration mixed_clutter LCP run, ≈ 4 min). CI runs it after
-# `make test` (.ci/run), so that `make test` itself stays within 10 minutes on a fresh 2-core clone.
-test-long: $(VENV)/.test-installed
+# The long tier: runs of minutes (the cold full-duration mixed_clutter LCP run, ≈ 4 min) and the comparisons
+# with Drake (the `compare` extra, installed here: the Drake translation behind `bench --vs drake`). CI runs it
+# after `make test` (.ci/run), so that `make test` itself stays within 10 minutes on a fresh 2-core clone.
+test-long: $(VENV)/.compare-installed
 	$(VENV)/bin/convexsim warmup
-	$(PYTEST) -p no:cacheprovider -m long --durations=5
+	$(PYTEST) -p no:cacheprovider -m "long or drake" --durations=10
+
+$(VENV)/.compare-installed: pyproject.toml $(VENV)/.test-installed
+	$(PIP) install --quiet $(PIN) -e '.[test,compare]'
+	touch $@
 
 test-roundoff: $(VENV)/.test-installed
 	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 $(ROUNDOFF)

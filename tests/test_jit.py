@@ -78,7 +78,7 @@ def test_kernel_modules_lists_every_module_that_defines_kernels():
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if p.name != "_jit.py" and "_jit import" in p.read_text(encoding="utf-8"))
     assert list(kernel_modules()) == users
-    assert "geometry/boxes.py" in users and "stepping/compiled_kernels.py" in users
+    assert "geometry/boxes.py" in users and "stepping/sap_composition.py" in users
 
 
 def test_a_kernels_fingerprint_covers_its_import_closure_only():
@@ -89,11 +89,11 @@ def test_a_kernels_fingerprint_covers_its_import_closure_only():
     from convexsim._jit import import_closure
 
     root = Path(__file__).resolve().parents[1] / "convexsim"
-    stepper = set(import_closure(root / "stepping" / "compiled_kernels.py"))
+    stepper = set(import_closure(root / "stepping" / "sap_composition.py"))
     boxes = set(import_closure(root / "geometry" / "boxes.py"))
     assert root / "geometry" / "transforms.py" in stepper and root / "geometry" / "boxes.py" in stepper
     assert root / "geometry" / "transforms.py" in boxes
-    assert root / "stepping" / "compiled_kernels.py" not in boxes
+    assert root / "stepping" / "sap_composition.py" not in boxes
     assert not any("stepping" in f.parts or "lcp" in f.parts for f in boxes)
 
 
@@ -107,7 +107,7 @@ def test_the_rotation_formula_module_is_in_the_closure_of_the_kernels_that_compi
     from convexsim._jit import import_closure
 
     root = Path(__file__).resolve().parents[1] / "convexsim"
-    for rel in ("geometry/transforms.py", "geometry/boxes.py", "stepping/compiled_kernels.py"):
+    for rel in ("geometry/transforms.py", "geometry/boxes.py", "stepping/sap_composition.py"):
         assert root / "spatial.py" in import_closure(root / rel), rel
     tree = ast.parse((root / "spatial.py").read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -33,6 +33,10 @@ def add_bench(sub) -> None:
     p.add_argument("--compiled", action="store_true",
                    help="only the compiled-step table: CPU ms/step of the compiled run loop against the "
                         "reference Python path on the small scenes, or on --scenes (docs/performance.md)")
+    p.add_argument("--controls", action="store_true",
+                   help="only the controls tables: CPU ms/step with and without per-step controls (run loop, "
+                        "run_model(controller), a Simulation step loop; a MuJoCo Python loop when installed) "
+                        "and what recording every frame costs (docs/scripting.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -44,6 +48,10 @@ def cmd_bench(args) -> int:
         from convexsim.tools import bench_startup
 
         return bench_startup.main()
+    if args.controls:
+        from convexsim.tools import bench_controls
+
+        return bench_controls.main()
     from convexsim.tools import bench as sap_bench
 
     if not (args.compiled or args.vs or args.scenes):

@@ -92,6 +92,8 @@ def cmd_info(args) -> int:
         warm = f" (plus {warmup:.2f} s kernel warm-up)" if number(warmup) and warmup >= 0.005 else ""
         steps = meta.get("steps", "?")
         lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {steps if number(steps) else '?'} steps{warm}")
+    if meta.get("path"):
+        lines.append(f"path        {meta['path']}")       # which stepper ran (RunStats.path)
     if t.failure:
         status = "interrupted" if meta.get("interrupted") else "failure"
         lines.append(f"{status:<12}{t.failure}")

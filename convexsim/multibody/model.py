@@ -33,6 +33,7 @@ armature is added to the mass matrix's diagonal, damping enters the implicit ste
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -219,12 +220,62 @@ def build_tree(joints: list[Joint], gravity=(0.0, 0.0, -9.81)) -> MultibodyModel
     )
 
 
+# ---- the joint rows' descriptions of a tree (limits, cone limits, PD actuators, couplers), read by the
+# packing of the compiled steps and by the reference steps
+
+@dataclass(frozen=True)
+class JointLimit:
+    """lower <= q_joint <= upper [rad or m] on a 1-dof joint (an infinite side is absent)."""
+
+    joint: int
+    lower: float = -math.inf
+    upper: float = math.inf
+
+
+@dataclass(frozen=True)
+class ConeLimit:
+    """Swing limit θ <= angle [rad] of a ball joint: θ is the angle between the unit ``axis`` a (in J) and
+    its image R_JB·a in the child, so the child's copy of a stays in a cone of half-angle ``angle`` about a;
+    twist about a is free."""
+
+    joint: int
+    axis: tuple
+    angle: float
+
+
+@dataclass(frozen=True)
+class PdActuator:
+    """u = clamp(−Kp (q − q_target) − Kd (v − v_target) + u_ff, −effort, effort) on a 1-dof joint."""
+
+    joint: int
+    kp: float
+    kd: float
+    q_target: float = 0.0
+    v_target: float = 0.0
+    u_ff: float = 0.0
+    effort: float = math.inf
+
+
+@dataclass(frozen=True)
+class Coupler:
+    """q_i = ρ q_j + offset between two 1-dof joints."""
+
+    joint_i: int
+    joint_j: int
+    rho: float = 1.0
+    offset: float = 0.0
+
+
 __all__ = [
+    "ConeLimit",
+    "Coupler",
     "JOINT_NQ",
     "JOINT_NV",
     "Joint",
+    "JointLimit",
     "JointType",
     "MultibodyModel",
     "MultibodyModelError",
+    "PdActuator",
     "build_tree",
 ]

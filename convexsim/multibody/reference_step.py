@@ -22,7 +22,7 @@ import numpy as np
 
 from convexsim.multibody.dynamics import bias_forces, mass_matrix
 from convexsim.multibody.kinematics import Kinematics, integrate_q
-from convexsim.multibody.model import JointType, MultibodyModel
+from convexsim.multibody.model import ConeLimit, Coupler, JointLimit, JointType, MultibodyModel, PdActuator
 from convexsim.sap.solver import solve_rows
 from convexsim.sap.types import SapParameters
 from convexsim.sap.joint_constraints import (
@@ -35,26 +35,6 @@ from convexsim.sap.joint_constraints import (
     limit_rows,
     pd_row,
 )
-
-
-@dataclass(frozen=True)
-class JointLimit:
-    """lower <= q_joint <= upper [rad or m] on a 1-dof joint (an infinite side is absent)."""
-
-    joint: int
-    lower: float = -math.inf
-    upper: float = math.inf
-
-
-@dataclass(frozen=True)
-class ConeLimit:
-    """Swing limit θ <= angle [rad] of a ball joint: θ is the angle between the unit ``axis`` a (in J) and
-    its image R_JB·a in the child, so the child's copy of a stays in a cone of half-angle ``angle`` about a;
-    twist about a is free."""
-
-    joint: int
-    axis: tuple
-    angle: float
 
 
 def cone_swing(model: MultibodyModel, q, lim: ConeLimit) -> tuple[float, np.ndarray | None]:
@@ -88,29 +68,6 @@ def _cone_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, lim: Cone
         if limit_in_window(dt, theta, lim.angle, int(sign), float(e @ v), float(e @ v_star)):
             out.append((sign * e, par))
     return out
-
-
-@dataclass(frozen=True)
-class PdActuator:
-    """u = clamp(−Kp (q − q_target) − Kd (v − v_target) + u_ff, −effort, effort) on a 1-dof joint."""
-
-    joint: int
-    kp: float
-    kd: float
-    q_target: float = 0.0
-    v_target: float = 0.0
-    u_ff: float = 0.0
-    effort: float = math.inf
-
-
-@dataclass(frozen=True)
-class Coupler:
-    """q_i = ρ q_j + offset between two 1-dof joints."""
-
-    joint_i: int
-    joint_j: int
-    rho: float = 1.0
-    offset: float = 0.0
 
 
 @dataclass

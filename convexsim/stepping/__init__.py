@@ -1,22 +1,23 @@
 """Time stepping: ``step(model, state, ctx) -> (state, info)`` for the SAP and LCP solvers.
 
-The two steppers are siblings over the same Model/State and the same contact kinematics:
+The step is organised by stage (docs/architecture.md, "The data path of one step"), each stage a module with
+its numba kernels beside or called by its numpy reference:
 
-* ``contacts``: collision at the start of the step, contact frames, Jacobian blocks, combined
-  material parameters (shared by both steppers),
-* ``sap_stepper``: ``sap_step``, the SAP step (convex compliant contact, convexsim.sap),
-* ``lcp_stepper``: ``lcp_step``, the rigid LCP reference step (polyhedral friction, convexsim.lcp.lemke),
-* ``compiled``: the same SAP step as one numba call for free-body models (``compiled_step``,
-  ``compiled_step_supported``); ``sap_stepper`` is its reference,
-* ``compiled_trees``: the SAP step of models with kinematic trees as one numba call
-  (``compiled_tree_step``, kernels in ``tree_kernels``); ``articulated`` is its reference,
-* ``lcp_compiled``: the same for the LCP step (``lcp_step`` dispatches to it; ``path="reference"`` is the
-  Python step it is tested against),
-* ``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts),
-* ``types``: ``StepInfo`` and the errors.
+* ``packing`` (model → arrays, settings slots, eligibility), ``status`` (the compiled steps' codes),
+* ``contacts`` (start checks, collision, margins, pair-reach and tree-pair filters, contact frames, the
+  materials rule), ``free_motion`` (A, v*), ``jacobians`` (contact Jacobians, block and dense layouts),
+* ``sap_rows`` / ``lcp_rows`` (the rows of each solver's problem), ``lcp_solve`` (islands, Lemke),
+* ``post_solve`` (impulses, forces, velocities back into v), ``integration``, ``recording``.
 
-``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step reads is in its arguments: with a
-fresh context the same (model, state) always gives the same result.
+The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
+runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``,
+``compiled_trees``, ``lcp_compiled``, ``lcp_compiled_trees``); the numpy references are ``sap_stepper``
+(``sap_step``), ``articulated`` (trees), ``lcp_stepper`` (``lcp_step``, the rigid LCP with polyhedral
+friction) and ``lcp_trees``. ``context``: the ``StepContext`` a run carries between steps (buffers, caches,
+warm starts); ``types``: ``StepInfo`` and the errors.
+
+``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step
+reads is in its arguments: with a fresh context the same (model, state) always gives the same result.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepIn
 
 if TYPE_CHECKING:
     from convexsim.stepping.articulated import articulated_sap_step
-    from convexsim.stepping.compiled import compiled_step, compiled_step_supported, supported_cached
+    from convexsim.stepping.compiled import compiled_step
+    from convexsim.stepping.packing import compiled_step_supported, supported_cached
     from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                              combined_parameters, contact_kinematics, contact_margin,
                                              contact_velocities, pair_reach)
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "articulated_sap_step": "articulated",
-    "compiled_step": "compiled", "compiled_step_supported": "compiled", "supported_cached": "compiled",
+    "compiled_step": "compiled", "compiled_step_supported": "packing", "supported_cached": "packing",
     "ContactKinematics": "contacts", "ContactParameters": "contacts", "check_finite_state": "contacts",
     "combined_parameters": "contacts", "contact_kinematics": "contacts", "contact_margin": "contacts",
     "contact_velocities": "contacts", "pair_reach": "contacts",

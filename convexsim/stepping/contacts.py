@@ -1,12 +1,14 @@
-"""Contact kinematics shared by the SAP and LCP steppers.
+"""Stage: collision and contact frames, shared by every step (SAP and LCP, free bodies and trees).
 
-For the contacts found at the start of a step: the contact frames R_WC (z = normal from A into B),
-the Jacobian blocks J_a, J_b with vc = J_a v_a + J_b v_b (vc = (vt1, vt2, vn), vn > 0 separating),
-the clique (moving body) of each side and the combined material parameters (docs/scene-format.md):
+For the contacts found at the start of a step: the start-of-step checks, the speculative margins, collision
+and the pair-reach filter, the tree-pair filter, the contact frames R_WC (z = normal from A into B), the
+clique (moving body) of each side and the combined material parameters (docs/scene-format.md):
 
     k = kA·kB/(kA + kB),  τ_d = τA + τB,  d = (kB·dA + kA·dB)/(kA + kB),  μ = 2·μA·μB/(μA + μB).
 
-This module is the one home of these combination rules.
+This module is the one home of these combination rules (:func:`combine_materials`, called by the numpy
+reference :func:`combined_parameters` and by the compiled stages). Numpy references first, then the
+compiled stage (numba) below them. The Jacobian blocks of the contacts are the next stage (``jacobians``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import sweep_and_prune_pairs
 from convexsim.geometry.collide import CollisionWorkspace, collide, narrow_phase
+from convexsim.dynamics import contact_frame
 from convexsim.geometry.transforms import geom_world_poses_kernel
 from convexsim.sap.newton import F_DT, F_GNORM, F_MARGIN_FLOOR
 from convexsim.model import Contacts, GeomType, Model, State
@@ -129,16 +132,12 @@ def combined_parameters(model: Model, contacts: Contacts) -> ContactParameters:
     """
     ma = model.geom_material[contacts.geom_a]
     mb = model.geom_material[contacts.geom_b]
-    ka, kb = model.material_stiffness[ma], model.material_stiffness[mb]
-    mua, mub = model.material_friction[ma], model.material_friction[mb]
-    da, db = model.material_hc_dissipation[ma], model.material_hc_dissipation[mb]
-    ksum = ka + kb
-    musum = mua + mub
-    with np.errstate(invalid="ignore", divide="ignore"):
-        k = np.where(ksum > 0, ka * kb / np.where(ksum > 0, ksum, 1.0), 0.0)
-        d = np.where(ksum > 0, (kb * da + ka * db) / np.where(ksum > 0, ksum, 1.0), 0.0)
-        mu = np.where(musum > 0, 2 * mua * mub / np.where(musum > 0, musum, 1.0), 0.0)
-    tau = model.material_dissipation_time[ma] + model.material_dissipation_time[mb]
+    f = lambda a, m: np.ascontiguousarray(np.asarray(a, dtype=np.float64)[m])  # noqa: E731
+    k, mu, tau, d = combine_material_arrays(
+        f(model.material_stiffness, ma), f(model.material_stiffness, mb), f(model.material_friction, ma),
+        f(model.material_friction, mb), f(model.material_dissipation_time, ma),
+        f(model.material_dissipation_time, mb), f(model.material_hc_dissipation, ma),
+        f(model.material_hc_dissipation, mb))
     return ContactParameters(mu=mu, stiffness=k, dissipation_time=tau, hc_dissipation=d)
 
 
@@ -208,10 +207,48 @@ def check_finite_state(model: Model, state: State) -> None:
         raise SimulationError(f"non-finite state of bodies {names}", step=state.step, time=state.t)
 
 
+# ---- the combination rules (numba; the numpy reference above calls them too)
+
+@jit
+def combined_friction_pair(mua, mub):
+    """μ = 2 μ_a μ_b / (μ_a + μ_b), 0 when both are 0 (the harmonic mean of the two coefficients)."""
+    musum = mua + mub
+    return 2 * mua * mub / musum if musum > 0 else 0.0
 
 
+@jit
+def combine_materials(ka, kb, mua, mub, taua, taub, da, db):
+    """(k [N/m], μ, τ_d [s], d [s/m]) of a pair of materials (module docstring): springs in series
+    k = kA·kB/(kA + kB), the dissipation of the combined spring d = (kB·dA + kA·dB)/(kA + kB), τ_d = τA + τB,
+    μ by :func:`combined_friction_pair`. A pair whose stiffnesses are both 0 gets k = d = 0."""
+    ksum = ka + kb
+    k = ka * kb / ksum if ksum > 0 else 0.0
+    d = (kb * da + ka * db) / ksum if ksum > 0 else 0.0
+    return k, combined_friction_pair(mua, mub), taua + taub, d
 
-# ---- the compiled stage (numba): margins, collision and the pair-reach filter of one step
+
+@jit
+def combine_material_arrays(ka, kb, mua, mub, taua, taub, da, db):
+    """:func:`combine_materials` over arrays of pairs (nc,): (k, μ, τ_d, d), each (nc,)."""
+    n = ka.shape[0]
+    k, mu, tau, d = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    for c in range(n):
+        k[c], mu[c], tau[c], d[c] = combine_materials(ka[c], kb[c], mua[c], mub[c], taua[c], taub[c], da[c], db[c])
+    return k, mu, tau, d
+
+
+@jit
+def combined_friction(geom_mu, geoms):
+    """μ per contact (nc,) from the friction of each geometry ``geom_mu`` and the contacts' geometries."""
+    nc = geoms.shape[0]
+    mu = np.empty(nc)
+    for c in range(nc):
+        mu[c] = combined_friction_pair(geom_mu[geoms[c, 0]], geom_mu[geoms[c, 1]])
+    return mu
+
+
+# ---- the compiled stage (numba): start checks, margins, collision, the pair-reach and tree-pair filters,
+# contact frames
 
 @jit
 def _norm3_seq(x0, x1, x2):
@@ -314,6 +351,75 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
 
-__all__ = ["MARGIN_FLOOR", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
+@jit
+def _finite_body(q, v, b):
+    for i in range(q.shape[1]):
+        if not math.isfinite(q[b, i]):
+            return False
+    for i in range(v.shape[1]):
+        if not math.isfinite(v[b, i]):
+            return False
+    return True
+
+
+@jit
+def first_nonfinite_body(q, v):
+    """The first body whose pose q[b] or velocity v[b] has an entry that is not finite, or −1 (the compiled
+    twin of :func:`check_finite_state`; the steps check their start and end states with it)."""
+    for b in range(q.shape[0]):
+        if not _finite_body(q, v, b):
+            return b
+    return -1
+
+
+@jit(inline="always")
+def start_check(fpar, fixed, body_sweep, body_rb, q, v):
+    """The checks before collision: (the first body whose state is not finite, the first body whose margin
+    share (:func:`margin_shares`) is not finite), each −1 when there is none; the margin is checked only for a
+    finite state."""
+    bad = first_nonfinite_body(q, v)
+    if bad >= 0:
+        return bad, -1
+    share = np.empty(fixed.shape[0])
+    margin_shares(fpar, fixed, body_sweep, body_rb, v, share)
+    for b in range(share.shape[0]):
+        if not math.isfinite(share[b]):
+            return -1, b
+    return -1, -1
+
+
+@jit(inline="always")
+def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves, tree_base):
+    """The tree-pair filter: the contacts without those within one tree, between a link and the fixed body its
+    tree hangs from, and between two bodies without dofs (``articulated.detect_contacts``), in their order."""
+    keep = 0
+    for c in range(phi.shape[0]):
+        a = geom_body[geoms[c, 0]]
+        b = geom_body[geoms[c, 1]]
+        ta, tb = body_tree[a], body_tree[b]
+        if ta >= 0 and ta == tb:
+            continue
+        if not body_moves[a] and not body_moves[b]:
+            continue
+        if (tb >= 0 and tree_base[tb] == a) or (ta >= 0 and tree_base[ta] == b):
+            continue
+        move_contact_row(geoms, phi, point, normal, c, keep)
+        keep += 1
+    return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
+
+
+@jit(inline="always")
+def contact_frames_kernel(normal):
+    """The contact frames R_WC (nc, 3, 3) of the normals (nc, 3) (``dynamics.contact_frame``; the numpy
+    reference is ``dynamics.contact_frames``)."""
+    nc = normal.shape[0]
+    R_WC = np.empty((nc, 3, 3))
+    for c in range(nc):
+        contact_frame(normal[c], R_WC[c])
+    return R_WC
+
+
+__all__ = ["MARGIN_FLOOR", "combine_materials", "combined_friction", "first_nonfinite_body", "start_check",
+           "drop_tree_pairs", "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
            "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state"]

@@ -17,7 +17,7 @@ failing, ...) and :func:`step` takes that step with the reference runner of the 
 module chooses between runners; ``tests/test_architecture.py`` holds that.
 
 The run loops: :func:`run_plan` says whether ``simulate.run_model`` takes the compiled run loop (many steps
-per numba call: ``compiled_kernels.run_kernel``, ``tree_kernels.tree_run_kernel``) or steps one step at a
+per numba call: ``sap_composition.run_kernel``, ``sap_composition.tree_run_kernel``) or steps one step at a
 time through :func:`step`, and why.
 """
 
@@ -52,10 +52,10 @@ and ``warm_start``). A runner is called as ``runner(model, state, ctx, **options
 free-body run imports no reference stepper)."""
 
 ELIGIBILITY: dict[tuple[str, str], str] = {
-    ("bodies", "sap"): "convexsim.stepping.compiled:supported_cached",
-    ("trees", "sap"): "convexsim.stepping.compiled:supported_cached",
-    ("bodies", "lcp"): "convexsim.stepping.lcp_compiled:lcp_supported_cached",
-    ("trees", "lcp"): "convexsim.stepping.lcp_compiled_trees:lcp_tree_supported_cached",
+    ("bodies", "sap"): "convexsim.stepping.packing:supported_cached",
+    ("trees", "sap"): "convexsim.stepping.packing:supported_cached",
+    ("bodies", "lcp"): "convexsim.stepping.packing:lcp_supported_cached",
+    ("trees", "lcp"): "convexsim.stepping.packing:lcp_tree_supported_cached",
 }
 """(model kind, solver) -> "module:function" giving (ok, why not) for the compiled runner, once per model.
 A pair without an entry has no compiled runner (:data:`NO_COMPILED`)."""
@@ -66,7 +66,12 @@ NO_COMPILED: dict[tuple[str, str], str] = {}
 RUN_LOOPS = {("bodies", "sap"), ("trees", "sap")}
 """(model kind, solver) with a compiled run loop (``simulate.run_model``)."""
 
-CONTROLLED = "a controller drives the joints (the compiled tree step takes no per-step controls)"
+CONTROLLED = ("per-step controls are set (the compiled step of trees with the SAP solver takes them; the free-body "
+              "and LCP compiled steps take none)")
+
+CONTROLLED_COMPILED = {("trees", "sap")}
+"""(model kind, solver) whose compiled runner takes per-step controls (targets and torques; a step with body
+wrenches it hands over)."""
 
 
 class Route(NamedTuple):
@@ -97,18 +102,24 @@ def check_path(path: str) -> None:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
 
 
+FILTERED = "the scene's collision filter (collision_group/collision_mask) is applied by the reference steps"
+"""Why a model with a collision filter takes the reference step (its compiled steps do not take the filter yet)."""
+
+
 def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     """(True, "") when ``model`` can take its solver's compiled runner, else (False, the reason).
-    ``controlled``: a controller sets joint targets or torques this step (tree models then take the
-    reference step)."""
+    ``controlled``: a controller sets joint targets, torques or body wrenches this step (the reference step
+    unless (kind, solver) is in :data:`CONTROLLED_COMPILED`)."""
     kind, solver = model_kind(model), model.solver.kind
+    if model.collision_filter is not None:
+        return False, FILTERED
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]
     spec = ELIGIBILITY.get((kind, solver))
     if spec is None:
         return False, f"solver.kind {solver!r} has no compiled step"
     ok, reason = resolve(spec)(model)
-    if ok and controlled and kind == "trees":
+    if ok and controlled and (kind, solver) not in CONTROLLED_COMPILED:
         return False, CONTROLLED
     return ok, reason
 
@@ -173,6 +184,8 @@ def run_plan(model: Model, path: str = "auto", *, step_callback: bool = False,
         return False, "compiled LCP step" if r.solver == "lcp" else "compiled step"
     if step_callback:
         return False, "compiled step, one call per step (a step callback, e.g. the live viewer, sees every step)"
+    if controller:
+        return False, "compiled step, one call per step (a Python controller sets the controls before each step)"
     return True, "compiled step (compiled run loop)"
 
 

@@ -48,7 +48,7 @@ from convexsim.lcp.lemke import (LemkeOptions, LemkeResult, LemkeStatus, LemkeWo
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping.contacts import contact_kinematics, contact_velocities
 from convexsim.stepping.context import StepContext
-from convexsim.stepping.lcp_dense import assemble_dense
+from convexsim.stepping.lcp_rows import assemble_dense
 from convexsim.stepping.types import SimulationError, StepInfo
 
 WARM_START_DEFAULT = True
@@ -811,7 +811,7 @@ def reference_lcp_step(model: Model, state: State, ctx: StepContext | None = Non
     warm = WARM_START_DEFAULT if warm_start is None else bool(warm_start)
     s = model.solver
     dt = model.time_step
-    A_blocks, v_star = dynamics.free_motion(model, state)
+    A_blocks, v_star = dynamics.free_motion(model, state, ctx.body_wrench(model))
     bodies = dynamics.moving_bodies(model)
     nv = 6 * bodies.size
     restitution = s.lcp_restitution > 0.0

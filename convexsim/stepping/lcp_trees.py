@@ -40,9 +40,9 @@ Tree couplers given in Python (``Tree.couplers``) and Newton restitution are not
 step raises, naming them).
 
 This is the reference of the compiled step (``lcp_compiled_trees``, kernel
-``lcp_tree_kernels.lcp_tree_step_kernel``), which ``stepping.dispatch`` takes for the models it accepts. The
-PD fold (``lcp_tree_kernels.pd_terms``, ``fold_pd``), the normal-row regularization (``regularize_normals``)
-and the dense (M, q) (``lcp_dense.assemble_dense``) are the same kernels on both paths.
+``lcp_composition.lcp_tree_step_kernel``), which ``stepping.dispatch`` takes for the models it accepts. The
+PD fold (``lcp_rows.pd_terms``, ``fold_pd``), the normal-row regularization (``regularize_normals``)
+and the dense (M, q) (``lcp_rows.assemble_dense``) are the same kernels on both paths.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ import numpy as np
 
 from convexsim.model import Model, State
 from convexsim.multibody.forest import current_actuators
-from convexsim.multibody.reference_step import ConeLimit, cone_swing
+from convexsim.multibody.model import ConeLimit
+from convexsim.multibody.reference_step import cone_swing
 from convexsim.sap.joint_constraints import limit_in_window
 from convexsim.stepping.body_constraints import BodyConstraintError, constraint_label, constraint_values
 from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
@@ -63,7 +64,7 @@ from convexsim.stepping.types import SimulationError
 from convexsim.stepping.lcp_stepper import (LcpStepError, LcpStepInfo, build_contact_lcp, gap_bias,
                                             solve_contact_lcp)
 from convexsim import dynamics
-from convexsim.stepping.lcp_tree_kernels import fold_pd, pd_terms, regularize_normals
+from convexsim.stepping.lcp_rows import fold_pd, pd_terms, regularize_normals
 
 
 NORMAL_REGULARIZATION = 1e-3
@@ -72,7 +73,7 @@ NORMAL_REGULARIZATION = 1e-3
 
 def pd_and_limit_rows(model: Model, state: State, system, controls):
     """(A', v*', pd list (global dof, c, f₀, saturated force or None) with u = f₀ − c v when implicit
-    (``lcp_tree_kernels.pd_terms``, ``fold_pd``), limit rows [(global dof, sign, gap, joint name)])."""
+    (``lcp_rows.pd_terms``, ``fold_pd``), limit rows [(global dof, sign, gap, joint name)])."""
     dt = model.time_step
     A = system.A.copy()
     v_star = system.v_star.copy()
@@ -160,7 +161,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     s = model.solver
     if s.lcp_restitution > 0:
         raise ValueError("LCP stepper: Newton restitution (solver.lcp_restitution > 0) is not supported with joints")
-    controls = getattr(ctx, "controls", None)
+    controls = ctx.named_controls(model)
     system = assemble(model, state, controls)
     A, v_star, pds, limits = pd_and_limit_rows(model, state, system, controls)
     contacts = detect_contacts(model, state, ctx)

@@ -23,6 +23,7 @@ from convexsim import dynamics, sap
 from convexsim.model import ContactModel, Model, State
 from convexsim.stepping.contacts import (ContactKinematics, check_finite_state, contact_kinematics,
                                          contact_velocities)
+from convexsim.stepping.packing import sap_parameters
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 if TYPE_CHECKING:   # imported by sap_step: the compiled path reads sap_parameters without the LCP workspace
@@ -46,7 +47,7 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
                          "stepping.step (its reference: articulated.articulated_sap_step)")
     check_finite_state(model, state)
     kin = contact_kinematics(model, state, workspace=ctx.collision)
-    A_blocks, v_star = dynamics.free_motion(model, state)
+    A_blocks, v_star = dynamics.free_motion(model, state, ctx.body_wrench(model))
     bodies = dynamics.moving_bodies(model)
     v0 = state.v[bodies].reshape(-1)
     if kin.contacts.count == 0:
@@ -69,15 +70,6 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
     new_state = dynamics.integrate(model, state, v_next)
     check_finite_state(model, new_state)
     return new_state, info
-
-
-def sap_parameters(model: Model) -> sap.SapParameters:
-    """The SapParameters of a step of ``model`` (its solver settings; the rest SapParameters' defaults).
-    Both the reference and the compiled step read every setting from here."""
-    s = model.solver
-    return sap.SapParameters(rel_tolerance=s.rel_tolerance, abs_tolerance=s.abs_tolerance,
-                             max_iterations=s.max_iterations, line_search=s.line_search,
-                             slip_curvature=s.slip_curvature)
 
 
 def _relative_residual(result) -> float:
@@ -115,4 +107,4 @@ def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_bloc
     return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **common, **params)
 
 
-__all__ = ["sap_step", "build_sap_problem", "sap_parameters"]
+__all__ = ["sap_step", "build_sap_problem"]

@@ -7,7 +7,7 @@ import sys
 import time as _time
 
 from convexsim.simulate import prepare, run_model
-from convexsim.tools.kernels import KernelClock
+from convexsim._kernel_clock import KernelClock
 
 WARMUP_SCENE = {
     "name": "warmup",
@@ -158,7 +158,7 @@ def _compile_for(kernel, *args) -> None:
 
 def _packed(scene: dict):
     """(model, state, packed model arrays) of a warm-up scene for the SAP solver."""
-    from convexsim.stepping.compiled import packed
+    from convexsim.stepping.packing import packed
 
     model, state, _ = prepare(scene, solver="sap")
     return model, state, packed(model).args(False)
@@ -224,15 +224,17 @@ def _leaf_broadphase(steps: int) -> None:
 
 
 def _leaf_step_parts(steps: int) -> None:
-    """The free-body step's stages besides collision and Newton (``compiled_kernels.step_prepare``'s callees:
-    free motion, contact frames and Jacobian blocks, the Delassus estimate, the contact kernels' parameters,
-    the clique graph and its islands), for the argument types of the step."""
+    """The free-body step's stages besides collision and Newton that are kernels of their own
+    (``sap_composition.step_prepare``'s callees: free motion, contact frames and Jacobian blocks, the Delassus
+    estimate and the contacts' kernel parameters, the clique graph and its islands), for the argument types of
+    the step. The stages' helpers inlined into the step (``inline="always"``) are not compiled here."""
     import numpy as np
 
     from convexsim.dynamics import contact_frame, free_motion_kernel, jacobian_block
     from convexsim.sap import blocks
     from convexsim.sap.newton import clique_graph, islands
-    from convexsim.stepping.compiled_kernels import contact_parameters, first_nonfinite_body
+    from convexsim.stepping.contacts import first_nonfinite_body
+    from convexsim.stepping.sap_rows import contact_parameters
 
     _, state, a = _packed(WARMUP_SCENE)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
@@ -265,16 +267,17 @@ def _leaf_newton(steps: int) -> None:
 
 
 def _leaf_forest(steps: int) -> None:
-    """The stages of the tree steps before the solve: forest kinematics, CRBA/RNEA free motion, joint rows
-    (``stepping.tree_kernels``, ``multibody.dynamics``), on the warm-up tree scene."""
+    """The stages of the tree steps before the solve that are kernels of their own: forest kinematics, CRBA/RNEA
+    free motion (``stepping.free_motion``, ``multibody.dynamics``), on the warm-up tree scene (the joint rows
+    are inlined into the steps)."""
     import numpy as np
 
     from convexsim.multibody.dynamics import forest_free_motion
-    from convexsim.stepping.compiled_trees import packed_forest
-    from convexsim.stepping.tree_kernels import forest_kinematics, free_motion_stage, joint_coupler_rows, tree_rows
+    from convexsim.stepping.packing import packed_forest
+    from convexsim.stepping.free_motion import forest_kinematics, free_motion_stage
 
     model, state, a = _packed(WARMUP_TREE_SCENE)
-    fa, ra = packed_forest(model).fa, packed_forest(model).ra
+    fa = packed_forest(model).fa
     tq, tv = np.ascontiguousarray(state.tree_q), np.ascontiguousarray(state.tree_v)
     R_WB, p_WB, _, S = forest_kinematics(fa, tq)
     nv = tv.shape[0]
@@ -284,11 +287,6 @@ def _leaf_forest(steps: int) -> None:
                        fa[14], fa[15], A, vs)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
     free_motion_stage(a[0], a[2:], fa, q, v, tq, tv)
-    n = 2 * ra[1].shape[0] + ra[6].shape[0] + ra[17].shape[0]
-    i1 = np.empty(n, np.int64)
-    tree_rows(fa, ra, 0.0, dt, tq, tv, A, vs, i1, i1.copy(), i1.copy(), np.empty((n, nv)), np.empty((n, 4)))
-    njc = ra[23].shape[0]
-    joint_coupler_rows(ra, dt, tq, A, np.empty(njc, np.int64), np.empty((njc, 4)))
 
 
 def _leaf_lemke(steps: int) -> None:
@@ -353,13 +351,13 @@ def _warm_lcp_trees(steps: int) -> None:
 
 
 def _leaf_step_finish(steps: int) -> None:
-    """The second half of the free-body step (``compiled_kernels.step_finish``: the Newton solve, impulses to
+    """The second half of the free-body step (``sap_composition.step_finish``: the Newton solve, impulses to
     forces, integration) for the argument types of the run loop and the single step; it needs only the
     Newton loop, so it compiles while collision does."""
     import numpy as np
 
     from convexsim.sap.newton import no_supernodal
-    from convexsim.stepping import compiled_kernels as K
+    from convexsim.stepping import sap_composition as K
 
     model, state, a = _packed(WARMUP_SCENE)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)

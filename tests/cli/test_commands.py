@@ -184,7 +184,7 @@ def test_kernel_clock_times_compilation_and_announces_once(monkeypatch, capsys):
     first-run notice once per process; compiled code called again adds nothing."""
     import numba
 
-    import convexsim.tools.kernels as kernels
+    import convexsim._kernel_clock as kernels
 
     monkeypatch.setattr(kernels, "_compile_notice_shown", False)
 

@@ -32,7 +32,7 @@ from convexsim.lcp.lemke import LemkeStatus
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext
 from convexsim.stepping import lcp_stepper as stepper
-from convexsim.stepping.lcp_compiled import lcp_compiled_supported
+from convexsim.stepping.packing import lcp_compiled_supported
 from repo_paths import scene_file
 
 ROUND_OFF = 1e-9

@@ -112,8 +112,8 @@ def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
         return M, q, layout
 
     monkeypatch.setattr(stepper, "build_contact_lcp", build_and_probe)
-    from convexsim.stepping import lcp_compiled   # the probe sits in the Python step's assembly
-    monkeypatch.setattr(lcp_compiled, "lcp_supported_cached", lambda model: (False, "test: reference path"))
+    from convexsim.stepping import packing   # the probe sits in the Python step's assembly
+    monkeypatch.setattr(packing, "lcp_supported_cached", lambda model: (False, "test: reference path"))
     traj = simulate("scenes/box_stack.yaml", solver="lcp")
     assert traj.failure == ""
     assert stats["steps"] == 2000 and stats["solves"] == 2000 * PERTURBATIONS_PER_STEP

@@ -319,8 +319,8 @@ def _failing_first_lemke(monkeypatch, bad_answer=False):
 
     monkeypatch.setattr(stepper, "lemke", fake)
     # the Python step's Lemke is replaced: keep lcp_step on that path (the compiled kernel calls its own)
-    from convexsim.stepping import lcp_compiled
-    monkeypatch.setattr(lcp_compiled, "lcp_supported_cached", lambda model: (False, "test: reference path"))
+    from convexsim.stepping import packing
+    monkeypatch.setattr(packing, "lcp_supported_cached", lambda model: (False, "test: reference path"))
     return calls
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim.simulate import prepare, simulate
-from convexsim.stepping.compiled import compiled_step_supported
+from convexsim.stepping.packing import compiled_step_supported
 
 DURATION = 1.3
 """[s]: the hold (1 s) and the first 0.3 s of the push, in which each box moves about 4 cm."""

@@ -1,6 +1,8 @@
-"""The compiled LCP step of tree models (convexsim.stepping.lcp_tree_kernels) against its reference
-(convexsim.stepping.lcp_trees): stage by stage on the shipped robot scenes, over short runs, and on physics
-neither path can tune (a pendulum resting on its rigid limit, the iiwa's PD hold)."""
+"""The compiled LCP step of tree models (convexsim.stepping.lcp_composition) against its reference
+(convexsim.stepping.lcp_trees): stage by stage on the shipped robot scenes (the trees' A and v* also against
+the independent numpy sums of ``tree_reference``, the PD fold against its definition from the scene's gains
+and targets), over short runs, and on physics neither path can tune (a pendulum resting on its rigid limit,
+the iiwa's PD hold)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from convexsim.multibody import gravity_forces
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, dispatch
 from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts
-from convexsim.stepping.compiled import packed
-from convexsim.stepping.compiled_trees import packed_forest
-from convexsim.stepping.lcp_tree_kernels import (ROW_COUPLER, contact_rows, fold_forest_pd, free_motion,
-                                                 joint_rows)
+from convexsim.stepping.packing import packed, packed_forest
+from convexsim.stepping.free_motion import dense_free_motion as free_motion
+from convexsim.stepping.jacobians import dense_contact_rows as contact_rows
+from convexsim.stepping.lcp_rows import fold_forest_pd, joint_rows
+from convexsim.stepping.post_solve import ROW_COUPLER
 from convexsim.stepping.lcp_trees import pd_and_limit_rows
 
 ROUNDOFF = 1e-12
@@ -219,8 +222,8 @@ def test_a_step_the_kernel_refuses_is_taken_by_the_reference_with_the_reason(mon
     """When the kernel returns a status other than LCP_OK (here: its first Lemke run failed, forced) the
     dispatcher takes that step by the reference, which says why in ``info.path``; the state is the
     reference's."""
-    import convexsim.stepping.lcp_tree_kernels as TK
-    from convexsim.stepping import lcp_compiled_kernels as LK
+    import convexsim.stepping.lcp_composition as TK
+    from convexsim.stepping import status as LK
 
     model, state = _advanced("gripper_lift", 3)
     expected, _ = dispatch.step(model, state, StepContext(), path="reference")

@@ -242,5 +242,5 @@ def test_scene_setting_reaches_the_solver(monkeypatch):
     assert seen and set(seen) == {0.25}
     # the compiled step reads the same setting (its flat parameter array)
     from convexsim.sap import newton
-    from convexsim.stepping import compiled
-    assert compiled.packed(model).fpar[newton.F_SLIP_CURVATURE] == 0.25
+    from convexsim.stepping import packing
+    assert packing.packed(model).fpar[newton.F_SLIP_CURVATURE] == 0.25

@@ -93,17 +93,17 @@ def test_compiled_step_equals_reference_backtracking_and_large_island():
     compiled step then factors it with the supernodal Cholesky inside its Newton loop)."""
     model, state, _ = _model("box_stack", overrides=["solver.line_search=backtracking"])
     _compare_steps(model, state, 60)
-    from convexsim.stepping import compiled
+    from convexsim.stepping import packing
 
     model, state, _ = _model("box_stack")
-    old = compiled.ISLAND_MAX_DOFS
+    old = packing.ISLAND_MAX_DOFS
     try:
-        compiled.ISLAND_MAX_DOFS = 12
-        compiled._PACKED.clear()
+        packing.ISLAND_MAX_DOFS = 12
+        packing._PACKED.clear()
         _compare_steps(model, state, 20)
     finally:
-        compiled.ISLAND_MAX_DOFS = old
-        compiled._PACKED.clear()
+        packing.ISLAND_MAX_DOFS = old
+        packing._PACKED.clear()
 
 
 @pytest.mark.roundoff

@@ -1,0 +1,172 @@
+"""The compiled LCP step: the composition of the stages, for free-body models (:func:`lcp_step_kernel`) and
+models with trees (:func:`lcp_tree_step_kernel`). Only stage calls live here (docs/architecture.md):
+
+1. start checks, collision with the margins and the pair-reach filter, the tree-pair filter, contact frames
+   (``contacts``), the same contact set as the SAP step;
+2. free motion A, v* (``free_motion``), the PD actuators of trees folded into A and v* (``lcp_rows``);
+3. dense contact Jacobian rows (``jacobians.dense_contact_jacobian``), gap terms, combined μ, the trees'
+   limit and coupler rows (``lcp_rows``);
+4. the LCP solve (``lcp_solve``: islands and A⁻¹ per island for free bodies, one dense LCP for trees; one
+   Lemke run each);
+5. impulses, forces and the new velocities (``post_solve``);
+6. integration and the end-of-step check (``integration``).
+
+Whatever the kernel does not take returns a status other than ``status.LCP_OK`` before anything is
+written, and the dispatcher (``stepping.dispatch``, on a Handoff) takes the step by the reference path, which
+reports it as it always does: a first Lemke run that fails (the fallback chain, and ``LcpStepError`` if no
+rung solves it), an island above the dense-assembly size, a warm-start-sized LCP, non-finite data, an LCP of
+the tree step's large size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from convexsim._jit import jit
+from convexsim.sap.newton import F_DT
+from convexsim.stepping.contacts import (collide_and_filter, combined_friction, contact_frames_kernel,
+                                         drop_tree_pairs, start_check)
+from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
+from convexsim.stepping.integration import integrate_bodies, integrate_forest
+from convexsim.stepping.jacobians import dense_contact_jacobian, dense_contact_rows
+from convexsim.stepping.lcp_rows import contact_keys_kernel, contact_lcp_rows, fold_forest_pd, gap_term, joint_rows
+from convexsim.stepping.lcp_solve import (contact_cliques, contact_islands_kernel, first_large_island,
+                                          solve_dense_lcp, solve_island)
+from convexsim.stepping.post_solve import actuator_forces, lcp_contact_impulses, lcp_joint_forces, world_forces
+from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NONFINITE_END, LCP_NONFINITE_START,
+                                       LCP_OK, LCP_TOO_LARGE, LCP_WARM_SIZE)
+
+
+@jit
+def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
+                    geom_body, geom_pos, geom_quat, geom_rho, geom_mu, q, v, U, stabilization, jpar, lpar,
+                    q_out, v_out):
+    """One LCP step of a free-body model (module docstring) from (q, v) into (q_out, v_out).
+
+    Args:
+        U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_stepper.friction_directions``).
+        stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
+        jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
+
+    Returns:
+        (status, island of the failure or bad body, geoms (m, 2), phi, point, normal, R_WC (m, 3, 3),
+        gamma (m, 3) [N·s], force_world (m, 3) [N], pivots, islands, per-contact basic z's (m, d + 2) bool,
+        keys (m, 3)). Status other than LCP_OK: (q_out, v_out) are not to be used.
+    """
+    nmov = moving.shape[0]
+    dt = fpar[F_DT]
+    d_set = jpar[J_NDIR]
+    bad, bad_margin = start_check(fpar, fixed, body_dof, body_rb, q, v)
+    if bad >= 0 or bad_margin >= 0:
+        e3 = np.zeros((0, 3))
+        return (LCP_NONFINITE_START, max(bad, bad_margin), np.zeros((0, 2), np.int64), np.zeros(0), e3, e3,
+                np.zeros((0, 3, 3)), e3, e3, 0, 0, np.zeros((0, d_set + 2), np.bool_), np.zeros((0, 3), np.int64))
+    geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size,
+                                                   geom_body, geom_pos, geom_quat, geom_rho, q, v)
+    m = phi.shape[0]
+    A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
+    R_WC = contact_frames_kernel(normal)
+    gamma = np.zeros((m, 3))
+    force = np.zeros((m, 3))
+    keys = contact_keys_kernel(geoms)
+    mu = combined_friction(geom_mu, geoms)
+    d_glob = d_set if np.any(mu > 0) else 0
+    basic_pc = np.zeros((m, d_set + 2), np.bool_)
+    glob_size = m * (d_glob + 2) if d_glob else m
+    if m > 0 and jpar[J_WARM_MIN] >= 0 and glob_size >= jpar[J_WARM_MIN]:
+        return (LCP_WARM_SIZE, -1, geoms, phi, point, normal, R_WC, gamma, force, 0, 0, basic_pc, keys)
+    J = np.zeros((m, 3, 6 * nmov))
+    e = np.zeros(0, np.int64)
+    dense_contact_jacobian(R_WC, geoms, point, q, geom_body, body_dof, e, e, e, e, e,
+                           np.full(fixed.shape[0], -1, np.int64), e, np.zeros((6, 0)), nmov, J)
+    bias = np.empty(m)
+    for c in range(m):
+        bias[c] = gap_term(phi[c], dt, stabilization)
+    cliques = contact_cliques(geoms, geom_body, body_dof)
+    island, nisl = contact_islands_kernel(cliques, nmov)
+    big = first_large_island(island, nisl, cliques, mu, nmov, d_set, jpar[J_DENSE_WORK])
+    if big >= 0:
+        return (LCP_TOO_LARGE, big, geoms, phi, point, normal, R_WC, gamma, force, 0, nisl, basic_pc, keys)
+    v_next = v_star.copy()
+    pivots = 0
+    in_island = np.zeros(nmov, np.bool_)
+    for i in range(nisl):
+        status, piv = solve_island(i, island, cliques, nmov, A_values, v_star, J, bias, mu, U, jpar, lpar,
+                                   in_island, v_next, gamma, basic_pc)
+        pivots += piv
+        if status != LCP_OK:
+            return (status, i, geoms, phi, point, normal, R_WC, gamma, force, pivots, nisl, basic_pc, keys)
+    world_forces(R_WC, gamma, dt, force)
+    bad = integrate_bodies(fpar, moving, q, v, v_next, q_out, v_out)
+    return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, R_WC, gamma, force, pivots,
+            nisl, basic_pc, keys)
+
+
+@jit
+def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar,
+                         q_out, v_out, tq_out, tv_out):
+    """One rigid LCP step of a model with trees (module docstring) from (q, v, tree_q, tree_v) into the
+    *_out arrays.
+
+    Args:
+        mb, fa, ra: the packed model (``packing.PackedModel.model_arrays``), forest and joint rows
+            (``packing.PackedForest``).
+        t: time at the start of the step [s]; U: friction directions (d, 2); stabilization: s of the gap
+            term; eps: the normal rows' regularization ε; large_n: LCP size from which the reference takes
+            the step (its capped Lemke runs); jpar, lpar: the J_* and L_* settings (slots in ``status``).
+
+    Returns:
+        (status, bad body, geoms (nc, 2), phi, point, normal, gamma (nc, 3) [N·s], force_world (nc, 3) [N],
+        actuator_force (nact,), limit_force (nlim,), coupler force (ncoupler,) [N·m or N], pivots, number of
+        joint rows). A status other than LCP_OK: the outputs are not to be used.
+    """
+    fixed, moving, body_rb, geom_body = mb[1], mb[3], mb[6], mb[9]
+    dt = fpar[F_DT]
+    nmov = moving.shape[0]
+    nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
+    act_force, lim_force, con_force = np.zeros(nact), np.zeros(nlim), np.zeros(njc)
+    bad, bad_margin = start_check(fpar, fixed, fa[21], body_rb, q, v)
+    if bad >= 0 or bad_margin >= 0:
+        e3 = np.zeros((0, 3))
+        return (LCP_NONFINITE_START, max(bad, bad_margin), np.zeros((0, 2), np.int64), np.zeros(0), e3, e3, e3,
+                e3, act_force, lim_force, con_force, 0, 0)
+    geoms, phi, point, normal = collide_and_filter(fpar, fixed, fa[21], body_rb, mb[7], mb[8], geom_body, mb[10],
+                                                   mb[11], mb[12], q, v)
+    geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, fa[17], fa[18], fa[19])
+    A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv)
+    act_c, act_f0, act_sat = np.zeros(nact), np.zeros(nact), np.zeros(nact)
+    act_saturated = np.zeros(nact, np.bool_)
+    fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated)
+    nmax = 2 * nlim + 2 * njc
+    row_type, row_owner = np.empty(nmax, np.int64), np.empty(nmax, np.int64)
+    row_sign, row_gap = np.empty(nmax), np.empty(nmax)
+    row_dofs, row_coef = np.empty((nmax, 2), np.int64), np.empty((nmax, 2))
+    nl = joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, row_gap, row_dofs, row_coef)
+    R_all = np.empty((phi.shape[0], 3, 3))
+    J_all = np.zeros((phi.shape[0], 3, v_star.shape[0]))
+    dense_contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_all, J_all)
+    geoms, phi, point, normal, R_WC, J, bias, mu = contact_lcp_rows(geoms, phi, point, normal, R_all, J_all, nl,
+                                                                    row_gap, row_dofs, row_coef, mb[14], dt,
+                                                                    stabilization)
+    nc = phi.shape[0]
+    gamma, force = np.zeros((nc, 3)), np.zeros((nc, 3))
+    v_next = v_star.copy()
+    pivots = 0
+    if nc + nl > 0:
+        status, pivots, z, AinvW, d = solve_dense_lcp(A, v_star, J, bias, mu, nc, U, eps, large_n, jpar, lpar)
+        if status != LCP_OK:
+            return (status, -1, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots,
+                    nl)
+        dv = np.dot(AinvW, np.ascontiguousarray(z[:AinvW.shape[1]]))
+        for j in range(v_next.shape[0]):
+            v_next[j] = v_star[j] + dv[j]
+        lcp_contact_impulses(z, nc, nc + nl, d, U, gamma)
+        world_forces(R_WC, gamma, dt, force)
+        lcp_joint_forces(z, nc, nl, row_type, row_owner, row_sign, dt, lim_force, con_force)
+    actuator_forces(ra[6], nmov, act_c, act_f0, act_sat, act_saturated, v_next, act_force)
+    bad = integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
+    return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, act_force,
+            lim_force, con_force, pivots, nl)
+
+
+__all__ = ["lcp_step_kernel", "lcp_tree_step_kernel"]
