@@ -146,10 +146,14 @@ def _warm_tableau() -> None:
 
 def _compile_for(kernel, *args) -> None:
     """Compile (or load from the disk cache) ``kernel`` for the numba types of ``args``, without running it:
-    the types are all that matter, so the values may be empty arrays of the right dtype and dimension."""
+    the types are all that matter, so the values may be empty arrays of the right dtype and dimension. Optional
+    parameters after ``args`` are typed as left out (numba's ``Omitted(default)``), as the runs call them."""
+    import inspect
+
     import numba
 
-    kernel.compile(tuple(numba.typeof(a) for a in args))
+    params = list(inspect.signature(kernel.py_func).parameters.values())[len(args):]
+    kernel.compile(tuple(numba.typeof(a) for a in args) + tuple(numba.types.Omitted(p.default) for p in params))
 
 
 def _packed(scene: dict):

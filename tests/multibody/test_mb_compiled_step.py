@@ -1,7 +1,8 @@
-"""The compiled step of models with kinematic trees (``stepping.compiled_trees``) against its reference
-(``stepping.articulated.articulated_sap_step``): stage by stage (free motion A and v*, joint rows, point
-Jacobians, integration, link rows) to round-off, whole runs within a stated bound, and the physics of
-the shipped tree scenes on the compiled path."""
+"""The compiled step of models with kinematic trees (``stepping.compiled_trees``): its stage kernels (forward
+kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*, joint rows, integration,
+link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
+reference side), whole runs against the reference step (``stepping.articulated.articulated_sap_step``) with
+equal iteration counts and round-off bounds, and the physics of the shipped tree scenes on the compiled path."""
 
 from __future__ import annotations
 
