@@ -66,7 +66,7 @@ demo: $(VENV)/.core-installed
 	@echo
 	@echo "Trajectory: $(OUT)/box_stack.npz   (inspect: $(VENV)/bin/convexsim info $(OUT)/box_stack.npz)"
 	@echo "Animation:  $(OUT)/box_stack.html  (open in any browser)"
-	@$$(command -v setsid) nohup nice -n 19 $(PY) -m convexsim.tools.background_warmup > $(OUT)/warmup.log 2>&1 < /dev/null &
+	@$$(command -v setsid) nohup nice -n 19 $(PY) -m convexsim.tools.background_warmup $(OUT)/warmup.log > $(OUT)/warmup.log 2>&1 < /dev/null &
 	@echo "Compiling the other solver paths (robots, the LCP stepper) in the background at low priority,"
 	@echo "a minute or two on 2 cores: $(OUT)/warmup.log. Runs started meanwhile wait for the kernels they need."
 	@echo "Next: $(VENV)/bin/convexsim run iiwa_push --html $(OUT)/iiwa.html, or"

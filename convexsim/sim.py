@@ -286,11 +286,12 @@ class Simulation:
         if self._blas_release is None:
             self._hold_blas()
         c = self._controls
+        if self._compiled_controls and not c.wrench.any():   # the kernel reads NaN targets, zero torques
+            self._advance_compiled(n, (c.target, c.target_velocity, c.torque))
+            return
         controlled = c.active()
         if self._run_loop and not controlled:
             self._advance_compiled(n, None)
-        elif self._compiled_controls and not c.wrench.any():
-            self._advance_compiled(n, (c.target, c.target_velocity, c.torque))
         else:
             self.ctx.controls = c if controlled else None
             for _ in range(n):

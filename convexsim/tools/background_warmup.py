@@ -29,11 +29,17 @@ def pid_file() -> Path:
     return cache_root() / PID_NAME
 
 
+def _pid_and_log() -> tuple[int, str]:
+    """(process id, log file) written by :func:`main`; OSError/ValueError/IndexError when there is none."""
+    lines = pid_file().read_text(encoding="utf-8").splitlines()
+    return int(lines[0]), (lines[1] if len(lines) > 1 else "")
+
+
 def running_pid() -> int | None:
     """The id of the background warm-up process while it runs, else None (no file, a dead process, or a
     process id reused by another program)."""
     try:
-        pid = int(pid_file().read_text(encoding="ascii").split()[0])
+        pid, _ = _pid_and_log()
     except (OSError, ValueError, IndexError):
         return None
     try:
@@ -63,8 +69,12 @@ def wait_for_background_warmup(model, solver: str) -> float | None:
     pid = None if is_warm(group) else running_pid()
     if pid is None:
         return None
-    print(f"waiting for the background warm-up (process {pid}, started by `make demo`; its log: "
-          f"out/warmup.log) to finish the kernels of this step…", file=sys.stderr, flush=True)
+    try:
+        log = _pid_and_log()[1]
+    except (OSError, ValueError, IndexError):
+        log = ""
+    print(f"waiting for the background warm-up (process {pid}, started by `make demo`"
+          + (f"; its log: {log}" if log else "") + ") to finish the kernels of this step…", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     while not is_warm(group) and running_pid() == pid:
         time.sleep(POLL_S)
@@ -73,9 +83,11 @@ def wait_for_background_warmup(model, solver: str) -> float | None:
     return waited
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Compile every path's kernels (those already cached load in seconds), with the process id file written
-    for the duration (atomically) and removed at the end."""
+    for the duration (atomically) and removed at the end. ``argv``: the log file this process writes to
+    (named in the messages of the runs that wait for it)."""
+    argv = sys.argv[1:] if argv is None else argv
     from convexsim.io.atomic import atomic_write_text
     from convexsim.tools.warmup import warm_up
 
@@ -85,7 +97,7 @@ def main() -> int:
         pass
     path = pid_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, f"{os.getpid()}\n")
+    atomic_write_text(path, f"{os.getpid()}\n{argv[0] if argv else ''}\n")
     t0 = time.perf_counter()
     print(f"background warm-up (process {os.getpid()}): compiling the kernels of every solver path…", flush=True)
     try:
@@ -94,9 +106,9 @@ def main() -> int:
         return 0
     finally:
         try:
-            if path.read_text(encoding="ascii").split()[0] == str(os.getpid()):
+            if _pid_and_log()[0] == os.getpid():
                 path.unlink()
-        except (OSError, IndexError):
+        except (OSError, ValueError, IndexError):
             pass
         print(f"background warm-up: ended after {time.perf_counter() - t0:.1f} s", flush=True)
 
