@@ -7,6 +7,8 @@
 * Hypothesis runs derandomized, without an example database, its caches under the root; the fuzzers
   (``tests/fuzz``) draw from a seed that changes per run: printed in the header and in the summary (with the
   statuses their CLI calls ended in), ``CONVEXSIM_FUZZ_SEED=N`` repeats a run.
+* In CI (``CI=true``) a skipped browser test (marker ``browser``: Chromium missing) or Drake test (marker
+  ``drake``: the ``compare`` extra missing) fails: CI runs what it claims.
 * Every test starts with Ctrl-C deliverable (SIGINT unblocked, Python's KeyboardInterrupt handler): the
   tests that interrupt a run (in this process or in a child, which inherits both) must not depend on how
   the suite was started (a command put in the background of a non-interactive shell, e.g. ``make test &``
@@ -199,3 +201,21 @@ def _split_text(c: dict) -> str:
     other = {k: v for k, v in sorted(c.items()) if k not in (0, 1, 2, 3)}
     return (f"{sum(c.values())} calls: refused {c.get(2, 0)}, ran {ran} (ok {c.get(0, 0)}, failed {c.get(1, 0)}, "
             f"mismatch {c.get(3, 0)})" + (f", other {other}" if other else ""))
+
+
+MUST_RUN_IN_CI = ("browser", "drake")
+"""Markers of tests that CI must run, not skip: the viewer in Chromium, the Drake translation."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under ``CI=true`` a skip of a test marked with one of MUST_RUN_IN_CI is turned into a failure naming it."""
+    outcome = yield
+    rep = outcome.get_result()
+    if os.environ.get("CI") != "true" or not rep.skipped or hasattr(rep, "wasxfail"):
+        return
+    marks = [m for m in MUST_RUN_IN_CI if item.get_closest_marker(m) is not None]
+    if marks:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped in CI (CI=true), but a {marks[0]} test must run here: {reason}"

@@ -45,10 +45,11 @@ def mass_blocks(model: Model, q: np.ndarray) -> np.ndarray:
     return M
 
 
-def free_motion(model: Model, state: State) -> tuple[np.ndarray, np.ndarray]:
+def free_motion(model: Model, state: State, wrench: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """SAP inputs A (= M, per moving body) and the free-motion velocity v*.
 
-    v* = v + dt·M⁻¹·(τ_gyro, m·g) with τ_gyro = −ω × (I_W ω) evaluated at the start of the step.
+    v* = v + dt·M⁻¹·(τ_gyro + τ_ext, m·g + f_ext) with τ_gyro = −ω × (I_W ω) evaluated at the start of the
+    step; ``wrench`` (nbody, 6), optional: external (τ_ext, f_ext) in W at each body's COM [N·m, N].
 
     Returns:
         A_blocks: (nmov, 6, 6) [kg·m², kg]; v_star: (6·nmov,) packed [ω; v] per moving body.
@@ -62,8 +63,12 @@ def free_motion(model: Model, state: State) -> tuple[np.ndarray, np.ndarray]:
     w = state.v[bodies, :3]
     v = state.v[bodies, 3:]
     tau = -np.cross(w, np.einsum("nij,nj->ni", I_W, w))
+    if wrench is not None:
+        tau = tau + wrench[bodies, :3]
     w_star = w + dt * np.linalg.solve(I_W, tau[..., None])[..., 0] if bodies.size else w
     v_star = v + dt * model.gravity[None, :]
+    if wrench is not None:
+        v_star = v_star + dt * wrench[bodies, 3:] / model.body_mass[bodies, None]
     return A, np.concatenate([w_star, v_star], axis=1).reshape(-1)
 
 

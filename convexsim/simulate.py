@@ -36,9 +36,22 @@ if TYPE_CHECKING:
 StepCallback = Callable[[Model, State, StepInfo], None]
 
 
+@dataclass(frozen=True)
+class ForceBlock:
+    """The named joint forces of ``values.shape[0]`` consecutive frames: column j is ``names[j]`` (one
+    number per name, e.g. ``actuator:<joint>``), as the compiled run loop records them."""
+
+    names: tuple
+    values: np.ndarray
+
+
 @dataclass
 class Recorder:
-    """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step)."""
+    """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step).
+
+    Per-frame lists (one entry per frame), except ``contact_rows`` (tuples of row arrays, in frame order,
+    ``sum(contact_counts)`` rows in all) and ``forces`` (a dict per frame from the Python loop, or a
+    :class:`ForceBlock` per chunk of frames from the compiled loop)."""
 
     model: Model
     frames_t: list[float] = field(default_factory=list)
@@ -50,7 +63,7 @@ class Recorder:
     ls_evals: list[int] = field(default_factory=list)
     contact_counts: list[int] = field(default_factory=list)
     contact_rows: list[tuple[np.ndarray, ...]] = field(default_factory=list)
-    forces: list[dict] = field(default_factory=list)
+    forces: list = field(default_factory=list)
 
     def record(self, state: State, info: StepInfo | None) -> None:
         """Append one frame; ``info`` is the step that produced ``state`` (None for the initial frame)."""
@@ -81,6 +94,31 @@ class Recorder:
             self.contact_rows.append(rows)
         self.forces.append({})
 
+    def append_frames(self, t: np.ndarray, q: np.ndarray, v: np.ndarray, stat: np.ndarray, residual: np.ndarray,
+                      counts: np.ndarray, rows: tuple, forces: ForceBlock | None) -> None:
+        """Append n frames at once (the compiled loop): t (n,), q (n, nbody, 7), v (n, nbody, 6) (kept, not
+        copied), stat (n, >= 3) = (iterations, converged, line-search evaluations, ...), residual (n,),
+        counts (n,) contacts per frame and ``rows`` = (body_a, body_b, point, normal, phi, force) of all
+        their contacts, frame after frame; ``forces``: their named joint forces (None: none)."""
+        n = t.shape[0]
+        if n == 0:
+            return
+        if counts.any():
+            self.contact_rows.append(rows)
+        self.frames_q.extend(q)
+        self.frames_v.extend(v)
+        self.iterations.extend(stat[:, 0].tolist())
+        self.converged.extend((stat[:, 1] != 0).tolist())
+        self.residual.extend(residual.tolist())
+        self.ls_evals.extend(stat[:, 2].tolist())
+        self.forces.append(forces if forces is not None else ForceBlock((), np.zeros((n, 0))))
+        self.contact_counts.extend(counts.tolist())
+        self.frames_t.extend(t.tolist())       # last: a frame is whole once its time is there (_whole_frames)
+
+    def force_frames(self) -> int:
+        """Number of frames ``forces`` covers."""
+        return sum(f.values.shape[0] if isinstance(f, ForceBlock) else 1 for f in self.forces)
+
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Pack the frames into a ``Trajectory``."""
@@ -89,12 +127,7 @@ class Recorder:
         v = np.array(self.frames_v).reshape(nf, self.model.nbody, 6)
         rows = self.contact_rows
         cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
-        names = list(dict.fromkeys(k for f in self.forces for k in f))
-        col = {n: i for i, n in enumerate(names)}
-        forces = np.zeros((len(self.forces), len(names), 6))
-        for t, f in enumerate(self.forces):
-            for n, val in f.items():
-                forces[t, col[n], :val.size] = val
+        forces, names = self._force_array(nf)
         return Trajectory(
             time=np.array(self.frames_t, dtype=float),
             body_names=np.array(self.model.body_names, dtype=str),
@@ -112,9 +145,141 @@ class Recorder:
             scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
             time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
 
+    def _force_array(self, nf: int) -> tuple[np.ndarray, list]:
+        """((nf, nnames, 6) named joint and constraint forces per frame, the names)."""
+        names = list(dict.fromkeys(k for f in self.forces
+                                   for k in (f.names if isinstance(f, ForceBlock) else f)))
+        col = {n: i for i, n in enumerate(names)}
+        out = np.zeros((nf, len(names), 6))
+        t = 0
+        for f in self.forces:
+            if isinstance(f, ForceBlock):
+                n = min(f.values.shape[0], nf - t)
+                if n > 0 and f.names:
+                    out[t:t + n, [col[k] for k in f.names], 0] = f.values[:n]
+                t += f.values.shape[0]
+                continue
+            if t < nf:
+                for k, val in f.items():
+                    out[t, col[k], :val.size] = val
+            t += 1
+        return out, names
+
 
 class RunConvergenceWarning(ConvergenceWarning):
     """The one warning a run issues at its first non-converged step (the rest are counted in RunStats)."""
+
+
+class SlowPathWarning(UserWarning):
+    """A run or a scripted step loop takes the Python reference step (not the compiled one) without being
+    asked to: issued once per run or ``Simulation``, with the reason and the cost."""
+
+
+SLOW_PATH_COST = ("the Python reference step costs about 10-40x the compiled step per step "
+                  "(iiwa_push: about 3 ms against 0.09 ms per step)")
+"""What taking the Python reference step costs, for the slow-path messages (measured on a 2-core machine,
+docs/performance.md)."""
+
+
+def slow_path_text(reason: str) -> str:
+    """The one slow-path message: the reason the compiled step was not taken and what it costs."""
+    return f"taking the Python reference step: {reason}; {SLOW_PATH_COST}"
+
+
+def route_reason(model: Model, ctx: StepContext) -> str:
+    """Why a step of ``model`` with ``ctx``'s controls takes the reference path (``dispatch.route``)."""
+    from convexsim.stepping import dispatch
+
+    return dispatch.route(model, "auto", controlled=ctx.controlled).reason
+
+
+def warn_slow_path(path_line: str, stacklevel: int = 3) -> None:
+    """Warn (SlowPathWarning) when ``path_line`` (``RunStats.path``) says the run takes the Python path."""
+    prefix = "Python path: "
+    if path_line.startswith(prefix):
+        warnings.warn(slow_path_text(path_line[len(prefix):]), SlowPathWarning, stacklevel=stacklevel)
+
+
+BLAS_THREADS_ENV = "CONVEXSIM_BLAS_THREADS"
+"""Environment variable: the BLAS threads a run uses (a count >= 1; 0 or "default": leave the pools as
+they are). Default 1: a step's factorizations are small and gain nothing from threads."""
+
+
+def blas_threads_setting(threads: int | str | None = None) -> int | None:
+    """The BLAS thread count a run limits its pools to (None: no limit): ``threads`` if given, else
+    ``CONVEXSIM_BLAS_THREADS``, else 1. ValueError naming the source for anything but a count >= 0 or
+    "default"."""
+    import os
+
+    source, value = ("blas_threads", threads) if threads is not None else (BLAS_THREADS_ENV,
+                                                                          os.environ.get(BLAS_THREADS_ENV, "1"))
+    text = str(value).strip().lower()
+    if text == "default":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0 or isinstance(value, bool):
+        raise ValueError(f"{source}: must be a thread count >= 1, or 0 / 'default' to leave the BLAS "
+                         f"threads as they are (got {value!r})")
+    return n or None
+
+
+class blas_thread_limit:
+    """Within the block, the BLAS pools (OpenBLAS, MKL, BLIS of numpy, scipy and numba's LAPACK) use at
+    most ``blas_threads_setting(threads)`` threads (threadpoolctl); restored on exit. Reusable: the pools
+    are found once, when the object is made."""
+
+    def __init__(self, threads: int | str | None = None):
+        self.threads = blas_threads_setting(threads)
+        self._controller = None
+        self._limiter = None
+        if self.threads is not None:
+            from threadpoolctl import ThreadpoolController
+
+            ctl = ThreadpoolController().select(user_api="blas")
+            if any(lib.num_threads != self.threads for lib in ctl.lib_controllers):
+                self._controller = ctl
+
+    def __enter__(self) -> "blas_thread_limit":
+        if self._controller is not None:
+            self._limiter = self._controller.limit(limits=self.threads)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._limiter is not None:
+            self._limiter.restore_original_limits()
+            self._limiter = None
+
+
+_BLAS_HOLDS: dict[int, list] = {}
+"""Thread count -> [its blas_thread_limit, holders]: the pools stay limited while someone holds them."""
+
+
+def hold_blas_threads(threads: int | str | None = None) -> Callable[[], None]:
+    """Limit the BLAS pools as :class:`blas_thread_limit` does, until the returned function is called (for an
+    object that steps many times, a ``Simulation``: one limit for its life instead of one per step). Holders
+    of the same count share one limit; the pools are restored when the last one lets go."""
+    n = blas_threads_setting(threads)
+    if n is None:
+        return lambda: None
+    hold = _BLAS_HOLDS.get(n)
+    if hold is None:
+        hold = _BLAS_HOLDS[n] = [blas_thread_limit(n).__enter__(), 0]
+    hold[1] += 1
+    released = []
+
+    def release() -> None:
+        if released:
+            return
+        released.append(True)
+        hold[1] -= 1
+        if hold[1] == 0 and _BLAS_HOLDS.get(n) is hold:
+            del _BLAS_HOLDS[n]
+            hold[0].__exit__(None, None, None)
+
+    return release
 
 
 _PER_STEP_WARNING = r"step \d+ \(t = "
@@ -166,21 +331,35 @@ class RunStats:
         self.iterations.append(int(iterations))
         self.contacts.append(int(contacts))
         self.line_search_evaluations += int(ls_evals)
-        if converged:
-            return
+        if not converged:
+            self._unconverged(self.steps - 1, int(iterations), residual, status)
+
+    def add_steps(self, st: np.ndarray, residual: np.ndarray) -> None:
+        """Account for n steps at once: ``st`` (n, 4) = (iterations, contacts, converged, line-search
+        evaluations) per step (the compiled run loop's rows), ``residual`` (n,) (NaN where not known)."""
+        first = self.steps
+        self.steps += st.shape[0]
+        self.iterations.extend(st[:, 0].tolist())
+        self.contacts.extend(st[:, 1].tolist())
+        self.line_search_evaluations += int(st[:, 3].sum())
+        for i in np.flatnonzero(st[:, 2] == 0).tolist():
+            self._unconverged(first + i, int(st[i, 0]), float(residual[i]))
+
+    def _unconverged(self, index: int, iterations: int, residual: float, status: str = "") -> None:
+        """Account for the non-converged step ``index`` (0-based in the run)."""
         self.unconverged_steps += 1
         if residual == residual and not residual <= self.worst_residual:    # NaN-aware max
             self.worst_residual = float(residual)
         if self.first_unconverged_step < 0:
-            self.first_unconverged_step = self.start_step + self.steps - 1
-            self.first_unconverged_time = self.start_time + (self.steps - 1) * self.time_step
+            self.first_unconverged_step = self.start_step + index
+            self.first_unconverged_time = self.start_time + index * self.time_step
             if self.warn_first_unconverged:
                 why = f"{status}, " if status else ""
                 res = f", momentum residual {residual:.3g}" if residual == residual else ""
                 warnings.warn(f"{self.solver_name} did not converge at step {self.first_unconverged_step} "
                               f"(t = {self.first_unconverged_time:.6g} s; {why}{int(iterations)} iterations{res}); "
                               "the run goes on with the last iterate, later non-converged steps are only "
-                              "counted (run summary)", RunConvergenceWarning, stacklevel=2)
+                              "counted (run summary)", RunConvergenceWarning, stacklevel=3)
 
     def unconverged_text(self) -> str:
         """"89 steps did not converge (first at step 11, t = 0.011 s; worst momentum residual 0.031)", or ""."""
@@ -308,7 +487,7 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
               strict: bool = False, metadata: Mapping[str, Any] | None = None,
               ctx: StepContext | None = None,
               controller: Callable[[Model, State], Any] | None = None,
-              path: str = "auto") -> tuple[Trajectory, RunStats]:
+              path: str = "auto", blas_threads: int | None = None) -> tuple[Trajectory, RunStats]:
     """Step ``model`` from ``state`` for ``duration`` seconds and record a trajectory.
 
     Failures stop the run; the trajectory then holds every frame recorded so far and ``failure`` says
@@ -318,19 +497,37 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
 
     ``path`` as in ``convexsim.stepping.step``; ``stepping.dispatch.run_plan`` decides: an eligible SAP
     model without a ``step_callback`` or ``controller`` runs in the compiled run loop (many steps per numba
-    call, :func:`_run_compiled`); other runs step one step at a time through ``stepping.step``.
+    call, :func:`_run_compiled`); other runs step one step at a time through ``stepping.step``. A run that
+    takes the Python reference step without being asked to (``path="auto"``) says so once, with the reason
+    (a :class:`SlowPathWarning`).
+
+    ``blas_threads``: the BLAS thread pools are limited to this many threads during the run (None: the
+    ``CONVEXSIM_BLAS_THREADS`` environment variable, else 1; 0 or "default": leave them as they are);
+    :func:`blas_thread_limit`.
     """
-    if controller is not None and not model.has_trees:
-        raise ValueError("controller: the scene has no joints to control")
     if record_every < 1:
         raise InputError(f"record_every must be >= 1, got {record_every}")
     from convexsim.stepping import dispatch
 
     run_loop, path_line = dispatch.run_plan(model, path, step_callback=step_callback is not None,
                                             controller=controller is not None)
-    if run_loop:
-        return _run_compiled(model, state, duration=duration, record_every=record_every,
-                             progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+    with blas_thread_limit(blas_threads):
+        if run_loop:
+            return _run_compiled(model, state, duration=duration, record_every=record_every,
+                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+        if path == "auto":
+            warn_slow_path(path_line)
+        return _run_stepwise(model, state, duration=duration, record_every=record_every, progress=progress,
+                             step_callback=step_callback, strict=strict, metadata=metadata, ctx=ctx,
+                             controller=controller, path=path, path_line=path_line)
+
+
+def _run_stepwise(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
+                  step_callback: StepCallback | None, strict: bool, metadata: Mapping[str, Any] | None,
+                  ctx: StepContext | None, controller: Callable[[Model, State], Any] | None, path: str,
+                  path_line: str) -> tuple[Trajectory, RunStats]:
+    """``run_model`` one ``stepping.step`` at a time (the reference path, or the compiled step when a
+    step callback must see every step)."""
     from convexsim.stepping import step
     from convexsim.stepping.context import StepContext
 
@@ -342,11 +539,17 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     rec.record(state, None)
     stats = RunStats(path=path_line)
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
+    watch = path == "auto" and not path_line.startswith("Python path")   # a step handed over is said once
     with end:
         for k in range(n_steps):
             if controller is not None:
-                ctx.controls = Controls.from_output(controller(model, state), model.forest)
+                ctx.controls = Controls.from_output(controller(model, state), model.forest, model.body_names)
             state, info = step(model, state, ctx, strict=strict, path=path)
+            if watch and info.path.startswith("reference"):
+                watch = False
+                why = info.path.partition(": ")[2] or route_reason(model, ctx)
+                stats.path += f"; from step {k} some steps on the Python path: {why}"
+                warnings.warn(slow_path_text(why), SlowPathWarning, stacklevel=3)
             stats.add(info)
             if (k + 1) % record_every == 0 or k + 1 == n_steps:
                 rec.record(state, info)
@@ -471,119 +674,163 @@ class _DeferSignals:
             self.saved[signum](signum, frame)
 
 
-def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
-                  strict: bool, metadata: Mapping[str, Any] | None,
-                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
-    """``run_model`` with the compiled run loop (``stepping.sap_composition.run_kernel``): chunks of
-    steps of about CHUNK_SECONDS per numba call into preallocated frame buffers; a step whose island is too
-    large for the dense factor is taken by ``compiled_step`` (supernodal factor) in between.
-    Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
-    fresh one when first needed) serves those large-island steps only."""
-    from convexsim.stepping import sap_composition as K
-    from convexsim.stepping import dispatch
-    from convexsim.stepping.packing import packed
+class RunKernel:
+    """The compiled run loop's kernel for one model (``sap_composition.run_kernel``, or
+    ``sap_composition.tree_run_kernel`` for models with trees) with its frame and contact buffers, shared by
+    :func:`run_model` and ``convexsim.sim.Simulation``.
 
-    n_steps, _ = plan_steps(duration, model.time_step)
-    dt = model.time_step
-    rec = Recorder(model)
-    rec.record(state, None)
-    stats = RunStats()
-    args = packed(model).args(strict)
-    q = np.array(state.q, dtype=np.float64, order="C")
-    v = np.array(state.v, dtype=np.float64, order="C")
-    trees = model.has_trees      # tree models: tree_run_kernel, with the trees' q, v and joint forces
-    if trees:
-        from convexsim.stepping.packing import packed_forest
-        from convexsim.stepping.sap_composition import tree_run_kernel
+    :meth:`call` takes up to ``max_steps`` steps from (t, q, v, tq, tv), writing the state in place and the
+    frames into ``bufs`` (``fr_*``: per frame; ``c_*``: contact rows, frame after frame; ``st``: per step)."""
 
-        pf = packed_forest(model)
-        tq = np.array(state.tree_q, dtype=np.float64, order="C")
-        tv = np.array(state.tree_v, dtype=np.float64, order="C")
-        force_names = ([f"actuator:{n}" for n in pf.actuator_names], [f"limit:{n}" for n in pf.limit_names],
-                       [f"constraint:{n}" for n in pf.coupler_names])
-    t, k = float(state.t), int(state.step)
-    step0 = k   # run_kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
-    k_end = k + n_steps
-    nb = model.nbody
-    chunk = 16
-    backoff = 1           # reference steps after the compiled kernel met an oversized island
-    bufs: dict[str, np.ndarray] = {}
+    def __init__(self, model: Model, strict: bool):
+        from convexsim.stepping import status as K
+        from convexsim.stepping.packing import packed
+        from convexsim.stepping.sap_composition import run_kernel
 
-    def frame_buffers(frames: int) -> None:
+        self.K = K
+        self._run_kernel = run_kernel
+        self.model = model
+        self.args = packed(model).args(strict)
+        self.trees = model.has_trees
+        self.bufs: dict[str, np.ndarray] = {}
+        if self.trees:
+            from convexsim.stepping.compiled_trees import no_controls
+            from convexsim.stepping.packing import packed_forest
+            from convexsim.stepping.sap_composition import tree_run_kernel
+
+            self._no_controls = no_controls(model)
+            self.pf = pf = packed_forest(model)
+            self._tree_run_kernel = tree_run_kernel
+            self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
+                                [f"limit:{n}" for n in pf.limit_names],
+                                [f"constraint:{n}" for n in pf.coupler_names])
+        self.grow_contacts(256)
+
+    def _frame_buffers(self, frames: int) -> None:
+        bufs, nb = self.bufs, self.model.nbody
         if bufs.get("fr_step") is not None and bufs["fr_step"].shape[0] >= frames:
             return
         bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
                     fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
                     fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
-        if trees:
+        if self.trees:
+            pf = self.pf
             bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
                         fr_lim=np.empty((frames, len(pf.limit_names))),
                         fr_con=np.empty((frames, len(pf.coupler_names))))
 
-    def contact_buffers(rows: int) -> None:
+    def grow_contacts(self, rows: int) -> None:
+        """Contact buffers of at least ``rows`` rows."""
+        bufs = self.bufs
         if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
             return
         bufs.update(c_body=np.empty((rows, 2), np.int64), c_geom=np.empty((rows, 2), np.int64),
                     c_point=np.empty((rows, 3)), c_normal=np.empty((rows, 3)), c_phi=np.empty(rows),
                     c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
-    contact_buffers(256)
+    def call(self, t: float, q, v, tq, tv, k_rel: int, n_total: int, max_steps: int,
+             record_every: int, ctl: tuple | None = None) -> tuple[int, int, int, int, int, int, int]:
+        """Up to ``max_steps`` steps of a run of ``n_total`` steps, ``k_rel`` of them taken, from time t [s]
+        (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). ``ctl``: the trees'
+        controls of every step (target, target velocity, joint forces; None: none). Returns the kernel's
+        (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
+        self._frame_buffers(max_steps // record_every + 2)
+        b = self.bufs
+        if b.get("st") is None or b["st"].shape[0] < max_steps:
+            b["st"] = np.empty((max_steps, 4), np.int64)
+        args = self.args
+        if self.trees:
+            pf = self.pf
+            return self._tree_run_kernel(
+                args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, self._no_controls if ctl is None else ctl,
+                k_rel, n_total, max_steps,
+                record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"], b["fr_nc"],
+                b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
+                b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+        return self._run_kernel(
+            *args, q, v, k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"],
+            b["fr_stat"], b["fr_resid"], b["fr_nc"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
+            b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+
+    def hands_over(self, code: int) -> bool:
+        """The kernel stopped before a step it does not take (an island above the dense limit, a margin to
+        check): that step goes through ``stepping.step``."""
+        return code in (self.K.STEP_TOO_LARGE, self.K.STEP_BAD_MARGIN)
+
+    def failure(self, code: int, k: int, t: float, bad: int, sap_status: int, extra: int) -> SimulationError | None:
+        """The SimulationError of a failed step (the kernel stopped at step k, time t [s]), or None."""
+        K, dt = self.K, self.model.time_step
+        if code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
+            end = code == K.STEP_NONFINITE_END
+            return SimulationError(f"non-finite state of bodies {self.model.body_names[bad]}", step=k + end,
+                                   time=t + (dt if end else 0.0))
+        if code == K.STEP_SOLVER_FAILED:
+            from convexsim.sap.newton import SAP_STATUS_NAMES
+
+            return SimulationError(f"SAP did not converge ({SAP_STATUS_NAMES[sap_status]}) after {extra} "
+                                   "iterations", step=k, time=t)
+        return None
+
+
+def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
+                  strict: bool, metadata: Mapping[str, Any] | None,
+                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
+    """``run_model`` with the compiled run loop (:class:`RunKernel`): chunks of steps of about CHUNK_SECONDS
+    per numba call into preallocated frame buffers; a step whose island is too large for the dense factor
+    is taken by ``compiled_step`` (supernodal factor) in between.
+    Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
+    fresh one when first needed) serves those large-island steps only."""
+    from convexsim.stepping import dispatch
+
+    n_steps, _ = plan_steps(duration, model.time_step)
+    dt = model.time_step
+    rec = Recorder(model)
+    rec.record(state, None)
+    stats = RunStats()
+    kernel = RunKernel(model, strict)
+    bufs = kernel.bufs
+    trees = kernel.trees      # tree models: with the trees' q, v and joint forces
+    q = np.array(state.q, dtype=np.float64, order="C")
+    v = np.array(state.v, dtype=np.float64, order="C")
+    tq = np.array(state.tree_q, dtype=np.float64, order="C") if trees else None
+    tv = np.array(state.tree_v, dtype=np.float64, order="C") if trees else None
+    t, k = float(state.t), int(state.step)
+    step0 = k   # the kernel counts the run's steps from 0: a frame after step j if (j + 1) % record_every == 0
+    k_end = k + n_steps
+    chunk = 16
+    backoff = 1           # reference steps after the compiled kernel met an oversized island
     stats.path = "compiled step (compiled run loop)"
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
     with end:
         while k < k_end:
-            frames = chunk // record_every + 2
-            frame_buffers(frames)
-            st = bufs.get("st")
-            if st is None or st.shape[0] < chunk:
-                st = bufs["st"] = np.empty((chunk, 4), np.int64)
             with _DeferSignals():
                 c0 = _time.perf_counter()
-                if trees:
-                    code, taken, nf, ncr, bad, sap_status, extra = tree_run_kernel(
-                        args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, k - step0, n_steps, chunk,
-                        record_every, bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"],
-                        bufs["fr_resid"], bufs["fr_nc"], bufs["fr_act"], bufs["fr_lim"], bufs["fr_con"], st,
-                        bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"], bufs["c_phi"],
-                        bufs["c_gamma"], bufs["c_force"])
-                else:
-                    code, taken, nf, ncr, bad, sap_status, extra = K.run_kernel(
-                        *args, q, v, k - step0, n_steps, chunk, record_every,
-                        bufs["fr_step"], bufs["fr_q"], bufs["fr_v"], bufs["fr_stat"], bufs["fr_resid"],
-                        bufs["fr_nc"], st, bufs["c_body"], bufs["c_geom"], bufs["c_point"], bufs["c_normal"],
-                        bufs["c_phi"], bufs["c_gamma"], bufs["c_force"])
+                code, taken, nf, ncr, bad, sap_status, extra = kernel.call(t, q, v, tq, tv, k - step0, n_steps,
+                                                                           chunk, record_every)
                 elapsed = _time.perf_counter() - c0
-                # bookkeeping of the steps taken: times, frames, statistics
-                fr_step, fr_stat = bufs["fr_step"], bufs["fr_stat"]
-                f, row, base = 0, 0, k - step0
-                # one copy per chunk; frames keep views into it
-                fq, fv, fres, fnc = (bufs[n][:nf].copy() for n in ("fr_q", "fr_v", "fr_resid", "fr_nc"))
+                # bookkeeping of the steps taken, a chunk at a time: times, frames, statistics
+                base = k - step0
+                times = np.cumsum(np.concatenate(([t], np.full(taken, dt))))[1:]   # t += dt, step by step
+                fidx = bufs["fr_step"][:nf] - base - 1          # the chunk's step of each frame
+                fq, fv, fres, fnc, fstat = (bufs[n][:nf].copy()
+                                            for n in ("fr_q", "fr_v", "fr_resid", "fr_nc", "fr_stat"))
                 cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
                                         for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
-                for i in range(taken):
-                    t += dt
-                    framed = f < nf and fr_step[f] == base + i + 1
-                    stats.add_counts(st[i, 0], st[i, 1], st[i, 2], st[i, 3],
-                                     residual=float(fres[f]) if framed else math.nan)
-                    if framed:
-                        n_c = int(fnc[f])
-                        rows = None
-                        if n_c:
-                            sl = slice(row, row + n_c)
-                            rows = (cb[sl, 0], cb[sl, 1], cp[sl], cn[sl], cphi[sl], cf[sl])
-                            row += n_c
-                        rec.append_frame(t, fq[f], fv[f], fr_stat[f, 0], fr_stat[f, 1] != 0, fres[f],
-                                         fr_stat[f, 2], n_c, rows)
-                        if trees:
-                            rec.forces[-1] = _tree_frame_forces(force_names, bufs["fr_act"][f], bufs["fr_lim"][f],
-                                                                bufs["fr_con"][f])
-                        f += 1
+                residual = np.full(taken, math.nan)
+                residual[fidx] = fres
+                stats.add_steps(bufs["st"][:taken], residual)
+                forces = (_tree_force_block(kernel.force_names, bufs["fr_act"][:nf], bufs["fr_lim"][:nf],
+                                            bufs["fr_con"][:nf]) if trees else None)
+                rec.append_frames(times[fidx], fq, fv, fstat, fres, fnc,
+                                  (cb[:, 0], cb[:, 1], cp, cn, cphi, cf), forces)
+                if taken:
+                    t = float(times[-1])
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
                               tree_v=tv.copy() if trees else state.tree_v)
-                if code == K.RUN_NEED_CONTACT_SPACE:
-                    contact_buffers(2 * (bufs["c_phi"].shape[0] + int(extra)))
-                elif code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):   # one step at a time (BAD_MARGIN raises)
+                if code == kernel.K.RUN_NEED_CONTACT_SPACE:
+                    kernel.grow_contacts(2 * (bufs["c_phi"].shape[0] + int(extra)))
+                elif kernel.hands_over(code):   # one step at a time (BAD_MARGIN raises)
                     from convexsim.stepping.context import StepContext
 
                     ctx = StepContext() if ctx is None else ctx
@@ -597,16 +844,10 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     if trees:
                         tq[:], tv[:] = state.tree_q, state.tree_v
                     backoff = min(2 * backoff, MAX_REFERENCE_RUN)
-                elif code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
-                    at = k + (code == K.STEP_NONFINITE_END)
-                    raise SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=at,
-                                          time=t + (dt if code == K.STEP_NONFINITE_END else 0.0))
-                elif code == K.STEP_SOLVER_FAILED:
-                    from convexsim.sap.newton import SAP_STATUS_NAMES
-
-                    name = SAP_STATUS_NAMES[sap_status]
-                    raise SimulationError(f"SAP did not converge ({name}) after {extra} iterations",
-                                          step=k, time=t)
+                else:
+                    error = kernel.failure(code, k, t, bad, sap_status, extra)
+                    if error is not None:
+                        raise error
                 if taken:
                     backoff = 1
                 if taken and elapsed > 0:   # aim at CHUNK_SECONDS per call
@@ -615,14 +856,19 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     return end.trajectory(metadata)
 
 
-def _tree_frame_forces(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> dict:
-    """A frame's named forces (``StepInfo.named_forces``) from the tree run kernel's actuator, limit and
-    joint-coupler rows."""
-    out = {n: np.array([f]) for n, f in zip(names[0], act)}
-    for n, f in zip(names[1], lim):          # one entry per limited joint (a joint's limits summed)
-        out[n] = out[n] + f if n in out else np.array([f])
-    out.update({n: np.array([f]) for n, f in zip(names[2], con)})
-    return out
+def _tree_force_block(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> ForceBlock:
+    """The named forces (``StepInfo.named_forces``) of n frames of the tree run kernel from its actuator,
+    limit and joint-coupler rows (n, ·): one column per name, a joint's limits summed."""
+    cols = list(dict.fromkeys([*names[0], *names[1], *names[2]]))
+    index = {n: i for i, n in enumerate(cols)}
+    values = np.zeros((act.shape[0], len(cols)))
+    for group, rows in zip(names, (act, lim, con)):
+        for j, n in enumerate(group):
+            if group is names[1]:
+                values[:, index[n]] += rows[:, j]
+            else:
+                values[:, index[n]] = rows[:, j]
+    return ForceBlock(tuple(cols), values)
 
 
 def path_text(model: Model, path: str, step_callback: StepCallback | None) -> str:
@@ -668,16 +914,25 @@ def interrupted_trajectory(model: Model, exc: RunInterrupted,
 
 def _whole_frames(rec: Recorder) -> Recorder:
     """``rec`` without a frame the interruption cut short: a signal can land inside ``Recorder.record``,
-    between two of its appends, so keep the frames every per-frame list holds and whose contacts are all
-    there (a copy; ``rec`` is not changed)."""
+    between two of its appends, so keep the frames every per-frame list holds and whose contacts and forces
+    are all there (a copy; ``rec`` is not changed)."""
     per_frame = ("frames_t", "frames_q", "frames_v", "iterations", "converged", "residual", "ls_evals",
                  "contact_counts")
-    n = min(len(getattr(rec, name)) for name in per_frame)
-    while n > 0 and sum(1 for c in rec.contact_counts[:n] if c) > len(rec.contact_rows):
+    n = min(min(len(getattr(rec, name)) for name in per_frame), rec.force_frames())
+    available = sum(r[4].shape[0] for r in rec.contact_rows)
+    need = sum(rec.contact_counts[:n])
+    while n > 0 and need > available:
         n -= 1
-    rows = sum(1 for c in rec.contact_counts[:n] if c)
+        need -= rec.contact_counts[n]
+    rows = []
+    for r in rec.contact_rows:              # exactly the rows of the first n frames
+        if need <= 0:
+            break
+        k = min(need, r[4].shape[0])
+        rows.append(tuple(a[:k] for a in r))
+        need -= k
     return dataclasses.replace(rec, **{name: list(getattr(rec, name)[:n]) for name in per_frame},
-                               contact_rows=list(rec.contact_rows[:rows]))
+                               contact_rows=rows)
 
 
 def step_count(duration: float, time_step: float) -> int:
@@ -706,7 +961,8 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
              contact_model: str | None = None, solver: str | None = None,
              overrides: Mapping[str, Any] | Iterable[str] | None = None, record_every: int = 1,
              progress: bool = False, step_callback: StepCallback | None = None,
-             strict: bool = False, controller: Callable[[Model, State], Any] | None = None) -> Trajectory:
+             strict: bool = False, controller: Callable[[Model, State], Any] | None = None,
+             blas_threads: int | None = None) -> Trajectory:
     """Simulate a scene and return its trajectory.
 
     Args:
@@ -723,10 +979,13 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
         progress: show a progress bar (only for runs longer than about a second).
         step_callback: f(model, state, info) called after every step (viewers).
         strict: raise on a SAP step that does not converge instead of warning.
-        controller: for scenes with joints, ``fn(model, state)`` called before every step; it returns
-            None or a dict ``{"targets": {joint: q_d or (q_d, v_d)}, "torques": {joint: tau}}`` (SI units;
-            targets replace the scene's actuator targets for that step, torques are added to the joints;
+        controller: ``fn(model, state)`` called before every step; it returns None or a dict
+            ``{"targets": {joint: q_d or (q_d, v_d)}, "torques": {joint: tau}, "wrenches": {body: w}}``
+            (SI units; targets replace the scene's actuator targets for that step, torques are added to
+            the joints, w = (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at the body's COM [N·m, N];
             state.tree_q/tree_v hold the joint coordinates, in ``model.forest`` order).
+            ``convexsim.sim.Simulation`` is the scripting interface for such loops.
+        blas_threads: BLAS threads during the run (``run_model``; default 1).
 
     Returns:
         The trajectory; ``traj.failure`` is non-empty if the run stopped early.
@@ -734,7 +993,8 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
     model, state, dur = prepare(scene, duration=duration, time_step=time_step,
                                 contact_model=contact_model, solver=solver, overrides=overrides)
     traj, _ = run_model(model, state, duration=dur, record_every=record_every, progress=progress,
-                        step_callback=step_callback, strict=strict, controller=controller)
+                        step_callback=step_callback, strict=strict, controller=controller,
+                        blas_threads=blas_threads)
     return traj
 
 
@@ -783,5 +1043,6 @@ class _ProgressBar:
 
 
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
-           "RunConvergenceWarning", "path_text",
+           "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
+           "blas_thread_limit", "blas_threads_setting", "hold_blas_threads", "RunKernel", "ForceBlock",
            "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]

@@ -68,10 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Scene warnings as one plain line on stderr ("warning: …"), other warnings as Python shows them."""
+    """Scene and slow-path warnings as one plain line on stderr ("warning: …"), other warnings as Python
+    shows them."""
     from convexsim.scene import SceneWarning
+    from convexsim.simulate import SlowPathWarning
 
-    if issubclass(category, SceneWarning):
+    if issubclass(category, (SceneWarning, SlowPathWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
     else:
         _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)

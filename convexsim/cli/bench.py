@@ -33,6 +33,10 @@ def add_bench(sub) -> None:
     p.add_argument("--compiled", action="store_true",
                    help="only the compiled-step table: CPU ms/step of the compiled run loop against the "
                         "reference Python path on the small scenes, or on --scenes (docs/performance.md)")
+    p.add_argument("--controls", action="store_true",
+                   help="only the controls tables: CPU ms/step with and without per-step controls (run loop, "
+                        "run_model(controller), a Simulation step loop; a MuJoCo Python loop when installed) "
+                        "and what recording every frame costs (docs/scripting.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -44,8 +48,19 @@ def cmd_bench(args) -> int:
         from convexsim.tools import bench_startup
 
         return bench_startup.main()
+    if args.controls:
+        from convexsim.tools import bench_controls
+
+        return bench_controls.main()
     from convexsim.tools import bench as sap_bench
 
+    if not (args.compiled or args.vs or args.scenes):
+        parts = ["the compiled-step table", "four benchmark scenes"]
+        parts += [] if args.no_lcp_bench else ["the LCP tables"]
+        parts += [] if args.no_solver_bench else ["random SAP problems"]
+        print(f"bench: {', '.join(parts)}: several minutes on 2 cores, most of it the LCP tables "
+              "(--compiled: the first table alone; --scenes NAME: one scene; --no-lcp-bench, --no-solver-bench "
+              "leave parts out)", file=sys.stderr, flush=True)
     if args.compiled or not (args.vs or args.scenes):
         chosen = sap_bench.COMPILED_SCENES
         if args.compiled and args.scenes:

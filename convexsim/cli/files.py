@@ -92,6 +92,8 @@ def cmd_info(args) -> int:
         warm = f" (plus {warmup:.2f} s kernel warm-up)" if number(warmup) and warmup >= 0.005 else ""
         steps = meta.get("steps", "?")
         lines.append(f"speed       {meta['ms_per_step']:.3f} ms/step over {steps if number(steps) else '?'} steps{warm}")
+    if meta.get("path"):
+        lines.append(f"path        {meta['path']}")       # which stepper ran (RunStats.path)
     if t.failure:
         status = "interrupted" if meta.get("interrupted") else "failure"
         lines.append(f"{status:<12}{t.failure}")
@@ -130,21 +132,24 @@ def add_compare(sub) -> None:
                    help="pass/fail tolerance on the largest difference, in the quantity's unit (position: m)")
     p.add_argument("--quantity", choices=QUANTITIES, default="position",
                    help="the quantity --tol applies to (default: position [m])")
-    p.add_argument("--all-bodies", action="store_true", help="also list bodies with no difference at all")
+    p.add_argument("--all-bodies", action="store_true",
+                   help="list every body (by default the 10 with the largest differences, the rest counted), "
+                        "also those with no difference at all")
     p.set_defaults(func=cmd_compare)
 
 
 def cmd_compare(args) -> int:
     from convexsim.errors import InputError
     from convexsim.io import load_trajectory
-    from convexsim.io.compare import check_tolerance, compare_trajectories, format_comparison
+    from convexsim.io.compare import MAX_BODIES, check_tolerance, compare_trajectories, format_comparison
 
     a, b = load_trajectory(args.a), load_trajectory(args.b)
     try:
         comparison = compare_trajectories(a, b, names=(args.a, args.b))
     except InputError as exc:
         raise InputError(f"{args.a} and {args.b}: {exc}") from None
-    print(format_comparison(comparison, include_fixed=args.all_bodies))
+    print(format_comparison(comparison, include_fixed=args.all_bodies,
+                            max_bodies=None if args.all_bodies else MAX_BODIES, more_hint="--all-bodies lists them"))
     if args.tol is None:
         return EXIT_OK
     ok, verdict = check_tolerance(comparison, args.tol, args.quantity)

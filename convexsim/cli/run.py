@@ -106,6 +106,12 @@ def _cmd_run(args, viewer=None) -> int:
     metadata = {"command": " ".join(sys.argv)}
     trajectories, status = [], EXIT_OK
 
+    if "lcp" in kinds:          # a scene beyond the LCP stepper is refused before anything runs (or compiles)
+        from convexsim.lcp.capacity import check_lcp_capacity
+
+        check_lcp_capacity(*prepare(scene_path, duration=args.duration, time_step=args.time_step, solver="lcp",
+                                    overrides=with_slip_curvature(args.overrides, args.slip_curvature))[:2])
+
     def prepared(kind):
         model, state, duration = prepare(scene_path, duration=args.duration, time_step=args.time_step,
                                          contact_model=args.contact_model, solver=kind,
@@ -113,11 +119,14 @@ def _cmd_run(args, viewer=None) -> int:
         _, rounding = _step_plan(args, scene_path, model, duration)
         if rounding:
             say(f"note: {rounding}", file=sys.stderr)
+        from convexsim.tools.background_warmup import wait_for_background_warmup
         from convexsim.tools.warmup import ensure_warm
 
-        ensure_warm(model, model.solver.kind)     # a first run compiles its own step's kernels, in parallel processes
+        waited = wait_for_background_warmup(model, model.solver.kind)   # `make demo`'s warm-up of the others
+        compiled = ensure_warm(model, model.solver.kind)   # a first run compiles its own step's kernels, in parallel
+        compiled = ((waited or 0.0) + (compiled or 0.0)) or None
         target = out.with_name(f"{out.stem}_{model.solver.kind}{out.suffix}") if len(kinds) > 1 else out
-        return model, state, duration, rounding, target
+        return model, state, duration, rounding, target, compiled
 
     def runner(model, state, duration, progress=not args.quiet):
         """The run as a function of its step callback (the lockstep run calls it with its own)."""
@@ -127,14 +136,15 @@ def _cmd_run(args, viewer=None) -> int:
 
     def keep(run, result):
         nonlocal status
-        model, _, _, rounding, target = run
+        model, _, _, rounding, target, compiled = run
         traj, stats = result
         save_trajectory(target, traj)
         trajectories.append(traj)
-        say(_summary(model, traj, stats, target, rounding), quiet=args.quiet)
-        if traj.failure:
-            say(f"FAILED: {traj.failure}\n(the {traj.num_frames} frames recorded before it are in {target})",
-                   file=sys.stderr)
+        say(_summary(model, traj, stats, target, rounding, compiled), quiet=args.quiet)
+        if traj.failure:        # the cause is in the summary's result line: said once, here what to do
+            say(f"FAILED: the {model.solver.kind.upper()} run stopped early (the summary's result line says why); "
+                f"the {traj.num_frames} frames recorded before it are in {target}.\n{failure_hint(model)}",
+                file=sys.stderr)
             status = EXIT_FAILURE
 
     if viewer is not None and len(kinds) > 1:     # side by side on one page, in lockstep, as they run
@@ -223,15 +233,31 @@ def _run_viewer(args):
     return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames, **display_kwargs(args))
 
 
-def _summary(model, traj, stats, path: Path, rounding: str = "") -> str:
+def failure_hint(model) -> str:
+    """What to try after a run that stopped early."""
+    if model.solver.kind == "lcp":
+        return ("Try: --solver sap (one convex problem per step, whatever the number of contacts), a smaller "
+                "scene (README: which scenes the LCP stepper handles), or a smaller --time-step.")
+    return "Try: a smaller --time-step (the result line names the step and the cause)."
+
+
+def _kernel_time_text(warmup_s: float, compiled_s: float | None) -> str:
+    """How the kernels' time relates to this run's wall time, in one statement that cannot contradict the
+    "compiled in N s" line printed before the run: that compilation came before the run (not in its wall
+    time); what the run itself spent loading (or compiling) kernels is part of its wall time, not of ms/step."""
+    if not compiled_s:
+        return f"{warmup_s:.2f} s of it compiling/loading kernels, not in ms/step" if warmup_s >= 0.005 else ""
+    text = f"{compiled_s:.1f} s compiling kernels before the run, not in this wall time"
+    return text + (f"; {warmup_s:.2f} s of this wall time loading them, not in ms/step" if warmup_s >= 0.005 else "")
+
+
+def _summary(model, traj, stats, path: Path, rounding: str = "", compiled_s: float | None = None) -> str:
     """The run summary: what ran, how fast (warm-up apart), solver effort, contacts, and how it ended."""
     d = stats.as_dict()
     bodies = int((~model.body_fixed).sum())
     sap = model.solver.kind == "sap"
     solver = model.solver.kind.upper() + (f" ({traj.contact_model})" if sap else "")
-    # The compilation time is part of the wall time: say so, and that ms/step leaves it out.
-    warm = (f"{d['warmup_s']:.2f} s of it compiling/loading kernels, not in ms/step"
-            if d["warmup_s"] >= 0.005 else "")
+    warm = _kernel_time_text(d["warmup_s"], compiled_s)
     lines = [
         f"scene      {model.name}: {bodies} moving bodies, {model.ngeom} geometries",
         f"solver     {solver}, dt = {model.time_step:g} s",
@@ -275,7 +301,8 @@ def _result_line(d: dict, traj, sap: bool, stats=None) -> str:
 def _comparison_text(a, b, names=None) -> str:
     from convexsim.io.compare import compare_trajectories, format_comparison
 
-    return format_comparison(compare_trajectories(a, b, names=names))
+    return format_comparison(compare_trajectories(a, b, names=names),
+                             more_hint="`convexsim compare A.npz B.npz --all-bodies` lists them")
 
 # ----------------------------------------------------------------------------------------- view
 def add_view(sub) -> None:

@@ -330,7 +330,8 @@ def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: Collisio
     geom_type, geom_size, geom_body, body_fixed = _model_arrays(model)
     kernel = brute_force_pairs if brute_force else sweep_and_prune_pairs
     while True:
-        npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, ws.pairs)
+        npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, ws.pairs,
+                        model.collision_filter)
         if npairs <= ws.pairs.shape[0]:
             break
         ws.grow_pairs(npairs)
@@ -341,7 +342,8 @@ def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: Collisio
 
 def collide(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0,
             workspace: CollisionWorkspace | None = None) -> Contacts:
-    """All contacts with phi <= margin between geometries of different, not both fixed, bodies.
+    """All contacts with phi <= margin between geometries of different, not both fixed, bodies (and, with a
+    ``model.collision_filter``, only between geometries it admits: ``geometry.broadphase``).
 
     Args:
         model: a ``convexsim.model.Model``.

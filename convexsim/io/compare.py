@@ -117,12 +117,24 @@ def compare_trajectories(traj_a: Trajectory, traj_b: Trajectory, *,
     }
 
 
-def format_comparison(comparison: dict, *, include_fixed: bool = False) -> str:
+MAX_BODIES = 10
+"""Bodies listed by default in a difference table (the worst ones; the rest are counted)."""
+
+
+def _severity(qs: dict) -> tuple:
+    """Sort key of a body's differences: its largest position difference, then the other quantities'."""
+    return tuple(-qs[q]["max"] if np.isfinite(qs[q]["max"]) else -np.inf for q in QUANTITIES)
+
+
+def format_comparison(comparison: dict, *, include_fixed: bool = False, max_bodies: int | None = MAX_BODIES,
+                      more_hint: str = "") -> str:
     """A plain-text table of ``compare_trajectories`` output (max, its time, RMS, final per body and
     quantity).
 
     Bodies whose every error is exactly zero (fixed bodies with no contact) are left out unless
-    ``include_fixed``.
+    ``include_fixed``. With more than ``max_bodies`` bodies left (None: no limit), the table lists the
+    ``max_bodies`` worst ones (largest position difference first, then the other quantities') and one line
+    counts the others, with their largest position difference, and says ``more_hint`` (how to list them).
     """
     da, db = comparison.get("descriptions") or comparison["labels"]
     t = comparison["time"]
@@ -130,16 +142,25 @@ def format_comparison(comparison: dict, *, include_fixed: bool = False) -> str:
     lines = [f"{da}", f"{db}", f"differences A − B over {span}"]
     for f in comparison["failures"]:
         lines.append(f"  note: a run stopped early: {f}")
+    shown = [(name, qs) for name, qs in comparison["bodies"].items()
+             if include_fixed or not all(v["max"] == 0.0 for v in qs.values())]
+    rest = []
+    if max_bodies is not None and len(shown) > max_bodies:
+        ranked = sorted(shown, key=lambda kv: _severity(kv[1]))
+        shown, rest = ranked[:max_bodies], ranked[max_bodies:]
+        lines.append(f"  the {len(shown)} bodies with the largest differences, of {len(shown) + len(rest)}:")
     header = f"  {'body':<16} {'quantity':<24} {'max':>11} {'at t [s]':>9} {'rms':>11} {'final':>11}"
     lines.append(header)
-    for name, qs in comparison["bodies"].items():
-        if not include_fixed and all(v["max"] == 0.0 for v in qs.values()):
-            continue
+    for name, qs in shown:
         for i, q in enumerate(QUANTITIES):
             s = qs[q]
             label = name if i == 0 else ""
             lines.append(f"  {label:<16} {q + ' [' + UNITS[q] + ']':<24} {s['max']:11.3e} {s['t_max']:9.4g} "
                          f"{s['rms']:11.3e} {s['final']:11.3e}")
+    if rest:
+        worst = max(qs["position"]["max"] for _, qs in rest)
+        lines.append(f"  … and {len(rest)} more bodies, each with a position difference of at most "
+                     f"{worst:.3e} {UNITS['position']}" + (f" ({more_hint})" if more_hint else ""))
     return "\n".join(lines)
 
 
@@ -161,5 +182,5 @@ def check_tolerance(comparison: dict, tol: float, quantity: str = "position") ->
                 f"(body {body!r}, t = {s['t_max']:.4g} s) {rel} tolerance {tol:g} {UNITS[quantity]}")
 
 
-__all__ = ["compare_trajectories", "format_comparison", "check_tolerance", "run_label", "net_contact_force",
+__all__ = ["compare_trajectories", "format_comparison", "MAX_BODIES", "check_tolerance", "run_label", "net_contact_force",
            "QUANTITIES", "UNITS"]

@@ -99,38 +99,72 @@ class Tree:
 
 @dataclass
 class Controls:
-    """What a controller commands for one step, by joint name: position targets (a number, or a pair
+    """What a controller commands for one step: by joint name, position targets (a number, or a pair
     (q_d, v_d)) that replace the actuator's scene targets, and generalized forces τ [N·m or N] added to the
-    joint. Returned by ``simulate(..., controller=fn)``'s callback as a dict {"targets": ..., "torques": ...}."""
+    joint; by body name, external wrenches (τ_W [N·m], f_W [N]) at the body's centre of mass, in W (a
+    6-vector, torque first, the order of ``State.v``). Returned by ``simulate(..., controller=fn)``'s
+    callback as a dict {"targets": ..., "torques": ..., "wrenches": ...}."""
 
     targets: dict = field(default_factory=dict)
     torques: dict = field(default_factory=dict)
+    wrenches: dict = field(default_factory=dict)
 
     @staticmethod
-    def from_output(out, forest: "Forest") -> "Controls":
+    def from_output(out, forest: "Forest | None", body_names: tuple = ()) -> "Controls":
+        """Checked Controls from a controller's output (None, a dict or Controls); ValueError naming
+        the unknown key, joint or body or the non-finite value."""
         if out is None:
             return Controls()
         if isinstance(out, Controls):
             c = out
         elif isinstance(out, dict):
-            unknown = set(out) - {"targets", "torques"}
+            unknown = set(out) - {"targets", "torques", "wrenches"}
             if unknown:
-                raise ValueError(f"controller: unknown keys {sorted(unknown)} (expected 'targets' and/or 'torques')")
-            c = Controls(dict(out.get("targets") or {}), dict(out.get("torques") or {}))
+                raise ValueError(f"controller: unknown keys {sorted(unknown)} "
+                                 "(expected 'targets', 'torques' and/or 'wrenches')")
+            c = Controls(dict(out.get("targets") or {}), dict(out.get("torques") or {}),
+                         dict(out.get("wrenches") or {}))
         else:
-            raise ValueError(f"controller: must return a dict with 'targets' and/or 'torques', got {type(out).__name__}")
-        for what, d in (("targets", c.targets), ("torques", c.torques)):
+            raise ValueError("controller: must return a dict with 'targets', 'torques' and/or 'wrenches', "
+                             f"got {type(out).__name__}")
+        joints = forest.joint_index if forest is not None else {}
+        for what, d, names in (("targets", c.targets, joints), ("torques", c.torques, joints),
+                               ("wrenches", c.wrenches, body_names)):
             for name, val in d.items():
-                if name not in forest.joint_index:
-                    raise ValueError(f"controller.{what}: unknown joint {name!r}; joints: {sorted(forest.joint_index)}")
+                if name not in names:
+                    kind = "body" if what == "wrenches" else "joint"
+                    raise ValueError(f"controller.{what}: unknown {kind} {name!r}; {kind}s: {sorted(names)}")
                 vals = np.atleast_1d(np.asarray(val, dtype=float))
                 if not np.all(np.isfinite(vals)):
                     raise ValueError(f"controller.{what}.{name}: must be finite, got {val!r}")
+                if what == "wrenches" and vals.shape != (6,):
+                    raise ValueError(f"controller.wrenches.{name}: must be 6 numbers (torque, force), got {val!r}")
         for name in c.targets:
             k, j = forest.joint_index[name]
-            if not any(a.joint == j for a in forest.trees[k].actuators):
+            if not any(a.joint == j and a.name == name for a in forest.trees[k].actuators):   # not its friction
                 raise ValueError(f"controller.targets.{name}: joint {name!r} has no actuator")
         return c
+
+    def wrench_array(self, body_names) -> np.ndarray | None:
+        """(nbody, 6) external wrenches (τ_W, f_W) [N·m, N] by Model body index, or None without any."""
+        if not self.wrenches:
+            return None
+        index = {n: i for i, n in enumerate(body_names)}
+        W = np.zeros((len(body_names), 6))
+        for name, val in self.wrenches.items():
+            W[index[name]] += np.asarray(val, dtype=float)
+        return W
+
+
+def link_wrench_torques(tree: "Tree", kin: Kinematics, wrench: np.ndarray) -> np.ndarray:
+    """Generalized forces (nv,) of external wrenches on the tree's links: τ = Σ_b J_bᵀ w_b, J_b the
+    spatial Jacobian (ω_W, v_COM) of link b and w_b = (τ_W, f_W) [N·m, N] its row of ``wrench`` (nbody, 6)."""
+    tau = np.zeros(tree.nv)
+    for b, body in enumerate(tree.bodies):
+        w = wrench[body]
+        if np.any(w != 0.0):
+            tau += kin.spatial_jacobian(b, tree.model.body_com[b]).T @ w
+    return tau
 
 
 @dataclass(frozen=True)
@@ -287,4 +321,4 @@ def tree_step_data(tree: Tree, q: np.ndarray, v: np.ndarray, dt: float, t: float
 
 
 __all__ = ["Actuator", "Controls", "Coupler", "Distance", "Forest", "JointCoupler", "Weld", "JointLimit", "Tree", "current_actuators",
-           "link_rows", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]
+           "link_rows", "link_wrench_torques", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]

@@ -618,18 +618,28 @@ def shipped_scenes_dir() -> Path:
     return root
 
 
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
 def _description(path: Path) -> str:
-    """First comment line of a scene file without the '#', or ''."""
+    """The first sentence of a scene file's comment header (its first paragraph, joined over the lines it is
+    wrapped on), without the '#'s; '' without a header."""
+    words: list[str] = []
     try:
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 text = line.strip()
-                if not text:
+                if not text and not words:
                     continue
-                return text.lstrip("#").strip() if text.startswith("#") else ""
+                if not text.startswith("#") or not text.lstrip("#").strip():
+                    break                       # the header's first paragraph ends
+                words.append(text.lstrip("#").strip())
+                end = _SENTENCE_END.search(" ".join(words))
+                if end:
+                    return " ".join(words)[: end.end()]
     except (OSError, UnicodeDecodeError):
         pass
-    return ""
+    return " ".join(words)
 
 
 def list_scenes(directory: str | Path | None = None) -> list[tuple[str, str, Path]]:
@@ -727,6 +737,12 @@ def _not_found_hint(path: Path) -> str:
     """What to tell a user whose scene argument ``path`` names nothing: the closest shipped scene or sibling
     file, and where to find the shipped names."""
     shipped = [n for n, _, _ in list_scenes()]
+    if len(path.parts) == 1 and path.suffix.lower() not in ("", ".yaml", ".yml"):     # a robot file's name
+        try:
+            siblings = [p.name for p in Path.cwd().iterdir()]
+        except OSError:
+            siblings = []
+        return f"no such file {_clip(str(path))!r} in {Path.cwd()}{did_you_mean(path.name, siblings)}"
     if len(path.parts) == 1:
         stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
         return (f"{_clip(str(path))!r} is neither a file nor a shipped scene{did_you_mean(stem, shipped)}; "
@@ -775,7 +791,8 @@ def read_scene_file(path: str | Path) -> tuple[Any, Any, str]:
         path = resolve_scene_path(path)
     except FileNotFoundError:
         hint = _not_found_hint(Path(path))
-        raise SceneError([f"{_clip(str(path))}: cannot read scene file: {hint}"], _clip(str(path))) from None
+        what = "file" if Path(path).suffix.lower() in (".urdf", ".xml") else "scene file"
+        raise SceneError([f"{_clip(str(path))}: cannot read {what}: {hint}"], _clip(str(path))) from None
     source = str(path)
     if path.suffix.lower() == ".urdf":          # a robot description: converted (convexsim.scene.urdf)
         from convexsim.scene.urdf import UrdfError, urdf_to_scene

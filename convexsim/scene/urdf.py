@@ -22,8 +22,9 @@ problem names the file and the element (``robot.urdf: joint 'elbow' <axis>: ...`
   links). ``<mimic joint multiplier offset>`` on a revolute, continuous or prismatic joint becomes a
   coupler constraint q = multiplier·q_joint + offset (a SAP constraint, docs/articulated.md). ``<origin xyz rpy>`` poses the joint
   frame in the parent link frame (rpy: fixed-axis roll, pitch, yaw, R = Rz(y)·Ry(p)·Rx(r)); ``<axis>``
-  defaults to (1, 0, 0); ``<dynamics damping friction>`` become the joint damping and dry friction; ``<limit effort velocity>`` is
-  read but not enforced (add an actuator in the scene for motors);
+  defaults to (1, 0, 0); ``<dynamics damping friction>`` become the joint damping and dry friction; every revolute, continuous
+  and prismatic joint that is not a ``<mimic>`` gets a motor (a torque input, scene ``motors``: zero torque,
+  ``effort`` from ``<limit effort>``); ``<limit velocity>`` is read but not enforced;
 * geometry from ``<collision>`` elements (``<visual>`` only when a link has no collision): ``box``,
   ``sphere``, ``cylinder`` (a cylinder shape: ``length`` is the full height along the local z axis) and
   ``mesh``: an OBJ, STL or PLY file (collision uses its convex hull), with ``scale``; ``package://pkg/f``
@@ -384,7 +385,7 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
             body["inertia"] = inertia
         bodies.append(body)
     scene_joints = []
-    constraints = []
+    constraints, motors = [], []
     if floating_base and not world_root:
         scene_joints.append(_floating_base_joint(root_link, com_of[root_link], jnames))
     for j in joints:
@@ -430,6 +431,9 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
             fr = _attr_float(dyn, "friction", where + " <dynamics>", probs, default=0.0, nonneg=True)
             if fr and t in ("revolute", "continuous", "prismatic"):
                 spec["friction"] = fr
+            if t in ("revolute", "continuous", "prismatic") and mimic is None:
+                effort = _attr_float(lim, "effort", where + " <limit>", probs, default=0.0, nonneg=True)
+                motors.append({"joint": n, **({"effort": effort} if effort else {})})
         scene_joints.append(spec)
     probs.raise_if_any()
     root_name = root.get("name") or path.stem
@@ -437,6 +441,8 @@ def urdf_to_scene(path: str | Path, text: str | None = None, *, floating_base: b
     scene = {"name": name, "description": f"imported from {path.name}", "bodies": bodies, "joints": scene_joints}
     if constraints:
         scene["constraints"] = constraints
+    if motors:
+        scene["motors"] = motors
     return scene
 
 

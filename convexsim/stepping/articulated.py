@@ -30,7 +30,8 @@ import numpy as np
 from convexsim import dynamics
 from convexsim.geometry.collide import collide
 from convexsim.model import ContactModel, Contacts, Model, State
-from convexsim.multibody.forest import Controls, tree_step_data, tree_torques, write_link_rows
+from convexsim.multibody.forest import (Controls, link_wrench_torques, tree_step_data, tree_torques,
+                                        write_link_rows)
 from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.multibody.model import ConeLimit
 from convexsim.sap.solver import solve_rows
@@ -91,7 +92,8 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
     """A, v*, v0 and the joint rows of this step (module docstring)."""
     dt = model.time_step
     forest = model.forest
-    A_free, vs_free = dynamics.free_motion(model, state)
+    wrench = controls.wrench_array(model.body_names) if controls is not None else None
+    A_free, vs_free = dynamics.free_motion(model, state, wrench)
     free = dynamics.moving_bodies(model)
     blocks = [A_free[i] for i in range(free.size)]
     v_star = [vs_free]
@@ -109,7 +111,10 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
             tree_clique.append(-1)
             continue
         limit_names.extend(tree.joint_names[lim.joint] for lim in tree.limits)
-        A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tree_torques(tree, controls), controls)
+        tau = tree_torques(tree, controls)
+        if wrench is not None:
+            tau = link_wrench_torques(tree, kins[-1], wrench) + (0.0 if tau is None else tau)
+        A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tau, controls)
         tree_clique.append(len(blocks))
         blocks.append(A)
         sizes.append(tree.nv)
@@ -290,7 +295,7 @@ def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = N
     """One SAP step of a model with trees (module docstring)."""
     ctx = StepContext() if ctx is None else ctx
     check_finite_state(model, state)
-    controls = getattr(ctx, "controls", None)
+    controls = ctx.named_controls(model)
     try:
         system = assemble(model, state, controls)
     except BodyConstraintError as exc:

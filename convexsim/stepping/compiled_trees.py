@@ -7,9 +7,9 @@ tree models it takes (``packing.compiled_step_supported`` asks it): revolute, pr
 joints; joint limits on 1-dof joints, implicit PD actuators, couplers within a tree; every tree with the
 model's gravity; joint couplers between 1-dof joints of any trees (``Forest.constraints``). Refused (the
 reference step then runs, with the reason): cone limits on ball joints, welds and distances between
-bodies. A step driven by a
-controller (``ctx.controls`` with targets or torques) is taken by the reference step, and so is a step
-whose island exceeds the dense limit (``packing.ISLAND_MAX_DOFS``).
+bodies. A controller's PD targets and joint torques (``ctx.controls``) are arrays the kernel takes every
+step; a step with body wrenches is taken by the reference step, and so is a step whose island exceeds the
+dense limit (``packing.ISLAND_MAX_DOFS``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,24 @@ import numpy as np
 from convexsim.model import Contacts, Model, State
 from convexsim.stepping import status as K
 from convexsim.stepping.compiled import SAP_STATUS_NAMES, nonfinite_error, one_step_buffers
-from convexsim.stepping.packing import packed, packed_forest
+from convexsim.stepping.packing import packed, packed_forest, per_model
 from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
+
+
+WRENCHES = "body wrenches are set (the compiled step takes joint targets and torques)"
+"""Why a controlled step with body wrenches takes the reference step."""
+
+_NO_CONTROLS: dict = {}
+
+
+def no_controls(model: Model) -> tuple:
+    """The kernel's controls argument when none is set: NaN targets (the scene's schedules), zero torques."""
+    def make(m):
+        from convexsim.controls import ControlArrays
+
+        c = ControlArrays.empty(m)
+        return c.target, c.target_velocity, c.torque
+    return per_model(_NO_CONTROLS, model, make)
 
 
 def compiled_tree_step(model: Model, state: State, ctx=None, *,
@@ -36,8 +52,12 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
     from convexsim.stepping.context import StepContext
     from convexsim.stepping.sap_composition import tree_run_kernel
 
+    ctl = no_controls(model)
     if ctx is not None and ctx.controlled:
-        return Handoff("a controller drives the joints this step")
+        arrays = ctx.control_arrays(model)
+        if arrays.wrench.any():
+            return Handoff(WRENCHES)
+        ctl = (arrays.target, arrays.target_velocity, arrays.torque)
     pm = packed(model)
     pf = packed_forest(model)
     args = pm.args(strict)
@@ -48,7 +68,7 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
     ctx = StepContext() if ctx is None else ctx
     b = one_step_buffers(ctx, model, len(pf.actuator_names), len(pf.limit_names), len(pf.coupler_names))
     code, bad, sap_status, extra = b.run(lambda b: tree_run_kernel(
-        args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv, 0, 1, 1, 1, b.fr_step, b.fr_q,
+        args[0], args[1], args[2:], pf.fa, pf.ra, float(state.t), q, v, tq, tv, ctl, 0, 1, 1, 1, b.fr_step, b.fr_q,
         b.fr_v, b.fr_stat, b.fr_resid, b.fr_nc, b.fr_act, b.fr_lim, b.fr_con, b.st, b.c_body, b.c_geom, b.c_point,
         b.c_normal, b.c_phi, b.c_gamma, b.c_force))
     if code in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
@@ -86,4 +106,4 @@ def compiled_tree_step(model: Model, state: State, ctx=None, *,
     return State(t=t_new, q=q, v=v, step=state.step + 1, tree_q=tq, tree_v=tv), info
 
 
-__all__ = ["compiled_tree_step"]
+__all__ = ["compiled_tree_step", "no_controls", "WRENCHES"]

@@ -11,8 +11,10 @@ A step is a function of (model, state, context). The context holds
   the step that follows it, with the same model (a warm answer is accepted only if it passes
   Lemke's check on the new LCP),
 * ``lemke``: the Lemke tableau workspace,
-* ``controls``: what a controller commands for the next step (models with trees; set by
-  ``simulate(..., controller=fn)`` before every step, None otherwise).
+* ``controls``: what a controller commands for the next step (joint targets and torques, body wrenches:
+  ``multibody.forest.Controls`` by name, or ``convexsim.controls.ControlArrays``; set by
+  ``simulate(..., controller=fn)`` or ``convexsim.sim.Simulation`` before every step, None otherwise;
+  :meth:`StepContext.control_arrays` and :meth:`StepContext.named_controls` give either form).
 
 Nothing is kept anywhere else: two contexts never share state, and the same (model, state) with a
 fresh context always gives the same step, whatever ran before in the process. ``simulate`` owns one
@@ -110,9 +112,37 @@ class StepContext:
 
     @property
     def controlled(self) -> bool:
-        """Whether ``controls`` sets joint targets or torques for the next step."""
+        """Whether ``controls`` sets joint targets, torques or body wrenches for the next step."""
         c = self.controls
-        return c is not None and bool(c.targets or c.torques)
+        if c is None:
+            return False
+        return c.active() if hasattr(c, "active") else bool(c.targets or c.torques or c.wrenches)
+
+    def control_arrays(self, model: Model):
+        """``controls`` as ``convexsim.controls.ControlArrays`` (the compiled step's form), or None."""
+        from convexsim.controls import ControlArrays
+
+        c = self.controls
+        if c is None or isinstance(c, ControlArrays):
+            return c
+        return ControlArrays.from_controls(c, model)
+
+    def named_controls(self, model: Model):
+        """``controls`` as ``multibody.forest.Controls`` by name (the reference steps' form), or None."""
+        from convexsim.controls import ControlArrays
+
+        c = self.controls
+        return c.to_controls(model) if isinstance(c, ControlArrays) else c
+
+    def body_wrench(self, model: Model) -> np.ndarray | None:
+        """(nbody, 6) external wrenches (τ_W, f_W) [N·m, N] at the bodies' COMs that ``controls`` sets for the
+        next step, or None."""
+        c = self.controls
+        if c is None:
+            return None
+        if hasattr(c, "active"):                      # ControlArrays
+            return c.wrench if c.wrench.any() else None
+        return c.wrench_array(model.body_names)
 
 
 __all__ = ["StepContext", "LcpWarmStart"]

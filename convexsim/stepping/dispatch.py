@@ -66,7 +66,12 @@ NO_COMPILED: dict[tuple[str, str], str] = {}
 RUN_LOOPS = {("bodies", "sap"), ("trees", "sap")}
 """(model kind, solver) with a compiled run loop (``simulate.run_model``)."""
 
-CONTROLLED = "a controller drives the joints (the compiled tree step takes no per-step controls)"
+CONTROLLED = ("per-step controls are set (the compiled step of trees with the SAP solver takes them; the free-body "
+              "and LCP compiled steps take none)")
+
+CONTROLLED_COMPILED = {("trees", "sap")}
+"""(model kind, solver) whose compiled runner takes per-step controls (targets and torques; a step with body
+wrenches it hands over)."""
 
 
 class Route(NamedTuple):
@@ -97,18 +102,24 @@ def check_path(path: str) -> None:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
 
 
+FILTERED = "the scene's collision filter (collision_group/collision_mask) is applied by the reference steps"
+"""Why a model with a collision filter takes the reference step (its compiled steps do not take the filter yet)."""
+
+
 def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     """(True, "") when ``model`` can take its solver's compiled runner, else (False, the reason).
-    ``controlled``: a controller sets joint targets or torques this step (tree models then take the
-    reference step)."""
+    ``controlled``: a controller sets joint targets, torques or body wrenches this step (the reference step
+    unless (kind, solver) is in :data:`CONTROLLED_COMPILED`)."""
     kind, solver = model_kind(model), model.solver.kind
+    if model.collision_filter is not None:
+        return False, FILTERED
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]
     spec = ELIGIBILITY.get((kind, solver))
     if spec is None:
         return False, f"solver.kind {solver!r} has no compiled step"
     ok, reason = resolve(spec)(model)
-    if ok and controlled and kind == "trees":
+    if ok and controlled and (kind, solver) not in CONTROLLED_COMPILED:
         return False, CONTROLLED
     return ok, reason
 
@@ -173,6 +184,8 @@ def run_plan(model: Model, path: str = "auto", *, step_callback: bool = False,
         return False, "compiled LCP step" if r.solver == "lcp" else "compiled step"
     if step_callback:
         return False, "compiled step, one call per step (a step callback, e.g. the live viewer, sees every step)"
+    if controller:
+        return False, "compiled step, one call per step (a Python controller sets the controls before each step)"
     return True, "compiled step (compiled run loop)"
 
 

@@ -6,6 +6,7 @@
   ``subspace_kernel``), A = M(q₀) + dt·D and v* by CRBA, RNEA and implicit joint damping
   (``multibody.dynamics.forest_free_motion``; numpy references ``multibody.dynamics.mass_matrix``,
   ``inverse_dynamics``), :func:`free_motion_stage`;
+* a controller's joint forces τ: v* gains dt·A⁻¹τ (:func:`add_joint_forces`);
 * the dense A over v = (free bodies | tree_v) of the LCP (:func:`dense_free_motion`).
 """
 
@@ -64,6 +65,24 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
     return A_free, vs_free, A_tree, vs_tree, S
 
 
+@jit
+def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
+    """The free motion under applied joint forces τ (nvt,) [N·m or N] (a controller's torques): v* gains
+    dt·A⁻¹τ, tree by tree on the blocks of A = M(q₀) + dt·D (``multibody.forest.tree_step_data``'s v* =
+    v₀ + dt·A⁻¹(τ − h − D v₀), to round-off)."""
+    tree_vstart, tree_nv = fa[14], fa[15]
+    for k in range(tree_vstart.shape[0]):
+        s, n = tree_vstart[k], tree_nv[k]
+        hit = False
+        for i in range(n):
+            hit = hit or tau[s + i] != 0.0
+        if not hit:
+            continue
+        x = np.linalg.solve(np.ascontiguousarray(A_tree[s:s + n, s:s + n]), np.ascontiguousarray(tau[s:s + n]))
+        for i in range(n):
+            vs_tree[s + i] += dt * x[i]
+
+
 @jit(inline="always")
 def dense_free_motion(fpar, mb, fa, q, v, tq, tv):
     """(A (nv, nv), v* (nv,), S) over v = (free bodies 6 by 6 | tree_v): the free bodies' spatial masses and
@@ -87,4 +106,4 @@ def dense_free_motion(fpar, mb, fa, q, v, tq, tv):
     return A, v_star, S
 
 
-__all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "dense_free_motion"]
+__all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "add_joint_forces", "dense_free_motion"]

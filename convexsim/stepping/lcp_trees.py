@@ -161,7 +161,7 @@ def lcp_trees_step(model: Model, state: State, ctx: StepContext | None = None) -
     s = model.solver
     if s.lcp_restitution > 0:
         raise ValueError("LCP stepper: Newton restitution (solver.lcp_restitution > 0) is not supported with joints")
-    controls = getattr(ctx, "controls", None)
+    controls = ctx.named_controls(model)
     system = assemble(model, state, controls)
     A, v_star, pds, limits = pd_and_limit_rows(model, state, system, controls)
     contacts = detect_contacts(model, state, ctx)

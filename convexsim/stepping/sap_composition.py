@@ -30,12 +30,13 @@ from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
 from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel, drop_tree_pairs,
                                          start_check)
-from convexsim.stepping.free_motion import body_free_motion, free_motion_stage
+from convexsim.stepping.free_motion import add_joint_forces, body_free_motion, free_motion_stage
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
 from convexsim.stepping.jacobians import body_contact_blocks, forest_contact_blocks, forest_contact_sides
 from convexsim.stepping.post_solve import contact_impulses, sap_joint_forces, scatter_cliques, solve_failed
 from convexsim.stepping.recording import count_step, record_frame
-from convexsim.stepping.sap_rows import (body_problem, contact_kernel_rows, forest_cliques, forest_joint_rows,
+from convexsim.stepping.sap_rows import (body_problem, contact_kernel_rows, control_pd_targets, forest_cliques,
+                                         forest_joint_rows,
                                          forest_problem, forest_used_cliques, joint_row_blocks, joint_row_entries,
                                          largest_island)
 from convexsim.stepping.status import (RUN_CHUNK_END, RUN_DONE, RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN,
@@ -186,7 +187,7 @@ def run_kernel(fpar, ipar, gravity, fixed, body_dof, moving, mass, inertia, body
 # ---- models with trees
 
 @jit(inline="always")
-def tree_problem(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, geoms, phi, point, normal):
+def tree_problem(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
     """Stages 2–3 of a step of a model with trees on its contacts: free motion, joint rows, cliques, the
     contacts' Jacobians and kernel parameters, the joint rows' blocks — the participating problem in the flat
     layout of ``sap.ContactProblem``.
@@ -200,8 +201,10 @@ def tree_problem(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, geoms, phi, point, nor
     nmov = moving.shape[0]
     nc = phi.shape[0]
     A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
+    add_joint_forces(fa, fpar[F_DT], A_tree, vs_tree, ctl[2])
     nr, row_tree, row_kind, row_owner, row_J, row_par, njr, jr_index, jr_par = forest_joint_rows(
         fa, ra, t, fpar[F_DT], tq, tv, A_tree, vs_tree)
+    control_pd_targets(ra, fpar[F_DT], tq, A_tree, ctl[0], ctl[1], nr, row_kind, row_owner, row_par)
     tree_clique, size_all, start_all = forest_cliques(nmov, tree_nv, tree_vstart)
     R_WC = contact_frames_kernel(normal)
     side_cl, side_body, side_sign, nJ = forest_contact_sides(geoms, geom_body, body_dof, body_tree, tree_clique,
@@ -230,12 +233,13 @@ def tree_problem(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, geoms, phi, point, nor
 
 
 @jit(inline="always")
-def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_out, tv_out):
+def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, q_out, v_out, tq_out, tv_out):
     """One SAP step of a model with trees from (q, v, tree_q, tree_v) into the *_out arrays.
 
     ``mb``: the free-body model arrays of ``packing.PackedModel`` (the tuple its kernels take), with
     ``body_dof`` for free bodies only; ``fa``, ``ra``: the packed forest and its joint rows
-    (``packing.PackedForest``); t: the time at the start of the step [s].
+    (``packing.PackedForest``); t: the time at the start of the step [s]; ``ctl``: the step's controls
+    (target (nact,), target velocity (nact,), joint forces (nvt,); ``convexsim.controls.ControlArrays``).
 
     Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual, geoms (nc, 2),
     phi, point, normal, gamma (nc, 3), force_world (nc, 3) [N], actuator_force (nact,) [N·m or N],
@@ -257,7 +261,7 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
     geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, fa[17], fa[18], fa[19])
     nc = phi.shape[0]
     R_WC, v_next, new_index, size_all, start_all, problem, rows = tree_problem(fpar, ipar, mb, fa, ra, t, q, v, tq,
-                                                                               tv, geoms, phi, point, normal)
+                                                                               tv, ctl, geoms, phi, point, normal)
     sizes, cstart, A_ptr, A_red, vs_red, v_red, cl_red, J_ptr, J_values, kind, cpar = problem
     nr, row_kind, row_owner, row_J, njr, jr_index = rows
     gamma = np.zeros((nc, 3))
@@ -286,14 +290,14 @@ def tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_out, v_out, tq_o
 
 
 @jit
-def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_steps, record_every,
+def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, ctl, k0, n_total, max_steps, record_every,
                     fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, fr_con, st,
                     c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps``
     steps of :func:`tree_step_kernel` (never past ``n_total``); the frame and contact buffers, ``st`` and the
     return value as :func:`run_kernel`, plus per frame the actuator forces fr_act (frames, nact)
     and limit forces fr_lim (frames, nlim) and joint-coupler forces fr_con (frames, ncoupler) [N·m or N]. The time of step j is t0 + j·dt accumulated step by
-    step, as the Python loop does."""
+    step, as the Python loop does. ``ctl``: the controls of every step (:func:`tree_step_kernel`)."""
     geom_body = mb[9]
     dt = fpar[F_DT]
     nf = 0
@@ -310,7 +314,7 @@ def tree_run_kernel(fpar, ipar, mb, fa, ra, t0, q, v, tq, tv, k0, n_total, max_s
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
         (status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal, gamma, force,
-         act_force, lim_force, con_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, q_new, v_new,
+         act_force, lim_force, con_force, nrows) = tree_step_kernel(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, q_new, v_new,
                                                          tq_new, tv_new)
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, sap_status, iterations

@@ -326,6 +326,23 @@ def joint_coupler_rows(ra, dt, tq, A, jr_index, jr_par):
     return n_out
 
 
+@jit
+def control_pd_targets(ra, dt, tq, A_tree, target, target_v, nr, row_kind, row_owner, row_par):
+    """PD rows of actuators with a controller's target (``target[n]`` not NaN; ``target_v[n]``, NaN: 0)
+    instead of their scene schedule: (R, v̂) again by ``pd_row_kernel`` at (q_d, v_d) (the rows of
+    :func:`tree_rows`; ``multibody.forest.current_actuators``'s rule)."""
+    act_dof, act_qadr, act_kp, act_kd, act_uff = ra[6], ra[7], ra[8], ra[9], ra[10]
+    for r in range(nr):
+        n = row_owner[r]
+        if row_kind[r] != KIND_PD or target[n] != target[n]:
+            continue
+        v_d = target_v[n] if target_v[n] == target_v[n] else 0.0
+        d = act_dof[n]
+        R, v_hat = pd_row_kernel(dt, tq[act_qadr[n]], target[n], v_d, act_uff[n], act_kp[n], act_kd[n],
+                                 1.0 / A_tree[d, d], BETA_JOINT)
+        row_par[r, 0], row_par[r, 1] = R, v_hat
+
+
 @jit(inline="always")
 def forest_joint_rows(fa, ra, t, dt, tq, tv, A_tree, vs_tree):
     """Every joint row of the step: the trees' rows (:func:`tree_rows`) and the joint couplers between trees
@@ -414,4 +431,5 @@ def joint_row_blocks(ra, tree_nv, tree_vstart, tree_clique, new_index, nc, nr, r
 
 __all__ = ["contact_parameters", "contact_kernel_rows", "body_problem", "largest_island", "forest_cliques",
            "forest_used_cliques", "forest_problem", "tree_rows", "joint_coupler_rows", "forest_joint_rows",
+           "control_pd_targets",
            "joint_row_entries", "joint_row_blocks"]

@@ -47,7 +47,7 @@ def sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
                          "stepping.step (its reference: articulated.articulated_sap_step)")
     check_finite_state(model, state)
     kin = contact_kinematics(model, state, workspace=ctx.collision)
-    A_blocks, v_star = dynamics.free_motion(model, state)
+    A_blocks, v_star = dynamics.free_motion(model, state, ctx.body_wrench(model))
     bodies = dynamics.moving_bodies(model)
     v0 = state.v[bodies].reshape(-1)
     if kin.contacts.count == 0:

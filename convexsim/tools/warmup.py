@@ -144,24 +144,16 @@ def _warm_tableau() -> None:
     lemke(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([-1.0, -1.0]), options=LemkeOptions(method="tableau"))
 
 
-OMITTED = object()
-"""An argument of :func:`_compile_for` left out of the call: its default (numba's ``omitted`` type), as a
-kernel's callers that do not pass it (``collide_and_filter`` and the broad phase's optional
-``geom_filter``)."""
-
-
 def _compile_for(kernel, *args) -> None:
     """Compile (or load from the disk cache) ``kernel`` for the numba types of ``args``, without running it:
-    the types are all that matter, so the values may be empty arrays of the right dtype and dimension (an
-    argument :data:`OMITTED`: its default, typed as numba types a call that leaves it out)."""
+    the types are all that matter, so the values may be empty arrays of the right dtype and dimension. Optional
+    parameters after ``args`` are typed as left out (numba's ``Omitted(default)``), as the runs call them."""
     import inspect
 
     import numba
-    from numba.core import types
 
-    params = list(inspect.signature(kernel.py_func).parameters.values())
-    kernel.compile(tuple(types.Omitted(params[i].default) if x is OMITTED else numba.typeof(x)
-                         for i, x in enumerate(args)))
+    params = list(inspect.signature(kernel.py_func).parameters.values())[len(args):]
+    kernel.compile(tuple(numba.typeof(a) for a in args) + tuple(numba.types.Omitted(p.default) for p in params))
 
 
 def _packed(scene: dict):
@@ -228,7 +220,7 @@ def _leaf_broadphase(steps: int) -> None:
     margin_shares(a[0], a[3], a[4], a[8], v, share)
     pos, rot = geom_world_poses_kernel(q, a[11], a[12], a[13])
     _compile_for(sweep_and_prune_pairs, a[9], a[10], a[11], a[3], pos, rot, np.zeros(a[9].shape[0]),
-                 np.empty((4, 2), np.int64), OMITTED)
+                 np.empty((4, 2), np.int64))
 
 
 def _leaf_step_parts(steps: int) -> None:
@@ -543,20 +535,28 @@ def _marker(group: str):
     ``convexsim-warm-<group>-<key>`` in numba's cache directory (NUMBA_CACHE_DIR, else the package's
     ``__pycache__``), the key a hash of the kernel sources' fingerprint and numba's target CPU and features."""
     import hashlib
-    from pathlib import Path
 
     import numba
     from llvmlite import binding as ll
 
-    import convexsim
     from convexsim._jit import kernel_sources_fingerprint
 
     cpu = numba.config.CPU_NAME or ll.get_host_cpu_name()
     features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
     key = hashlib.sha256(f"{kernel_sources_fingerprint()}|{cpu}|{features}|{numba.__version__}".encode())
-    root = (Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR
+    return cache_root() / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
+
+
+def cache_root():
+    """numba's cache directory for convexsim's kernels: NUMBA_CACHE_DIR, else the package's ``__pycache__``."""
+    from pathlib import Path
+
+    import numba
+
+    import convexsim
+
+    return (Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR
             else Path(convexsim.__file__).resolve().parent / "__pycache__")
-    return root / f"convexsim-warm-{group}-{key.hexdigest()[:16]}"
 
 
 def _mark_warm(group: str) -> None:
@@ -689,7 +689,7 @@ def _main(argv=None) -> int:
     return 0
 
 
-__all__ = ["warm_up", "ensure_warm", "is_warm", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+__all__ = ["warm_up", "ensure_warm", "is_warm", "cache_root", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
            "WARMUP_TREE_SCENE"]
 
 

@@ -1,5 +1,6 @@
-"""Scene translation for the side-by-side bench (Drake, MuJoCo). The engines themselves are an
-optional extra: tests that run them skip when they are not installed (CI does not install them)."""
+"""Scene translation for the side-by-side bench (Drake, MuJoCo). MuJoCo is in the test extra; Drake is in
+the `compare` extra, which `make test-long` installs: the Drake tests are marked ``drake`` (deselected by
+`make test`, run by `make test-long`; in CI a Drake test that skips fails the run, conftest.py)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def _rest_height(engine):
     return run.position[np.flatnonzero(~model.body_fixed)[0], 2]
 
 
-@pytest.mark.parametrize("engine, module", [("mujoco", "mujoco"), ("drake", "pydrake")])
+@pytest.mark.parametrize("engine, module", [("mujoco", "mujoco"),
+                                            pytest.param("drake", "pydrake", marks=pytest.mark.drake)])
 def test_engines_agree_on_a_resting_sphere(engine, module):
     """The dropped ball comes to rest on the ground in every engine: height = r within 2 mm (the engines'
     rest depths differ by < 0.1 mm; the margin covers a ball still bouncing slightly at 0.8 s)."""
@@ -124,6 +126,7 @@ def test_a_scene_with_joints_is_refused_by_mujoco_not_timed():
     assert translation_problem(free, "mujoco") == translation_problem(free, "drake") == ""
 
 
+@pytest.mark.drake
 @pytest.mark.parametrize("scene, duration, bound_mm", [
     ("pendulum_limit", 1.0, 0.01),     # a swing onto the joint limit: Drake's limit constraint and ours agree
     ("iiwa_push", 0.3, 0.05),          # seven PD-held joints and the box on the floor

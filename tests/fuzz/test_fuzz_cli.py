@@ -5,8 +5,9 @@ numbers, unknown options and choices), in this process through ``convexsim.cli.m
 Property: status 0, 1 or 2 (3 for identify's model mismatch), never the internal-error status 70, and no
 traceback (no exception but SystemExit escapes ``main``); status 2 with a message. Half the drawn calls are
 well formed (files of the command's kind, accepted option values), so that runs are exercised, not only
-refusals; the summary reports the split (conftest.py). Commands that would run for long or serve a viewer (bench, warmup, study, view without --html,
-run --view) are not drawn; `run` always ends with a short --duration and a time step of at least 1e-4 s.
+refusals; the summary reports the split (conftest.py). Commands that would run for long or serve a viewer
+(bench, warmup, study, view without --html, run --view) are not drawn; `run` always ends with a short
+--duration and a time step of at least 1e-4 s.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ COMMANDS = {
 VALID_FILES = {"run": ["scene", "urdf"], "validate": ["scene", "urdf"], "info": ["traj"], "view": ["traj"],
                "compare": ["traj"], "identify": ["traj"], "learn": ["data"], "import-urdf": ["urdf"]}
 VALID_VALUES = {
-    "--time-step": ["1e-3", "5e-4"], "--contact-model": ["sap", "lagged", "similar"], "--solver": ["sap", "lcp", "both"],
+    "--time-step": ["1e-3", "5e-4"], "--contact-model": ["sap", "lagged", "similar"],
+    "--solver": ["sap", "lcp", "both"],
     "--set": ["bodies.ball.mass=2", "gravity=[0,0,-1]", "bodies.ball.position=[0,0,0.05]"],
     "--record-every": ["1", "2", "3"], "--slip-curvature": ["0", "0.5", "1"], "--layout": ["auto", "overlay", "offset"],
     "--tol": ["0", "1e-3", "1"], "--quantity": ["position", "velocity", "contact_force"],

@@ -64,6 +64,11 @@ CASES = {   # name: (bodies, dt [s], frames, noise [m], seed, {pair: true μ})
     "capsule": (lambda: [capsule()], 0.005, 30, 5e-4, 2, {"floor/wood": 0.4}),
     "stack": (stack, 0.01, 10, 2e-3, 3, {"floor/wood": 0.4, "top/wood": 0.25}),
 }
+SIGMA_BOUND = {"box": {"floor/wood": 0.01}, "capsule": {"floor/wood": 0.07},
+               "stack": {"floor/wood": 0.2, "top/wood": 0.27}}
+"""Upper bounds on the reported σ, so that "within 3σ" pins μ: the measured σ (box 0.0057, capsule 0.045;
+the stack's 10 frames at 2 mm noise: 0.134 and 0.180) times about 1.5. A σ that grew (a fit that lost
+information, a covariance that went wrong) fails here instead of widening the 3σ check."""
 
 
 @pytest.mark.slow
@@ -78,27 +83,32 @@ def test_mpec_recovers_mu_from_lcp_data(name):
     for pair, mu in truth.items():
         e = mu_of(res, pair)
         assert abs(e.value - mu) <= 3 * e.std, (pair, e.value, e.std)
+        assert 0 < e.std <= SIGMA_BOUND[name][pair], (pair, e.std)
     assert not ident.verdict.mismatch, ident.verdict.first_line()    # the model that made the data fits
 
 
 @pytest.mark.slow           # ≈ 10 s, most of it the SAP fit
-def test_lagged_data_at_1ms_agree_or_report_the_mismatch():
-    """SAP/lagged data at dt = 1 ms (25 frames, 0.2 mm): either both fits within 3σ of the μ that made the
-    data or the verdict says mismatch. (Before the implicit solve the MPEC freed the first angular velocity
-    and ended at 0.735 ± 0.030 without a verdict; docs/identify.md, 'Implicit programming'.)"""
+def test_lagged_data_at_1ms_are_fitted_by_both_methods():
+    """SAP/lagged data at dt = 1 ms (25 frames, 0.2 mm): both fits explain the data (verdict: consistent, RMS
+    misfit 0.875 × the noise) and lie within 3σ of the μ that made them, with σ <= 0.25 (measured 0.167 for
+    the MPEC, 0.148 for SAP: 25 ms of sliding pin μ only to about ±40 %). Before the implicit solve the MPEC
+    freed the first angular velocity and ended at 0.735 ± 0.030 without a verdict, which fails both checks
+    (docs/identify.md, 'Implicit programming')."""
     scene = _scene([box(v=(1.0, 0.4, 0.0))], dt=1e-3, frames=25, contact_model="lagged")
     traj = noisy(simulate(scene, solver="sap"), 2e-4, 4)
     ident = identify(traj, ("mu",), methods=("mpec", "sap"))
-    within = all(abs(mu_of(r, "floor/wood").value - 0.4) <= 3 * mu_of(r, "floor/wood").std
-                 for r in ident.results)
-    assert within or ident.verdict.mismatch, ident.verdict.first_line()
-    assert ident.verdict.first_line().startswith("MODEL MISMATCH" if ident.verdict.mismatch else "Fit consistent")
+    assert not ident.verdict.mismatch, ident.verdict.first_line()
+    assert ident.verdict.first_line().startswith("Fit consistent")
+    for r in ident.results:
+        e = mu_of(r, "floor/wood")
+        assert abs(e.value - 0.4) <= 3 * e.std and 0 < e.std <= 0.25, (r.method, e.value, e.std)
 
 
 @pytest.mark.slow
 def test_several_trajectories_fit_one_mu(tmp_path):
     """Two pushes of the same box in different directions: one μ for both; the joint σ is below each
-    trajectory's own (more data), and the estimate within 3σ of the truth."""
+    trajectory's own (more data) and at most 0.04 (1.5x the measured 0.026), and the estimate within 3σ of
+    the truth."""
     paths = []
     for k, v in enumerate([(1.2, 0.0, 0.0), (0.0, -1.0, 0.0)]):
         traj = noisy(simulate(_scene([box(v=v)], dt=0.01, frames=10), solver="lcp"), 5e-4, 10 + k)
@@ -107,8 +117,8 @@ def test_several_trajectories_fit_one_mu(tmp_path):
     alone = [mu_of(identify(p, methods=("mpec",)).results[0], "floor/wood") for p in paths]
     both = identify(paths, methods=("mpec",))
     joint = mu_of(both.results[0], "floor/wood")
-    assert abs(joint.value - 0.4) <= 3 * joint.std
-    assert joint.std < min(e.std for e in alone)
+    assert abs(joint.value - 0.4) <= 3 * joint.std and 0 < joint.std <= 0.04     # measured σ 0.026
+    assert joint.std < min(e.std for e in alone)                                 # measured 0.042, 0.033
     assert both.observed.shape[0] == 20 and both.results[0].positions.shape == both.observed.shape
     out = tmp_path / "r"
     assert main(["identify", *map(str, paths), "--method", "mpec", "--out", str(out)]) == 0

@@ -277,49 +277,42 @@ def feasible_q(rng, M):
     return w - M @ z
 
 
-@PROPERTY
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
-def test_random_p_matrices_always_solved(seed, n):
+def assert_family_solved(seed, n, make_M, make_q):
+    """Lemke solves LCP(M, q) for M = make_M(rng, n), q = make_q(rng, M) drawn from one seed (a family of
+    matrices for which Lemke's method provably ends with a solution when q is as drawn)."""
     rng = np.random.default_rng(seed)
-    M = random_p_matrix(rng, n)
-    q = rng.normal(size=n) * 10.0 ** rng.integers(-3, 4)
+    M = make_M(rng, n)
+    q = make_q(rng, M)
     r = lemke(M, q)
     assert r.solved
     assert_lcp_solution(M, q, r.z)
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
+def test_random_p_matrices_always_solved(seed, n):
+    assert_family_solved(seed, n, random_p_matrix,
+                         lambda rng, M: rng.normal(size=n) * 10.0 ** rng.integers(-3, 4))
 
 
 @PROPERTY
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 def test_random_positive_definite_always_solved(seed, n):
-    rng = np.random.default_rng(seed)
-    M = random_pd(rng, n)
-    q = rng.normal(size=n)
-    r = lemke(M, q)
-    assert r.solved
-    assert_lcp_solution(M, q, r.z)
+    assert_family_solved(seed, n, random_pd, lambda rng, M: rng.normal(size=n))
 
 
 @PROPERTY
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 def test_random_psd_feasible_solved(seed, n):
     # copositive-plus and feasible ⇒ Lemke (lexicographic) ends with a solution
-    rng = np.random.default_rng(seed)
-    M = random_psd_singular(rng, n)
-    q = feasible_q(rng, M)
-    r = lemke(M, q)
-    assert r.solved
-    assert_lcp_solution(M, q, r.z)
+    assert_family_solved(seed, n, random_psd_singular, feasible_q)
 
 
 @PROPERTY
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 def test_random_copositive_plus_feasible_solved(seed, n):
-    rng = np.random.default_rng(seed)
-    M = random_copositive_plus(rng, n)
-    q = feasible_q(rng, M) if rng.random() < 0.5 else -rng.integers(0, 3, size=n).astype(float)
-    r = lemke(M, q)
-    assert r.solved
-    assert_lcp_solution(M, q, r.z)
+    assert_family_solved(seed, n, random_copositive_plus, lambda rng, M: (
+        feasible_q(rng, M) if rng.random() < 0.5 else -rng.integers(0, 3, size=n).astype(float)))
 
 
 @PROPERTY

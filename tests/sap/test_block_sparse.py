@@ -112,6 +112,20 @@ def scalar_perm(sym):
                            for b in sym.perm])
 
 
+def assert_rel_close(x, ref, scale=None):
+    """max |x − ref| <= REL_TOL · max |scale| (scale: ref itself by default)."""
+    assert np.abs(x - ref).max() <= REL_TOL * np.abs(ref if scale is None else scale).max()
+
+
+def random_problem(seed, nb, n_edges):
+    """(rng, sizes, edges, d, ev, H) of a random SAP-like problem: nb blocks of sizes 2–6, n_edges edges."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([2, 3, 4, 6], nb)
+    edges = random_edges(nb, n_edges, rng)
+    d, ev, H = sap_like_problem(sizes, edges, rng)
+    return rng, sizes, edges, d, ev, H
+
+
 def check_against_dense(sizes, edges, rng, m=3):
     d, ev, H_direct = sap_like_problem(sizes, edges, rng)
     H_direct = H_direct.toarray()
@@ -128,15 +142,15 @@ def check_against_dense(sizes, edges, rng, m=3):
     sp = scalar_perm(sym)
     L_ref = np.linalg.cholesky(H[np.ix_(sp, sp)])
     L = dense_L(sym, fac)
-    assert np.abs(L - L_ref).max() <= REL_TOL * np.abs(L_ref).max()
+    assert_rel_close(L, L_ref)
     b = rng.standard_normal((sym.n, m))
     x_ref = np.linalg.solve(H, b)
     x = bs.solve(sym, fac, b)
     assert x.shape == b.shape
-    assert np.abs(x - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
+    assert_rel_close(x, x_ref)
     x1 = bs.solve(sym, fac, b[:, 0])
     assert x1.shape == (sym.n,)
-    assert np.abs(x1 - x_ref[:, 0]).max() <= REL_TOL * np.abs(x_ref[:, 0]).max()
+    assert_rel_close(x1, x_ref[:, 0])
     x_dense = bs.dense_solve(sizes, edges, d, ev, b)
     assert np.abs(x_dense - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
     return sym
@@ -222,11 +236,7 @@ def test_star_graph_minimum_degree_avoids_fill(nb):
 
 
 def test_edge_order_does_not_change_the_solution():
-    rng = np.random.default_rng(13)
-    nb = 60
-    sizes = rng.choice([2, 3, 4, 6], nb)
-    edges = random_edges(nb, 120, rng)
-    d, ev, H = sap_like_problem(sizes, edges, rng)
+    rng, sizes, edges, d, ev, H = random_problem(13, 60, 120)
     H = H.toarray()
     b = rng.standard_normal(int(sizes.sum()))
     sym = bs.analyze(sizes, edges)
@@ -239,16 +249,13 @@ def test_edge_order_does_not_change_the_solution():
     sym2 = bs.analyze(sizes, edges[order])
     x2 = bs.solve(sym2, bs.factor(sym2, d, ev2), b)
     x_ref = np.linalg.solve(H, b)
-    assert np.abs(x2 - x_ref).max() <= REL_TOL * np.abs(x_ref).max()
-    assert np.abs(x2 - x).max() <= REL_TOL * np.abs(x_ref).max()
+    assert_rel_close(x2, x_ref)
+    assert_rel_close(x2, x, x_ref)
 
 
 def test_not_positive_definite_names_the_block():
-    rng = np.random.default_rng(14)
     nb = 30
-    sizes = rng.choice([2, 3, 4, 6], nb)
-    edges = random_edges(nb, 45, rng)
-    d, ev, _ = sap_like_problem(sizes, edges, rng)
+    _, sizes, edges, d, ev, _ = random_problem(14, nb, 45)
     sym = bs.analyze(sizes, edges)
     bad = 17
     p = sym.diag_ptr[bad]

@@ -94,3 +94,11 @@ def test_pendulum_above_the_bound_accelerates_at_the_predicted_rate_and_sticks_w
     tail = traj.time > 3.5
     assert np.max(np.abs(traj.angular_velocity[tail, 0, 1])) < 1e-6             # at rest
     assert 1.0 * G * L * abs(math.sin(theta[-1])) <= f * 1.01                   # where the bound holds it
+
+
+def test_friction_is_no_actuator_for_a_controller():
+    """A joint's friction rides on the actuator machinery but is not an actuator: a controller target for a joint
+    that has only friction is refused like one for any joint without an actuator."""
+    scene = _scene((0, 0, 1), (0, 0, 0), 0.0, 1.0, 0.5, (0.1, 0.1, 0.1))
+    with pytest.raises(ValueError, match="has no actuator"):
+        simulate(scene, duration=0.01, controller=lambda model, state: {"targets": {"j": 0.3}})

@@ -71,11 +71,11 @@ def _compare(m, key: str | None, duration: float):
     return float(np.linalg.norm(ours - ref, axis=2).max()), float(np.linalg.norm(ref - ref[0], axis=2).max())
 
 
-def _a1_legs_hanging():
+def _a1_legs_hanging(friction_time_constant: float | None = None):
     """a1.xml (no floor) with the trunk welded to the world (its free joint removed) and the leg servos removed,
     legs at the home keyframe: a passive swing under gravity with joint damping (1–2 N·m·s/rad), armature and
-    dry friction (0.2 N·m). MuJoCo collides bodies of one tree that are not parent and child (a thigh with the
-    trunk), convexsim never does, so MuJoCo's contacts are switched off for this comparison."""
+    dry friction (0.2 N·m). The legs swing under the trunk and pass through each other: MuJoCo's contacts
+    are switched off, and the imported scene's geometry is dropped (masses and inertias are explicit)."""
     spec = mujoco.MjSpec.from_file(str(A1.parent / "a1.xml"))
     for a in list(spec.actuators):
         spec.delete(a)
@@ -85,6 +85,8 @@ def _a1_legs_hanging():
         k.qpos, k.ctrl = list(k.qpos)[7:], []
     m = spec.compile()
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if friction_time_constant is not None:
+        m.dof_solref[:, 0] = friction_time_constant
     return m
 
 
@@ -147,13 +149,23 @@ def test_motors_are_zero_torque_inputs(tmp_path):
 
 
 def test_a1_legs_swing_with_damping_and_friction_like_mujoco():
-    """The A1's legs released from the home pose swing outwards (hips) against damping and friction: every
-    link's centre of mass within 1 mm of MuJoCo's over 0.4 s (measured: 0.02 mm while the legs move 0.1 m).
-    Later the runs part (1.4 mm at 1 s, 4 cm at 2 s; without friction already 36 mm at 1 s): as a hip nears its
-    range, convexsim's limit row (SAP, as Drake's) lets the joint close at most half its gap per step while
-    MuJoCo's soft limit acts only once it is passed, and the two frictions' stiction is regularized differently."""
-    err, moved = _compare(_a1_legs_hanging(), "home", 0.4)
-    assert moved > 0.02 and err < 1e-3, (err, moved)
+    """The A1's legs released from the home pose swing under the trunk against damping and friction, 2 s
+    (every link's centre of mass; the legs move 0.14 m). MuJoCo regularizes the friction softly
+    (solreffriction 0.02 s by default) where convexsim's row is near-rigid, so the runs part where joints stick
+    and slip: 0.58 mm by 1.5 s, 1.3 mm at 2 s (bound 1 mm to 1.5 s, 2 mm to 2 s). With MuJoCo's friction at its
+    stiffest (time constant 2·dt) they agree to 0.056 mm over 2 s (bound 0.1 mm), and without friction to
+    round-off: the difference is the friction's regularization, nothing else."""
+    for tc, bound_mid, bound_end in ((None, 1e-3, 2e-3), (2 * 0.002, 1e-4, 1e-4)):
+        m = _a1_legs_hanging(tc)
+        scene = model_to_scene(m, "a1 legs", keyframe="home")
+        for b in scene["bodies"]:
+            b["geometries"] = []
+        moving = [b["name"] for b in scene["bodies"] if not b.get("fixed")]
+        ref = _mujoco_coms(m, "home", 2.0, moving)
+        traj = simulate(scene, duration=2.0)
+        err = np.linalg.norm(traj.position[:, [traj.body_index(n) for n in moving]] - ref, axis=2).max(axis=1)
+        assert np.linalg.norm(ref - ref[0], axis=2).max() > 0.1
+        assert err[traj.time <= 1.5].max() < bound_mid and err.max() < bound_end, (tc, err.max())
 
 
 def test_arms_hold_the_home_keyframe_like_mujoco():

@@ -6,9 +6,9 @@ the entering column c = B⁻¹a, per-row rounding-noise scales (``erhs`` = (|B�
 in the dense kernels, sketched in the sparse one) and rows of B⁻¹ handed over explicitly. Method and
 tolerances: the package docstring.
 
-* ``reset_path``, ``path_scales``, ``cold_entry_row``, ``warm_entry_row``, ``warm_basis_passes``: the start of
-  a path.
-* ``ratio_test``: ``textbook_ratio_test`` or ``harris_ratio_test`` (with ``fill_floors``, ``harris_passes``);
+* ``reset_path``, ``path_scales``, ``cold_entry_row``, ``warm_entry_row``, ``warm_basis_passes``, ``z0_enters``:
+  the start of a path; ``complement``: the variable that enters next.
+* ``ratio_test``: ``textbook_ratio_test`` (``min_ratio_ties``) or ``harris_ratio_test`` (with ``fill_floors``, ``harris_passes``);
   ``leaving_row`` (``lex_less_rows``): the leaving row.
 * ``blocked_status`` (``write_ray``), ``basic_point``, ``early_exit_dense`` / ``early_exit_csr`` (``z0_droppable``): a path's end
   (secondary ray, the basic point, the early exit).
@@ -109,14 +109,28 @@ def warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol):
 
 
 @jit
+def complement(v, n):
+    """The complement of variable v (w_i ↔ z_i: indices i and n + i), which enters when v leaves."""
+    return v + n if v < n else v - n
+
+
+@jit
+def z0_enters(basis, row):
+    """The path's first pivot: z0 (variable 2n) becomes basic in ``row``. Returns (z0's row, pivots = 1, status = 1
+    (walking), the variable entering next: the complement of the one that left)."""
+    n = basis.shape[0]
+    leaving = basis[row]
+    basis[row] = 2 * n
+    return row, 1, 1, complement(leaving, n)
+
+
+@jit
 def textbook_ratio_test(c, r, erhs, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied):
     """The textbook ratio test on the entering column c (rows with c_i > piv_tol): the minimum ratio
-    ρ = r_i/c_i and the rows tied with it up to their rounding noise, ρ_i − ρ_min ≤ ratio_rel_tol·|ρ_min| +
-    rhs_tol·(erhs_i/c_i + erhs_min/c_min). Returns (number of rows in ``tied``, z0's row among them), −1
-    rows when no row bounds the step (a secondary ray)."""
+    ρ = r_i/c_i and the rows tied with it (``min_ratio_ties``). Returns (number of rows in ``tied``, z0's row
+    among them), −1 rows when no row bounds the step (a secondary ray)."""
     n = c.shape[0]
     rho_min = np.inf
-    cmin = 0.0
     imin = -1
     for i in range(n):
         ci = c[i]
@@ -124,11 +138,19 @@ def textbook_ratio_test(c, r, erhs, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tie
             rho = r[i] / ci
             if rho < rho_min:
                 rho_min = rho
-                cmin = ci
                 imin = i
     if rho_min == np.inf:
         return -1, False
-    noise_min = erhs[imin] / cmin
+    return min_ratio_ties(c, r, erhs, imin, rho_min, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
+
+
+@jit
+def min_ratio_ties(c, r, erhs, imin, rho_min, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied):
+    """The rows (c_i > piv_tol) tied with the minimum ratio ρ_min of row imin up to their rounding noise:
+    ρ_i − ρ_min ≤ ratio_rel_tol·|ρ_min| + rhs_tol·(erhs_i/c_i + erhs_imin/c_imin). Returns (number of rows in
+    ``tied``, z0's row among them). Shared by the dense kernels' and the sparse kernel's textbook tests."""
+    n = c.shape[0]
+    noise_min = erhs[imin] / c[imin]
     ntied = 0
     z0_tied = False
     for i in range(n):
@@ -145,17 +167,19 @@ def textbook_ratio_test(c, r, erhs, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tie
 
 @jit
 def ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol, noise_tol, harris_tol,
-               harris_ratio, ratio_rel_tol, rhs_tol, z0_row, tied, cand, rows):
+               harris_ratio, ratio_rel_tol, rhs_tol, z0_row, tied, cand, rows, entering, ray):
     """The leaving-row candidates of the entering column c: ``harris_ratio_test`` (harris = 1, data floors from
-    ``fill_floors`` into floors) or ``textbook_ratio_test``. Returns (rows in ``tied``, z0's row among them,
-    blocked: no row bounds the step)."""
+    ``fill_floors`` into floors) or ``textbook_ratio_test``. Returns (rows in ``tied``, z0's row among them, the
+    path's end status when no row bounds the step (``blocked_status``: 2 ray, 3 failure), else −1)."""
     if harris:
         fill_floors(basis, qmax, mnorm, dmax, floors)
         ntied, z0_tied = harris_ratio_test(c, r, erhs, ecol, floors, piv_tol, noise_tol, harris_tol, harris_ratio,
                                            z0_row, tied, cand, rows)
-        return ntied, z0_tied, ntied == 0
-    ntied, z0_tied = textbook_ratio_test(c, r, erhs, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
-    return ntied, z0_tied, ntied < 0
+        blocked = ntied == 0
+    else:
+        ntied, z0_tied = textbook_ratio_test(c, r, erhs, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
+        blocked = ntied < 0
+    return ntied, z0_tied, blocked_status(basis, r, c, entering, ray) if blocked else -1
 
 
 @jit

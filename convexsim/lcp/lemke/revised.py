@@ -9,9 +9,9 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke.checks import final_check
-from convexsim.lcp.lemke.pivot_rules import (basic_point, blocked_status, cold_entry_row, early_exit_csr,
+from convexsim.lcp.lemke.pivot_rules import (basic_point, cold_entry_row, complement, early_exit_csr,
                                              leaving_row, path_scales, ratio_test, reset_path, warm_basis_passes,
-                                             warm_entry_row)
+                                             warm_entry_row, z0_enters)
 from convexsim.lcp.lemke.tableau import basis_matrix, end_of_path, lu_factor, lu_solve, original_column
 
 
@@ -338,22 +338,14 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         _rhs_noise_all(Bt, wrow, qabs, erhs)
         row0, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
         walk = best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
-    pivots = 0
-    z0_row = -1
-    status = 0
-    entering = -1
+    z0_row, pivots, status, entering = -1, 0, 0, -1
     if walk:
         _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, 2 * n, c, aidx, avals,
                          start, M, q, LU, perm, col)
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row0)
-        leaving = basis[row0]
-        basis[row0] = 2 * n
+        z0_row, pivots, status, entering = z0_enters(basis, row0)
         _set_wrow(basis, wrow)
         _pivot_revised(Bt, r, c, row0, wrow, qabs, erhs)
-        z0_row = row0
-        pivots = 1
-        entering = leaving + n if leaving < n else leaving - n
-        status = 1
     since_refactor = 0
     tie_refactor = max(8, n)
     t_check = check_tol * n
@@ -362,11 +354,11 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
                               avals, start, M, q, LU, perm, col)
         if harris:
             _col_noise_all(Bt, wrow, aidx, avals, na, ecol)
-        ntied, z0_tied, blocked = ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol,
-                                             pivot_tol * n, harris_tol * n, harris_ratio, ratio_rel_tol, rhs_tol,
-                                             z0_row, tied, cand, rows)
-        if blocked:
-            status = blocked_status(basis, r, c, entering, ray)
+        ntied, z0_tied, end = ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol,
+                                         pivot_tol * n, harris_tol * n, harris_ratio, ratio_rel_tol, rhs_tol, z0_row,
+                                         tied, cand, rows, entering, ray)
+        if end >= 0:    # no row bounds the step: a secondary ray (2) or non-finite data (3)
+            status = end
             break
         if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
             base = _rebuild(M, q, d, Bt, r, basis, LU, perm, col, x, B0t, wrow, qabs, erhs, lu_max)
@@ -400,7 +392,7 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
                                      rowval):
             status = 0
             break
-        entering = leaving + n if leaving < n else leaving - n
+        entering = complement(leaving, n)
     z0 = basic_point(r, basis, z)
     return end_of_path(M, q, z, w, zalt, ray, basis, LU, perm, perm2, col, x, check_tol, status, pivots, z0, lu_max)
 

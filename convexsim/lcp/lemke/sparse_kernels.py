@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.pivot_rules import blocked_status, early_exit_csr, harris_passes, lex_less_rows
+from convexsim.lcp.lemke.pivot_rules import (blocked_status, complement, early_exit_csr, harris_passes, lex_less_rows,
+                                             min_ratio_ties)
 from convexsim.lcp.lemke.revised import pivot_rhs
 
 
@@ -338,20 +339,12 @@ def textbook_tied(c, r, Y, s, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied):
             break
     if not found:
         return 0, False
-    cmin = c[imin]
-    emin = rhs_scale(r, Y, s, imin)
-    ntied = 0
-    z0_tied = False
+    erhs = np.empty(n)   # the rhs noise scales the tie test reads (candidate rows and imin)
     for i in range(n):
-        ci = c[i]
-        if ci > piv_tol:
-            rho = r[i] / ci
-            if rho - rho_min <= ratio_rel_tol * abs(rho_min) + rhs_tol * (rhs_scale(r, Y, s, i) / ci + emin / cmin):
-                tied[ntied] = i
-                ntied += 1
-                if i == z0_row:
-                    z0_tied = True
-    return ntied, z0_tied
+        if c[i] > piv_tol:
+            erhs[i] = rhs_scale(r, Y, s, i)
+    erhs[imin] = rhs_scale(r, Y, s, imin)
+    return min_ratio_ties(c, r, erhs, imin, rho_min, piv_tol, ratio_rel_tol, rhs_tol, z0_row, tied)
 
 
 WALK_SOLVED, WALK_PIVOT_LIMIT, WALK_RAY, WALK_FAILED, WALK_REFACTOR = 0, 1, 2, 3, 4
@@ -431,7 +424,7 @@ def walk_pivots(basis, r, Y, s, q, d, colptr, colidx, colval, rowptr, rowidx, ro
                                          rowidx, rowval):
             code = WALK_SOLVED
             break
-        entering = leaving + n if leaving < n else leaving - n
+        entering = complement(leaving, n)
     state[0] = pivots
     state[1] = entering
     state[2] = since

@@ -12,9 +12,9 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.lcp.lemke.checks import final_check
-from convexsim.lcp.lemke.pivot_rules import (basic_point, blocked_status, cold_entry_row, early_exit_dense,
+from convexsim.lcp.lemke.pivot_rules import (basic_point, cold_entry_row, complement, early_exit_dense,
                                              leaving_row, path_scales, ratio_test, reset_path, warm_basis_passes,
-                                             warm_entry_row)
+                                             warm_entry_row, z0_enters)
 
 
 @jit
@@ -222,18 +222,10 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
             erhs[i] = row_noise(T, i, q)
         row, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
         walk = best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
-    pivots = 0
-    z0_row = -1
-    status = 0
-    entering = -1
+    z0_row, pivots, status, entering = -1, 0, 0, -1
     if walk:
         _pivot(T, row, 2 * n)
-        leaving = basis[row]
-        basis[row] = 2 * n
-        z0_row = row
-        pivots = 1
-        entering = leaving + n if leaving < n else leaving - n
-        status = 1
+        z0_row, pivots, status, entering = z0_enters(basis, row)
     since_refactor = 0
     tie_refactor = max(8, n)  # a rebuild costs about 1.2·n pivots: at most about doubles the work
     t_check = check_tol * n
@@ -243,11 +235,11 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         if harris:
             original_column(M, q, d, entering, col)
         noise_scales(T, c, q, col, harris, piv_tol, erhs, ecol)
-        ntied, z0_tied, blocked = ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol,
-                                             pivot_tol * n, harris_tol * n, harris_ratio, ratio_rel_tol, rhs_tol,
-                                             z0_row, tied, cand, rows)
-        if blocked:
-            status = blocked_status(basis, r, c, entering, ray)
+        ntied, z0_tied, end = ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_tol,
+                                         pivot_tol * n, harris_tol * n, harris_ratio, ratio_rel_tol, rhs_tol, z0_row,
+                                         tied, cand, rows, entering, ray)
+        if end >= 0:    # no row bounds the step: a secondary ray (2) or non-finite data (3)
+            status = end
             break
         if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
             # a lexicographic decision reads B⁻¹: take it from a fresh factorization, not from a
@@ -281,7 +273,7 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
             if early_exit_dense(M, q, r, basis, z, w, check_tol, t_check, mnorm, qmax, dmax):
                 status = 0
                 break
-        entering = leaving + n if leaving < n else leaving - n
+        entering = complement(leaving, n)
     column_into(T, rhs, r)
     z0 = basic_point(r, basis, z)
     return end_of_path(M, q, z, w, zalt, ray, basis, LU, perm, perm2, col, x, check_tol, status, pivots, z0,

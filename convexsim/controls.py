@@ -1,0 +1,105 @@
+"""Per-step controls as arrays in model order, the form the compiled steps take.
+
+:class:`ControlArrays` holds what a controller commands for the next step:
+
+* ``target`` (n_act,): position targets q_d [rad or m] of the PD actuators, in the forest's actuator order
+  (trees in order, each tree's actuators in scene order); NaN: the actuator follows its scene schedule,
+* ``target_velocity`` (n_act,): velocity targets v_d [rad/s or m/s] of the set targets; NaN: 0,
+* ``torque`` (nv,): generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order),
+* ``wrench`` (nbody, 6): external wrenches (τ_W, f_W) [N·m, N] in W at each body's centre of mass.
+
+``multibody.forest.Controls`` is the same by name (what a ``run_model`` controller returns);
+:meth:`ControlArrays.from_controls` and :meth:`ControlArrays.to_controls` convert between the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from convexsim.model import Model
+
+
+def actuator_names(model: Model) -> tuple[str, ...]:
+    """The PD actuators' names (their joints' names) in the forest's actuator order."""
+    forest = model.forest
+    return tuple(a.name for tree in (forest.trees if forest is not None else ()) for a in tree.actuators)
+
+
+def joint_dofs(model: Model) -> dict[str, slice]:
+    """Joint name -> its slice of ``State.tree_v`` (joints with dofs only)."""
+    out = {}
+    forest = model.forest
+    for tree in (forest.trees if forest is not None else ()):
+        m = tree.model
+        for j, name in enumerate(tree.joint_names):
+            a, n = tree.v_start + int(m.joint_dofadr[j]), m.joint_nv(j)
+            if n:
+                out[name] = slice(a, a + n)
+    return out
+
+
+@dataclass
+class ControlArrays:
+    """The controls of the next step as arrays (module docstring)."""
+
+    target: np.ndarray
+    target_velocity: np.ndarray
+    torque: np.ndarray
+    wrench: np.ndarray
+
+    @staticmethod
+    def empty(model: Model) -> "ControlArrays":
+        """No controls: NaN targets, zero torques and wrenches, sized for ``model``."""
+        nact = len(actuator_names(model))
+        nv = model.forest.nv if model.forest is not None else 0
+        return ControlArrays(np.full(nact, np.nan), np.full(nact, np.nan), np.zeros(nv),
+                             np.zeros((model.nbody, 6)))
+
+    def clear(self) -> None:
+        self.target[:] = np.nan
+        self.target_velocity[:] = np.nan
+        self.torque[:] = 0.0
+        self.wrench[:] = 0.0
+
+    def active(self) -> bool:
+        """Whether any control is set."""
+        return bool(self.torque.any() or self.wrench.any() or not np.isnan(self.target).all())
+
+    @staticmethod
+    def from_controls(c, model: Model) -> "ControlArrays":
+        """The arrays of a (checked) ``multibody.forest.Controls``."""
+        out = ControlArrays.empty(model)
+        index = {n: i for i, n in enumerate(actuator_names(model))}
+        for name, val in c.targets.items():
+            x = np.atleast_1d(np.asarray(val, dtype=float))
+            out.target[index[name]] = x[0]
+            out.target_velocity[index[name]] = x[1] if x.size > 1 else 0.0
+        dofs = joint_dofs(model)
+        for name, val in c.torques.items():
+            sl = dofs.get(name)
+            if sl is not None:
+                out.torque[sl] += np.atleast_1d(np.asarray(val, dtype=float))[:sl.stop - sl.start]
+        W = c.wrench_array(model.body_names)
+        if W is not None:
+            out.wrench[:] = W
+        return out
+
+    def to_controls(self, model: Model):
+        """The same as a ``multibody.forest.Controls`` by name (for the reference steps), or None when no
+        control is set."""
+        from convexsim.multibody.forest import Controls
+
+        if not self.active():
+            return None
+        names = actuator_names(model)
+        targets = {names[i]: (float(self.target[i]), float(np.nan_to_num(self.target_velocity[i])))
+                   for i in np.flatnonzero(~np.isnan(self.target)).tolist()}
+        torques = {n: self.torque[sl].copy() for n, sl in joint_dofs(model).items() if self.torque[sl].any()}
+        wrenches = {model.body_names[i]: self.wrench[i].copy()
+                    for i in np.flatnonzero(np.any(self.wrench != 0.0, axis=1)).tolist()}
+        return Controls(targets, torques, wrenches)
+
+
+__all__ = ["ControlArrays", "actuator_names", "joint_dofs"]
