@@ -1,8 +1,8 @@
 # convexsim: two commands on a fresh machine.
 #   make demo   create .venv (if needed), install, run the main job on a shipped scene (compiling its kernels first)
 #   make test   the same environment plus test tools (and Chromium for viewer tests), then the whole
-#               suite, slow tests included, and the round-off reruns (CI runs this, then make test-long);
-#               make test-fast skips the tests marked slow and the reruns
+#               suite, slow tests included (CI runs this, then make test-long: the runs of minutes, the
+#               Drake comparisons and the round-off reruns); make test-fast skips the tests marked slow
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -84,7 +84,7 @@ demo: $(VENV)/.core-installed
 # running them alone for minutes.
 # --durations: the slowest tests in CI's log (the whole of `make test` should stay under 10 minutes).
 #
-# Round-off reruns (test-roundoff): the tests marked `roundoff` (their outcome hinges on the last bits of the
+# Round-off reruns (test-roundoff, run by test-long, so by CI on every landing): the tests marked `roundoff` (their outcome hinges on the last bits of the
 # arithmetic: Lemke on real contact data, paths, pivots, rungs, trajectories compared exactly between two code
 # paths) run again under the BLAS kernels of other processors: Haswell (the AVX2 kernel of AMD and older
 # Intel machines; here also one BLAS thread) and Prescott (SSE3). The main run uses this machine's own kernel
@@ -99,14 +99,15 @@ GENERIC_CACHE := $(CURDIR)/.numba_cache_generic
 test: $(VENV)/.test-installed browser
 	$(VENV)/bin/convexsim warmup --check
 	$(PYTEST) $(PARALLEL) -m "not long and not drake" --durations=25
-	@$(MAKE) --no-print-directory test-roundoff
 
 # The long tier: runs of minutes (the cold full-duration mixed_clutter LCP run, ≈ 4 min) and the comparisons
 # with Drake (the `compare` extra, installed here: the Drake translation behind `bench --vs drake`). CI runs it
-# after `make test` (.ci/run), so that `make test` itself stays within 10 minutes on a fresh 2-core clone.
+# after `make test` (.ci/run), so that `make test` itself stays within 10 minutes on a fresh 2-core clone; the
+# round-off reruns (test-roundoff, below) run here too, so every CI landing still runs them.
 test-long: $(VENV)/.compare-installed
 	$(VENV)/bin/convexsim warmup
 	$(PYTEST) -p no:cacheprovider -m "long or drake" --durations=10
+	@$(MAKE) --no-print-directory test-roundoff
 
 $(VENV)/.compare-installed: pyproject.toml $(VENV)/.test-installed
 	$(PIP) install --quiet $(PIN) -e '.[test,compare]'

@@ -173,7 +173,7 @@ def test_random_argument_lists(files, tmp_path, data):
     check_argv(argv)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=400, deadline=None, suppress_health_check=SUPPRESS)
 @given(data=st.data())
 def test_random_argument_lists_many(files, tmp_path, data):

@@ -189,7 +189,7 @@ def test_mutated_scenes_that_validate_run_two_steps(case, tmp_path):
     check_scene_document(doc, tmp_path, run=True)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=1500, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_documents(max_mutations=4), via_cli=st.integers(0, 3))
 def test_mutated_scenes_validate_cleanly_many(case, via_cli, tmp_path):
@@ -197,7 +197,7 @@ def test_mutated_scenes_validate_cleanly_many(case, via_cli, tmp_path):
     check_scene_document(doc, tmp_path, run=False, via_cli=via_cli == 0)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_documents(max_mutations=2))
 def test_mutated_scenes_run_two_steps_many(case, tmp_path):

@@ -174,7 +174,7 @@ def test_broken_trajectories_through_view_and_identify(case, good, good_arrays, 
     check_file(path, good, ("view", "identify"), tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=500, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=broken_files(max_mutations=3))
 def test_broken_trajectories_many(case, good, good_arrays, tmp_path):
@@ -184,7 +184,7 @@ def test_broken_trajectories_many(case, good, good_arrays, tmp_path):
     check_file(path, good, ("info", "compare"), tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=broken_files(max_mutations=2))
 def test_broken_trajectories_through_view_and_identify_many(case, good, good_arrays, tmp_path):

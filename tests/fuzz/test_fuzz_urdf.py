@@ -172,7 +172,7 @@ def test_mutated_urdf_files_that_validate_run_two_steps(case, tmp_path):
     check_urdf(text, tmp_path, run=True)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=400, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_urdfs(max_mutations=4))
 def test_mutated_urdf_files_many(case, tmp_path):
@@ -180,7 +180,7 @@ def test_mutated_urdf_files_many(case, tmp_path):
     check_urdf(text, tmp_path, run=False)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESS)
 @given(case=mutated_urdfs(max_mutations=2))
 def test_mutated_urdf_files_run_many(case, tmp_path):
