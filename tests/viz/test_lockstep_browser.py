@@ -31,6 +31,20 @@ SET_BOX_VISIBLE = """([g, on]) => { viewer.scene_tree.find(['meshcat', 'live', g
   viewer.set_dirty(); }"""
 
 
+def wait_until_still(page, groups, *, polls=50, interval_ms=200):
+    """Wait until the boxes of ``groups`` stay where they are on screen over one poll interval: after a pause the
+    run that lags (here the LCP one) may still deliver the frames it sent before the pause, and a screenshot
+    taken meanwhile would not show the box where the later projection puts it."""
+    last = None
+    for _ in range(polls):
+        now = [page.evaluate(BOX_ON_SCREEN, g) for g in groups]
+        if now == last:
+            return
+        last = now
+        page.wait_for_timeout(interval_ms)
+    raise AssertionError(f"the paused page's boxes never stopped moving: {last}")
+
+
 def test_run_both_view_realtime_shows_both_boxes_mid_run(tmp_path, open_page):
     from test_server import children_of, read_until, wait_gone
 
@@ -52,6 +66,7 @@ def test_run_both_view_realtime_shows_both_boxes_mid_run(tmp_path, open_page):
         groups = page.evaluate(LIVE_GROUPS)
         sap = next(g for g in groups if g.startswith("SAP"))
         lcp = next(g for g in groups if g.startswith("LCP"))
+        wait_until_still(page, (sap, lcp))                 # frames sent before the pause have all been drawn
         img = probe.screenshot()
         from PIL import Image
 
