@@ -95,8 +95,9 @@ def nice_scale(x: float) -> float:
 
 
 def _num(v: float) -> str:
-    """Two significant digits, plainly: 0.0098, 2.6, 52, 150, 4,000."""
-    if v >= 10:
+    """Two significant digits, plainly: 0.0098, 2.6, 52, 150, 4,000; a million and more, and inf or nan, as
+    "1.5e+07", "inf" (a legend of a run with forces near the float limit divides by a scale near zero)."""
+    if 10 <= v < 1e6:
         return f"{round(v, 1 - int(np.floor(np.log10(v)))):,.0f}"
     return f"{v:.2g}"
 

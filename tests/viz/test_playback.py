@@ -340,6 +340,9 @@ def test_force_legend_is_plain_words_with_a_round_scale():
                                             "no arrow below 0.01 N")
     assert force_legend(1e-4, 1.0, 0.3).startswith("arrow length: 1 cm per 100 N, at most 30 cm (3 kN and more)")
     assert force_legend(20.0, 0.0, 1.0) == "arrow length: 20 cm per 0.01 N, at most 1 m (0.05 N and more)"
+    # a run with forces near the float limit: a scale near zero makes the limit force huge or infinite
+    assert "(inf kN and more)" in force_legend(1e-320, 0.0, 1.0)
+    assert "(1e+305 kN and more)" in force_legend(1e-308, 0.0, 1.0)
 
 
 def test_auto_layout_puts_agreeing_runs_side_by_side_and_differing_runs_in_place(two_body_traj):
