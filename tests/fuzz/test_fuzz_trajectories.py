@@ -92,7 +92,9 @@ def _mutate(draw, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
         arrays[key] = arr[:0] if arr.ndim else np.zeros(0)
     elif kind == "huge" and arr.dtype.kind in "iuf" and arr.size:
         out = arr.copy()
-        out.flat[draw(st.integers(0, arr.size - 1))] = np.iinfo(np.int64).max if arr.dtype.kind in "iu" else 1e308
+        # the largest value of the array's own dtype (an earlier mutation may have made it int8 or float32)
+        out.flat[draw(st.integers(0, arr.size - 1))] = (np.iinfo(arr.dtype).max if arr.dtype.kind in "iu"
+                                                        else np.finfo(arr.dtype).max)
         arrays[key] = out
     elif kind == "negative" and arr.dtype.kind in "if" and arr.size:
         arrays[key] = -arr - 1
