@@ -204,7 +204,7 @@ def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
     sim.Initialize()
     dt = model.time_step
     sim.AdvanceTo(dt)  # warm-up: the first step allocates
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         sim.AdvanceTo(dt * (n_steps + 1))
     pos = state.q[:, :3].copy()
     for b, body in enumerate(bodies):
@@ -304,7 +304,7 @@ def run_mujoco(model: Model, state: State, n_steps: int) -> "EngineRun":
         data.qvel[6 * j:6 * j + 3] = state.v[b, 3:]
         data.qvel[6 * j + 3:6 * j + 6] = R.T @ state.v[b, :3]
     mujoco.mj_step(m, data)  # warm-up
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         for _ in range(n_steps):
             mujoco.mj_step(m, data)
     pos = state.q[:, :3].copy()
@@ -324,7 +324,7 @@ def run_convexsim(model: Model, state: State, n_steps: int) -> "EngineRun":
 
     window = (n_steps + 1) * model.time_step
     run_model(model, state, duration=window, record_every=n_steps + 1)
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         traj, _ = run_model(model, state, duration=window, record_every=n_steps + 1)
     return EngineRun("convexsim", n_steps + 1, clock.wall_s, traj.position[-1].copy(), clock.cpu_s)
 
@@ -354,10 +354,10 @@ class EngineRun:
         return 1e3 * self.cpu_s / max(self.steps, 1)
 
 
-class _Stopwatch:
+class Stopwatch:
     """Context manager measuring wall time (perf_counter) and process CPU time (process_time) [s]."""
 
-    def __enter__(self) -> "_Stopwatch":
+    def __enter__(self) -> "Stopwatch":
         self._w, self._c = time.perf_counter(), time.process_time()
         return self
 
@@ -395,11 +395,11 @@ def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list
         dz = r.position[moving, 2].mean() - ref.position[moving, 2].mean() if dp.size else 0.0
         ratio = r.ms_per_step / ref.ms_per_step if ref.ms_per_step > 0 else float("nan")
         cpu_ratio = r.cpu_ms_per_step / ref.cpu_ms_per_step if ref.cpu_ms_per_step > 0 else float("nan")
-        rows.append(f"{scene:<16}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
+        rows.append(f"{scene:<20}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
                     f"{r.cpu_ms_per_step:>10.3f}{cpu_ratio:>10.2f}"
                     f"{(dp.max() if dp.size else 0.0) * 1e3:>14.3f}{dz * 1e3:>16.3f}")
     return rows
 
 
-HEADER = (f"{'scene':<16}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'cpu ms':>10}{'cpu vs':>10}"
+HEADER = (f"{'scene':<20}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'cpu ms':>10}{'cpu vs':>10}"
           f"{'max |Δp| [mm]':>14}{'Δ mean z [mm]':>16}")
