@@ -111,11 +111,12 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
     cfg = MultibodyPlantConfig(time_step=model.time_step, discrete_contact_approximation=approximation,
                                contact_model="point", sap_near_rigid_threshold=model.solver.beta,
                                stiction_tolerance=model.solver.stiction_tolerance)
-    plant, _ = AddMultibodyPlant(cfg, builder)
+    plant, scene_graph = AddMultibodyPlant(cfg, builder)
     plant.mutable_gravity_field().set_gravity_vector(np.asarray(model.gravity, float))
     trees = DrakeTrees(plant, model) if model.has_trees else None
     links = link_bodies(model)
     bodies = []
+    geometry_ids = []
     for b in range(model.nbody):
         if model.body_fixed[b] or b in links:
             bodies.append(None)
@@ -149,11 +150,30 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
         AddContactMaterial(properties=props, point_stiffness=float(model.material_stiffness[mat]),
                            dissipation=float(model.material_hc_dissipation[mat]), friction=CoulombFriction(mu, mu))
         props.AddProperty("material", "relaxation_time", float(model.material_dissipation_time[mat]))
-        plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props)
+        geometry_ids.append(plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props))
     plant.Finalize()
+    if trees is not None:
+        _filter_tree_pairs(model, scene_graph, geometry_ids)
     if trees is not None:
         trees.connect_targets(builder, duration)
     return builder.Build(), plant, bodies, trees
+
+
+def _filter_tree_pairs(model: Model, scene_graph, geometry_ids: list) -> None:
+    """Give Drake convexsim's tree-pair filter: no contact between two links of one tree, nor between a link
+    and the fixed body its tree hangs from (Drake by default filters only the pairs a joint connects, so a
+    linkage modelled as a tree with couplers would collide with itself in Drake and not in convexsim)."""
+    from pydrake.geometry import CollisionFilterDeclaration, GeometrySet
+
+    geom_body = np.asarray(model.geom_body)
+    manager = scene_graph.collision_filter_manager()
+    for tree in model.forest.trees:
+        members = set(int(b) for b in tree.bodies)
+        if tree.base_body >= 0:
+            members.add(int(tree.base_body))
+        ids = [geometry_ids[g] for g in range(model.ngeom) if int(geom_body[g]) in members]
+        if len(ids) > 1:
+            manager.Apply(CollisionFilterDeclaration().ExcludeWithin(GeometrySet(ids)))
 
 
 _HULL_FILES: dict[tuple, str] = {}
