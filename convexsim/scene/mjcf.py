@@ -146,10 +146,7 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf", keyframe: str 
     M = _Model(m, source, keyframe)
     _check_model_level(M)
     host = _hosts(M)
-    taken: set = {"world"}
-    names = {}
-    for b in sorted(set(host.values())):
-        names[b] = _scene_name(M.name("body", b), f"body{b}", taken) if b else _scene_name(WORLD_GEOMS_BODY, "w", taken)
+    names = _scene_body_names(M, host)
     moving = {b for b in names if b and m.body_jntnum[b] == 1}
     frames = {b: _host_frame(M, b, host, b in moving) for b in names}
     materials: dict = {}
@@ -241,6 +238,29 @@ def _check_model_level(M: _Model) -> None:
         if m.body_gravcomp[b] != 0:
             M.add(M.where("body", b), "gravcomp is not imported; remove it or add the compensating torques from "
                   "a controller")
+
+
+def _scene_body_names(M: _Model, host: dict[int, int]) -> dict[int, str]:
+    """The scene name of each host body (``_hosts``): its MuJoCo name made valid and unique; the world's geoms
+    go to the fixed body WORLD_GEOMS_BODY."""
+    taken: set = {"world"}
+    names = {}
+    for b in sorted(set(host.values())):
+        names[b] = _scene_name(M.name("body", b), f"body{b}", taken) if b else _scene_name(WORLD_GEOMS_BODY, "w", taken)
+    return names
+
+
+def scene_body_members(m) -> dict[str, list[int]]:
+    """Scene body name -> the MuJoCo body ids it carries (the body itself and the joint-less bodies merged into
+    it), for a compiled ``mujoco.MjModel``: how to compare a MuJoCo run with the imported scene's bodies (a
+    scene body's centre of mass is the mass-weighted mean of its members' ``xipos``)."""
+    M = _Model(m, "<mjcf>")
+    host = _hosts(M)
+    names = _scene_body_names(M, host)
+    members: dict[str, list[int]] = {}
+    for b, h in sorted(host.items()):
+        members.setdefault(names[h], []).append(b)
+    return members
 
 
 def _hosts(M: _Model) -> dict[int, int]:
@@ -618,5 +638,5 @@ def _equalities(M: _Model, host: dict, names: dict, moving: set, jnames: dict[in
     return out
 
 
-__all__ = ["ELLIPSOID_RECIPE", "MjcfError", "WORLD_GEOMS_BODY", "hull_vertices", "load_mjcf_model",
+__all__ = ["ELLIPSOID_RECIPE", "MjcfError", "WORLD_GEOMS_BODY", "hull_vertices", "load_mjcf_model", "scene_body_members",
            "mjcf_to_scene", "model_to_scene"]
