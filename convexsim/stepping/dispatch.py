@@ -40,7 +40,7 @@ RUNNERS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("bodies", "sap", "compiled"): ("convexsim.stepping.compiled:compiled_step", ("strict",)),
     ("bodies", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("trees", "sap", "compiled"): ("convexsim.stepping.compiled_trees:compiled_tree_step", ("strict",)),
-    ("trees", "sap", "reference"): ("convexsim.stepping.articulated:articulated_sap_step", ("strict",)),
+    ("trees", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("bodies", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
     ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_stepper:reference_lcp_step", ("warm_start",)),
     ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled_trees:compiled_lcp_tree_step", ()),
