@@ -18,16 +18,23 @@ def _pairs(kernel, gtype, size, body, fixed, pos, geom_filter, tree_filter=None)
     return {tuple(p) for p in out[:n]}
 
 
+def _crowd(rng, n: int, spread: float):
+    """A floor (geometry 0) and n spheres of radius 0.3 m at random in a cube of half-width ``spread`` [m]:
+    (geom types, sizes, positions)."""
+    gtype = np.array([HALFSPACE] + [SPHERE] * n, np.int64)
+    size = np.zeros((n + 1, 3))
+    size[1:, 0] = 0.3
+    pos = np.zeros((n + 1, 3))
+    pos[1:] = rng.uniform(-spread, spread, (n, 3)) + [0.0, 0.0, 0.2]
+    return gtype, size, pos
+
+
 def test_broad_phase_reports_exactly_the_admitted_pairs():
     """Twelve crowded spheres with random (group, mask) bits and a floor: with the filter both broad phases
     report the unfiltered pairs for which (group_i & mask_j) | (group_j & mask_i) != 0, and no others."""
     rng = np.random.default_rng(7)
     n = 12
-    gtype = np.array([HALFSPACE] + [SPHERE] * n, np.int64)
-    size = np.zeros((n + 1, 3))
-    size[1:, 0] = 0.3
-    pos = np.zeros((n + 1, 3))
-    pos[1:] = rng.uniform(-0.3, 0.3, (n, 3)) + [0.0, 0.0, 0.2]
+    gtype, size, pos = _crowd(rng, n, 0.3)
     body = np.arange(n + 1, dtype=np.int64)
     fixed = np.zeros(n + 1, np.bool_)
     fixed[0] = True
@@ -49,11 +56,7 @@ def test_broad_phase_applies_the_tree_pair_rule():
     combine it with the bit filter."""
     rng = np.random.default_rng(3)
     n = 10
-    gtype = np.array([HALFSPACE] + [SPHERE] * n, np.int64)
-    size = np.zeros((n + 1, 3))
-    size[1:, 0] = 0.3
-    pos = np.zeros((n + 1, 3))
-    pos[1:] = rng.uniform(-0.25, 0.25, (n, 3)) + [0.0, 0.0, 0.2]
+    gtype, size, pos = _crowd(rng, n, 0.25)
     body = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9], np.int64)      # two geometries on the base body 9
     nbody = 10
     fixed = np.zeros(nbody, np.bool_)
