@@ -26,8 +26,9 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
 * **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
   ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
   (g the gear), the target ``clamp(0, ctrlrange)/g`` (MuJoCo's ctrl starts at 0) and the effort limit
-  g·forcerange (symmetric only); any other actuator (motor, velocity, tendon or site transmission,
-  activation dynamics) is refused;
+  g·forcerange (symmetric only); velocity servos likewise (kp = 0); servos on a fixed tendon through a
+  coupler; ``<motor>`` → a scene motor (a torque input: the start's ctrl·gain·g as its constant torque, the
+  effort min(g·forcerange, g·gain·ctrlrange)); site transmissions and activation dynamics are refused;
 * **equality constraints**: ``weld`` between bodies → a weld (keeping the relative pose of qpos0; one with
   another ``relpose`` is refused), ``joint`` with a linear polynomial q1 = c0 + c1·q2 → a coupler.
   connect, tendon and flex equalities, inactive ones, site welds are refused;
@@ -524,14 +525,11 @@ def _actuators(M: _Model, jnames: dict[int, str], couplers: list[dict]) -> tuple
                 if C is None:
                     continue
                 effort = min(effort or math.inf, abs(g * gain0) * C)
-            spec = {"joint": joint, "torque": g * gain0 * ctrl}
+            torque = g * gain0 * ctrl              # the start's ctrl held: a constant torque, within forcerange
+            spec = {"joint": joint, "torque": torque}
             if effort is not None and math.isfinite(effort):
                 spec["effort"] = effort
-            if spec["torque"] != 0.0:
-                M.add(where, f"the start's ctrl {ctrl:g} is a constant motor torque {spec['torque']:g}; constant "
-                      "motor torques are not applied yet: start from a keyframe whose motor ctrl is 0, or give the "
-                      "torque from a controller")
-                continue
+                spec["torque"] = float(np.clip(torque, -effort, effort))
             motors.append(spec)
             continue
         spec = {"joint": joint, "kp": kp * g * g, "kd": kv * g * g}

@@ -124,7 +124,7 @@ def assemble(model: Model, state: State, controls: Controls | None = None,
             tree_clique.append(-1)
             continue
         limit_names.extend(tree.joint_names[lim.joint] for lim in tree.limits)
-        tau = tree_torques(tree, controls)
+        tau = tree_torques(tree, controls, forest.motors)
         if wrench is not None:
             tau = link_wrench_torques(tree, kins[-1], wrench) + (0.0 if tau is None else tau)
         A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tau, controls)
