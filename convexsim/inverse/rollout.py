@@ -33,6 +33,7 @@ from convexsim import dynamics, sap
 from convexsim.inverse.gradients import GRADIENT_PARAMETERS, StepSensitivity, step_sensitivity
 from convexsim.model import ContactModel, Model, State
 from convexsim.spatial import skew
+from convexsim.stepping.contacts import check_finite_state
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.sap_stepper import StepProblem, finish, solve, step_problem
 from convexsim.stepping.types import SimulationError
@@ -318,6 +319,7 @@ def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Paramete
         if linearize:
             records.append(_step_record(model, state, sp, result, parameters, adjust, wrench, ctx))
         state, _ = finish(model, state, sp, result)
+        check_finite_state(model, state)
         qs.append(state.q.copy())
         vs.append(state.v.copy())
     return Rollout(model, parameters, np.array(qs), np.array(vs), records)

@@ -260,14 +260,11 @@ def step_stages(model: Model, state: State, controls: Controls | None = None, co
 
 
 def free_velocity(model: Model, state: State) -> np.ndarray:
-    """v* of the step (free bodies' free motion, then every tree's v0 + dt A⁻¹(−h − D v0)), no controls."""
-    from convexsim.multibody.reference_step import free_motion
+    """v* of the step without controls (the reference step's ``articulated.assemble``: free bodies' free
+    motion, then every tree's v0 + dt A⁻¹(−h − D v0))."""
+    from convexsim.stepping.articulated import assemble
 
-    out = [dynamics.free_motion(model, state)[1]]
-    for t in model.forest.trees:
-        if t.nv:
-            out.append(free_motion(t.model, t.q_of(state.tree_q), t.v_of(state.tree_v), model.time_step)[1])
-    return np.concatenate(out)
+    return assemble(model, state).v_star
 
 
 def residual(st: StepStages, v: np.ndarray) -> np.ndarray:

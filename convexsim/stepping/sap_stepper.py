@@ -17,7 +17,8 @@ one with trees (``stepping.articulated``), with no tree and no row.
 
 4. v = argmin ½‖v − v*‖²_A + Σ_i ℓ_i(J_i v) by the SAP Newton loop (``convexsim.sap``), warm started at v0;
 5. the end (:func:`finish`): impulses and forces into StepInfo, then q ← q0 + dt·N(q0)·v (symplectic Euler,
-   quaternions renormalized; trees by ``integrate_q``, link rows by forward kinematics).
+   quaternions renormalized; trees by ``integrate_q``, link rows by forward kinematics), checked finite
+   (a free-body step without contacts, v = v*, is checked at the start of the next step instead).
 
 The impulses γ [N·s] are in the contact frames; ``StepInfo.force_world`` is γ/dt rotated to W, the average
 force on body B over the step (A receives the opposite). The rollouts of ``convexsim.inverse`` step through
@@ -36,8 +37,8 @@ from convexsim import dynamics, sap
 from convexsim.model import Contacts, Model, State
 from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
 from convexsim.sap.solver import solve_rows
-from convexsim.stepping.articulated import (ArticulatedSystem, assemble, contact_jacobian, contact_law,
-                                            contact_problem, detect_contacts, finish_step, row_forces)
+from convexsim.stepping import articulated
+from convexsim.stepping.articulated import ArticulatedSystem
 from convexsim.stepping.body_constraints import BodyConstraintError
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                          combined_parameters, contact_velocities, kinematics_of)
@@ -97,11 +98,11 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
         SimulationError: a body constraint cannot be evaluated at this state.
     """
     try:
-        system = assemble(model, state, controls, wrench)
+        system = articulated.assemble(model, state, controls, wrench)
     except BodyConstraintError as exc:
         raise SimulationError(str(exc), step=state.step, time=state.t) from None
     if contacts is None:
-        contacts = detect_contacts(model, state, ctx)
+        contacts = articulated.detect_contacts(model, state, ctx)
     if not model.has_trees:                                  # block layout
         kin = kinematics_of(model, state, contacts)
         if adjust is not None:
@@ -115,10 +116,10 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     params = combined_parameters(model, contacts)
     if adjust is not None:
         params = adjust(contacts, params)
-    Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
+    Jc, cliques, blocks = articulated.contact_jacobian(model, state, system, contacts, R_WC)
     out = StepProblem(system, contacts, R_WC, params, Jc=Jc)
     if contacts.count:
-        out.problem = contact_problem(model, system, contacts, cliques, blocks, Jc, params)
+        out.problem = articulated.contact_problem(model, system, contacts, cliques, blocks, Jc, params)
         out.kind, out.cpar, _, _ = constraint_kernel_data(out.problem, delassus_diagonal(out.problem))
     return out
 
@@ -152,7 +153,7 @@ def step_info(model: Model, state: State, sp: StepProblem, result: sap.SapResult
         info.line_search_evaluations = int(result.line_search_evaluations)
         info.force_world = np.einsum("nij,nj->ni", sp.R_WC, info.gamma) / model.time_step
         info.actuator_force = np.array([gamma_rows[r] for _, _, r in sp.system.pd_rows]) / model.time_step
-    info.limit_force, info.constraint_force = row_forces(model, state, sp.system, gamma_rows)
+    info.limit_force, info.constraint_force = articulated.row_forces(model, state, sp.system, gamma_rows)
     return info
 
 
@@ -167,8 +168,9 @@ def finish(model: Model, state: State, sp: StepProblem, result: sap.SapResult | 
         if strict or not np.all(np.isfinite(v_next)):
             raise SimulationError(msg, step=state.step, time=state.t)
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=3)
-    new_state = finish_step(model, state, sp.system, v_next)
-    check_finite_state(model, new_state)
+    new_state = articulated.finish_step(model, state, sp.system, v_next)
+    if result is not None or model.has_trees:   # a free body's v = v* without contacts: checked at the next start
+        check_finite_state(model, new_state)
     return new_state, info
 
 
@@ -214,7 +216,7 @@ def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_bloc
     cliques = np.stack([np.where(a_moves, kin.clique_a, kin.clique_b),
                         np.where(a_moves, kin.clique_b, -1)], axis=1)
     J = np.stack([np.where(a_moves[:, None, None], kin.J_a, kin.J_b), kin.J_b], axis=1)
-    law = contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
+    law = articulated.contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
     return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **law)
 
 
