@@ -25,7 +25,7 @@ import numpy as np
 from convexsim.model import State
 from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Motor, Tree, Weld, write_link_rows
 from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
-from convexsim.multibody.reference_step import ConeLimit, JointLimit
+from convexsim.multibody.model import ConeLimit, JointLimit
 from convexsim.sap.joint_constraints import FRICTION_KD
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
