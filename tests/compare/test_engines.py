@@ -149,3 +149,16 @@ def test_drake_runs_the_same_robot(scene, duration, bound_mm):
     assert ours.steps == drake.steps + 1          # drake's warm-up step is inside convexsim's window
     gap = np.linalg.norm(drake.position - ours.position, axis=1).max()
     assert gap < bound_mm * 1e-3, f"{scene}: bodies {1e3 * gap:.3f} mm apart"
+
+
+@pytest.mark.drake
+def test_an_mjcf_file_is_compared_with_mujoco_only(capsys):
+    """`bench --vs drake,mujoco` on a published MJCF file: MuJoCo reads the file itself, Drake is named as not
+    compared (one line), and the run still exits 0."""
+    pytest.importorskip("pydrake")
+    pytest.importorskip("mujoco")
+    iiwa = Path(__file__).resolve().parents[1] / "data" / "menagerie" / "kuka_iiwa_14" / "scene.xml"
+    assert bench.bench_vs([(iiwa, "iiwa", 0.01)], "drake,mujoco", "home") == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("iiwa ")]
+    assert [ln.split()[1] for ln in lines] == ["drake:", "convexsim", "mujoco"], lines
+    assert "compared with MuJoCo reading the same file" in lines[0]
