@@ -12,9 +12,10 @@ its numba kernels beside or called by its numpy reference:
 The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
 runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``,
 ``compiled_trees``, ``lcp_compiled``: free bodies and trees); the numpy references are ``sap_stepper``
-(``sap_step``), ``articulated`` (trees) and ``lcp_reference`` (the rigid LCP with polyhedral friction, free
-bodies and trees; its pieces: ``lcp_problem``, ``lcp_islands``, ``lcp_fallback``, ``lcp_info``). ``context``: the ``StepContext`` a run carries between steps (buffers, caches,
-warm starts); ``types``: ``StepInfo`` and the errors.
+(``sap_step``, every model: free bodies are a forest without joints; its forest stages in ``articulated``)
+and ``lcp_reference`` (the rigid LCP with polyhedral friction, free bodies and trees; its pieces:
+``lcp_problem``, ``lcp_islands``, ``lcp_fallback``, ``lcp_info``). ``context``: the ``StepContext`` a run carries
+between steps (buffers, caches, warm starts); ``types``: ``StepInfo`` and the errors.
 
 ``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step
 reads is in its arguments: with a fresh context the same (model, state) always gives the same result.
@@ -30,7 +31,6 @@ from convexsim.model import Model, State
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 if TYPE_CHECKING:
-    from convexsim.stepping.articulated import articulated_sap_step
     from convexsim.stepping.compiled import compiled_step
     from convexsim.stepping.packing import compiled_step_supported, supported_cached
     from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
                                              contact_velocities, pair_reach)
     from convexsim.stepping.context import LcpWarmStart, StepContext
     from convexsim.stepping.lcp_info import LcpStepError, LcpStepInfo
-    from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
+    from convexsim.stepping.sap_stepper import articulated_sap_step, build_sap_problem, sap_step
 
 _LAZY = {
-    "articulated_sap_step": "articulated",
+    "articulated_sap_step": "sap_stepper",
     "compiled_step": "compiled", "compiled_step_supported": "packing", "supported_cached": "packing",
     "ContactKinematics": "contacts", "ContactParameters": "contacts", "check_finite_state": "contacts",
     "combined_parameters": "contacts", "contact_kinematics": "contacts", "contact_margin": "contacts",
