@@ -42,9 +42,9 @@ RUNNERS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("trees", "sap", "compiled"): ("convexsim.stepping.compiled_trees:compiled_tree_step", ("strict",)),
     ("trees", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("bodies", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
-    ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_stepper:reference_lcp_step", ("warm_start",)),
-    ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled_trees:compiled_lcp_tree_step", ()),
-    ("trees", "lcp", "reference"): ("convexsim.stepping.lcp_trees:lcp_trees_step", ()),
+    ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_reference:reference_lcp_step", ("warm_start",)),
+    ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
+    ("trees", "lcp", "reference"): ("convexsim.stepping.lcp_reference:reference_lcp_step", ("warm_start",)),
 }
 """(model kind, solver, path) -> ("module:function" of the runner, the options it takes among ``strict``
 and ``warm_start``). A runner is called as ``runner(model, state, ctx, **options)`` and returns
@@ -158,7 +158,7 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: 
          path: str = "auto", warm_start: bool | None = None) -> tuple[State, StepInfo]:
     """One step of ``model`` by the runner :func:`route` chooses; a compiled runner's Handoff is taken by the
     reference runner of the same (kind, solver). ``strict`` (SAP) and ``warm_start`` (LCP) are passed on
-    (``convexsim.stepping.step``, ``lcp_stepper.lcp_step``)."""
+    (``convexsim.stepping.step``, ``stepping.lcp_step``)."""
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx
