@@ -291,6 +291,21 @@ def tree_filter_of(model) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
             np.ascontiguousarray(forest.base_bodies(), dtype=np.int64))
 
 
+def pair_rule_of(model) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The compiled steps' pair rule, always as arrays (one numba type for every model): (geom_filter (ngeom, 2)
+    int64 (group, mask) bits, all ones without a collision filter; tree_filter (body_tree, body_moves,
+    tree_base), with body_tree all −1 and no trees without a forest (``broadphase.tree_admits`` then admits
+    every pair the bodies' fixedness admits))."""
+    geom_filter = model.collision_filter
+    if geom_filter is None:
+        geom_filter = np.ones((model.ngeom, 2), np.int64)
+    trees = tree_filter_of(model)
+    if trees is None:
+        trees = (-np.ones(model.nbody, np.int64), ~np.asarray(model.body_fixed, dtype=np.bool_),
+                 np.zeros(0, np.int64))
+    return np.ascontiguousarray(geom_filter, dtype=np.int64), trees
+
+
 def _check_inputs(model, q: np.ndarray) -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=np.float64)
     if q.shape != (model.nbody, 7):
@@ -344,11 +359,11 @@ def candidate_pairs(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0, b
 
 def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: CollisionWorkspace) -> np.ndarray:
     geom_type, geom_size, geom_body, body_fixed = _model_arrays(model)
-    tree_filter = tree_filter_of(model)
+    geom_filter, tree_filter = pair_rule_of(model)       # always arrays: one compiled variant for every model
     kernel = brute_force_pairs if brute_force else sweep_and_prune_pairs
     while True:
         npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, ws.pairs,
-                        model.collision_filter, tree_filter)
+                        geom_filter, tree_filter)
         if npairs <= ws.pairs.shape[0]:
             break
         ws.grow_pairs(npairs)
