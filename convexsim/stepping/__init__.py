@@ -10,8 +10,8 @@ its numba kernels beside or called by its numpy reference:
 * ``post_solve`` (impulses, forces, velocities back into v), ``integration``, ``recording``.
 
 The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
-runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``,
-``compiled_trees``, ``lcp_compiled``, ``lcp_compiled_trees``); the numpy references are ``sap_stepper``
+runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``
+for SAP, ``lcp_compiled``, ``lcp_compiled_trees``); the numpy references are ``sap_stepper``
 (``sap_step``), ``articulated`` (trees), ``lcp_stepper`` (``lcp_step``, the rigid LCP with polyhedral
 friction) and ``lcp_trees``. ``context``: the ``StepContext`` a run carries between steps (buffers, caches,
 warm starts); ``types``: ``StepInfo`` and the errors.

@@ -1,6 +1,6 @@
-"""The compiled step of models with kinematic trees (``stepping.compiled_trees``): its stage kernels (forward
-kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*, joint rows, integration,
-link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
+"""The compiled step of models with kinematic trees (``stepping.compiled``, the one SAP composition): its
+stage kernels (forward kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*,
+joint rows, integration, link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
 reference side), whole runs against the reference step (``stepping.articulated.articulated_sap_step``) with
 equal iteration counts and round-off bounds, and the physics of the shipped tree scenes on the compiled path."""
 
@@ -270,6 +270,31 @@ def test_compiled_and_reference_runs_agree(scene):
         for k in a.limit_force:
             assert a.limit_force[k] == pytest.approx(r.limit_force[k], rel=1e-5, abs=1e-6)
         assert np.allclose(a.force_world, r.force_world, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tree_island_above_the_dense_limit_takes_the_supernodal_factor_and_agrees_with_the_reference():
+    """With the dense limit lowered to 6 dofs every island of gripper_lift that holds a tree (its fingers and
+    the held box) is above it: the compiled step factors it with the supernodal Cholesky (two kernel calls, no
+    handoff to the reference) and agrees with the reference run within the bounds of the whole runs above."""
+    from convexsim.sap import linalg
+    from convexsim.stepping import packing
+
+    old = packing.ISLAND_MAX_DOFS
+    try:
+        packing.ISLAND_MAX_DOFS = 6
+        stats = linalg.reset_factor_stats()
+        _, sc, ic = _run("gripper_lift", 0.1, "compiled")
+        assert stats.factorizations > 0                     # supernodal factorizations inside the kernel
+    finally:
+        packing.ISLAND_MAX_DOFS = old
+    _, sr, ir = _run("gripper_lift", 0.1, "reference")
+    assert {i.path for i in ic} == {"compiled"}
+    assert any(i.contacts.count > 0 and i.iterations > 0 for i in ic)
+    for a, r in zip(sc[1:], sr[1:]):
+        assert np.max(np.abs(a.tree_q - r.tree_q)) < Q_BOUND
+        assert np.max(np.abs(a.tree_v - r.tree_v)) < _v_bound(sr)
+        assert np.max(np.abs(a.q - r.q)) < Q_BOUND
+    _same_iterations(ic, ir)
 
 
 def test_compiled_pendulum_small_amplitude_period():
