@@ -5,7 +5,9 @@
 * ``target`` (n_act,): position targets q_d [rad or m] of the PD actuators, in the forest's actuator order
   (trees in order, each tree's actuators in scene order); NaN: the actuator follows its scene schedule,
 * ``target_velocity`` (n_act,): velocity targets v_d [rad/s or m/s] of the set targets; NaN: 0,
-* ``torque`` (nv,): generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order),
+* ``torque`` (nv,): generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order); on a
+  motor's joint they pass through the motor (its constant torque added, its effort clamping the sum:
+  :meth:`ControlArrays.joint_forces`),
 * ``wrench`` (nbody, 6): external wrenches (τ_W, f_W) [N·m, N] in W at each body's centre of mass.
 
 ``multibody.forest.Controls`` is the same by name (what a ``run_model`` controller returns);
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convexsim.model import Model
+from convexsim.multibody.forest import motor_forces
 
 
 def actuator_names(model: Model) -> tuple[str, ...]:
@@ -85,6 +88,12 @@ class ControlArrays:
         if W is not None:
             out.wrench[:] = W
         return out
+
+    def joint_forces(self, model: Model) -> np.ndarray:
+        """The generalized forces (nv,) [N·m or N] the step applies for ``torque``: through the model's motors
+        (``multibody.forest.motor_forces``: their constant torques added, their effort limits clamping)."""
+        motors = model.forest.motors if model.forest is not None else ()
+        return motor_forces(motors, self.torque) if motors else self.torque
 
     def to_controls(self, model: Model):
         """The same as a ``multibody.forest.Controls`` by name (for the reference steps), or None when no

@@ -3,12 +3,15 @@
 ``rotation_entries`` is the package's one quaternion → rotation formula and ``quat_product_entries`` its one
 quaternion product: plain arithmetic, so the same code serves numpy arrays (``quat_to_matrix``,
 ``quat_multiply``) and numba kernels (``convexsim.geometry.transforms`` compiles them into ``quat_to_rot`` and
-``quat_exp_times``). This module itself imports no numba.
+``quat_exp_times``). ``rotation_log`` is its one rotation log (``quat_log`` goes through it). This module
+itself imports no numba.
 
 Quaternions are (w, x, y, z), scalar first; every function broadcasts over leading axes.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -67,6 +70,38 @@ def quat_exp(rotvec) -> np.ndarray:
     return np.concatenate([np.cos(half), k * rotvec], axis=-1)
 
 
+def rotation_log(R) -> np.ndarray:
+    """Rotation vector θ = angle·u [rad], |θ| <= π, with exp([θ]ₓ) = R (the inverse of Rodrigues' formula):
+    with w = (R₂₁ − R₁₂, R₀₂ − R₂₀, R₁₀ − R₀₁) = 2 sin(angle)·u and tr R = 1 + 2 cos(angle),
+    angle = atan2(|w|/2, (tr R − 1)/2) and θ = angle·w/|w| (θ = w/2 below 1e-8 rad). Within 1e-6 rad of π,
+    where w vanishes, the axis comes from the symmetric part ½(R + I) = cos²(angle/2)·I + sin²(angle/2)·u uᵀ
+    (its largest column), signed by w.
+
+    The package's one rotation log (``quat_log`` goes through it). One matrix (3, 3) -> (3,)."""
+    R = np.asarray(R, dtype=np.float64)
+    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    s = float(np.linalg.norm(w))
+    angle = math.atan2(0.5 * s, 0.5 * (float(np.trace(R)) - 1.0))
+    if angle < 1e-8:
+        return 0.5 * w
+    if math.pi - angle < 1e-6:                           # near π: the symmetric part gives the axis
+        B = 0.5 * (R + np.eye(3))
+        axis = np.sqrt(np.maximum(np.diag(B), 0.0))
+        k = int(np.argmax(axis))
+        axis = B[k] / max(axis[k], 1e-300)
+        axis /= np.linalg.norm(axis)
+        if axis @ w < 0:
+            axis = -axis
+        return angle * axis
+    return angle / s * w
+
+
+def quat_log(quat) -> np.ndarray:
+    """Rotation vector θ·u [rad], |θ| <= π, of a unit quaternion (w, x, y, z): the inverse of ``quat_exp``
+    (q and −q give the same θ); ``rotation_log`` of its rotation matrix. One quaternion (4,) -> (3,)."""
+    return rotation_log(quat_to_matrix(quat))
+
+
 def skew(r) -> np.ndarray:
     """Cross-product matrices [r]ₓ with [r]ₓ·u = r × u: shape (..., 3) -> (..., 3, 3)."""
     r = np.asarray(r, dtype=np.float64)
@@ -77,4 +112,5 @@ def skew(r) -> np.ndarray:
     return S
 
 
-__all__ = ["rotation_entries", "quat_to_matrix", "quat_product_entries", "quat_multiply", "quat_exp", "skew"]
+__all__ = ["rotation_entries", "quat_to_matrix", "quat_product_entries", "quat_multiply", "quat_exp", "quat_log",
+           "rotation_log", "skew"]

@@ -164,10 +164,10 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-CYCLE_EDGES_PENDING = {("convexsim.stepping.lcp_stepper", "convexsim.stepping.dispatch")}
-"""Edges closing a known cycle, waiting for their owner to remove them; the set only shrinks. Today:
-``lcp_stepper.lcp_step`` calls ``dispatch.step``, whose RUNNERS name ``lcp_stepper:reference_lcp_step`` (and
-the compiled LCP steps, which import ``lcp_stepper``) by string: lcp_stepper -> dispatch -> lcp_stepper."""
+CYCLE_EDGES_PENDING: set = set()
+"""Edges closing a known cycle, waiting for their owner to remove them; the set only shrinks (empty: the LCP
+step's public entry ``stepping.lcp_step`` lives beside ``stepping.step``, no longer in the reference module
+that ``dispatch.RUNNERS`` names)."""
 
 
 def test_no_import_cycles():

@@ -32,14 +32,15 @@ STAGES = {
 COMPOSITIONS = {"sap_composition": "sap", "lcp_composition": "lcp"}
 """The compiled compositions, one module per solver."""
 
-RUNNERS = {"compiled": "sap", "lcp_compiled": "lcp", "lcp_compiled_trees": "lcp"}
+RUNNERS = {"compiled": "sap", "lcp_compiled": "lcp"}
 """Python entry points of the compiled steps: a kernel's status into a result, a Handoff or an error."""
 
-REFERENCES = {"sap_stepper": "sap", "articulated": "sap", "body_constraints": "sap", "lcp_stepper": "lcp",
-              "lcp_trees": "lcp"}
-"""The numpy reference steps (the tests' oracles)."""
+REFERENCES = {"sap_stepper": "sap", "articulated": "sap", "body_constraints": "sap", "lcp_reference": "lcp",
+              "lcp_problem": "lcp", "lcp_islands": "lcp", "lcp_fallback": "lcp"}
+"""The numpy reference steps (the tests' oracles) and their pieces (the LCP's (M, q), its island solve with warm
+and crash starts, the fallback chain)."""
 
-PLUMBING = {"__init__", "dispatch", "context", "types"}
+PLUMBING = {"__init__", "dispatch", "context", "types", "lcp_info"}
 """The public entry point, the runner table, the step context and the result types."""
 
 MAX_KERNEL_LINES = 80
@@ -151,7 +152,7 @@ def test_compositions_only_compose_stages():
         assert not bad, (stage, bad)
 
 
-REFERENCE_SHARING_PENDING = {("lcp_trees", "articulated"), ("lcp_trees", "body_constraints")}
+REFERENCE_SHARING_PENDING = {("lcp_reference", "articulated"), ("lcp_reference", "body_constraints")}
 """Numpy reference steps that still import the other solver's reference for the numpy stages they share (the
 tree LCP reference reads the SAP tree reference's assembly, contact set, Jacobian rows and integration, and the
 body constraints' rows): they move beside their kernels in the stage modules; the set only shrinks."""

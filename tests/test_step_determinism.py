@@ -85,9 +85,9 @@ def test_kept_supernodal_analysis_changes_only_round_off():
 
 def test_lcp_warm_start_stays_in_its_context(monkeypatch):
     """Two runs of one model with their own contexts do not see each other's warm start."""
-    from convexsim.stepping import lcp_stepper
+    from convexsim.stepping import lcp_islands
 
-    monkeypatch.setattr(lcp_stepper, "WARM_MIN_SIZE", 0)  # box_stack's LCPs are below the warm-start size
+    monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0)  # box_stack's LCPs are below the warm-start size
     model, state, _ = prepare(SCENES / "box_stack.yaml", solver="lcp")
     a, b = StepContext(), StepContext()
     s_a = _advance(model, state, 20, a)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from convexsim.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_slip_curvature_flag, resolve_scene
 
@@ -27,6 +28,8 @@ def add_bench(sub) -> None:
     p.add_argument("--no-solver-bench", action="store_true", help="skip the random SAP problem scaling table")
     p.add_argument("--vs", metavar="ENGINES", help="also time the scenes in other engines, e.g. drake,mujoco "
                    "(needs pip install -e '.[compare]'; docs/performance.md)")
+    p.add_argument("--keyframe", metavar="NAME", help="with --vs mujoco and MJCF files (.xml) in --scenes: start "
+                   "both engines from this <key> of the file (e.g. home; default: qpos0)")
     p.add_argument("--startup", action="store_true",
                    help="only the start-up figures: wall time of --help, scenes, validate and a 10-step run "
                         "in fresh interpreters, and loading a 1000-body scene file (docs/performance.md)")
@@ -41,6 +44,14 @@ def add_bench(sub) -> None:
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
     p.set_defaults(func=cmd_bench)
+
+
+def _label(scene: str) -> str:
+    """A table label: the scene name, or for a file its stem ("scene.xml" files: their folder's name)."""
+    p = Path(scene)
+    if not p.suffix:
+        return scene
+    return p.parent.name if p.stem == "scene" and p.parent.name else p.stem
 
 
 def cmd_bench(args) -> int:
@@ -76,7 +87,7 @@ def cmd_bench(args) -> int:
         from convexsim.tools.compare_engines.bench import DEFAULT_SCENES, bench_vs
 
         chosen = [(s, args.duration) for s in args.scenes] if args.scenes else list(DEFAULT_SCENES)
-        return bench_vs([(resolve_scene(s), s, d) for s, d in chosen], args.vs)
+        return bench_vs([(resolve_scene(s), _label(s), d) for s, d in chosen], args.vs, args.keyframe)
     if args.scenes:
         scenes = [(s, args.duration) for s in args.scenes]
     else:

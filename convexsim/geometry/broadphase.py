@@ -15,8 +15,11 @@ s_g(n) the support half-width of g along n.
 Pairs of geometries on the same body, pairs of two fixed bodies and halfspace–halfspace pairs are
 never reported, nor pairs that the collision filter excludes: with ``geom_filter`` (ngeom, 2) holding each
 geometry's (group, mask) bits, i and j are a pair only if (group_i & mask_j) | (group_j & mask_i) ≠ 0
-(MuJoCo's contype/conaffinity rule; ``geom_filter=None``: no filter). A pair is (A, B) with A the halfspace if
-there is one, else the lower geom index.
+(MuJoCo's contype/conaffinity rule; ``geom_filter=None``: no filter). With ``tree_filter`` = (body_tree,
+body_moves, tree_base) of a model with kinematic trees, the tree-pair rule (``tree_admits``) also holds: no pair
+within one tree, between a link and the fixed body its tree hangs from, or between two bodies without dofs, so
+those pairs never reach the narrow phase. A pair is (A, B) with A the halfspace if there is one, else the lower
+geom index.
 """
 
 from __future__ import annotations
@@ -79,11 +82,30 @@ def filter_admits(i: int, j: int, geom_filter) -> bool:
 
 
 @jit
-def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray, geom_filter) -> bool:
-    """Geometries on different bodies, not both fixed, admitted by the collision filter."""
+def tree_admits(bi: int, bj: int, tree_filter) -> bool:
+    """The tree-pair rule for bodies bi and bj, ``tree_filter`` = (body_tree (nbody,), −1 outside trees;
+    body_moves (nbody,) bool; tree_base (ntree,), the fixed body each tree hangs from, −1 the world): False
+    for two links of one tree, a link and its tree's base body, two bodies without dofs (always True without
+    a filter)."""
+    if tree_filter is None:
+        return True
+    body_tree, body_moves, tree_base = tree_filter
+    ti = body_tree[bi]
+    tj = body_tree[bj]
+    if ti >= 0 and ti == tj:
+        return False
+    if not body_moves[bi] and not body_moves[bj]:
+        return False
+    return not ((tj >= 0 and tree_base[tj] == bi) or (ti >= 0 and tree_base[ti] == bj))
+
+
+@jit
+def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray, geom_filter, tree_filter) -> bool:
+    """Geometries on different bodies, not both fixed, admitted by the collision filter and the tree rule."""
     bi = geom_body[i]
     bj = geom_body[j]
-    return bi != bj and not (body_fixed[bi] and body_fixed[bj]) and filter_admits(i, j, geom_filter)
+    return (bi != bj and not (body_fixed[bi] and body_fixed[bj]) and filter_admits(i, j, geom_filter)
+            and tree_admits(bi, bj, tree_filter))
 
 
 @jit
@@ -107,6 +129,7 @@ def _halfspace_pairs(
     pairs: np.ndarray,
     total: int,
     geom_filter,
+    tree_filter,
 ) -> int:
     """Append (halfspace, geom) pairs whose support test passes; returns the new total."""
     ngeom = geom_type.shape[0]
@@ -115,7 +138,7 @@ def _halfspace_pairs(
             continue
         n = column3(rot[h], 2)
         for g in range(ngeom):
-            if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed, geom_filter):
+            if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed, geom_filter, tree_filter):
                 continue
             height = (
                 n[0] * (pos[g, 0] - pos[h, 0]) + n[1] * (pos[g, 1] - pos[h, 1]) + n[2] * (pos[g, 2] - pos[h, 2])
@@ -136,11 +159,13 @@ def sweep_and_prune_pairs(
     gmargin: np.ndarray,
     pairs: np.ndarray,
     geom_filter=None,
+    tree_filter=None,
 ) -> int:
     """All candidate pairs (sort and sweep + halfspaces) into ``pairs`` (cap, 2).
 
     ``gmargin`` (ngeom,) holds each geometry's margin share m_g [m]; a pair's margin is m_i + m_j.
-    ``geom_filter``: None, or (ngeom, 2) int64 (group, mask) bits (module docstring).
+    ``geom_filter``: None, or (ngeom, 2) int64 (group, mask) bits; ``tree_filter``: None, or (body_tree,
+    body_moves, tree_base) (``tree_admits``; module docstring).
     Returns the number of pairs found; if it exceeds ``pairs.shape[0]`` only the first rows were
     written and the caller must retry with a larger buffer.
     """
@@ -177,7 +202,7 @@ def sweep_and_prune_pairs(
                 if lo[kj] > hi[ki]:
                     break
                 j = idx[kj]
-                if not _allowed(i, j, geom_body, body_fixed, geom_filter):
+                if not _allowed(i, j, geom_body, body_fixed, geom_filter, tree_filter):
                     continue
                 dx = centres[ki, 0] - centres[kj, 0]
                 dy = centres[ki, 1] - centres[kj, 1]
@@ -186,7 +211,7 @@ def sweep_and_prune_pairs(
                 if dx * dx + dy * dy + dz * dz <= reach * reach:
                     total = _emit(min(i, j), max(i, j), total, pairs)
     return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total,
-                            geom_filter)
+                            geom_filter, tree_filter)
 
 
 @jit
@@ -200,6 +225,7 @@ def brute_force_pairs(
     gmargin: np.ndarray,
     pairs: np.ndarray,
     geom_filter=None,
+    tree_filter=None,
 ) -> int:
     """Reference broad phase: the same pair rule as ``sweep_and_prune_pairs`` by testing all pairs."""
     ngeom = geom_type.shape[0]
@@ -208,7 +234,7 @@ def brute_force_pairs(
         if geom_type[i] == HALFSPACE:
             continue
         for j in range(i + 1, ngeom):
-            if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed, geom_filter):
+            if geom_type[j] == HALFSPACE or not _allowed(i, j, geom_body, body_fixed, geom_filter, tree_filter):
                 continue
             d = sub3(pos[i], pos[j])
             reach = (
@@ -220,4 +246,4 @@ def brute_force_pairs(
             if dot3(d, d) <= reach * reach:
                 total = _emit(i, j, total, pairs)
     return _halfspace_pairs(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, pairs, total,
-                            geom_filter)
+                            geom_filter, tree_filter)

@@ -275,6 +275,22 @@ def _model_arrays(model) -> tuple[np.ndarray, ...]:
     )
 
 
+def tree_filter_of(model) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The broad phase's tree-pair rule arrays of a model with kinematic trees (``broadphase.tree_admits``):
+    (body_tree (nbody,) int64, −1 outside trees; body_moves (nbody,) bool, whether the body has a dof on its
+    path to the world; tree_base (ntree,) int64, the fixed body each tree hangs from, −1 the world); None
+    without trees."""
+    forest = getattr(model, "forest", None)
+    if forest is None or not forest.trees:
+        return None
+    body_moves = np.asarray(model.body_dof) >= 0
+    for t in forest.trees:
+        body_moves[t.bodies] = t.moving_bodies()
+    return (np.ascontiguousarray(forest.tree_of_body(model.nbody), dtype=np.int64),
+            np.ascontiguousarray(body_moves, dtype=np.bool_),
+            np.ascontiguousarray(forest.base_bodies(), dtype=np.int64))
+
+
 def _check_inputs(model, q: np.ndarray) -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=np.float64)
     if q.shape != (model.nbody, 7):
@@ -328,10 +344,11 @@ def candidate_pairs(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0, b
 
 def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: CollisionWorkspace) -> np.ndarray:
     geom_type, geom_size, geom_body, body_fixed = _model_arrays(model)
+    tree_filter = tree_filter_of(model)
     kernel = brute_force_pairs if brute_force else sweep_and_prune_pairs
     while True:
         npairs = kernel(geom_type, geom_size, geom_body, body_fixed, pos, rot, gmargin, ws.pairs,
-                        model.collision_filter)
+                        model.collision_filter, tree_filter)
         if npairs <= ws.pairs.shape[0]:
             break
         ws.grow_pairs(npairs)
@@ -343,7 +360,8 @@ def _pairs(model, pos, rot, gmargin: np.ndarray, brute_force: bool, ws: Collisio
 def collide(model, q: np.ndarray, *, margin: float | np.ndarray = 0.0,
             workspace: CollisionWorkspace | None = None) -> Contacts:
     """All contacts with phi <= margin between geometries of different, not both fixed, bodies (and, with a
-    ``model.collision_filter``, only between geometries it admits: ``geometry.broadphase``).
+    ``model.collision_filter``, only between geometries it admits; in a model with trees, never between two
+    links of one tree, a link and its tree's base, or two bodies without dofs: ``geometry.broadphase``).
 
     Args:
         model: a ``convexsim.model.Model``.

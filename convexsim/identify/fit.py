@@ -390,7 +390,7 @@ def fit_sap(segments: list[Segment], params: list[Parameter], initial: dict[Para
 # --------------------------------------------------------------------------------------------------
 def mpec_steps(model: Model, frames: list[State], pairs: list[tuple[str, str]]) -> tuple[np.ndarray, list]:
     """(P, one MpecStep per step) of a trajectory: contact data frozen at the observed frames."""
-    from convexsim.stepping.lcp_stepper import block_inverse, dense_jacobian, friction_directions
+    from convexsim.stepping.lcp_problem import block_inverse, dense_jacobian, friction_directions
 
     bodies = dynamics.moving_bodies(model)
     nv = 6 * bodies.size

@@ -35,7 +35,7 @@ from convexsim.inverse.trees import (RobotParameter, TreeGradientError, check_tr
                                      gradient_model, joint_coordinate_rows, robot_value, tree_rollout)
 from convexsim.model import Model, State
 from convexsim.multibody.model import JointType
-from convexsim.spatial import quat_to_matrix
+from convexsim.spatial import quat_to_matrix, rotation_log
 from convexsim.stepping.types import SimulationError
 
 
@@ -69,7 +69,7 @@ def joint_coordinates(model: Model, q_bodies: np.ndarray) -> np.ndarray:
     quaternion R_WB in the free-body convention of the link rows).
 
     X_WB = X_WP X_PJ X_JB(q): with R_WJ = R_WP R_PJ, a revolute joint's R_JB = Rot(a, θ) gives
-    sin θ = ½ aᵀ vee(R_JB − R_JBᵀ), cos θ = (tr R_JB − 1)/2; a prismatic joint's offset is
+    θ = aᵀ log(R_JB) (``spatial.rotation_log``); a prismatic joint's offset is
     aᵀ R_WJᵀ (p_WB − p_WJ). Parent −1 is the world (the tree's fixed base folded into X_PJ).
     """
     out = np.zeros(model.forest.nq)
@@ -86,9 +86,7 @@ def joint_coordinates(model: Model, q_bodies: np.ndarray) -> np.ndarray:
             R_WJ = R_WP @ m.joint_rot[j]
             a = m.joint_axis[j] / np.linalg.norm(m.joint_axis[j])
             if jt == JointType.REVOLUTE:
-                R = R_WJ.T @ R_WB[j]
-                s = 0.5 * a @ np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-                value = math.atan2(s, 0.5 * (np.trace(R) - 1.0))
+                value = float(a @ rotation_log(R_WJ.T @ R_WB[j]))
             elif jt == JointType.PRISMATIC:
                 value = float(a @ (R_WJ.T @ (p_WB[j] - (p_WP + R_WP @ m.joint_pos[j]))))
             else:

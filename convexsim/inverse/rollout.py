@@ -1,8 +1,8 @@
 """SAP rollouts of a scene with per-material-pair parameters, and their derivatives (docs/identify.md).
 
-A rollout is the SAP stepper's own sequence of steps (contact kinematics, free motion, the SAP problem
-of ``convexsim.stepping.build_sap_problem``, solve, symplectic Euler), except that the combined contact
-parameters of chosen material pairs can be overridden. With ``linearize=True`` every step also keeps
+A rollout steps through the SAP reference step's own stages (``stepping.sap_stepper``: ``step_problem``,
+``solve``, ``finish``), except that the combined contact parameters of chosen material pairs can be
+overridden. With ``linearize=True`` every step also keeps
 its linearization (``convexsim.inverse.gradients``):
 
     v_{l+1} = V(q_l, v_l, θ),     H dv_{l+1} = Mv dv_l + Mq dq_l + Mθ dθ,
@@ -33,7 +33,9 @@ from convexsim import dynamics, sap
 from convexsim.inverse.gradients import GRADIENT_PARAMETERS, StepSensitivity, step_sensitivity
 from convexsim.model import ContactModel, Model, State
 from convexsim.spatial import skew
-from convexsim.stepping import StepContext, build_sap_problem, contact_kinematics, contact_margin
+from convexsim.stepping.contacts import check_finite_state
+from convexsim.stepping.context import StepContext
+from convexsim.stepping.sap_stepper import StepProblem, finish, solve, step_problem
 from convexsim.stepping.types import SimulationError
 
 PAIR_PARAMETERS = {"mu": "mu", "k": "stiffness", "tau_d": "dissipation_time", "d": "hc_dissipation"}
@@ -90,17 +92,24 @@ def check_parameters(model: Model, parameters) -> None:
                                  f"(materials: {', '.join(model.material_names)})")
 
 
-def with_overrides(model: Model, kin, overrides: dict[Parameter, float]):
-    """ContactKinematics with the combined parameters of overridden pairs replaced."""
+def pair_overrides(model: Model, overrides: dict[Parameter, float]):
+    """The step's ``adjust`` (``sap_stepper.step_problem``): the contacts' combined parameters with those of
+    overridden pairs replaced; None without pair overrides."""
     pair_over = {p: v for p, v in overrides.items() if p.pair is not None}
-    if not pair_over or kin.contacts.count == 0:
-        return kin
-    pairs = contact_pairs(model, kin.contacts)
-    fields = {f: getattr(kin.params, f).copy() for f in PAIR_PARAMETERS.values()}
-    for p, value in pair_over.items():
-        mask = np.array([pk == p.pair for pk in pairs])
-        fields[PAIR_PARAMETERS[p.name]][mask] = value
-    return replace(kin, params=replace(kin.params, **fields))
+    if not pair_over:
+        return None
+
+    def adjust(contacts, params):
+        if contacts.count == 0:
+            return params
+        pairs = contact_pairs(model, contacts)
+        fields = {f: getattr(params, f).copy() for f in PAIR_PARAMETERS.values()}
+        for p, value in pair_over.items():
+            mask = np.array([pk == p.pair for pk in pairs])
+            fields[PAIR_PARAMETERS[p.name]][mask] = value
+        return replace(params, **fields)
+
+    return adjust
 
 
 def apply_globals(model: Model, overrides: dict[Parameter, float]) -> Model:
@@ -187,46 +196,48 @@ def perturbed(model: Model, state: State, j: int, h: float) -> State:
     return s
 
 
-def momentum_residual(model: Model, state: State, kin, v: np.ndarray) -> np.ndarray:
-    """g = A(v − v*) − Jᵀγ(Jv) of the step from ``state`` with contact kinematics ``kin`` (None: no
-    contacts), at v (nv,)."""
+def momentum_residual(sp: StepProblem, v: np.ndarray) -> np.ndarray:
+    """g = A(v − v*) − Jᵀγ(Jv) of the step's problem ``sp`` (``sap_stepper.step_problem``) at v (nv,)."""
     from convexsim.sap.constraints import eval_constraints
     from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
 
-    A_blocks, v_star = dynamics.free_motion(model, state)
-    bodies = dynamics.moving_bodies(model)
-    g = np.einsum("bij,bj->bi", A_blocks, (v - v_star).reshape(-1, 6)).reshape(-1)
-    if kin is None or kin.contacts.count == 0:
+    system = sp.system
+    g = system.A @ (v - system.v_star)
+    if sp.problem is None:
         return g
-    problem = build_sap_problem(model, state, kin, A_blocks, v_star, state.v[bodies].reshape(-1))
-    kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
-    gamma = np.empty((problem.nk, 3))
-    eval_constraints(kind, np.ascontiguousarray(cpar), problem.constraint_velocities(v), gamma,
-                     np.empty((problem.nk, 3, 3)), False, 0.0)
-    return g - problem.generalized_impulses(gamma)
+    kind, cpar, _, _ = constraint_kernel_data(sp.problem, delassus_diagonal(sp.problem))
+    gamma = np.empty((sp.problem.nk, 3))
+    eval_constraints(kind, np.ascontiguousarray(cpar), sp.problem.constraint_velocities(v), gamma,
+                     np.empty((sp.problem.nk, 3, 3)), False, 0.0)
+    return g - sp.problem.generalized_impulses(gamma)
 
 
-def _dg_dq(model, state, kin, v, overrides, margin) -> np.ndarray:
-    """∂g/∂q at fixed v by central differences of the kinematics, shape (nv, nv).
+def _dg_dq(model, state, sp: StepProblem, v, adjust, wrench, ctx) -> np.ndarray:
+    """∂g/∂q at fixed v by central differences of the step's problem at perturbed configurations (the
+    speculative margins and reaches read velocities only, so they stay those of ``state``), shape (nv, nv).
 
     The contact set must stay the same; when it changes on one side (a contact exactly at the margin) the
-    one-sided difference on the other side is used, when on both a SimulationError is raised.
+    one-sided difference on the other side is used, when on both a SimulationError is raised. Without
+    contacts only the rotations move g (the gyroscopic term through I_W(q)).
     """
     nv = v.size
     out = np.zeros((nv, nv))
-    g0 = momentum_residual(model, state, kin, v)
+    base = sp.contacts
+    if base.count == 0 and not np.any(state.v[dynamics.moving_bodies(model), :3]):
+        return out
+    g0 = momentum_residual(sp, v)
 
-    def same(k2):
-        return (k2.contacts.count == kin.contacts.count and np.all(k2.contacts.geom_a == kin.contacts.geom_a)
-                and np.all(k2.contacts.geom_b == kin.contacts.geom_b))
+    def same(c):
+        return c.count == base.count and np.all(c.geom_a == base.geom_a) and np.all(c.geom_b == base.geom_b)
 
     for j in range(nv):
+        if base.count == 0 and j % 6 >= 3:
+            continue
         g = {}
         for sign in (1.0, -1.0):
-            s = perturbed(model, state, j, sign * Q_STEP)
-            k2 = with_overrides(model, contact_kinematics(model, s, margin=margin), overrides)
-            if same(k2):
-                g[sign] = momentum_residual(model, s, k2, v)
+            s2 = step_problem(model, perturbed(model, state, j, sign * Q_STEP), ctx, wrench=wrench, adjust=adjust)
+            if same(s2.contacts):
+                g[sign] = momentum_residual(s2, v)
         if len(g) == 2:
             out[:, j] = (g[1.0] - g[-1.0]) / (2.0 * Q_STEP)
         elif g:
@@ -238,37 +249,20 @@ def _dg_dq(model, state, kin, v, overrides, margin) -> np.ndarray:
     return out
 
 
-def _dg_dq_free(model, state, v_next_free) -> np.ndarray:
-    """∂g/∂q without contacts: −A ∂v*/∂q (the gyroscopic term through I_W(q)); rotations only."""
-    nv = v_next_free.size
-    out = np.zeros((nv, nv))
-    if not np.any(state.v[dynamics.moving_bodies(model), :3]):
-        return out
-    for j in range(nv):
-        if j % 6 >= 3:
-            continue
-        g = [momentum_residual(model, perturbed(model, state, j, s * Q_STEP), None, v_next_free)
-             for s in (1.0, -1.0)]
-        out[:, j] = (g[0] - g[1]) / (2.0 * Q_STEP)
-    return out
-
-
-def _step_record(model: Model, state: State, kin, A_blocks, v_star, v0, result, problem,
-                 parameters, pairs, overrides, margin) -> StepRecord:
-    nv = v0.size
-    A = np.zeros((nv, nv))
-    for b in range(A_blocks.shape[0]):
-        A[6 * b:6 * b + 6, 6 * b:6 * b + 6] = A_blocks[b]
+def _step_record(model: Model, state: State, sp: StepProblem, result, parameters, adjust, wrench,
+                 ctx) -> StepRecord:
+    system = sp.system
+    A = system.A
     Mv = A @ gyro_jacobian(model, state)
-    Mtheta = np.zeros((nv, len(parameters)))
-    dvstar_ddt = (v_star - v0) / model.time_step
+    Mtheta = np.zeros((system.nv, len(parameters)))
+    dvstar_ddt = (system.v_star - system.v0) / model.time_step
     sens = None
-    if problem is not None:
-        sens = step_sensitivity(problem, result)
+    if result is not None:
+        sens = step_sensitivity(sp.problem, result)
         Mv += sens.contact_columns("vn0") @ sens.J[:, 2, :]
-        Mq = -_dg_dq(model, state, kin, np.asarray(result.v), overrides, margin)
-    else:
-        Mq = -_dg_dq_free(model, state, v_next_free=v_star)
+    v_next = system.v_star if result is None else np.asarray(result.v)
+    Mq = -_dg_dq(model, state, sp, v_next, adjust, wrench, ctx)
+    pairs = contact_pairs(model, sp.contacts) if result is not None else []
     for j, p in enumerate(parameters):
         if p.name == "dt":
             Mtheta[:, j] = A @ dvstar_ddt
@@ -280,7 +274,6 @@ def _step_record(model: Model, state: State, kin, A_blocks, v_star, v0, result, 
         else:
             mask = np.array([pk == p.pair for pk in pairs])
             Mtheta[:, j] += cols[:, mask].sum(axis=1)
-    v_next = result.v if result is not None else v_star
     return StepRecord(sens, A, Mv, Mq, Mtheta, np.array(v_next, dtype=float))
 
 
@@ -310,33 +303,23 @@ def rollout(model: Model, state0: State, steps: int, *, overrides: dict[Paramete
     ctx = StepContext()
     bodies = dynamics.moving_bodies(model)
     u = _applied_array(applied, int(steps), bodies.size)
+    adjust = pair_overrides(model, overrides)
     qs, vs, records = [state0.q.copy()], [state0.v.copy()], []
     state = state0.copy()
     for l in range(int(steps)):
-        margin = contact_margin(model, state)
-        kin = with_overrides(model, contact_kinematics(model, state, margin=margin, workspace=ctx.collision),
-                             overrides)
-        A_blocks, v_star = dynamics.free_motion(model, state)
+        wrench = None
         if u is not None:
-            v_star = v_star + model.time_step * np.linalg.solve(A_blocks, u[l][..., None])[..., 0].reshape(-1)
-        v0 = state.v[bodies].reshape(-1)
-        problem = result = None
-        if kin.contacts.count:
-            problem = build_sap_problem(model, state, kin, A_blocks, v_star, v0)
-            try:
-                result = sap.solve(problem, v_guess=v0, params=solver_params, symbolic_cache=ctx.symbolic)
-            except sap.SapSolverError as exc:
-                raise SimulationError(str(exc), step=state.step, time=state.t) from None
-            v_next = result.v
-        else:
-            v_next = v_star
+            wrench = np.zeros((model.nbody, 6))
+            wrench[bodies] = u[l]
+        sp = step_problem(model, state, ctx, wrench=wrench, adjust=adjust)
+        try:
+            result = solve(sp, params=solver_params, symbolic=ctx.symbolic)
+        except sap.SapSolverError as exc:
+            raise SimulationError(str(exc), step=state.step, time=state.t) from None
         if linearize:
-            pairs = contact_pairs(model, kin.contacts) if problem is not None else []
-            records.append(_step_record(model, state, kin, A_blocks, v_star, v0, result, problem,
-                                        parameters, pairs, overrides, margin))
-        state = dynamics.integrate(model, state, np.asarray(v_next))
-        if not (np.all(np.isfinite(state.q)) and np.all(np.isfinite(state.v))):
-            raise SimulationError("non-finite state in a rollout", step=state.step, time=state.t)
+            records.append(_step_record(model, state, sp, result, parameters, adjust, wrench, ctx))
+        state, _ = finish(model, state, sp, result)
+        check_finite_state(model, state)
         qs.append(state.q.copy())
         vs.append(state.v.copy())
     return Rollout(model, parameters, np.array(qs), np.array(vs), records)
@@ -453,7 +436,7 @@ __all__ = [
     "contact_pairs",
     "gyro_jacobian",
     "pair_key",
+    "pair_overrides",
     "rollout",
     "tangents",
-    "with_overrides",
 ]

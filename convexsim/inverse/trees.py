@@ -234,7 +234,8 @@ def _shift(model: Model, state: State, dq=None, dv=None, links: bool = True) -> 
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class StepStages:
-    """The step's stages at one (model, state): A, v*, rows and contacts (``stepping.articulated``)."""
+    """The step's stages at one (model, state): A, v*, rows and contacts, the reference step's own problem
+    (``stepping.sap_stepper.step_problem``, dense layout) and its contacts' Delassus estimates."""
 
     system: object
     contacts: object
@@ -245,52 +246,25 @@ class StepStages:
     w: np.ndarray | None = None   # its Delassus estimates [1/kg]
 
 
-def contact_problem(model: Model, system, contacts, cliques, blocks, Jc):
-    """The contacts' ContactProblem of the step, as ``stepping.articulated.contact_kernel`` builds it (its
-    kernel parameters are the step's: asserted in tests/inverse/test_tree_gradients.py)."""
-    from convexsim.sap.problem import ContactProblem
-    from convexsim.stepping.contacts import combined_parameters
-
-    p = combined_parameters(model, contacts)
-    cm = ContactModel(model.contact_model)
-    if cm == ContactModel.SAP:
-        extra = dict(model="sap", tau_d=p.dissipation_time, phi0=contacts.phi, beta=model.solver.beta)
-    else:
-        extra = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * contacts.phi,
-                     vn0=(Jc @ system.v0)[2::3], v_s=model.solver.stiction_tolerance)
-    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
-                                      mu=p.mu, k=p.stiffness, sigma=model.solver.sigma, **extra)
-
-
 def step_stages(model: Model, state: State, controls: Controls | None = None, contacts=None) -> StepStages:
-    """Assemble the step's stages; ``contacts`` (a Contacts) holds the contact set fixed (re-evaluated at
-    this state's configuration when given by geometry pairs, see :func:`_same_contacts`)."""
-    from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
-    from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts
+    """The reference step's stages 1–3 (``sap_stepper.step_problem``); ``contacts`` (a Contacts) holds the
+    contact set fixed (re-evaluated at this state's configuration when given by geometry pairs, see
+    :func:`_same_contacts`)."""
+    from convexsim.sap.problem import delassus_diagonal
     from convexsim.stepping.context import StepContext
+    from convexsim.stepping.sap_stepper import step_problem
 
-    system = assemble(model, state, controls)
-    if contacts is None:
-        contacts = detect_contacts(model, state, StepContext())
-    R_WC = dynamics.contact_frames(contacts.normal)
-    Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
-    if not contacts.count:
-        return StepStages(system, contacts, Jc, None, None)
-    problem = contact_problem(model, system, contacts, cliques, blocks, Jc)
-    w = delassus_diagonal(problem)
-    kind, cpar, _, _ = constraint_kernel_data(problem, w)
-    return StepStages(system, contacts, Jc, kind, cpar, problem, w)
+    sp = step_problem(model, state, StepContext(), controls=controls, contacts=contacts)
+    w = delassus_diagonal(sp.problem) if sp.problem is not None else None
+    return StepStages(sp.system, sp.contacts, sp.Jc, sp.kind, sp.cpar, sp.problem, w)
 
 
 def free_velocity(model: Model, state: State) -> np.ndarray:
-    """v* of the step (free bodies' free motion, then every tree's v0 + dt A⁻¹(−h − D v0)), no controls."""
-    from convexsim.multibody.reference_step import free_motion
+    """v* of the step without controls (the reference step's ``articulated.assemble``: free bodies' free
+    motion, then every tree's v0 + dt A⁻¹(−h − D v0))."""
+    from convexsim.stepping.articulated import assemble
 
-    out = [dynamics.free_motion(model, state)[1]]
-    for t in model.forest.trees:
-        if t.nv:
-            out.append(free_motion(t.model, t.q_of(state.tree_q), t.v_of(state.tree_v), model.time_step)[1])
-    return np.concatenate(out)
+    return assemble(model, state).v_star
 
 
 def residual(st: StepStages, v: np.ndarray) -> np.ndarray:
@@ -709,7 +683,6 @@ __all__ = [
     "TreeStepRecord",
     "actuator_rows",
     "check_tree_model",
-    "contact_problem",
     "free_position_rows",
     "gradient_model",
     "joint_coordinate_rows",

@@ -5,7 +5,7 @@
 * the worked LCP examples behind ``convexsim examples lcp`` (convexsim.lcp.seeds)
 
 The rigid LCP time stepper that builds contact LCPs from a scene is a sibling of the SAP stepper:
-``convexsim.stepping.lcp_stepper``. This package is math only: it imports no stepper, scene or viewer code.
+``convexsim.stepping.lcp_reference``. This package is math only: it imports no stepper, scene or viewer code.
 
 See docs/lcp.md.
 """

@@ -168,6 +168,29 @@ def link_wrench_torques(tree: "Tree", kin: Kinematics, wrench: np.ndarray) -> np
 
 
 @dataclass(frozen=True)
+class Motor:
+    """A torque input on a 1-dof joint (MJCF ``<motor>``, a URDF joint without a servo): the joint's generalized
+    force is clamp(τ₀ + τ_in, −effort, effort) [N·m or N], τ₀ the scene's constant torque and τ_in what a
+    controller commands that step (0 without one). ``dof``: the joint's index in ``State.tree_v``."""
+
+    joint: str
+    dof: int
+    torque: float = 0.0
+    effort: float = math.inf
+
+
+def motor_forces(motors: tuple, tau: np.ndarray, v_start: int = 0) -> np.ndarray:
+    """Generalized forces (n,) [N·m or N] on dofs v_start … v_start + n − 1 after the motors: τ unchanged off the
+    motors' dofs; on a motor's dof clamp(τ₀ + τ, −effort, effort) (:class:`Motor`). ``tau`` is not modified."""
+    out = np.array(tau, dtype=float, copy=True)
+    for m in motors:
+        i = m.dof - v_start
+        if 0 <= i < out.shape[0]:
+            out[i] = min(max(out[i] + m.torque, -m.effort), m.effort)
+    return out
+
+
+@dataclass(frozen=True)
 class Weld:
     """Body ``body_b`` held at a fixed pose relative to ``body_a`` (a Model body index, −1 for the world).
 
@@ -222,6 +245,7 @@ class Forest:
     trees: tuple = ()
     joint_index: dict = field(default_factory=dict)   # joint name -> (tree, body index in the tree)
     constraints: tuple = ()
+    motors: tuple = ()                                 # :class:`Motor` torque inputs
 
     @property
     def nq(self) -> int:
@@ -294,19 +318,21 @@ def current_actuators(tree: Tree, t: float, controls: Controls | None = None) ->
     return out
 
 
-def tree_torques(tree: Tree, controls: Controls | None) -> np.ndarray | None:
-    """Generalized forces (nv,) [N·m or N] a controller applies to the tree's joints, or None."""
-    if controls is None or not controls.torques:
-        return None
+def tree_torques(tree: Tree, controls: Controls | None, motors: tuple = ()) -> np.ndarray | None:
+    """Generalized forces (nv,) [N·m or N] on the tree's joints: what a controller applies, through the
+    ``motors`` (:func:`motor_forces`: constant torques, effort clamps), or None when there are none."""
     tau = np.zeros(tree.nv)
     hit = False
-    for name, val in controls.torques.items():
+    for name, val in (controls.torques.items() if controls is not None else ()):
         if name not in tree.joint_names:
             continue
         j = tree.joint_names.index(name)
         d, n = int(tree.model.joint_dofadr[j]), tree.model.joint_nv(j)
         tau[d:d + n] += np.atleast_1d(np.asarray(val, dtype=float))[:n]
         hit = hit or n > 0
+    if any(tree.v_start <= m.dof < tree.v_start + tree.nv for m in motors):
+        tau = motor_forces(motors, tau, tree.v_start)
+        hit = hit or bool(tau.any())
     return tau if hit else None
 
 
@@ -320,5 +346,6 @@ def tree_step_data(tree: Tree, q: np.ndarray, v: np.ndarray, dt: float, t: float
     return A, v_star, J, par, report.kinds, report.owners, pd_rows
 
 
-__all__ = ["Actuator", "Controls", "Coupler", "Distance", "Forest", "JointCoupler", "Weld", "JointLimit", "Tree", "current_actuators",
+__all__ = ["Actuator", "Controls", "Coupler", "Distance", "Forest", "JointCoupler", "Motor", "Weld", "JointLimit", "Tree",
+           "current_actuators", "motor_forces",
            "link_rows", "link_wrench_torques", "matrix_to_quat", "tree_step_data", "tree_torques", "write_link_rows"]

@@ -24,7 +24,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.transforms import quat_exp_times, quat_to_rot, rot_to_quat
 from convexsim.multibody.model import JointType, MultibodyModel
-from convexsim.spatial import quat_exp, quat_multiply, quat_to_matrix, skew
+from convexsim.spatial import quat_exp, quat_log, quat_multiply, quat_to_matrix, skew
 
 FIXED, REVOLUTE, PRISMATIC, BALL, FREE = (int(t) for t in JointType)
 
@@ -313,17 +313,6 @@ def forward_kinematics_reference(model: MultibodyModel, q) -> tuple[np.ndarray, 
 
 # ------------------------------------------------------------------------------ configuration arithmetic
 
-def _quat_log(quat) -> np.ndarray:
-    """Rotation vector θ·u [rad] of a unit quaternion, |θ| <= π (the inverse of ``quat_exp``)."""
-    quat = np.asarray(quat, dtype=float)
-    if quat[0] < 0:
-        quat = -quat
-    s = np.linalg.norm(quat[1:])
-    theta = 2.0 * math.atan2(s, quat[0])
-    k = 2.0 / quat[0] * (1.0 - s * s / (3.0 * quat[0] ** 2)) if s < 1e-8 else theta / s
-    return k * quat[1:]
-
-
 def _quat_conj(quat) -> np.ndarray:
     return np.array([quat[0], -quat[1], -quat[2], -quat[3]])
 
@@ -377,7 +366,7 @@ def difference(model: MultibodyModel, q0, q1) -> np.ndarray:
             v[d] = q1[a] - q0[a]
         elif t in (BALL, FREE):
             qa = a + (3 if t == FREE else 0)
-            v[d:d + 3] = _quat_log(quat_multiply(q1[qa:qa + 4], _quat_conj(q0[qa:qa + 4])))
+            v[d:d + 3] = quat_log(quat_multiply(q1[qa:qa + 4], _quat_conj(q0[qa:qa + 4])))
             if t == FREE:
                 v[d + 3:d + 6] = q1[a:a + 3] - q0[a:a + 3]
     return v

@@ -1,16 +1,16 @@
-"""Standalone reference time step of one tree with joint limits, implicit PD actuators and couplers.
-
-The same discretization as convexsim's SAP stepper (and Drake's MultibodyPlant with SAP):
+"""The tree stage of the SAP step in numpy: the free motion and the joint rows of one tree (limits, implicit
+PD actuators, couplers), with the same discretization as Drake's MultibodyPlant with SAP:
 
     A  = M(q0) + dt·D                                    (armature inside M, joint damping D implicit)
     v* = v0 + dt·A⁻¹ (τ − C(q0, v0) v0 − g(q0) − D v0)     (explicit forces at the start of the step)
-    v  = argmin ½ (v − v*)ᵀ A (v − v*) + Σ_r ℓ_r(J_r v)    (convexsim.sap.solver.solve_rows)
-    q  = integrate_q(q0, v, dt)                          (symplectic Euler; quaternions renormalized)
+    rows: ℓ_r(J_r v) of every limit, PD actuator and coupler,
 
-so A (v − v*) = Jᵀ γ: limit, PD and coupler impulses are implicit in v. Limits and PD actuators act on
-1-dof joints (revolute, prismatic) given by joint (body) index, cone (swing) limits on ball joints; a limit side enters a step only inside
-the window of :func:`convexsim.sap.joint_constraints.limit_in_window`. This is the reference the
-integrated steppers will be compared with; it knows nothing about contact.
+so that the step's v = argmin ½ (v − v*)ᵀ A (v − v*) + Σ_r ℓ_r(J_r v) gives A (v − v*) = Jᵀ γ: limit, PD and
+coupler impulses are implicit in v. Limits and PD actuators act on 1-dof joints (revolute, prismatic) given by
+joint (body) index, cone (swing) limits on ball joints; a limit side enters a step only inside the window of
+:func:`convexsim.sap.joint_constraints.limit_in_window`. The SAP reference step (``stepping.sap_stepper``,
+through ``multibody.forest.tree_step_data``) and the LCP tree step build their trees' rows here. The joint
+rows' descriptions (``JointLimit``, ``ConeLimit``, ``PdActuator``, ``Coupler``) live in ``multibody.model``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from convexsim.multibody.dynamics import bias_forces, mass_matrix
-from convexsim.multibody.kinematics import Kinematics, integrate_q
+from convexsim.multibody.kinematics import Kinematics
 from convexsim.multibody.model import ConeLimit, Coupler, JointLimit, JointType, MultibodyModel, PdActuator
-from convexsim.sap.solver import solve_rows
-from convexsim.sap.types import SapParameters
 from convexsim.sap.joint_constraints import (
     KIND_COUPLER,
     KIND_LIMIT,
@@ -72,8 +70,8 @@ def _cone_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, lim: Cone
 
 @dataclass
 class StepReport:
-    """What one reference step did: the rows (kind, owner index, J sign), their impulses [N·s], the PD
-    actuators' generalized forces u = γ/dt [N·m or N] in actuator order, and solver statistics."""
+    """The rows of one step (kind, owner index) and, filled in by a step that solves them, their impulses
+    [N·s], the PD actuators' generalized forces u = γ/dt [N·m or N] in actuator order and solver statistics."""
 
     kinds: list = field(default_factory=list)
     owners: list = field(default_factory=list)
@@ -107,8 +105,8 @@ def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limi
                     couplers=()) -> tuple[np.ndarray, np.ndarray, StepReport, list]:
     """The joint-constraint rows of one step: (J (nr, nv), par (nr, 4), report with kinds/owners, pd_rows).
 
-    ``pd_rows`` lists the row index of each actuator (in actuator order). Shared by :func:`step` and the
-    integrated steppers (convexsim.stepping.articulated), so both build exactly the same rows.
+    ``pd_rows`` lists the row index of each actuator (in actuator order). Every step builds its trees' rows
+    here (``multibody.forest.tree_step_data``).
     """
     rows_J, rows_par, report = [], [], StepReport()
 
@@ -152,46 +150,4 @@ def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limi
     return J, par, report, pd_rows
 
 
-SOLVE_PARAMETERS = SapParameters(rel_tolerance=1e-10, abs_tolerance=1e-14, on_failure="ignore")
-"""The reference step's Newton tolerances (tighter than a scene's default ε_r = 1e-6: a reference)."""
-
-
-def step(model: MultibodyModel, q, v, dt: float, *, tau=None, limits=(), actuators=(), couplers=(),
-         v_guess=None) -> tuple[np.ndarray, np.ndarray, StepReport]:
-    """One time step (module docstring): returns (q_next, v_next, report).
-
-    Args:
-        tau: optional applied generalized forces (nv,) [N·m or N], constant over the step.
-        limits, actuators, couplers: sequences of JointLimit, PdActuator, Coupler.
-    """
-    q = np.asarray(q, dtype=float)
-    v = np.asarray(v, dtype=float)
-    A, v_star = free_motion(model, q, v, dt, tau)
-    J, par, report, pd_rows = constraint_rows(model, q, v, v_star, np.diag(A), dt, limits, actuators, couplers)
-    res = solve_rows(A, v_star, Jr=J, par=par, v_guess=v if v_guess is None else v_guess, params=SOLVE_PARAMETERS)
-    if not res.converged:
-        raise RuntimeError(f"reference step at q = {q.tolist()}: the clique solve did not converge in "
-                           f"{res.iterations} iterations")
-    gamma = res.gamma[:, 0]
-    report.gamma = gamma
-    report.actuator_force = gamma[pd_rows] / dt if pd_rows else np.zeros(0)
-    report.iterations = res.iterations
-    report.converged = res.converged
-    return integrate_q(model, q, res.v, dt), res.v, report
-
-
-def simulate(model: MultibodyModel, q0, v0, dt: float, duration: float, *, record=None, **step_args):
-    """Run :func:`step` for round(duration/dt) steps; ``record(k, q, v, report)`` is called after each.
-
-    Returns the final (q, v).
-    """
-    q, v = np.asarray(q0, dtype=float), np.asarray(v0, dtype=float)
-    for k in range(round(duration / dt)):
-        q, v, rep = step(model, q, v, dt, **step_args)
-        if record is not None:
-            record(k, q, v, rep)
-    return q, v
-
-
-__all__ = ["ConeLimit", "Coupler", "JointLimit", "PdActuator", "StepReport", "cone_swing", "constraint_rows", "free_motion",
-           "simulate", "step"]
+__all__ = ["ConeLimit", "Coupler", "JointLimit", "PdActuator", "StepReport", "cone_swing", "constraint_rows", "free_motion"]

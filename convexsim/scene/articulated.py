@@ -23,9 +23,9 @@ import math
 import numpy as np
 
 from convexsim.model import State
-from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Tree, Weld, write_link_rows
+from convexsim.multibody.forest import Actuator, Distance, Forest, JointCoupler, Motor, Tree, Weld, write_link_rows
 from convexsim.multibody.model import Joint, JointType, MultibodyModelError, build_tree
-from convexsim.multibody.reference_step import ConeLimit, JointLimit
+from convexsim.multibody.model import ConeLimit, JointLimit
 from convexsim.sap.joint_constraints import FRICTION_KD
 from convexsim.scene.load import SceneError
 from convexsim.spatial import quat_to_matrix
@@ -137,10 +137,22 @@ def build_forest(spec, body_index: dict, body_mass: np.ndarray, body_inertia: np
         v_all.append(v0)
         q_start += mb.nq
         v_start += mb.nv
-    forest = Forest(trees=tuple(trees), joint_index=joint_index)
+    forest = Forest(trees=tuple(trees), joint_index=joint_index, motors=scene_motors(spec, trees, joint_index))
     tq = np.concatenate(q_all) if q_all else np.zeros(0)
     tv = np.concatenate(v_all) if v_all else np.zeros(0)
     return forest, tq, tv
+
+
+def scene_motors(spec, trees: list, joint_index: dict) -> tuple:
+    """The scene's ``motors`` as ``multibody.forest.Motor`` (the joint's index in ``State.tree_v``, the constant
+    torque, the effort limit, inf when none)."""
+    out = []
+    for m in spec.motors:
+        k, n = joint_index[m.joint]
+        tree = trees[k]
+        out.append(Motor(joint=m.joint, dof=tree.v_start + int(tree.model.joint_dofadr[n]), torque=float(m.torque),
+                         effort=math.inf if m.effort is None else float(m.effort)))
+    return tuple(out)
 
 
 FRICTION_SUFFIX = ":friction"

@@ -26,8 +26,9 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
 * **actuators**: position servos on a hinge or slide joint (``<position kp kv>`` or an equivalent
   ``<general>``: gain kp, bias −kp·q − kv·q̇, no activation dynamics) → PD actuators with kp·g², kv·g²
   (g the gear), the target ``clamp(0, ctrlrange)/g`` (MuJoCo's ctrl starts at 0) and the effort limit
-  g·forcerange (symmetric only); any other actuator (motor, velocity, tendon or site transmission,
-  activation dynamics) is refused;
+  g·forcerange (symmetric only); velocity servos likewise (kp = 0); servos on a fixed tendon through a
+  coupler; ``<motor>`` → a scene motor (a torque input: the start's ctrl·gain·g as its constant torque, the
+  effort min(g·forcerange, g·gain·ctrlrange)); site transmissions and activation dynamics are refused;
 * **equality constraints**: ``weld`` between bodies → a weld (keeping the relative pose of qpos0; one with
   another ``relpose`` is refused), ``joint`` with a linear polynomial q1 = c0 + c1·q2 → a coupler.
   connect, tendon and flex equalities, inactive ones, site welds are refused;
@@ -146,10 +147,7 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf", keyframe: str 
     M = _Model(m, source, keyframe)
     _check_model_level(M)
     host = _hosts(M)
-    taken: set = {"world"}
-    names = {}
-    for b in sorted(set(host.values())):
-        names[b] = _scene_name(M.name("body", b), f"body{b}", taken) if b else _scene_name(WORLD_GEOMS_BODY, "w", taken)
+    names = _scene_body_names(M, host)
     moving = {b for b in names if b and m.body_jntnum[b] == 1}
     frames = {b: _host_frame(M, b, host, b in moving) for b in names}
     materials: dict = {}
@@ -241,6 +239,29 @@ def _check_model_level(M: _Model) -> None:
         if m.body_gravcomp[b] != 0:
             M.add(M.where("body", b), "gravcomp is not imported; remove it or add the compensating torques from "
                   "a controller")
+
+
+def _scene_body_names(M: _Model, host: dict[int, int]) -> dict[int, str]:
+    """The scene name of each host body (``_hosts``): its MuJoCo name made valid and unique; the world's geoms
+    go to the fixed body WORLD_GEOMS_BODY."""
+    taken: set = {"world"}
+    names = {}
+    for b in sorted(set(host.values())):
+        names[b] = _scene_name(M.name("body", b), f"body{b}", taken) if b else _scene_name(WORLD_GEOMS_BODY, "w", taken)
+    return names
+
+
+def scene_body_members(m) -> dict[str, list[int]]:
+    """Scene body name -> the MuJoCo body ids it carries (the body itself and the joint-less bodies merged into
+    it), for a compiled ``mujoco.MjModel``: how to compare a MuJoCo run with the imported scene's bodies (a
+    scene body's centre of mass is the mass-weighted mean of its members' ``xipos``)."""
+    M = _Model(m, "<mjcf>")
+    host = _hosts(M)
+    names = _scene_body_names(M, host)
+    members: dict[str, list[int]] = {}
+    for b, h in sorted(host.items()):
+        members.setdefault(names[h], []).append(b)
+    return members
 
 
 def _hosts(M: _Model) -> dict[int, int]:
@@ -504,14 +525,11 @@ def _actuators(M: _Model, jnames: dict[int, str], couplers: list[dict]) -> tuple
                 if C is None:
                     continue
                 effort = min(effort or math.inf, abs(g * gain0) * C)
-            spec = {"joint": joint, "torque": g * gain0 * ctrl}
+            torque = g * gain0 * ctrl              # the start's ctrl held: a constant torque, within forcerange
+            spec = {"joint": joint, "torque": torque}
             if effort is not None and math.isfinite(effort):
                 spec["effort"] = effort
-            if spec["torque"] != 0.0:
-                M.add(where, f"the start's ctrl {ctrl:g} is a constant motor torque {spec['torque']:g}; constant "
-                      "motor torques are not applied yet: start from a keyframe whose motor ctrl is 0, or give the "
-                      "torque from a controller")
-                continue
+                spec["torque"] = float(np.clip(torque, -effort, effort))
             motors.append(spec)
             continue
         spec = {"joint": joint, "kp": kp * g * g, "kd": kv * g * g}
@@ -618,5 +636,5 @@ def _equalities(M: _Model, host: dict, names: dict, moving: set, jnames: dict[in
     return out
 
 
-__all__ = ["ELLIPSOID_RECIPE", "MjcfError", "WORLD_GEOMS_BODY", "hull_vertices", "load_mjcf_model",
+__all__ = ["ELLIPSOID_RECIPE", "MjcfError", "WORLD_GEOMS_BODY", "hull_vertices", "load_mjcf_model", "scene_body_members",
            "mjcf_to_scene", "model_to_scene"]

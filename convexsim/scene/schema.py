@@ -585,21 +585,19 @@ class ActuatorSpec(_Spec):
 
 
 class MotorSpec(_Spec):
-    """A torque input on a revolute or prismatic joint (MJCF ``<motor>``, a URDF joint without a servo): it
-    applies ``torque`` (a constant, default 0) and clamps what a controller commands to |τ| <= effort."""
+    """A torque input on a revolute or prismatic joint (MJCF ``<motor>``, a URDF joint without a servo): the joint
+    gets clamp(torque + τ_controller, −effort, effort) every step, ``torque`` a constant (default 0) and
+    τ_controller what a controller commands (0 without one)."""
 
     joint: Name = Field(description="Name of the driven joint (revolute or prismatic).")
-    torque: float = Field(0.0, description="Constant generalized force τ [N·m or N] (default 0: the joint is free "
-                          "unless a controller sets its torque).")
+    torque: float = Field(0.0, description="Constant generalized force τ [N·m or N] added to "
+                          "what a controller commands (default 0: the joint is free unless a controller sets its "
+                          "torque).")
     effort: float | None = Field(None, gt=0.0, description="Limit |τ| <= effort [N·m or N] (> 0; none: unlimited).")
 
     @model_validator(mode="after")
     def _check_motor(self) -> "MotorSpec":
         problems: list[tuple[Loc, str, Any]] = []
-        if self.torque != 0.0:
-            problems.append((("torque",), "a constant non-zero motor torque is not applied by the steppers yet; give "
-                             "the torque from a controller each step (simulate(..., controller=...) 'torques') or "
-                             "use a PD actuator", self.torque))
         if self.effort is not None and abs(self.torque) > self.effort:
             problems.append((("torque",), f"|torque| exceeds effort {self.effort}", self.torque))
         if problems:
@@ -814,8 +812,8 @@ class SceneSpec(_Spec):
     grids: list[GridSpec] = Field(default_factory=list, description="Lattices of identical bodies.")
     joints: list[JointSpec] = Field(default_factory=list, description="Joints making kinematic trees of the bodies.")
     actuators: list[ActuatorSpec] = Field(default_factory=list, description="PD actuators on joints.")
-    motors: list[MotorSpec] = Field(default_factory=list, description="Torque inputs [N·m or N] on joints (zero unless a "
-                                    "controller gives them).")
+    motors: list[MotorSpec] = Field(default_factory=list, description="Torque inputs [N·m or N] on joints: a constant "
+                                    "torque plus what a controller gives, clamped to the effort limit.")
     constraints: list[ConstraintSpec] = Field(
         default_factory=list, description="Welds, fixed distances and joint couplers between bodies of any trees, "
         "free bodies and the world.")

@@ -11,10 +11,11 @@ its numba kernels beside or called by its numpy reference:
 
 The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
 runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``
-for SAP, ``lcp_compiled``, ``lcp_compiled_trees``); the numpy references are ``sap_stepper``
-(``sap_step``), ``articulated`` (trees), ``lcp_stepper`` (``lcp_step``, the rigid LCP with polyhedral
-friction) and ``lcp_trees``. ``context``: the ``StepContext`` a run carries between steps (buffers, caches,
-warm starts); ``types``: ``StepInfo`` and the errors.
+for SAP, ``lcp_compiled`` for the LCP: free bodies and trees each); the numpy references are ``sap_stepper``
+(``sap_step``, every model: free bodies are a forest without joints; its forest stages in ``articulated``)
+and ``lcp_reference`` (the rigid LCP with polyhedral friction, free bodies and trees; its pieces:
+``lcp_problem``, ``lcp_islands``, ``lcp_fallback``, ``lcp_info``). ``context``: the ``StepContext`` a run carries
+between steps (buffers, caches, warm starts); ``types``: ``StepInfo`` and the errors.
 
 ``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step
 reads is in its arguments: with a fresh context the same (model, state) always gives the same result.
@@ -30,24 +31,23 @@ from convexsim.model import Model, State
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
 if TYPE_CHECKING:
-    from convexsim.stepping.articulated import articulated_sap_step
     from convexsim.stepping.compiled import compiled_step
     from convexsim.stepping.packing import compiled_step_supported, supported_cached
     from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
                                              combined_parameters, contact_kinematics, contact_margin,
                                              contact_velocities, pair_reach)
     from convexsim.stepping.context import LcpWarmStart, StepContext
-    from convexsim.stepping.lcp_stepper import LcpStepError, LcpStepInfo, lcp_step
-    from convexsim.stepping.sap_stepper import build_sap_problem, sap_step
+    from convexsim.stepping.lcp_info import LcpStepError, LcpStepInfo
+    from convexsim.stepping.sap_stepper import articulated_sap_step, build_sap_problem, sap_step
 
 _LAZY = {
-    "articulated_sap_step": "articulated",
+    "articulated_sap_step": "sap_stepper",
     "compiled_step": "compiled", "compiled_step_supported": "packing", "supported_cached": "packing",
     "ContactKinematics": "contacts", "ContactParameters": "contacts", "check_finite_state": "contacts",
     "combined_parameters": "contacts", "contact_kinematics": "contacts", "contact_margin": "contacts",
     "contact_velocities": "contacts", "pair_reach": "contacts",
     "LcpWarmStart": "context", "StepContext": "context",
-    "LcpStepError": "lcp_stepper", "LcpStepInfo": "lcp_stepper", "lcp_step": "lcp_stepper",
+    "LcpStepError": "lcp_info", "LcpStepInfo": "lcp_info",
     "build_sap_problem": "sap_stepper", "sap_step": "sap_stepper",
 }
 """Public names -> the submodule that defines them, imported on first use (PEP 562): a run of the compiled
@@ -87,6 +87,39 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *,
 
         check_finite_state(model, state)
     return dispatch.step(model, state, ctx, strict=strict, path=path)
+
+
+def lcp_step(model: Model, state: State, ctx: StepContext | None = None, *,
+             warm_start: bool | None = None, path: str = "auto") -> tuple[State, StepInfo]:
+    """Advance one step of the rigid LCP stepper (``lcp_reference``, its compiled form ``lcp_compiled``).
+
+    Args:
+        model, state: the model and the state at the start of the step.
+        ctx: the run's StepContext (Lemke workspace, collision buffers and the previous step's
+            final basis); None uses a fresh one (a cold step).
+        warm_start: start Lemke from the previous step's basis first (default
+            ``lcp_islands.WARM_START_DEFAULT``; islands of ≥ ``lcp_islands.WARM_MIN_SIZE`` unknowns). The
+            previous final basis is kept in ``ctx.lcp_warm`` and used only if it belongs to the same model
+            object and to step ``state.step − 1``; a warm solution is accepted only if it passes Lemke's
+            final check, otherwise the cold chain runs (docs/lcp.md, "Warm start").
+        path: "auto" (default): the compiled step when the model is eligible, else the reference
+            (``lcp_reference.reference_lcp_step``); "compiled": the compiled step (ValueError naming the
+            reason if the model is not eligible); "reference": the reference. The choice is
+            ``stepping.dispatch``'s.
+
+    Returns:
+        (new state, LcpStepInfo) with gamma the contact-frame impulses [N·s], force_world = R_WC γ / dt [N]
+        (force on body B), iterations = Lemke pivots (warm and cold) + warm-start factorizations, pivots,
+        rung (what solved the LCP), lemke_runs, warm_attempted / warm_accepted / warm_solves.
+
+    Raises:
+        LcpStepError: neither Lemke nor any fallback rung (perturbed q, other covering vectors, M + εI)
+            gave an answer passing the check on the step's LCP (step, time, contacts, Lemke's status).
+        ValueError: invalid LCP settings in model.solver.
+    """
+    from convexsim.stepping import dispatch
+
+    return dispatch.step(model, state, ctx, path=path, warm_start=warm_start)
 
 
 __all__ = ["step", "PATHS", "compiled_step", "compiled_step_supported", "supported_cached",

@@ -1,4 +1,6 @@
-"""The SAP step of a model with kinematic trees (``Model.has_trees``): free bodies and trees together.
+"""The forest stages of the SAP reference step (``stepping.sap_stepper.sap_step``): the step's unconstrained
+dynamics and rows, its contacts, the contact Jacobians over the global v, the row forces and the end of the
+step, for any model: free bodies are a forest without joints (no trees, no rows).
 
 Generalized velocities, cliques and constraints of the step:
 
@@ -14,38 +16,32 @@ Generalized velocities, cliques and constraints of the step:
   ``convexsim.multibody.reference_step`` builds them (same function).
 * body constraints (welds 6 rows, distances and couplers 1 row, ``Forest.constraints``) between bodies
   of different trees, free bodies and the world: convexsim.stepping.body_constraints.
-* v = argmin of the SAP cost with all of them (``sap.solver.solve_rows``: the Newton loop of every SAP step, in numpy); then free bodies are integrated as
+* v = argmin of the SAP cost with all of them (``sap_stepper``); then free bodies are integrated as
   today and the trees by ``integrate_q``; link bodies' rows of State.q/v come from forward kinematics.
 
-With one tree, no contact and no free body this is the reference step exactly (tested to 1e-10).
+With one tree, no contact and no free body the step is ``multibody.reference_step`` exactly (tested to 1e-10).
 """
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from convexsim import dynamics
 from convexsim.geometry.collide import collide
 from convexsim.model import ContactModel, Contacts, Model, State
-from convexsim.multibody.forest import (Controls, link_wrench_torques, tree_step_data, tree_torques,
+from convexsim.multibody.forest import (Controls, Forest, link_wrench_torques, tree_step_data, tree_torques,
                                         write_link_rows)
 from convexsim.multibody.kinematics import Kinematics, integrate_q
 from convexsim.multibody.model import ConeLimit
-from convexsim.sap.solver import solve_rows
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
-from convexsim.spatial import skew
 from convexsim.sap.joint_constraints import KIND_LIMIT
-from convexsim.stepping.body_constraints import BodyConstraintError
 from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
 from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.context import StepContext
-from convexsim.stepping.contacts import (geom_sweep_radius, select_contacts, check_finite_state, combined_parameters,
-                                         contact_margin, pair_reach)
-from convexsim.stepping.packing import sap_parameters
-from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
+from convexsim.stepping.contacts import (ContactParameters, combined_parameters, contact_margin,
+                                         geom_sweep_radius, pair_reach, select_contacts)
 
 
 @dataclass
@@ -56,7 +52,7 @@ class ArticulatedSystem:
         free_bodies: Model indices of the free moving bodies (clique i = free body i).
         clique_sizes, clique_start: per clique.
         tree_clique: per tree, its clique index (−1 for a tree without dofs); tree_start: its offset in v.
-        A: dense A (nv, nv); A_blocks: per clique. v_star, v0: (nv,).
+        A_blocks: per clique; A: the dense A (nv, nv) they make (built on first use). v_star, v0: (nv,).
         Jr (nr, nv), par (nr, 4), row_kinds: joint rows; pd_rows: (tree, actuator, row) of each actuator.
         kins: per tree, its Kinematics at q0.
         limit_rows: (joint name, row, global dof or −1 for a cone limit) of each active joint-limit row; limit_names: every
@@ -69,7 +65,6 @@ class ArticulatedSystem:
     clique_start: list
     tree_clique: list
     tree_start: list
-    A: np.ndarray
     A_blocks: list
     v_star: np.ndarray
     v0: np.ndarray
@@ -82,17 +77,35 @@ class ArticulatedSystem:
     limit_names: list = field(default_factory=list)
     body_rows: tuple = (0, [])
     actuator_names: tuple = ()
+    _A: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def nv(self) -> int:
         return int(self.v_star.size)
 
+    @property
+    def A(self) -> np.ndarray:
+        """The dense A (nv, nv): the clique blocks on the diagonal (built once, on first use)."""
+        if self._A is None:
+            self._A = np.zeros((self.nv, self.nv))
+            for s, n, blk in zip(self.clique_start, self.clique_sizes, self.A_blocks):
+                self._A[s:s + n, s:s + n] = blk
+        return self._A
 
-def assemble(model: Model, state: State, controls: Controls | None = None) -> ArticulatedSystem:
-    """A, v*, v0 and the joint rows of this step (module docstring)."""
+
+def model_forest(model: Model) -> Forest:
+    """The model's forest; an empty one (no trees, no constraints) for a model of free bodies only."""
+    return model.forest if model.forest is not None else Forest()
+
+
+def assemble(model: Model, state: State, controls: Controls | None = None,
+             wrench: np.ndarray | None = None) -> ArticulatedSystem:
+    """A, v*, v0 and the joint rows of this step (module docstring). ``wrench`` (nbody, 6): external
+    (τ_W, f_W) at the bodies' COMs [N·m, N] (default: the controls' wrenches)."""
     dt = model.time_step
-    forest = model.forest
-    wrench = controls.wrench_array(model.body_names) if controls is not None else None
+    forest = model_forest(model)
+    if wrench is None and controls is not None:
+        wrench = controls.wrench_array(model.body_names)
     A_free, vs_free = dynamics.free_motion(model, state, wrench)
     free = dynamics.moving_bodies(model)
     blocks = [A_free[i] for i in range(free.size)]
@@ -111,7 +124,7 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
             tree_clique.append(-1)
             continue
         limit_names.extend(tree.joint_names[lim.joint] for lim in tree.limits)
-        tau = tree_torques(tree, controls)
+        tau = tree_torques(tree, controls, forest.motors)
         if wrench is not None:
             tau = link_wrench_torques(tree, kins[-1], wrench) + (0.0 if tau is None else tau)
         A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tau, controls)
@@ -135,9 +148,6 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         kinds.extend(kd)
         off += tree.nv
     nv = off
-    A_dense = np.zeros((nv, nv))
-    for s, n, blk in zip(starts, sizes, blocks):
-        A_dense[s:s + n, s:s + n] = blk
     nr = sum(p.shape[0] for p in rows_par)
     Jr = np.zeros((nr, nv))
     r0 = 0
@@ -145,12 +155,12 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
         Jr[r0:r0 + J.shape[0], o:o + J.shape[1]] = J
         r0 += J.shape[0]
     par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
-    system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, A_dense, blocks,
+    system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, blocks,
                                np.concatenate(v_star) if v_star else np.zeros(0),
                                np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins,
                                limit_rows, limit_names, (nr, []), tuple(act_names))
     if forest.constraints:                   # welds, distances, couplers across trees and free bodies
-        Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(A_dense))
+        Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(system.A))
         system.Jr = np.vstack([Jr, Jb])
         system.par = np.vstack([par, pb])
         system.row_kinds = kinds + kb
@@ -160,7 +170,7 @@ def assemble(model: Model, state: State, controls: Controls | None = None) -> Ar
 
 def _body_has_dofs(model: Model) -> np.ndarray:
     out = np.asarray(model.body_dof) >= 0
-    for t in model.forest.trees:
+    for t in model_forest(model).trees:
         out[t.bodies] = t.moving_bodies()
     return out
 
@@ -170,7 +180,7 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     margins dt·(|v| + |ω| ρ)); pairs within one tree, pairs of a tree's link and the fixed body the tree
     hangs from, and pairs of two bodies without dofs are dropped."""
     dt = model.time_step
-    forest = model.forest
+    forest = model_forest(model)
     share = contact_margin(model, state)
     links = forest.link_bodies()
     if links.size:
@@ -197,26 +207,28 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
 def contact_jacobian(model: Model, state: State, system: ArticulatedSystem, contacts: Contacts,
                      R_WC: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
     """(Jc dense (3 nc, nv), cliques (nc, 2), per-contact block tuples) with vc = Jc v in the contact
-    frames (normal last): side B with +, side A with −."""
+    frames (normal last): side B with +, side A with −. A free body's block is
+    ``dynamics.contact_jacobian_blocks``'."""
     nc = contacts.count
     nv = system.nv
+    J_free = dynamics.contact_jacobian_blocks(model, state.q, contacts, R_WC)     # (J_a, J_b)
     Jc = np.zeros((3 * nc, nv))
     cliques = -np.ones((nc, 2), dtype=np.int64)
     blocks = []
     free_index = {int(b): i for i, b in enumerate(system.free_bodies)}
-    tree_of = model.forest.tree_of_body(model.nbody)
+    forest = model_forest(model)
+    tree_of = forest.tree_of_body(model.nbody)
     local = {}
-    for k, t in enumerate(model.forest.trees):
+    for k, t in enumerate(forest.trees):
         for i, b in enumerate(t.bodies):
             local[int(b)] = (k, i)
     for c in range(nc):
         sides = []
-        for body, sign in ((int(contacts.body_b[c]), 1.0), (int(contacts.body_a[c]), -1.0)):
+        for body, sign, side in ((int(contacts.body_b[c]), 1.0, 1), (int(contacts.body_a[c]), -1.0, 0)):
             Rt = R_WC[c].T
             p = contacts.point[c]
             if body in free_index:
-                r = p - state.q[body, :3]
-                blk = sign * np.hstack([Rt @ -skew(r), Rt])
+                blk = J_free[side][c]
                 cl = free_index[body]
             elif tree_of[body] >= 0:
                 k, i = local[body]
@@ -238,20 +250,34 @@ def contact_jacobian(model: Model, state: State, system: ArticulatedSystem, cont
     return Jc, cliques, blocks
 
 
-def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc):
-    """(kind (nc,), cpar (nc, 8)) of the contacts: the SAP problem's regularization with the Delassus
-    estimate over the tree and body blocks (convexsim.sap.problem.constraint_kernel_data)."""
-    p = combined_parameters(model, contacts)
+def contact_law(model: Model, p: ContactParameters, phi: np.ndarray, vn0: np.ndarray) -> dict:
+    """The contacts' law and its parameters for ``ContactProblem.from_blocks`` (one home for every layout):
+    μ, k, σ and either SAP's (τ_d, φ0, β) or, for the Hunt–Crossley models, (d, fe0 = −k·φ0, vn0, v_s).
+    fe0 is the elastic force at the start of the step, negative for a speculative contact (φ0 > 0), so the
+    Hunt–Crossley impulse appears only if the step closes the gap (vn < −φ0/dt). ``vn0``: the normal
+    velocities at the start of the step (nc,) [m/s] (read by the Hunt–Crossley models only)."""
     common = dict(mu=p.mu, k=p.stiffness, sigma=model.solver.sigma)
     cm = ContactModel(model.contact_model)
     if cm == ContactModel.SAP:
-        params = dict(model="sap", tau_d=p.dissipation_time, phi0=contacts.phi, beta=model.solver.beta)
-    else:
-        vn0 = (Jc @ system.v0)[2::3]
-        params = dict(model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * contacts.phi, vn0=vn0,
-                      v_s=model.solver.stiction_tolerance)
-    problem = ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
-                                             **common, **params)
+        return dict(common, model="sap", tau_d=p.dissipation_time, phi0=phi, beta=model.solver.beta)
+    return dict(common, model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * phi, vn0=vn0,
+                v_s=model.solver.stiction_tolerance)
+
+
+def contact_problem(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc,
+                    params: ContactParameters | None = None) -> ContactProblem:
+    """The contacts' ContactProblem over the tree and body blocks (:func:`contact_jacobian`'s cliques and
+    blocks, :func:`contact_law`); ``params``: the contacts' combined materials (default
+    ``combined_parameters``)."""
+    p = combined_parameters(model, contacts) if params is None else params
+    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
+                                      **contact_law(model, p, contacts.phi, (Jc @ system.v0)[2::3]))
+
+
+def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc, params=None):
+    """(kind (nc,), cpar (nc, 8)) of the contacts: the SAP problem's regularization with the Delassus
+    estimate over the tree and body blocks (:func:`contact_problem`, ``sap.problem.constraint_kernel_data``)."""
+    problem = contact_problem(model, system, contacts, cliques, blocks, Jc, params)
     kind, cpar, _, _ = constraint_kernel_data(problem, delassus_diagonal(problem))
     return kind, cpar
 
@@ -266,7 +292,7 @@ def row_forces(model: Model, state: State, system: ArticulatedSystem, gamma_rows
         limit[name] += float((system.Jr[r, d] if d >= 0 else 1.0) * gamma_rows[r] / dt)
     start, owners = system.body_rows
     cons = {}
-    if model.forest.constraints:
+    if model_forest(model).constraints:
         cons = body_constraint_forces(model, state, owners, gamma_rows[start:start + len(owners)])
     return limit, cons
 
@@ -275,6 +301,8 @@ def finish_step(model: Model, state: State, system: ArticulatedSystem, v_next: n
     """Integrate free bodies and trees with the step's velocities; link rows by forward kinematics."""
     nfree = system.free_bodies.size
     new = dynamics.integrate(model, state, v_next[:6 * nfree])
+    if not model.has_trees:
+        return new
     forest = model.forest
     tq = np.array(state.tree_q, dtype=float)
     tv = np.array(state.tree_v, dtype=float)
@@ -290,48 +318,5 @@ def finish_step(model: Model, state: State, system: ArticulatedSystem, v_next: n
     return new
 
 
-def articulated_sap_step(model: Model, state: State, ctx: StepContext | None = None, *,
-                         strict: bool = False) -> tuple[State, StepInfo]:
-    """One SAP step of a model with trees (module docstring)."""
-    ctx = StepContext() if ctx is None else ctx
-    check_finite_state(model, state)
-    controls = ctx.named_controls(model)
-    try:
-        system = assemble(model, state, controls)
-    except BodyConstraintError as exc:
-        raise SimulationError(str(exc), step=state.step, time=state.t) from None
-    contacts = detect_contacts(model, state, ctx)
-    R_WC = dynamics.contact_frames(contacts.normal)
-    Jc, cliques, blocks = contact_jacobian(model, state, system, contacts, R_WC)
-    kind = cpar = None
-    if contacts.count:
-        kind, cpar = contact_kernel(model, system, contacts, cliques, blocks, Jc)
-    if contacts.count == 0 and system.par.shape[0] == 0:
-        v_next = system.v_star
-        info = StepInfo(contacts=contacts)
-        info.limit_force, info.constraint_force = row_forces(model, state, system, np.zeros(0))
-    else:
-        res = solve_rows(system.A, system.v_star, kind=kind, cpar=cpar, Jc=Jc, Jr=system.Jr, par=system.par,
-                         v_guess=system.v0, params=replace(sap_parameters(model), on_failure="ignore"))
-        v_next = res.v
-        nk = contacts.count
-        gamma_contact, gamma_rows = res.gamma[:nk], res.gamma[nk:, 0]
-        info = StepInfo(contacts=contacts, gamma=gamma_contact, iterations=res.iterations,
-                        converged=res.converged, status=res.status.name.lower(),
-                        line_search_evaluations=res.line_search_evaluations)
-        info.force_world = np.einsum("nij,nj->ni", R_WC, gamma_contact) / model.time_step
-        info.actuator_force = np.array([gamma_rows[r] for _, _, r in system.pd_rows]) / model.time_step
-        info.limit_force, info.constraint_force = row_forces(model, state, system, gamma_rows)
-        if not res.converged:
-            msg = f"SAP (articulated) did not converge after {res.iterations} iterations"
-            if strict or not np.all(np.isfinite(v_next)):
-                raise SimulationError(msg, step=state.step, time=state.t)
-            warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=2)
-    info.actuator_names = system.actuator_names
-    new_state = finish_step(model, state, system, v_next)
-    check_finite_state(model, new_state)
-    return new_state, info
-
-
-__all__ = ["ArticulatedSystem", "articulated_sap_step", "assemble", "contact_jacobian", "contact_kernel",
-           "detect_contacts", "finish_step", "row_forces"]
+__all__ = ["ArticulatedSystem", "assemble", "contact_jacobian", "contact_kernel", "detect_contacts", "finish_step",
+           "contact_law", "contact_problem", "model_forest", "row_forces"]

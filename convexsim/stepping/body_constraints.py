@@ -7,7 +7,8 @@ v (convexsim.stepping.articulated), turned into SAP rows (R, v̂, box) by
 
 * weld of B to A (6 rows): Q = B's centre of mass, P the point of A it must coincide with, R_T = R_WA R_AB
   the orientation B must keep. Position rows g = p_WQ − p_WP (world axes), J = J_Q,B − J_P,A (linear
-  point Jacobians); orientation rows g = θ = log(R_WB R_Tᵀ) (a rotation vector in W), and since the error
+  point Jacobians); orientation rows g = θ = log(R_WB R_Tᵀ) (a rotation vector in W,
+  ``spatial.rotation_log``), and since the error
   rotation moves with Ṙ_err R_errᵀ = [ω_B − R_err ω_A]ₓ, θ̇ = J_l(θ)⁻¹ (ω_B − R_err ω_A) with J_l the left
   Jacobian of SO(3): J = J_l(θ)⁻¹ (J_ω,B − R_err J_ω,A), exact (not only at θ = 0).
 * distance (1 row): d = p_WQ − p_WP, g = |d| − L, J = n̂ᵀ (J_Q,B − J_P,A) with n̂ = d/|d|; the points must
@@ -34,7 +35,7 @@ from convexsim.model import Model, State
 from convexsim.multibody.forest import Distance, JointCoupler, Weld
 from convexsim.multibody.model import JointType
 from convexsim.sap.joint_constraints import KIND_COUPLER, KIND_HOLONOMIC, delassus_row, holonomic_row
-from convexsim.spatial import quat_to_matrix, skew
+from convexsim.spatial import quat_to_matrix, rotation_log, skew
 
 
 class BodyConstraintError(ValueError):
@@ -46,25 +47,6 @@ def body_pose(state: State, body: int) -> tuple[np.ndarray, np.ndarray]:
     if body < 0:
         return np.zeros(3), np.eye(3)
     return np.asarray(state.q[body, :3], dtype=float), quat_to_matrix(np.asarray(state.q[body, 3:], dtype=float))
-
-
-def rotation_log(R: np.ndarray) -> np.ndarray:
-    """Rotation vector θ (|θ| <= π) with exp([θ]ₓ) = R."""
-    c = max(-1.0, min(1.0, 0.5 * (np.trace(R) - 1.0)))
-    angle = math.acos(c)
-    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    if angle < 1e-8:
-        return 0.5 * w
-    if math.pi - angle < 1e-6:                           # near π: the symmetric part gives the axis
-        B = 0.5 * (R + np.eye(3))
-        axis = np.sqrt(np.maximum(np.diag(B), 0.0))
-        k = int(np.argmax(axis))
-        axis = B[k] / max(axis[k], 1e-300)
-        axis /= np.linalg.norm(axis)
-        if axis @ w < 0:
-            axis = -axis
-        return angle * axis
-    return angle / (2.0 * math.sin(angle)) * w
 
 
 def left_jacobian_inverse(theta: np.ndarray) -> np.ndarray:
@@ -246,4 +228,4 @@ def constraint_label(c) -> str:
 
 __all__ = ["BodyConstraintError", "body_pose", "constraint_forces", "constraint_jacobian", "constraint_label",
            "constraint_rows",
-           "constraint_values", "left_jacobian_inverse", "rotation_log"]
+           "constraint_values", "left_jacobian_inverse"]

@@ -44,12 +44,13 @@ _NO_CONTROLS: dict = {}
 
 
 def no_controls(model: Model) -> tuple:
-    """The kernel's controls argument when none is set: NaN targets (the scene's schedules), zero torques."""
+    """The kernel's controls argument when none is set: NaN targets (the scene's schedules), the motors'
+    constant torques (zero without motors)."""
     def make(m):
         from convexsim.controls import ControlArrays
 
         c = ControlArrays.empty(m)
-        return c.target, c.target_velocity, c.torque
+        return c.target, c.target_velocity, c.joint_forces(m)
     return per_model(_NO_CONTROLS, model, make)
 
 
@@ -105,7 +106,7 @@ def compiled_step(model: Model, state: State, ctx=None, *,
         arrays = ctx.control_arrays(model)
         if arrays.wrench.any():
             return Handoff(WRENCHES)
-        ctl = (arrays.target, arrays.target_velocity, arrays.torque)
+        ctl = (arrays.target, arrays.target_velocity, arrays.joint_forces(model))
     args = plan.pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")

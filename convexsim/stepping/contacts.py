@@ -180,6 +180,11 @@ def contact_kinematics(model: Model, state: State, *, margin: float | np.ndarray
             contacts = select_contacts(contacts, ~far)
     else:
         contacts = collide(model, state.q, margin=margin, workspace=ws)
+    return kinematics_of(model, state, contacts)
+
+
+def kinematics_of(model: Model, state: State, contacts: Contacts) -> ContactKinematics:
+    """The frames, clique indices, free-body Jacobian blocks and combined parameters of ``contacts``."""
     R_WC = dynamics.contact_frames(contacts.normal)
     J_a, J_b = dynamics.contact_jacobian_blocks(model, state.q, contacts, R_WC)
     clique_of_body = np.where(model.body_dof >= 0, model.body_dof // 6, -1)
@@ -422,4 +427,4 @@ def contact_frames_kernel(normal):
 __all__ = ["MARGIN_FLOOR", "combine_materials", "combined_friction", "first_nonfinite_body", "start_check",
            "drop_tree_pairs", "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
            "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
-           "contact_kinematics", "contact_velocities", "check_finite_state"]
+           "contact_kinematics", "contact_velocities", "check_finite_state", "kinematics_of"]

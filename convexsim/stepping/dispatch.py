@@ -40,11 +40,11 @@ RUNNERS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("bodies", "sap", "compiled"): ("convexsim.stepping.compiled:compiled_step", ("strict",)),
     ("bodies", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("trees", "sap", "compiled"): ("convexsim.stepping.compiled:compiled_step", ("strict",)),
-    ("trees", "sap", "reference"): ("convexsim.stepping.articulated:articulated_sap_step", ("strict",)),
+    ("trees", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("bodies", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
-    ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_stepper:reference_lcp_step", ("warm_start",)),
-    ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled_trees:compiled_lcp_tree_step", ()),
-    ("trees", "lcp", "reference"): ("convexsim.stepping.lcp_trees:lcp_trees_step", ()),
+    ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_reference:reference_lcp_step", ("warm_start",)),
+    ("trees", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
+    ("trees", "lcp", "reference"): ("convexsim.stepping.lcp_reference:reference_lcp_step", ("warm_start",)),
 }
 """(model kind, solver, path) -> ("module:function" of the runner, the options it takes among ``strict``
 and ``warm_start``). A runner is called as ``runner(model, state, ctx, **options)`` and returns
@@ -106,6 +106,12 @@ FILTERED = "the scene's collision filter (collision_group/collision_mask) is app
 """Why a model with a collision filter takes the reference step (its compiled steps do not take the filter yet)."""
 
 
+def motor_driven(model: Model) -> bool:
+    """Whether a motor of the model applies a constant torque: every step is then a controlled one."""
+    forest = model.forest
+    return forest is not None and any(m.torque != 0.0 for m in forest.motors)
+
+
 def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     """(True, "") when ``model`` can take its solver's compiled runner, else (False, the reason).
     ``controlled``: a controller sets joint targets, torques or body wrenches this step (the reference step
@@ -113,6 +119,7 @@ def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     kind, solver = model_kind(model), model.solver.kind
     if model.collision_filter is not None:
         return False, FILTERED
+    controlled = controlled or motor_driven(model)
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]
     spec = ELIGIBILITY.get((kind, solver))
@@ -151,7 +158,7 @@ def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: 
          path: str = "auto", warm_start: bool | None = None) -> tuple[State, StepInfo]:
     """One step of ``model`` by the runner :func:`route` chooses; a compiled runner's Handoff is taken by the
     reference runner of the same (kind, solver). ``strict`` (SAP) and ``warm_start`` (LCP) are passed on
-    (``convexsim.stepping.step``, ``lcp_stepper.lcp_step``)."""
+    (``convexsim.stepping.step``, ``stepping.lcp_step``)."""
     from convexsim.stepping.context import StepContext
 
     ctx = StepContext() if ctx is None else ctx

@@ -1,15 +1,20 @@
-"""The compiled LCP step: the composition of the stages, for free-body models (:func:`lcp_step_kernel`) and
-models with trees (:func:`lcp_tree_step_kernel`). Only stage calls live here (docs/architecture.md):
+"""The compiled LCP step: one composition of the stages for every model (:func:`lcp_step_kernel`); a model of
+free bodies is a forest without trees. Only stage calls live here (docs/architecture.md):
 
 1. start checks, collision with the margins and the pair-reach filter, the tree-pair filter, contact frames
    (``contacts``), the same contact set as the SAP step;
-2. free motion A, v* (``free_motion``), the PD actuators of trees folded into A and v* (``lcp_rows``);
-3. dense contact Jacobian rows (``jacobians.dense_contact_jacobian``), gap terms, combined μ, the trees'
-   limit and coupler rows (``lcp_rows``);
-4. the LCP solve (``lcp_solve``: islands and A⁻¹ per island for free bodies, one dense LCP for trees; one
-   Lemke run each);
+2. free motion A, v* (``free_motion``; free bodies: A block diagonal, 6 × 6 per body), the PD actuators of
+   trees folded into A and v* (``lcp_rows``);
+3. dense contact Jacobian rows (``jacobians``), gap terms, combined μ, the trees' limit and coupler rows
+   (``lcp_rows``);
+4. the LCP solve (``lcp_solve``): with A block diagonal island by island with A⁻¹ per island, else one dense
+   LCP; one Lemke run each;
 5. impulses, forces and the new velocities (``post_solve``);
 6. integration and the end-of-step check (``integration``).
+
+Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`): the
+kernel takes ``forest=None`` for a model without trees, and numba compiles that case without the tree
+variant (an argument that is None prunes its branch), so a free-body step pays nothing for the trees.
 
 Whatever the kernel does not take returns a status other than ``status.LCP_OK`` before anything is
 written, and the dispatcher (``stepping.dispatch``, on a Handoff) takes the step by the reference path, which
@@ -38,31 +43,56 @@ from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NON
 
 
 @jit
-def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_rb, geom_type, geom_size,
-                    geom_body, geom_pos, geom_quat, geom_rho, geom_mu, q, v, U, stabilization, jpar, lpar,
-                    q_out, v_out):
-    """One LCP step of a free-body model (module docstring) from (q, v) into (q_out, v_out).
+def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest):
+    """One LCP step (module docstring) from (q, v) into (q_out, v_out) (and the trees' state).
 
     Args:
-        U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_stepper.friction_directions``).
+        fpar, mb: the packed model (``packing.PackedModel``: fpar, model_arrays).
+        U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_problem.friction_directions``).
         stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
         jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
+        forest: None for a model without trees; else (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out,
+            tree_v_out): the packed forest and joint rows (``packing.PackedForest``), the time at the start
+            of the step [s], the trees' state and its outputs, the normal rows' regularization ε, the LCP size
+            from which the reference takes the step (its capped Lemke runs).
 
     Returns:
-        (status, island of the failure or bad body, geoms (m, 2), phi, point, normal, R_WC (m, 3, 3),
-        gamma (m, 3) [N·s], force_world (m, 3) [N], pivots, islands, per-contact basic z's (m, d + 2) bool,
-        keys (m, 3)). Status other than LCP_OK: (q_out, v_out) are not to be used.
+        (status, island or body of the failure, geoms (m, 2), phi, point, normal, gamma (m, 3) [N·s],
+        force_world (m, 3) [N], actuator force (nact,), limit force (nlim,), coupler force (ncoupler,)
+        [N·m or N], pivots, joint rows, islands, per-contact basic z's (m, d + 2) bool, keys (m, 3)). Status
+        other than LCP_OK: the outputs are not to be used.
     """
+    if forest is None:
+        sweep = mb[2]
+        nact, nlim, njc = 0, 0, 0
+    else:
+        sweep = forest[0][21]
+        nact, nlim, njc = forest[1][6].shape[0], forest[1][1].shape[0], forest[1][23].shape[0]
+    bad, bad_margin = start_check(fpar, mb[1], sweep, mb[6], q, v)
+    if bad >= 0 or bad_margin >= 0:
+        e3 = np.zeros((0, 3))
+        return (LCP_NONFINITE_START, max(bad, bad_margin), np.zeros((0, 2), np.int64), np.zeros(0), e3, e3, e3,
+                e3, np.zeros(nact), np.zeros(nlim), np.zeros(njc), 0, 0, 0,
+                np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
+    geoms, phi, point, normal = collide_and_filter(fpar, mb[1], sweep, mb[6], mb[7], mb[8], mb[9], mb[10], mb[11],
+                                                   mb[12], q, v)
+    if forest is None:
+        return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
+                                normal)
+    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = forest
+    return step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out,
+                       tq_out, tv_out, geoms, phi, point, normal)
+
+
+@jit(inline="always")
+def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal):
+    """Stages 2-6 of a model without trees (A block diagonal): the contact islands, each with A⁻¹ from its
+    bodies' 6 × 6 blocks and one Lemke run; the result tuple of :func:`lcp_step_kernel`."""
+    gravity, fixed, body_dof, moving, mass, inertia, geom_body, geom_mu = mb[0], mb[1], mb[2], mb[3], mb[4], mb[5], \
+        mb[9], mb[14]
     nmov = moving.shape[0]
     dt = fpar[F_DT]
     d_set = jpar[J_NDIR]
-    bad, bad_margin = start_check(fpar, fixed, body_dof, body_rb, q, v)
-    if bad >= 0 or bad_margin >= 0:
-        e3 = np.zeros((0, 3))
-        return (LCP_NONFINITE_START, max(bad, bad_margin), np.zeros((0, 2), np.int64), np.zeros(0), e3, e3,
-                np.zeros((0, 3, 3)), e3, e3, 0, 0, np.zeros((0, d_set + 2), np.bool_), np.zeros((0, 3), np.int64))
-    geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size,
-                                                   geom_body, geom_pos, geom_quat, geom_rho, q, v)
     m = phi.shape[0]
     A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
     R_WC = contact_frames_kernel(normal)
@@ -72,9 +102,10 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
     mu = combined_friction(geom_mu, geoms)
     d_glob = d_set if np.any(mu > 0) else 0
     basic_pc = np.zeros((m, d_set + 2), np.bool_)
+    e0 = np.zeros(0)
     glob_size = m * (d_glob + 2) if d_glob else m
     if m > 0 and jpar[J_WARM_MIN] >= 0 and glob_size >= jpar[J_WARM_MIN]:
-        return (LCP_WARM_SIZE, -1, geoms, phi, point, normal, R_WC, gamma, force, 0, 0, basic_pc, keys)
+        return (LCP_WARM_SIZE, -1, geoms, phi, point, normal, gamma, force, e0, e0, e0, 0, 0, 0, basic_pc, keys)
     J = np.zeros((m, 3, 6 * nmov))
     e = np.zeros(0, np.int64)
     dense_contact_jacobian(R_WC, geoms, point, q, geom_body, body_dof, e, e, e, e, e,
@@ -86,7 +117,7 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
     island, nisl = contact_islands_kernel(cliques, nmov)
     big = first_large_island(island, nisl, cliques, mu, nmov, d_set, jpar[J_DENSE_WORK])
     if big >= 0:
-        return (LCP_TOO_LARGE, big, geoms, phi, point, normal, R_WC, gamma, force, 0, nisl, basic_pc, keys)
+        return (LCP_TOO_LARGE, big, geoms, phi, point, normal, gamma, force, e0, e0, e0, 0, 0, nisl, basic_pc, keys)
     v_next = v_star.copy()
     pivots = 0
     in_island = np.zeros(nmov, np.bool_)
@@ -95,43 +126,23 @@ def lcp_step_kernel(fpar, gravity, fixed, body_dof, moving, mass, inertia, body_
                                    in_island, v_next, gamma, basic_pc)
         pivots += piv
         if status != LCP_OK:
-            return (status, i, geoms, phi, point, normal, R_WC, gamma, force, pivots, nisl, basic_pc, keys)
+            return (status, i, geoms, phi, point, normal, gamma, force, e0, e0, e0, pivots, 0, nisl, basic_pc, keys)
     world_forces(R_WC, gamma, dt, force)
     bad = integrate_bodies(fpar, moving, q, v, v_next, q_out, v_out)
-    return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, R_WC, gamma, force, pivots,
-            nisl, basic_pc, keys)
+    return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, e0, e0, e0,
+            pivots, 0, nisl, basic_pc, keys)
 
 
-@jit
-def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar,
-                         q_out, v_out, tq_out, tv_out):
-    """One rigid LCP step of a model with trees (module docstring) from (q, v, tree_q, tree_v) into the
-    *_out arrays.
-
-    Args:
-        mb, fa, ra: the packed model (``packing.PackedModel.model_arrays``), forest and joint rows
-            (``packing.PackedForest``).
-        t: time at the start of the step [s]; U: friction directions (d, 2); stabilization: s of the gap
-            term; eps: the normal rows' regularization ε; large_n: LCP size from which the reference takes
-            the step (its capped Lemke runs); jpar, lpar: the J_* and L_* settings (slots in ``status``).
-
-    Returns:
-        (status, bad body, geoms (nc, 2), phi, point, normal, gamma (nc, 3) [N·s], force_world (nc, 3) [N],
-        actuator_force (nact,), limit_force (nlim,), coupler force (ncoupler,) [N·m or N], pivots, number of
-        joint rows). A status other than LCP_OK: the outputs are not to be used.
-    """
-    fixed, moving, body_rb, geom_body = mb[1], mb[3], mb[6], mb[9]
+@jit(inline="always")
+def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out, tq_out,
+                tv_out, geoms, phi, point, normal):
+    """Stages 2-6 of a model with trees: the tree-pair filter, the dense A with the PD fold, the joint rows, one
+    dense LCP with the contact normals regularized by ε; the result tuple of :func:`lcp_step_kernel`."""
+    moving, geom_body = mb[3], mb[9]
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     act_force, lim_force, con_force = np.zeros(nact), np.zeros(nlim), np.zeros(njc)
-    bad, bad_margin = start_check(fpar, fixed, fa[21], body_rb, q, v)
-    if bad >= 0 or bad_margin >= 0:
-        e3 = np.zeros((0, 3))
-        return (LCP_NONFINITE_START, max(bad, bad_margin), np.zeros((0, 2), np.int64), np.zeros(0), e3, e3, e3,
-                e3, act_force, lim_force, con_force, 0, 0)
-    geoms, phi, point, normal = collide_and_filter(fpar, fixed, fa[21], body_rb, mb[7], mb[8], geom_body, mb[10],
-                                                   mb[11], mb[12], q, v)
     geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, fa[17], fa[18], fa[19])
     A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv)
     act_c, act_f0, act_sat = np.zeros(nact), np.zeros(nact), np.zeros(nact)
@@ -150,13 +161,14 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
                                                                     stabilization)
     nc = phi.shape[0]
     gamma, force = np.zeros((nc, 3)), np.zeros((nc, 3))
+    basic_pc, keys = np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64)
     v_next = v_star.copy()
     pivots = 0
     if nc + nl > 0:
         status, pivots, z, AinvW, d = solve_dense_lcp(A, v_star, J, bias, mu, nc, U, eps, large_n, jpar, lpar)
         if status != LCP_OK:
             return (status, -1, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots,
-                    nl)
+                    nl, 1, basic_pc, keys)
         dv = np.dot(AinvW, np.ascontiguousarray(z[:AinvW.shape[1]]))
         for j in range(v_next.shape[0]):
             v_next[j] = v_star[j] + dv[j]
@@ -166,7 +178,7 @@ def lcp_tree_step_kernel(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, ep
     actuator_forces(ra[6], nmov, act_c, act_f0, act_sat, act_saturated, v_next, act_force)
     bad = integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
     return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, act_force,
-            lim_force, con_force, pivots, nl)
+            lim_force, con_force, pivots, nl, 1, basic_pc, keys)
 
 
-__all__ = ["lcp_step_kernel", "lcp_tree_step_kernel"]
+__all__ = ["lcp_step_kernel", "step_free_bodies", "step_forest"]

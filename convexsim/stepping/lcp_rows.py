@@ -2,7 +2,7 @@
 compiled LCP steps and their numpy references (one kernel each, so both paths build the same rows):
 
 * the gap term of a unilateral row, b = max(g, 0)/dt + s·min(g, 0)/dt (:func:`gap_term`; numpy reference
-  ``lcp_stepper.gap_bias``);
+  ``lcp_problem.gap_bias``);
 * the contacts' rows: normals whose row moves something, their gap terms and combined μ
   (:func:`contact_lcp_rows`), the per-contact keys of the warm start (:func:`contact_keys_kernel`);
 * the joints of trees: implicit PD actuators folded into A and v* (:func:`pd_terms`, :func:`fold_pd`,
@@ -33,7 +33,7 @@ def gap_term(g, dt, stabilization):
 
 @jit
 def contact_keys_kernel(geoms):
-    """(geom_a, geom_b, k) per contact, k the index within its pair (``lcp_stepper.contact_keys``)."""
+    """(geom_a, geom_b, k) per contact, k the index within its pair (``lcp_problem.contact_keys``)."""
     m = geoms.shape[0]
     keys = np.zeros((m, 3), np.int64)
     k = 0
@@ -154,7 +154,7 @@ def pd_terms(dt, kp, kd, q0, q_d, v_d, u_ff):
 
 @jit
 def fold_pd(blk, vs, dof, c, f0, effort, dt):
-    """A tree's block of A and v* with its PD actuators folded in (``lcp_trees`` module docstring).
+    """A tree's block of A and v* with its PD actuators folded in (``lcp_reference`` module docstring).
 
     ``blk`` (n, n) = M + dt·D, ``vs`` (n,) its v*; per actuator its tree-local ``dof``, ``c``, ``f0``
     (:func:`pd_terms`) and ``effort`` limit [N·m or N]. An implicit actuator adds dt·c to A_dd and dt·f₀ to
@@ -193,9 +193,14 @@ def fold_pd(blk, vs, dof, c, f0, effort, dt):
     return A, out, sat, saturated
 
 
+NORMAL_REGULARIZATION = 1e-3
+"""ε of the contact normal rows' regularization M_ii ← (1 + ε) M_ii in the LCP of a model with trees
+(:func:`regularize_normals`; why, and its price: ``lcp_reference``'s module docstring)."""
+
+
 @jit
 def regularize_normals(M, nc, eps):
-    """M_ii ← (1 + ε) M_ii on the first ``nc`` rows (the contact normals), in place (``lcp_trees``)."""
+    """M_ii ← (1 + ε) M_ii on the first ``nc`` rows (the contact normals), in place (``lcp_reference``)."""
     for i in range(nc):
         M[i, i] *= 1.0 + eps
 
@@ -311,5 +316,5 @@ def contact_lcp_rows(geoms, phi, point, normal, R_all, J_all, nl, row_gap, row_d
     return geoms, phi, point, normal, R_WC, J, bias, mu
 
 
-__all__ = ["gap_term", "contact_keys_kernel", "assemble_dense", "pd_terms", "fold_pd", "regularize_normals",
+__all__ = ["gap_term", "contact_keys_kernel", "assemble_dense", "pd_terms", "fold_pd", "NORMAL_REGULARIZATION", "regularize_normals",
            "fold_forest_pd", "joint_rows", "contact_lcp_rows"]

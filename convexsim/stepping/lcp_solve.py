@@ -2,7 +2,7 @@
 (``lcp_rows.assemble_dense``), one Lemke run per island (the revised kernel with ``lemke``'s defaults,
 :func:`lemke_run`), v⁺ = v* + A⁻¹W z and the final basis' basic z's (the warm start's next guess).
 
-The reference (``lcp_stepper``) adds what the compiled steps hand over to it: the fallback chain after a
+The reference (``lcp_reference``, ``lcp_islands``, ``lcp_fallback``) adds what the compiled steps hand over to it: the fallback chain after a
 failed first Lemke run, warm starts from the previous basis, the crash start of large islands, the sparse
 assembly of islands above the dense size (``lcp.crash``, ``lcp.lemke.warm``). A status other than
 ``status.LCP_OK`` returned here makes the step a Handoff to the reference.
@@ -69,7 +69,7 @@ def _root(parent, i):
 @jit(inline="always")
 def contact_islands_kernel(cliques, ncl):
     """Island of each contact, numbered in the order of the islands' first contacts, and the count
-    (``lcp_stepper.contact_islands``: union of moving cliques, the larger root under the smaller; a contact
+    (``lcp_islands.contact_islands``: union of moving cliques, the larger root under the smaller; a contact
     between two fixed bodies is an island of its own)."""
     m = cliques.shape[0]
     parent = np.arange(max(ncl, 1))

@@ -22,7 +22,7 @@ RUN_DONE = 0
 RUN_NEED_CONTACT_SPACE = 10
 RUN_CHUNK_END = 11
 
-# ---- an LCP step (lcp_composition.lcp_step_kernel / lcp_tree_step_kernel)
+# ---- an LCP step (lcp_composition.lcp_step_kernel)
 LCP_OK = 0
 LCP_NONFINITE_START = 1      # non-finite q or v, or margin shares: the reference path reports it
 LCP_LEMKE_FAILED = 2         # the first Lemke run did not solve an island: the reference path runs the chain

@@ -8,7 +8,7 @@ minutes), then times ``steps`` steps three times from the same state: contact is
 and cold (the split column), the same with the warm start on (the previous step's basis carried in a
 StepContext; one untimed step first, so the warm column's steps start one step later), and the whole
 contact LCP at once, cold
-(``stepper.SPLIT_ISLANDS = False``; not for the heap rows, one island). The windows are where the LCP is
+(``lcp_islands.SPLIT_ISLANDS = False``; not for the heap rows, one island). The windows are where the LCP is
 large (revised Lemke: O(n·k) per pivot, k the basic z's; ``LemkeOptions.method="tableau"``: O(n²) per
 pivot). Times are CPU time of the process (``time.process_time``: on a shared machine the load inflates wall
 clock, much less CPU time; set ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not add theirs). Not a
@@ -30,24 +30,24 @@ def _time_steps(model, state, steps: int, split: bool, warm: bool = False) -> di
     """Mean CPU ms and solver work per step over ``steps`` steps from ``state``. With ``warm`` one untimed step
     runs first, so that every timed step has a previous basis to start from."""
     from convexsim.stepping import StepContext
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_islands, lcp_step
 
-    old = stepper.SPLIT_ISLANDS
-    stepper.SPLIT_ISLANDS = split
+    old = lcp_islands.SPLIT_ISLANDS
+    lcp_islands.SPLIT_ISLANDS = split
     ctx = StepContext()
     try:
         if warm:
-            state, _ = stepper.lcp_step(model, state, ctx, warm_start=True)
+            state, _ = lcp_step(model, state, ctx, warm_start=True)
         times, its, contacts, islands = [], [], [], []
         for _ in range(steps):
             t = time.process_time()
-            state, info = stepper.lcp_step(model, state, ctx, warm_start=warm)
+            state, info = lcp_step(model, state, ctx, warm_start=warm)
             times.append(time.process_time() - t)
             its.append(info.iterations)
             contacts.append(info.contacts.count)
             islands.append(info.islands)
     finally:
-        stepper.SPLIT_ISLANDS = old
+        lcp_islands.SPLIT_ISLANDS = old
     return {"ms_per_step": 1e3 * float(np.mean(times)), "pivots": float(np.mean(its)),
             "contacts": float(np.mean(contacts)), "islands": float(np.mean(islands))}
 
@@ -56,7 +56,7 @@ def _advance(name: str, start: float, solver: str):
     from convexsim.scene import shipped_scene_path
     from convexsim.simulate import prepare
     from convexsim.stepping import StepContext, sap_step
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_step
 
     model, state, _ = prepare(str(shipped_scene_path(name)), solver="lcp")
     ctx = StepContext()
@@ -64,7 +64,7 @@ def _advance(name: str, start: float, solver: str):
         if solver == "sap":
             state, _ = sap_step(model, state, ctx)
         else:
-            state, _ = stepper.lcp_step(model, state, warm_start=False)
+            state, _ = lcp_step(model, state, warm_start=False)
     return model, state
 
 
@@ -115,7 +115,7 @@ def run_lcp_small_bench(cases=LCP_SMALL) -> list[dict]:
     from convexsim.scene import shipped_scene_path
     from convexsim.simulate import prepare
     from convexsim.stepping import StepContext
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_step
 
     rows = []
     for name, duration in cases:
@@ -123,12 +123,12 @@ def run_lcp_small_bench(cases=LCP_SMALL) -> list[dict]:
         n = int(round(duration / model.time_step))
         warm_state, ctx = state, StepContext()
         for _ in range(n):                                      # the same window untimed: compile / load kernels
-            warm_state, _ = stepper.lcp_step(model, warm_state, ctx)
+            warm_state, _ = lcp_step(model, warm_state, ctx)
         ctx = StepContext()
         pivots = contacts = 0
         t = time.process_time()
         for _ in range(n):
-            state, info = stepper.lcp_step(model, state, ctx)
+            state, info = lcp_step(model, state, ctx)
             pivots += info.pivots
             contacts += info.contacts.count
         rows.append({"scene": name, "duration": duration, "steps": n,

@@ -105,7 +105,7 @@ def _warm_crash() -> None:
     import scipy.sparse
 
     from convexsim.lcp.crash import crash_guess
-    from convexsim.stepping.lcp_stepper import build_contact_lcp
+    from convexsim.stepping.lcp_problem import build_contact_lcp
 
     J = np.zeros((2, 3, 6))
     for c, y in enumerate((-0.1, 0.1)):

@@ -27,8 +27,9 @@ import scipy.sparse
 
 from convexsim.lcp.crash import contact_state, crash_guess
 from convexsim.lcp.lemke import lemke_from_basis
-from convexsim.stepping import lcp_stepper as stepper
-from convexsim.stepping.lcp_stepper import build_contact_lcp, solve_contact_lcp
+from convexsim.stepping import lcp_fallback, lcp_islands, lcp_problem, lcp_step
+from convexsim.stepping.lcp_problem import build_contact_lcp
+from convexsim.stepping.lcp_fallback import solve_contact_lcp
 from repo_paths import scene_file
 from test_lcp_regressions import independent_check, passes_final_check
 
@@ -143,7 +144,7 @@ def test_crash_guess_solves_heap_lcps_in_few_pivots(name):
     res, first = solve_contact_lcp(M, q)
     assert res is not None
     cold_pivots = res.pivots
-    cap = max(50, int(stepper.CRASH_PIVOT_FRACTION * n))           # the stepper's crash pivot cap
+    cap = max(50, int(lcp_islands.CRASH_PIVOT_FRACTION * n))           # the stepper's crash pivot cap
     rng = np.random.default_rng(HEAPS.index(name))
     for trial in range(4):
         qp = q if trial == 0 else q * (1.0 + 1e-15 * rng.standard_normal(n))
@@ -166,8 +167,8 @@ def test_crash_retry_without_lambdas_on_an_early_ray():
     (measured: 991 against 2459)."""
     Ms, q, m = _heap("mixed_clutter_heap_t10_crash_ray")
     n = q.shape[0]
-    layout = stepper.ContactLcpLayout(m, D, np.zeros((D, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
-    z, pivots, basic = stepper._crash_solve(Ms, q, layout, None)
+    layout = lcp_problem.ContactLcpLayout(m, D, np.zeros((D, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
+    z, pivots, basic = lcp_islands._crash_solve(Ms, q, layout, None)
     M = Ms.toarray()
     assert z is not None and basic is not None
     tol = 1e4 * np.finfo(float).eps * n
@@ -186,14 +187,14 @@ def test_stepper_takes_the_crash_rung_on_large_islands(monkeypatch):
     from convexsim.stepping import StepContext
 
     model, state0, _ = prepare(scene_file("box_stack"), solver="lcp")
-    monkeypatch.setattr(stepper, "LARGE_ISLAND_SIZE", 100)
+    monkeypatch.setattr(lcp_fallback, "LARGE_ISLAND_SIZE", 100)
     runs = {}
     for crash in (False, True):
-        monkeypatch.setattr(stepper, "CRASH_START", crash)
+        monkeypatch.setattr(lcp_islands, "CRASH_START", crash)
         state, ctx = state0, StepContext()
         rungs, qs, vs = collections.Counter(), [], []
         for _ in range(100):
-            state, info = stepper.lcp_step(model, state, ctx, warm_start=False, path="reference")
+            state, info = lcp_step(model, state, ctx, warm_start=False, path="reference")
             rungs[info.rung] += 1
             qs.append(state.q.copy())
             vs.append(state.v.copy())
@@ -228,20 +229,20 @@ def test_crash_backoff_after_failures():
     from convexsim.stepping import StepContext
 
     for cap, expected in ((16, [0, 2, 5, 10, 19, 36, 53, 70]), (4, [0, 2, 5] + list(range(10, 80, 5)))):
-        stepper_cap = stepper.CRASH_BACKOFF_MAX
-        stepper.CRASH_BACKOFF_MAX = cap
+        stepper_cap = lcp_islands.CRASH_BACKOFF_MAX
+        lcp_islands.CRASH_BACKOFF_MAX = cap
         try:
             ctx = StepContext()
             tried = []
             for step in range(80):
-                if stepper._crash_allowed(ctx, step):
+                if lcp_islands._crash_allowed(ctx, step):
                     tried.append(step)
-                    stepper._crash_outcome(ctx, step, solved=False)
+                    lcp_islands._crash_outcome(ctx, step, solved=False)
         finally:
-            stepper.CRASH_BACKOFF_MAX = stepper_cap
+            lcp_islands.CRASH_BACKOFF_MAX = stepper_cap
         assert tried == expected, cap
-    stepper._crash_outcome(ctx, 80, solved=True)
-    assert all(stepper._crash_allowed(ctx, s) for s in range(81, 90))
+    lcp_islands._crash_outcome(ctx, 80, solved=True)
+    assert all(lcp_islands._crash_allowed(ctx, s) for s in range(81, 90))
     # a context reused from an earlier step (the step index went back) is not held back
-    stepper._crash_outcome(ctx, 90, solved=False)
-    assert stepper._crash_allowed(ctx, 10)
+    lcp_islands._crash_outcome(ctx, 90, solved=False)
+    assert lcp_islands._crash_allowed(ctx, 10)

@@ -32,15 +32,15 @@ def _random_problem(rng, nb, m, block):
 @pytest.mark.parametrize("block", [True, False])
 @pytest.mark.parametrize("d", [0, 4, 8])
 def test_dense_assembly_matches_sparse(monkeypatch, block, d):
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_problem
 
     rng = np.random.default_rng(11 + d + 100 * block)
     for nb, m in ((1, 1), (2, 3), (5, 20)):
         args = _random_problem(rng, nb, m, block) + (d,)
-        monkeypatch.setattr(stepper, "DENSE_ASSEMBLY_WORK", 10**12)
-        M, q, lay = stepper.build_contact_lcp(*args)
-        monkeypatch.setattr(stepper, "DENSE_ASSEMBLY_WORK", -1)
-        M0, q0, lay0 = stepper.build_contact_lcp(*args)
+        monkeypatch.setattr(lcp_problem, "DENSE_ASSEMBLY_WORK", 10**12)
+        M, q, lay = lcp_problem.build_contact_lcp(*args)
+        monkeypatch.setattr(lcp_problem, "DENSE_ASSEMBLY_WORK", -1)
+        M0, q0, lay0 = lcp_problem.build_contact_lcp(*args)
         scale = np.abs(M0).max()
         assert M.shape == M0.shape and lay.size == lay0.size
         assert np.abs(M - M0).max() <= 1e-13 * scale
@@ -54,14 +54,14 @@ def _trajectory(name, duration, monkeypatch, work):
     from convexsim.scene import shipped_scene_path
     from convexsim.simulate import prepare
     from convexsim.stepping import StepContext
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_problem, lcp_step
 
-    monkeypatch.setattr(stepper, "DENSE_ASSEMBLY_WORK", work)
+    monkeypatch.setattr(lcp_problem, "DENSE_ASSEMBLY_WORK", work)
     model, state, _ = prepare(str(shipped_scene_path(name)), solver="lcp")
     ctx = StepContext()
     qs, vs = [], []
     for _ in range(int(round(duration / model.time_step))):
-        state, _ = stepper.lcp_step(model, state, ctx)
+        state, _ = lcp_step(model, state, ctx)
         qs.append(state.q.copy())
         vs.append(state.v.copy())
     return np.array(qs), np.array(vs)
@@ -72,10 +72,10 @@ def _trajectory(name, duration, monkeypatch, work):
 def test_trajectories_equal_reference_assembly(monkeypatch, name, duration):
     # durations cover each scene's events, not its rest: sphere_drop lands at 0.427 s, box_slide stops at
     # 0.41 s (v0/(μg)), box_stack settles within ~0.03 s (were 1.0 s, 1.0 s: the resting tail added nothing)
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_problem
 
-    assert stepper.DENSE_ASSEMBLY_WORK > 0                    # the dense path is the default on these scenes
-    q, v = _trajectory(name, duration, monkeypatch, stepper.DENSE_ASSEMBLY_WORK)
+    assert lcp_problem.DENSE_ASSEMBLY_WORK > 0                    # the dense path is the default on these scenes
+    q, v = _trajectory(name, duration, monkeypatch, lcp_problem.DENSE_ASSEMBLY_WORK)
     q0, v0 = _trajectory(name, duration, monkeypatch, -1)
     assert np.abs(q - q0).max() <= 1e-9, np.abs(q - q0).max()
     assert np.abs(v - v0).max() <= 1e-7, np.abs(v - v0).max()
@@ -109,7 +109,7 @@ def test_sparse_island_assembly_matches_dense(d):
     ``build_contact_lcp`` on the same random island: M, q, W, A⁻¹W and the velocity map agree to round-off
     (1e-13 relative: the same products summed in another order); a frictionless island (every μ = 0) drops
     β and λ in both."""
-    from convexsim.stepping.lcp_stepper import build_contact_lcp, build_contact_lcp_sparse
+    from convexsim.stepping.lcp_problem import build_contact_lcp, build_contact_lcp_sparse
 
     rng = np.random.default_rng(5 + d)
     for nb, m in ((1, 1), (3, 7), (12, 40)):

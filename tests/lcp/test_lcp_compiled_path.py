@@ -31,7 +31,7 @@ import pytest
 from convexsim.lcp.lemke import LemkeStatus
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext
-from convexsim.stepping import lcp_stepper as stepper
+from convexsim.stepping import lcp_info, lcp_islands, lcp_problem, lcp_step
 from convexsim.stepping.packing import lcp_compiled_supported
 from repo_paths import scene_file
 
@@ -50,7 +50,7 @@ throughout; capsule_roll rolls without slipping from 0.066 s."""
 pytestmark = pytest.mark.roundoff   # compiled vs reference step by step: rerun under other BLAS/numba targets
 
 FALLBACK_RUNGS = {"perturbed_q", "covering", "regularized"}
-"""Rungs that mean the first cold Lemke run of some island failed (``lcp_stepper.RUNGS``)."""
+"""Rungs that mean the first cold Lemke run of some island failed (``lcp_info.RUNGS``)."""
 
 
 def _expected_path(info, warm: bool, model) -> str:
@@ -61,7 +61,7 @@ def _expected_path(info, warm: bool, model) -> str:
     keep every island under the dense-assembly size (``DENSE_ASSEMBLY_WORK`` raised), so that reason cannot
     occur. Which steps need a fallback rung is round-off (module docstring); what each such step reports is
     not."""
-    if warm and info.contacts.count and _unknowns(model, info.contacts) >= stepper.WARM_MIN_SIZE:
+    if warm and info.contacts.count and _unknowns(model, info.contacts) >= lcp_islands.WARM_MIN_SIZE:
         return "reference: warm-start size"
     if info.rung in FALLBACK_RUNGS:
         return "reference: first Lemke run failed"
@@ -77,7 +77,7 @@ def _unknowns(model, contacts) -> int:
 @pytest.fixture
 def dense_islands(monkeypatch):
     """Every island dense-assembled on both paths (none "above the dense size"), whatever the trajectory."""
-    monkeypatch.setattr(stepper, "DENSE_ASSEMBLY_WORK", 10**15)
+    monkeypatch.setattr(lcp_problem, "DENSE_ASSEMBLY_WORK", 10**15)
 
 
 def _compare(model, state, steps: int, warm: bool, before_step=None):
@@ -90,8 +90,8 @@ def _compare(model, state, steps: int, warm: bool, before_step=None):
     for k in range(steps):
         if before_step is not None:
             before_step(k)
-        a, ia = stepper.lcp_step(model, a, ca, warm_start=warm, path="reference")
-        b, ib = stepper.lcp_step(model, b, cb, warm_start=warm)
+        a, ia = lcp_step(model, a, ca, warm_start=warm, path="reference")
+        b, ib = lcp_step(model, b, cb, warm_start=warm)
         taken.append(ib.path)
         rungs.append(ib.rung)
         where = f"step {k}"
@@ -115,8 +115,8 @@ def _compare(model, state, steps: int, warm: bool, before_step=None):
             m = ia.contacts.count
             mu_any = bool(np.any(_mu(model, ia.contacts) > 0))
             d = model.solver.friction_directions if mu_any else 0
-            layout = stepper.ContactLcpLayout(m, d, np.zeros((d, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
-            keys = stepper.contact_keys(ia.contacts)
+            layout = lcp_problem.ContactLcpLayout(m, d, np.zeros((d, 2)), np.zeros((0, 0)), np.zeros((0, 0)))
+            keys = lcp_problem.contact_keys(ia.contacts)
             ga = ca.lcp_warm.guess(model, a.step, keys, layout)
             gb = cb.lcp_warm.guess(model, b.step, keys, layout)
             assert ga is not None and gb is not None, where
@@ -162,7 +162,7 @@ def test_warm_size_steps_go_to_reference_with_the_compiled_basis(monkeypatch, de
     model, state, _ = prepare(scene_file("box_stack"), solver="lcp")
 
     def switch(k):
-        monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0 if k % 2 else 10**6)
+        monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0 if k % 2 else 10**6)
 
     taken, rungs = _compare(model, state, 200, True, before_step=switch)
     assert all(p == "reference: warm-start size" for p in taken[1::2]), collections.Counter(taken[1::2])
@@ -178,9 +178,9 @@ def test_pivot_limit_failure_is_reported_as_by_the_reference():
     errors = []
     for path in ("reference", "auto"):
         s, ctx = state, StepContext()
-        with pytest.raises(stepper.LcpStepError) as exc:
+        with pytest.raises(lcp_info.LcpStepError) as exc:
             for _ in range(1000):
-                s, _ = stepper.lcp_step(model, s, ctx, path=path)
+                s, _ = lcp_step(model, s, ctx, path=path)
         errors.append(exc.value)
     ref, comp = errors
     assert comp.status == LemkeStatus.PIVOT_LIMIT
@@ -197,8 +197,8 @@ def test_secondary_ray_is_reported_as_by_the_reference():
     assert lcp_compiled_supported(model)[0]
     errors = []
     for path in ("reference", "auto"):
-        with pytest.raises(stepper.LcpStepError) as exc:
-            stepper.lcp_step(model, state, StepContext(), path=path)
+        with pytest.raises(lcp_info.LcpStepError) as exc:
+            lcp_step(model, state, StepContext(), path=path)
         errors.append(exc.value)
     ref, comp = errors
     assert comp.status == LemkeStatus.SECONDARY_RAY and sorted(comp.contacts) == [0, 1]
@@ -229,8 +229,8 @@ def test_unsupported_models_name_the_reason():
     ok, reason = lcp_compiled_supported(model)
     assert not ok and "restitution" in reason
     with pytest.raises(ValueError, match="restitution"):
-        stepper.lcp_step(model, state, path="compiled")
-    _, info = stepper.lcp_step(model, state)
+        lcp_step(model, state, path="compiled")
+    _, info = lcp_step(model, state)
     assert info.path == "reference"
     from convexsim.simulate import run_model
     with pytest.raises(ValueError, match="restitution"):          # refused before the run starts

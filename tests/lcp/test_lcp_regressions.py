@@ -81,7 +81,7 @@ def test_captured_lcp_unperturbed_is_the_resting_stack(name):
     # and where the step's kinematics are stored, v⁺ = v* + A⁻¹W z vanishes (they stay at rest). The
     # solution's error is ~cond·ε relative; 1e-8 and 1e-9 m/s are far above it and far below any
     # wrong basis (a missing contact changes Σ p_n by a whole box weight).
-    from convexsim.stepping.lcp_stepper import build_contact_lcp
+    from convexsim.stepping.lcp_problem import build_contact_lcp
 
     M, q, nw = load_case(name)
     r = lemke(M, q)
@@ -129,7 +129,7 @@ def test_noise_pivot_after_drift_is_caught_by_the_chain():
     # rebuild, then a pivot on an entry that is zero up to the tableau's accumulated rounding (basis condition
     # 1.5e5 -> 4e16), and 7 pivots later a spurious ray (q·ray = 0). The data are fine: the unperturbed LCP, a
     # rebuild every 20 pivots, or the stepper's chain solve it; every answer passes both checks on (M, q).
-    from convexsim.stepping.lcp_stepper import solve_contact_lcp
+    from convexsim.stepping.lcp_fallback import solve_contact_lcp
 
     d = np.load(DATA / "box_stack_prescott_step1951.npz")
     M, q, Mp, qp = d["M"], d["q"], d["Mp"], d["qp"]

@@ -20,10 +20,10 @@ LONG = {"box_stack"}
 
 
 def _run(scene, warm, monkeypatch, duration=None):
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_islands
     from convexsim.simulate import simulate
 
-    monkeypatch.setattr(stepper, "WARM_START_DEFAULT", warm)
+    monkeypatch.setattr(lcp_islands, "WARM_START_DEFAULT", warm)
     rungs = collections.Counter()
     zmin = []
 
@@ -85,13 +85,13 @@ def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
     # Each perturbed answer must pass Lemke's final check on the step's unperturbed LCP (the
     # perturbations are ≥ 100× below that check's tolerance, see test_lcp_regressions). The stepper's
     # solve chain (Lemke, then fallback rungs) must solve 100 %; bare Lemke nearly all.
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_fallback, lcp_islands, lcp_problem
     from convexsim.lcp.lemke import lemke
     from convexsim.simulate import simulate
     from test_lcp_regressions import independent_check, passes_final_check, perturbed
 
     kinds = ["rel16", "rel15", "q12"]
-    real_build = stepper.build_contact_lcp
+    real_build = lcp_problem.build_contact_lcp
     stats = {"steps": 0, "solves": 0, "failed": [], "bare_failed": []}
 
     def build_and_probe(Ainv, v_star, J, bias, mu, num_directions):
@@ -106,12 +106,12 @@ def test_box_stack_every_step_solved_under_perturbations(monkeypatch):
             r = lemke(Mp, qp)
             if not (r.solved and passes_final_check(M, q, r.z) and independent_check(M, q, r.z)):
                 stats["bare_failed"].append((step, k, r.status.name, r.pivots))
-                res, _ = stepper.solve_contact_lcp(Mp, qp, step=step)
+                res, _ = lcp_fallback.solve_contact_lcp(Mp, qp, step=step)
                 if res is None or not (passes_final_check(M, q, res.z) and independent_check(M, q, res.z)):
                     stats["failed"].append((step, k, r.status.name, r.pivots))
         return M, q, layout
 
-    monkeypatch.setattr(stepper, "build_contact_lcp", build_and_probe)
+    monkeypatch.setattr(lcp_islands, "build_contact_lcp", build_and_probe)
     from convexsim.stepping import packing   # the probe sits in the Python step's assembly
     monkeypatch.setattr(packing, "lcp_supported_cached", lambda model: (False, "test: reference path"))
     traj = simulate("scenes/box_stack.yaml", solver="lcp")

@@ -42,7 +42,7 @@ def _contact_like(m, d, seed, bodies=4):
     """A contact-structured LCP (frictional, polyhedral cone with d directions): M = [[WᵀA⁻¹W, E], [μ, −Eᵀ, 0]]
     with W from random contact Jacobians on a few bodies (PSD block of rank ≤ 6·bodies, as in a pile) and
     q = (Wᵀv*, 0) with v* pushing bodies into contact."""
-    from convexsim.stepping.lcp_stepper import build_contact_lcp
+    from convexsim.stepping.lcp_problem import build_contact_lcp
 
     rng = np.random.default_rng(seed)
     nv = 6 * bodies

@@ -73,7 +73,7 @@ def _p_matrix(n, seed, density=0.05):
 def _heap_like(bodies, m, d, seed):
     """A contact LCP of a connected random heap: m contacts between neighbouring bodies of a chain with random
     shortcuts (so the island is one), polyhedral cone with d directions, q pushing bodies into contact."""
-    from convexsim.stepping.lcp_stepper import build_contact_lcp
+    from convexsim.stepping.lcp_problem import build_contact_lcp
 
     rng = np.random.default_rng(seed)
     nv = 6 * bodies
@@ -197,7 +197,7 @@ def test_cold_heap_lcp_first_run_solves(name, kind):
     # solves it (no fallback rung in the stepper's chain), exact and under seeded bit-level / 1e-12
     # perturbations, each answer checked on the unperturbed data (independent check at the final check's
     # level t = 1e4·ε·n, as for the t = 0.9 s heap above)
-    from convexsim.stepping.lcp_stepper import solve_contact_lcp
+    from convexsim.stepping.lcp_fallback import solve_contact_lcp
 
     M, q = _heap_cold(name)
     assert sparse_lemke.use_sparse(M)
@@ -218,13 +218,13 @@ def test_cycling_heap_lcp_large_island_chain():
     # 8000 to 95 500; a solved cold heap run takes ≈ 0.8·n). The stepper's chain on a large island stops the
     # run at LARGE_ISLAND_PIVOTS·n and tries covering vectors first: solved on a covering rung (or by Lemke,
     # should the path not cycle on some machine), within 3 runs, the answer checked on the original data
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_fallback
 
     M, q = _heap_cold("mixed_clutter_heap_t064_cycling")
     n = q.shape[0]
-    assert n >= stepper.LARGE_ISLAND_SIZE
-    res, first = stepper.solve_contact_lcp(M, q, step=639)
-    assert first.pivots <= stepper.LARGE_ISLAND_PIVOTS * n
+    assert n >= lcp_fallback.LARGE_ISLAND_SIZE
+    res, first = lcp_fallback.solve_contact_lcp(M, q, step=639)
+    assert first.pivots <= lcp_fallback.LARGE_ISLAND_PIVOTS * n
     assert res is not None and res.rung in ("lemke", "covering") and res.attempts <= 3
     assert passes_final_check(M, q, res.z)
     assert independent_check(M, q, res.z, tol=1e4 * np.finfo(float).eps * n)
@@ -280,10 +280,10 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
     # lockstep test (test_warm_start.py): both answers pass the same check (t·s_w ≈ 5e-11 m/s per step), but
     # the polyhedral-friction LCP is not unique in velocity on degenerate manifolds
     from convexsim.simulate import prepare
-    from convexsim.stepping import StepContext, lcp_stepper as stepper
+    from convexsim.stepping import StepContext, lcp_islands, lcp_step
     from repo_paths import scene_file
 
-    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)
+    monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0)
     md, sd, _ = prepare(scene_file("box_stack"), solver="lcp")
     ms, ss, _ = prepare(scene_file("box_stack"), solver="lcp")
     ctx_d, ctx_s = StepContext(), StepContext()
@@ -291,9 +291,9 @@ def test_stepper_with_every_island_on_the_sparse_kernel(warm, monkeypatch):
     used = 0
     for _ in range(150):        # the stack settles within ~30 steps; the rest is the resting degenerate case
         monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 10**9)
-        sd, _ = stepper.lcp_step(md, sd, ctx_d, warm_start=warm)
+        sd, _ = lcp_step(md, sd, ctx_d, warm_start=warm)
         monkeypatch.setattr(sparse_lemke, "AUTO_MIN_SIZE", 0)
-        ss, info = stepper.lcp_step(ms, ss, ctx_s, warm_start=warm)
+        ss, info = lcp_step(ms, ss, ctx_s, warm_start=warm)
         used += info.contacts.count > 0
         dq = max(dq, float(np.abs(sd.q - ss.q).max()))
         dv = max(dv, float(np.abs(sd.v - ss.v).max()))
@@ -311,7 +311,7 @@ def test_sparse_input_same_path_as_dense_input():
     a, b = lemke(M, q, max_pivots=5 * n), lemke(Ms, q, max_pivots=5 * n)
     assert a.solved and b.solved and a.pivots == b.pivots
     np.testing.assert_array_equal(a.z, b.z)
-    from convexsim.stepping.lcp_stepper import basic_of
+    from convexsim.stepping.lcp_fallback import basic_of
 
     guess = basic_of(a)
     guess[np.random.default_rng(0).choice(n, 40, replace=False)] ^= True        # a few wrong indices
@@ -337,16 +337,16 @@ def test_sparse_input_validated():
 def test_stepper_chain_on_sparse_island_matches_dense():
     # the stepper's chain with a large island in CSR form: every rung accepts sparse M (the regularized rung
     # adds a sparse εI, the acceptance check reads CSR); same rung, same z as the dense island
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_fallback
 
     M, q = _heap_cold("mixed_clutter_heap_t064_cycling")
     Ms = scipy.sparse.csr_matrix(M)
-    rd, fd = stepper.solve_contact_lcp(M, q, step=639)
-    rs, fs = stepper.solve_contact_lcp(Ms, q, step=639)
+    rd, fd = lcp_fallback.solve_contact_lcp(M, q, step=639)
+    rs, fs = lcp_fallback.solve_contact_lcp(Ms, q, step=639)
     assert rd is not None and rs is not None and rd.rung == rs.rung and rd.pivots == rs.pivots
     np.testing.assert_array_equal(rd.z, rs.z)
-    for (kd, Md, qd, dd), (ks, Mk, qk, dk) in zip(stepper._fallback_attempts(M, q, 639),
-                                                  stepper._fallback_attempts(Ms, q, 639)):
+    for (kd, Md, qd, dd), (ks, Mk, qk, dk) in zip(lcp_fallback._fallback_attempts(M, q, 639),
+                                                  lcp_fallback._fallback_attempts(Ms, q, 639)):
         assert kd == ks and scipy.sparse.issparse(Mk)
         np.testing.assert_array_equal(Mk.toarray(), Md)
         np.testing.assert_array_equal(qk, qd)
@@ -354,7 +354,7 @@ def test_stepper_chain_on_sparse_island_matches_dense():
     bad = rd.z.copy()
     bad[int(np.argmax(bad))] *= 1.5
     for z in (rd.z, bad):
-        a, b = stepper._accept_on_original(M, q, z), stepper._accept_on_original(Ms, q, z)
+        a, b = lcp_fallback._accept_on_original(M, q, z), lcp_fallback._accept_on_original(Ms, q, z)
         assert (a is None) == (b is None)
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from convexsim.lcp.lemke import LemkeResult, LemkeStatus, lemke
-from convexsim.stepping.lcp_stepper import (LcpStepError, build_contact_lcp, friction_directions, gap_bias,
-                                   ray_contacts)
+from convexsim.stepping.lcp_info import LcpStepError
+from convexsim.stepping.lcp_problem import build_contact_lcp, friction_directions, gap_bias
+from convexsim.stepping.lcp_fallback import ray_contacts
 from repo_paths import scene_file
 
 G = 9.81
@@ -201,9 +202,9 @@ def test_ray_in_a_scene_is_reported_and_run_stops_cleanly():
 @pytest.mark.roundoff
 def test_failure_after_step_zero_reports_where_and_keeps_frames(monkeypatch):
     # (cold path: the warm start solves the impact step without any Lemke pivot)
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_islands
 
-    monkeypatch.setattr(stepper, "WARM_START_DEFAULT", False)
+    monkeypatch.setattr(lcp_islands, "WARM_START_DEFAULT", False)
     # sphere_drop with a pivot limit of 1: a step whose LCP has q ≥ 0 needs 0 pivots, one with
     # q_n < 0 (the gap would close within the step) needs z0 plus at least one more pivot. The ball
     # falls freely (gap φ_k = 0.9 − g·dt²·k(k+1)/2) until the first step k whose free-fall end point
@@ -302,9 +303,9 @@ def test_restitution_moreau_midpoint_rebound_ratio():
 def _failing_first_lemke(monkeypatch, bad_answer=False):
     """Make the stepper's first Lemke run per step report PIVOT_LIMIT; later runs (the fallback rungs)
     are real, or, with bad_answer, claim SOLVED with a wrong z (z = 0 while q has negative entries)."""
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_fallback
 
-    real = stepper.lemke
+    real = lcp_fallback.lemke
     calls = []
 
     def fake(M, q, **kw):
@@ -317,7 +318,7 @@ def _failing_first_lemke(monkeypatch, bad_answer=False):
             return LemkeResult(z, np.asarray(q, float).copy(), LemkeStatus.SOLVED, 3, 0.0, r.basis, z, 0.0)
         return r
 
-    monkeypatch.setattr(stepper, "lemke", fake)
+    monkeypatch.setattr(lcp_fallback, "lemke", fake)
     # the Python step's Lemke is replaced: keep lcp_step on that path (the compiled kernel calls its own)
     from convexsim.stepping import packing
     monkeypatch.setattr(packing, "lcp_supported_cached", lambda model: (False, "test: reference path"))
@@ -327,7 +328,7 @@ def _failing_first_lemke(monkeypatch, bad_answer=False):
 def test_fallback_rung_solves_and_is_recorded(monkeypatch):
     # sphere_drop resting on the ground: the first Lemke run "fails", the first perturbed-q run solves.
     # The answer must be the resting one (normal impulse m·g·dt, v⁺ = 0), judged on the original data.
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_step
     from convexsim.simulate import prepare
 
     model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp")
@@ -335,7 +336,7 @@ def test_fallback_rung_solves_and_is_recorded(monkeypatch):
     state.q[1, :3] = [0.0, 0.0, radius]  # ball (body 1) resting on the ground, at rest
     state.v[1] = 0.0
     calls = _failing_first_lemke(monkeypatch)
-    new, info = stepper.lcp_step(model, state, warm_start=False)
+    new, info = lcp_step(model, state, warm_start=False)
     assert info.rung == "perturbed_q" and info.lemke_runs == 2 and len(calls) == 2
     assert info.pivots >= 7 and info.iterations == info.pivots
     assert info.gamma[:, 2].sum() == pytest.approx(model.body_mass[1] * G * model.time_step, rel=1e-9)
@@ -344,7 +345,7 @@ def test_fallback_rung_solves_and_is_recorded(monkeypatch):
 
 def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
     # every rung "solves" with a wrong z: none may be accepted; the step fails naming its contact
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import lcp_fallback, lcp_step
     from convexsim.simulate import prepare
 
     model, state, _ = prepare("scenes/sphere_drop.yaml", solver="lcp")
@@ -352,11 +353,11 @@ def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
     state.v[1] = 0.0
     calls = _failing_first_lemke(monkeypatch, bad_answer=True)
     with pytest.raises(LcpStepError) as exc:
-        stepper.lcp_step(model, state, warm_start=False)
-    n_rungs = (stepper.FALLBACK_Q_TRIES + stepper.FALLBACK_COVERING_TRIES
-               + len(stepper.FALLBACK_REGULARIZATION))
+        lcp_step(model, state, warm_start=False)
+    n_rungs = (lcp_fallback.FALLBACK_Q_TRIES + lcp_fallback.FALLBACK_COVERING_TRIES
+               + len(lcp_fallback.FALLBACK_REGULARIZATION))
     assert len(calls) == 1 + n_rungs
-    assert sum(calls) == stepper.FALLBACK_COVERING_TRIES  # the covering rungs pass their own d
+    assert sum(calls) == lcp_fallback.FALLBACK_COVERING_TRIES  # the covering rungs pass their own d
     err = exc.value
     assert err.status == LemkeStatus.PIVOT_LIMIT and err.contacts == [0]
     assert f"{n_rungs} fallback attempts" in str(err) and "ground–ball" in str(err)
@@ -365,20 +366,20 @@ def test_fallback_answers_are_checked_on_the_original_lcp(monkeypatch):
 def test_step_info_reports_rung_and_work(monkeypatch):
     # cold: rung "lemke", iterations = pivots; warm: rung "warm", iterations = the warm run's pivots plus its
     # one factorization (warm_solves); islands below WARM_MIN_SIZE unknowns are never warm-started
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import StepContext, lcp_islands, lcp_step
     from convexsim.simulate import prepare
 
     from convexsim.stepping import StepContext
 
     model, state, _ = prepare("scenes/box_stack.yaml", solver="lcp")
     ctx = StepContext()
-    s1, i1 = stepper.lcp_step(model, state, ctx, warm_start=True)
+    s1, i1 = lcp_step(model, state, ctx, warm_start=True)
     assert i1.rung == "lemke" and i1.iterations == i1.pivots > 0 and i1.lemke_runs == 1
-    assert 0 < 10 * i1.contacts.count < stepper.WARM_MIN_SIZE and not i1.warm_attempted
-    s2, i2 = stepper.lcp_step(model, s1, ctx, warm_start=True)
+    assert 0 < 10 * i1.contacts.count < lcp_islands.WARM_MIN_SIZE and not i1.warm_attempted
+    s2, i2 = lcp_step(model, s1, ctx, warm_start=True)
     assert not i2.warm_attempted                    # n = 10·m < WARM_MIN_SIZE: solved cold
-    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)
-    _, i3 = stepper.lcp_step(model, s2, ctx, warm_start=True)
+    monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0)
+    _, i3 = lcp_step(model, s2, ctx, warm_start=True)
     assert i3.warm_attempted and i3.warm_solves == 1 and i3.iterations == i3.pivots + i3.warm_solves
     if i3.warm_accepted:
         assert i3.rung == "warm" and i3.lemke_runs == 0
@@ -392,7 +393,7 @@ def test_step_info_reports_rung_and_work(monkeypatch):
 
 
 def test_contact_islands_connect_moving_bodies_only():
-    from convexsim.stepping.lcp_stepper import contact_islands
+    from convexsim.stepping.lcp_islands import contact_islands
 
     # cliques: 0–1 touch, 1–2 touch (one island {0, 1, 2}); 3 and 4 only touch the ground (−1): two
     # islands; a ground–ground contact (−1, −1) is its own island
@@ -425,16 +426,16 @@ def test_islands_give_the_same_step_as_one_lcp(warm, monkeypatch):
     # blocks separately is exact: the split step must equal the unsplit one. The answers are checked on
     # physics both ways: the resting pair stays at rest (normal impulses carry 1.5 kg·g·dt), the sliding
     # box decelerates by μ·g·dt along a cone direction (x is a friction direction on a flat floor).
-    from convexsim.stepping import lcp_stepper as stepper
+    from convexsim.stepping import StepContext, lcp_islands, lcp_step
     from convexsim.simulate import prepare
 
     out = {}
     for split in (False, True):
-        monkeypatch.setattr(stepper, "SPLIT_ISLANDS", split)
+        monkeypatch.setattr(lcp_islands, "SPLIT_ISLANDS", split)
         model, state, _ = prepare(TWO_BOXES)
-        ctx = stepper.StepContext()
+        ctx = StepContext()
         for _ in range(3):
-            state, info = stepper.lcp_step(model, state, ctx, warm_start=warm)
+            state, info = lcp_step(model, state, ctx, warm_start=warm)
         out[split] = (state, info)
     (s0, i0), (s1, i1) = out[False], out[True]
     assert i0.islands == 1 and i1.islands == 2

@@ -65,7 +65,7 @@ def test_infeasible_lcp_is_never_solved():
 
 
 def test_contact_keys_number_points_within_a_pair():
-    from convexsim.stepping.lcp_stepper import contact_keys
+    from convexsim.stepping.lcp_problem import contact_keys
     from convexsim.model import Contacts
 
     c = Contacts(geom_a=np.array([0, 0, 0, 1, 1, 2]), geom_b=np.array([3, 3, 4, 2, 2, 5]),
@@ -92,10 +92,10 @@ def test_contact_keys_number_points_within_a_pair():
 
 def _lockstep(scene, duration, monkeypatch):
     from convexsim.simulate import prepare
-    from convexsim.stepping import StepContext, lcp_stepper as stepper
+    from convexsim.stepping import StepContext, lcp_islands, lcp_step
 
     accepted_problems = []
-    orig = stepper._warm_solve
+    orig = lcp_islands._warm_solve
 
     def spy(M, q, basic, workspace):
         z, piv, final_basic = orig(M, q, basic, workspace)
@@ -105,8 +105,8 @@ def _lockstep(scene, duration, monkeypatch):
             assert final_basic.shape == z.shape and not np.any(z[~final_basic] != 0.0)
         return z, piv, final_basic
 
-    monkeypatch.setattr(stepper, "_warm_solve", spy)
-    monkeypatch.setattr(stepper, "WARM_MIN_SIZE", 0)   # exercise the warm start on every island
+    monkeypatch.setattr(lcp_islands, "_warm_solve", spy)
+    monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0)   # exercise the warm start on every island
     mc, sc, _ = prepare(scene, solver="lcp")
     mw, sw, _ = prepare(scene, solver="lcp")
     n = int(round(duration / mc.time_step))
@@ -114,8 +114,8 @@ def _lockstep(scene, duration, monkeypatch):
     infos = []
     ctx_cold, ctx_warm = StepContext(), StepContext()
     for _ in range(n):
-        sc, ic = stepper.lcp_step(mc, sc, ctx_cold, warm_start=False)
-        sw, iw = stepper.lcp_step(mw, sw, ctx_warm, warm_start=True)
+        sc, ic = lcp_step(mc, sc, ctx_cold, warm_start=False)
+        sw, iw = lcp_step(mw, sw, ctx_warm, warm_start=True)
         assert not ic.warm_attempted and not ic.warm_accepted
         infos.append(iw)
         dq = max(dq, float(np.abs(sc.q - sw.q).max()))
@@ -149,9 +149,9 @@ def test_warm_trajectory_matches_cold(scene, duration, min_accepted, monkeypatch
 def test_stale_previous_solution_is_not_used(monkeypatch):
     """One context shared on purpose: a stored solution is used only for the next step of its own model."""
     from convexsim.simulate import prepare
-    from convexsim.stepping import StepContext, lcp_step, lcp_stepper
+    from convexsim.stepping import StepContext, lcp_islands, lcp_step
 
-    monkeypatch.setattr(lcp_stepper, "WARM_MIN_SIZE", 0)
+    monkeypatch.setattr(lcp_islands, "WARM_MIN_SIZE", 0)
 
     m1, s1, _ = prepare(scene_file("box_stack"), solver="lcp")
     m2, s2, _ = prepare(scene_file("box_stack"), solver="lcp")
@@ -175,7 +175,8 @@ def test_stored_guess_is_the_final_basis_with_its_basic_zeros():
     # pivot, and the cache keeps the flags per contact key (a contact missing from the new step: w basic).
     from convexsim.lcp.lemke import lemke_from_basis
     from convexsim.stepping.context import LcpWarmStart
-    from convexsim.stepping.lcp_stepper import ContactLcpLayout, basic_of
+    from convexsim.stepping.lcp_problem import ContactLcpLayout
+    from convexsim.stepping.lcp_fallback import basic_of
     from test_lcp_regressions import load_case
 
     M, q, nw = load_case("fail_warm")

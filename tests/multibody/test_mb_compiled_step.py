@@ -336,7 +336,7 @@ def test_compiled_pd_steady_state_is_target_minus_gravity_torque_over_kp():
 
 @pytest.mark.parametrize("scene", ["iiwa_push", "gripper_lift"])
 def test_run_loop_records_what_the_step_by_step_compiled_path_computes(scene):
-    """``run_model`` (the compiled run loop, tree_run_kernel) and the step-by-step compiled path give the
+    """``run_model`` (the compiled run loop, run_kernel) and the step-by-step compiled path give the
     same frames, contact rows and joint forces: the same kernel on the same inputs, so to the last bit."""
     from convexsim.simulate import Recorder, run_model
 

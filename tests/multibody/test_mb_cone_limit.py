@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from convexsim.multibody.reference_step import ConeLimit, cone_swing, free_motion
+from convexsim.multibody.model import ConeLimit
+from convexsim.multibody.reference_step import cone_swing, free_motion
 from convexsim.sap.joint_constraints import BETA_JOINT
 from convexsim.scene import SceneError
 from convexsim.simulate import prepare

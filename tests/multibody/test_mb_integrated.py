@@ -1,5 +1,5 @@
 """Kinematic trees through the integrated stepper (convexsim.stepping.step, scene files with ``joints:``
-and ``actuators:``) against the standalone reference step and the analytic answers of
+and ``actuators:``) against the one-tree step of the tests (one_tree_step) and the analytic answers of
 test_mb_physics.py: the same numbers must come out of the scene → Model → SAP path."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
+import one_tree_step as rs
 from convexsim.multibody import gravity_forces
-from convexsim.multibody import reference_step as rs
 from convexsim.multibody.forest import Controls
+from convexsim.multibody.model import PdActuator
 from convexsim.simulate import prepare, simulate
 from convexsim.stepping import StepContext, step
 
@@ -47,7 +48,7 @@ def run(text, duration, controls=None):
 
 def test_tree_without_contact_equals_the_reference_step():
     """Double pendulum with a PD actuator on joint 1 and a limit on joint 2, 300 steps: the integrated
-    stepper (scene → Model → articulated SAP) equals reference_step.step to 1e-10."""
+    stepper (scene → Model → the SAP step) equals one_tree_step.step to 1e-10."""
     text = """
 time_step: 0.001
 solver: {rel_tolerance: 1.0e-12}
@@ -69,7 +70,7 @@ actuators:
     for k, s in enumerate(states[1:]):
         a = tree.actuators[0]
         q_d, v_d = a.target(k * model.time_step)
-        act = rs.PdActuator(a.joint, a.kp, a.kd, q_d, v_d, effort=a.effort)
+        act = PdActuator(a.joint, a.kp, a.kd, q_d, v_d, effort=a.effort)
         q, v, rep = rs.step(tree.model, q, v, model.time_step, limits=tree.limits, actuators=[act])
         worst = max(worst, np.abs(s.tree_q - q).max(), np.abs(s.tree_v - v).max())
         assert infos[k].actuator_force == pytest.approx(rep.actuator_force, abs=1e-8)

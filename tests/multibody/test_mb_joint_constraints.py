@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from convexsim.multibody.reference_step import SOLVE_PARAMETERS
+from one_tree_step import SOLVE_PARAMETERS
 from convexsim.sap.solver import solve_rows
 from convexsim.sap.joint_constraints import (
     BETA_JOINT,

@@ -1,4 +1,4 @@
-"""Kinematic trees through the LCP stepper (convexsim.stepping.lcp_trees and its compiled twin): limits as rigid
+"""Kinematic trees through the LCP stepper (convexsim.stepping.lcp_reference and its compiled twin): limits as rigid
 unilateral rows, PD in the implicit linear form with explicit effort saturation (docs/articulated.md)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The compiled LCP step of tree models (convexsim.stepping.lcp_composition) against its reference
-(convexsim.stepping.lcp_trees): stage by stage on the shipped robot scenes (the trees' A and v* also against
+(convexsim.stepping.lcp_reference): stage by stage on the shipped robot scenes (the trees' A and v* also against
 the independent numpy sums of ``tree_reference``, the PD fold against its definition from the scene's gains
 and targets), over short runs, and on physics neither path can tune (a pendulum resting on its rigid limit,
 the iiwa's PD hold)."""
@@ -22,7 +22,7 @@ from convexsim.stepping.free_motion import dense_free_motion as free_motion
 from convexsim.stepping.jacobians import dense_contact_rows as contact_rows
 from convexsim.stepping.lcp_rows import fold_forest_pd, joint_rows
 from convexsim.stepping.post_solve import ROW_COUPLER
-from convexsim.stepping.lcp_trees import pd_and_limit_rows
+from convexsim.stepping.lcp_reference import pd_and_limit_rows
 
 ROUNDOFF = 1e-12
 """Relative bound of a stage against its reference: the same quantity by other formulas or in another order
@@ -227,8 +227,8 @@ def test_a_step_the_kernel_refuses_is_taken_by_the_reference_with_the_reason(mon
 
     model, state = _advanced("gripper_lift", 3)
     expected, _ = dispatch.step(model, state, StepContext(), path="reference")
-    kernel = TK.lcp_tree_step_kernel
-    monkeypatch.setattr(TK, "lcp_tree_step_kernel", lambda *a: (LK.LCP_LEMKE_FAILED, *kernel(*a)[1:]))
+    kernel = TK.lcp_step_kernel
+    monkeypatch.setattr(TK, "lcp_step_kernel", lambda *a: (LK.LCP_LEMKE_FAILED, *kernel(*a)[1:]))
     new, info = dispatch.step(model, state, StepContext())
     assert info.path == "reference: first Lemke run failed"
     assert np.array_equal(new.tree_q, expected.tree_q) and np.array_equal(new.q, expected.q)

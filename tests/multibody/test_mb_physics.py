@@ -1,4 +1,4 @@
-"""Articulated physics with the standalone reference step (convexsim.multibody.reference_step) against
+"""Articulated physics with the one-tree step of the tests (one_tree_step: the package's tree stage, solved) against
 analytic answers: pendulum period, the double pendulum's energy error predicted by the integrator's
 truncation error, Drake's joint-limit case, the implicit PD steady state and effort saturation, implicit
 joint damping, and a coupler. The derivations are in docs/articulated.md §5."""
@@ -20,8 +20,9 @@ from convexsim.multibody import (
     mass_matrix,
     potential_energy,
 )
-from convexsim.multibody.reference_step import Coupler, JointLimit, PdActuator, simulate, step
+from convexsim.multibody.model import Coupler, JointLimit, PdActuator
 from convexsim.sap.joint_constraints import pd_effective_gains
+from one_tree_step import simulate, step
 
 G = 9.81
 NO_INERTIA = np.zeros((3, 3))

@@ -11,11 +11,22 @@ import pytest
 from convexsim.geometry.broadphase import HALFSPACE, SPHERE, brute_force_pairs, sweep_and_prune_pairs
 
 
-def _pairs(kernel, gtype, size, body, fixed, pos, geom_filter):
+def _pairs(kernel, gtype, size, body, fixed, pos, geom_filter, tree_filter=None):
     rot = np.tile(np.eye(3), (gtype.shape[0], 1, 1))
     out = np.empty((256, 2), np.int64)
-    n = kernel(gtype, size, body, fixed, pos, rot, np.zeros(gtype.shape[0]), out, geom_filter)
+    n = kernel(gtype, size, body, fixed, pos, rot, np.zeros(gtype.shape[0]), out, geom_filter, tree_filter)
     return {tuple(p) for p in out[:n]}
+
+
+def _crowd(rng, n: int, spread: float):
+    """A floor (geometry 0) and n spheres of radius 0.3 m at random in a cube of half-width ``spread`` [m]:
+    (geom types, sizes, positions)."""
+    gtype = np.array([HALFSPACE] + [SPHERE] * n, np.int64)
+    size = np.zeros((n + 1, 3))
+    size[1:, 0] = 0.3
+    pos = np.zeros((n + 1, 3))
+    pos[1:] = rng.uniform(-spread, spread, (n, 3)) + [0.0, 0.0, 0.2]
+    return gtype, size, pos
 
 
 def test_broad_phase_reports_exactly_the_admitted_pairs():
@@ -23,11 +34,7 @@ def test_broad_phase_reports_exactly_the_admitted_pairs():
     report the unfiltered pairs for which (group_i & mask_j) | (group_j & mask_i) != 0, and no others."""
     rng = np.random.default_rng(7)
     n = 12
-    gtype = np.array([HALFSPACE] + [SPHERE] * n, np.int64)
-    size = np.zeros((n + 1, 3))
-    size[1:, 0] = 0.3
-    pos = np.zeros((n + 1, 3))
-    pos[1:] = rng.uniform(-0.3, 0.3, (n, 3)) + [0.0, 0.0, 0.2]
+    gtype, size, pos = _crowd(rng, n, 0.3)
     body = np.arange(n + 1, dtype=np.int64)
     fixed = np.zeros(n + 1, np.bool_)
     fixed[0] = True
@@ -39,6 +46,41 @@ def test_broad_phase_reports_exactly_the_admitted_pairs():
         assert 0 < len(admitted) < len(everything)
         assert _pairs(kernel, gtype, size, body, fixed, pos, filt) == admitted
         assert _pairs(kernel, gtype, size, body, fixed, pos, np.ones((n + 1, 2), np.int64)) == everything
+
+
+def test_broad_phase_applies_the_tree_pair_rule():
+    """Ten crowded spheres on ten bodies: bodies 1-4 links of tree 0 hanging from fixed body 9, bodies 5-6 links of
+    tree 1 hanging from the world (body 6 without dofs on its path: a link welded to the world), 7-8 free, 9 a
+    fixed base, and a floor (body 0). Both broad phases report exactly the unfiltered pairs the rule admits (no
+    pair within one tree, none between tree 0's links and body 9, none between two bodies without dofs), and
+    combine it with the bit filter."""
+    rng = np.random.default_rng(3)
+    n = 10
+    gtype, size, pos = _crowd(rng, n, 0.25)
+    body = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9], np.int64)      # two geometries on the base body 9
+    nbody = 10
+    fixed = np.zeros(nbody, np.bool_)
+    fixed[[0, 9]] = True
+    body_tree = np.array([-1, 0, 0, 0, 0, 1, 1, -1, -1, -1], np.int64)
+    moves = np.array([False, True, True, True, True, True, False, True, True, False])
+    tree_base = np.array([9, -1], np.int64)
+    trees = (body_tree, moves, tree_base)
+
+    def admitted(i, j):
+        bi, bj = body[i], body[j]
+        ti, tj = body_tree[bi], body_tree[bj]
+        same_tree = ti >= 0 and ti == tj
+        on_base = (tj >= 0 and tree_base[tj] == bi) or (ti >= 0 and tree_base[ti] == bj)
+        return not (same_tree or on_base or not (moves[bi] or moves[bj]))
+
+    filt = rng.integers(0, 4, (n + 1, 2)).astype(np.int64)
+    for kernel in (sweep_and_prune_pairs, brute_force_pairs):
+        everything = _pairs(kernel, gtype, size, body, fixed, pos, None)
+        kept = {p for p in everything if admitted(*p)}
+        assert 0 < len(kept) < len(everything) - 10             # the rule removes many candidate pairs
+        assert _pairs(kernel, gtype, size, body, fixed, pos, None, trees) == kept
+        both = {(i, j) for i, j in kept if (filt[i, 0] & filt[j, 1]) | (filt[j, 0] & filt[i, 1])}
+        assert _pairs(kernel, gtype, size, body, fixed, pos, filt, trees) == both
 
 
 def test_mjcf_contype_conaffinity_become_the_collision_filter(tmp_path):

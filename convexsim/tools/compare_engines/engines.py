@@ -111,11 +111,12 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
     cfg = MultibodyPlantConfig(time_step=model.time_step, discrete_contact_approximation=approximation,
                                contact_model="point", sap_near_rigid_threshold=model.solver.beta,
                                stiction_tolerance=model.solver.stiction_tolerance)
-    plant, _ = AddMultibodyPlant(cfg, builder)
+    plant, scene_graph = AddMultibodyPlant(cfg, builder)
     plant.mutable_gravity_field().set_gravity_vector(np.asarray(model.gravity, float))
     trees = DrakeTrees(plant, model) if model.has_trees else None
     links = link_bodies(model)
     bodies = []
+    geometry_ids = []
     for b in range(model.nbody):
         if model.body_fixed[b] or b in links:
             bodies.append(None)
@@ -149,11 +150,30 @@ def drake_system(model: Model, state: State, duration: float = 1.0):
         AddContactMaterial(properties=props, point_stiffness=float(model.material_stiffness[mat]),
                            dissipation=float(model.material_hc_dissipation[mat]), friction=CoulombFriction(mu, mu))
         props.AddProperty("material", "relaxation_time", float(model.material_dissipation_time[mat]))
-        plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props)
+        geometry_ids.append(plant.RegisterCollisionGeometry(frame_body, X_BG, shape, f"g{g}", props))
     plant.Finalize()
+    if trees is not None:
+        _filter_tree_pairs(model, scene_graph, geometry_ids)
     if trees is not None:
         trees.connect_targets(builder, duration)
     return builder.Build(), plant, bodies, trees
+
+
+def _filter_tree_pairs(model: Model, scene_graph, geometry_ids: list) -> None:
+    """Give Drake convexsim's tree-pair filter: no contact between two links of one tree, nor between a link
+    and the fixed body its tree hangs from (Drake by default filters only the pairs a joint connects, so a
+    linkage modelled as a tree with couplers would collide with itself in Drake and not in convexsim)."""
+    from pydrake.geometry import CollisionFilterDeclaration, GeometrySet
+
+    geom_body = np.asarray(model.geom_body)
+    manager = scene_graph.collision_filter_manager()
+    for tree in model.forest.trees:
+        members = set(int(b) for b in tree.bodies)
+        if tree.base_body >= 0:
+            members.add(int(tree.base_body))
+        ids = [geometry_ids[g] for g in range(model.ngeom) if int(geom_body[g]) in members]
+        if len(ids) > 1:
+            manager.Apply(CollisionFilterDeclaration().ExcludeWithin(GeometrySet(ids)))
 
 
 _HULL_FILES: dict[tuple, str] = {}
@@ -204,7 +224,7 @@ def run_drake(model: Model, state: State, n_steps: int) -> "EngineRun":
     sim.Initialize()
     dt = model.time_step
     sim.AdvanceTo(dt)  # warm-up: the first step allocates
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         sim.AdvanceTo(dt * (n_steps + 1))
     pos = state.q[:, :3].copy()
     for b, body in enumerate(bodies):
@@ -304,7 +324,7 @@ def run_mujoco(model: Model, state: State, n_steps: int) -> "EngineRun":
         data.qvel[6 * j:6 * j + 3] = state.v[b, 3:]
         data.qvel[6 * j + 3:6 * j + 6] = R.T @ state.v[b, :3]
     mujoco.mj_step(m, data)  # warm-up
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         for _ in range(n_steps):
             mujoco.mj_step(m, data)
     pos = state.q[:, :3].copy()
@@ -324,7 +344,7 @@ def run_convexsim(model: Model, state: State, n_steps: int) -> "EngineRun":
 
     window = (n_steps + 1) * model.time_step
     run_model(model, state, duration=window, record_every=n_steps + 1)
-    with _Stopwatch() as clock:
+    with Stopwatch() as clock:
         traj, _ = run_model(model, state, duration=window, record_every=n_steps + 1)
     return EngineRun("convexsim", n_steps + 1, clock.wall_s, traj.position[-1].copy(), clock.cpu_s)
 
@@ -354,10 +374,10 @@ class EngineRun:
         return 1e3 * self.cpu_s / max(self.steps, 1)
 
 
-class _Stopwatch:
+class Stopwatch:
     """Context manager measuring wall time (perf_counter) and process CPU time (process_time) [s]."""
 
-    def __enter__(self) -> "_Stopwatch":
+    def __enter__(self) -> "Stopwatch":
         self._w, self._c = time.perf_counter(), time.process_time()
         return self
 
@@ -395,11 +415,11 @@ def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list
         dz = r.position[moving, 2].mean() - ref.position[moving, 2].mean() if dp.size else 0.0
         ratio = r.ms_per_step / ref.ms_per_step if ref.ms_per_step > 0 else float("nan")
         cpu_ratio = r.cpu_ms_per_step / ref.cpu_ms_per_step if ref.cpu_ms_per_step > 0 else float("nan")
-        rows.append(f"{scene:<16}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
+        rows.append(f"{scene:<20}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
                     f"{r.cpu_ms_per_step:>10.3f}{cpu_ratio:>10.2f}"
                     f"{(dp.max() if dp.size else 0.0) * 1e3:>14.3f}{dz * 1e3:>16.3f}")
     return rows
 
 
-HEADER = (f"{'scene':<16}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'cpu ms':>10}{'cpu vs':>10}"
+HEADER = (f"{'scene':<20}{'engine':<11}{'steps':>7}{'ms/step':>10}{'vs ours':>10}{'cpu ms':>10}{'cpu vs':>10}"
           f"{'max |Δp| [mm]':>14}{'Δ mean z [mm]':>16}")

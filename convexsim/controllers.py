@@ -1,0 +1,102 @@
+"""Compiled controllers: a control law written as a numba function that the compiled run loop calls before every
+step, so that a scripted policy runs at the loop's speed (no Python between steps).
+
+A controller has one fixed signature (:func:`controller_signature`)::
+
+    law(t, q, v, tree_q, tree_v, target, target_velocity, torque, params) -> None
+
+* ``t`` [s]: the time at the start of the step; ``q`` (nbody, 7), ``v`` (nbody, 6), ``tree_q`` (nq,),
+  ``tree_v`` (nv,): the state at the start of the step (read only: the step owns them);
+* ``target``, ``target_velocity`` (n_act,): the PD actuators' targets q_d [rad or m] and v_d (NaN: the
+  actuator follows its scene schedule; v_d NaN: 0), in the forest's actuator order
+  (``convexsim.controls.actuator_names``); ``torque`` (nv,): generalized forces [N·m or N] on the trees' dofs
+  (``State.tree_v`` order; through the joint's motor, if it has one: constant torque added, effort clamp).
+  The law writes the commands into these arrays; they keep their values from one step to the next;
+* ``params`` (np,): numbers the law reads (gains, set points) and may write (a controller's own state, e.g.
+  an integrator), handed over by the caller.
+
+:func:`compiled_controller` compiles a Python function of that signature once (``numba.cfunc``, cached on
+disk). Every controller has the same numba type, so the run loop is compiled once for all of them: a new
+controller costs its own compilation (a fraction of a second), not the step's.
+
+Body wrenches are not among the compiled controls (a run that needs them takes a Python controller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from convexsim._jit import CACHE
+
+_F64_1D = "float64[::1]"
+_F64_2D = "float64[:, ::1]"
+
+
+def controller_signature():
+    """The numba signature of a compiled controller (module docstring): void(float64 t, q (nbody, 7),
+    v (nbody, 6), tree_q, tree_v, target, target_velocity, torque, params)."""
+    from numba import types
+
+    a1 = types.Array(types.float64, 1, "C")
+    a2 = types.Array(types.float64, 2, "C")
+    return types.void(types.float64, a2, a2, a1, a1, a1, a1, a1, a1)
+
+
+@dataclass
+class CompiledController:
+    """A control law compiled with :func:`controller_signature` and its parameter vector.
+
+    ``law`` is the compiled function (a ``numba.cfunc``; the run loop calls it), ``python`` the function it
+    was compiled from (callable from Python for tests), ``params`` (np,) float64 the numbers it reads."""
+
+    law: object
+    python: Callable
+    params: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    name: str = "controller"
+
+    def with_params(self, params) -> "CompiledController":
+        """The same law with another parameter vector (no recompilation)."""
+        return CompiledController(self.law, self.python, _params(params), self.name)
+
+
+def _params(params) -> np.ndarray:
+    p = np.ascontiguousarray(np.atleast_1d(np.asarray(params if params is not None else (), dtype=np.float64)))
+    if p.ndim != 1:
+        raise ValueError(f"controller params must be a 1-d sequence of numbers, got shape {p.shape}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError("controller params must be finite")
+    return p
+
+
+def compiled_controller(fn: Callable | None = None, *, params=None):
+    """Compile ``fn`` as a controller (module docstring); usable as ``@compiled_controller`` or
+    ``compiled_controller(fn, params=[...])``. Raises a numba TypingError naming the line when ``fn`` does
+    not fit the signature."""
+    def build(f: Callable) -> CompiledController:
+        import numba
+
+        law = numba.cfunc(controller_signature(), cache=CACHE)(f)
+        return CompiledController(law, f, _params(params), getattr(f, "__name__", "controller"))
+
+    return build if fn is None else build(fn)
+
+
+def _hold(t, q, v, tree_q, tree_v, target, target_velocity, torque, params):
+    """The controller that commands nothing (the run loop's default): the arrays keep what they hold."""
+    return None
+
+
+_NO_CONTROLLER: list = []
+
+
+def no_controller() -> CompiledController:
+    """The do-nothing controller (compiled once per process, loaded from the cache after the first)."""
+    if not _NO_CONTROLLER:
+        _NO_CONTROLLER.append(compiled_controller(_hold))
+    return _NO_CONTROLLER[0]
+
+
+__all__ = ["CompiledController", "compiled_controller", "controller_signature", "no_controller"]
