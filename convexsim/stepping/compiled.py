@@ -47,6 +47,8 @@ def no_controls(model: Model) -> tuple:
     """The kernel's controls argument when none is set: NaN targets (the scene's schedules), the motors'
     constant torques (zero without motors)."""
     def make(m):
+        if m.forest is None:              # no actuators, no joints (a free-body run imports no multibody model)
+            return np.zeros(0), np.zeros(0), np.zeros(0)
         from convexsim.controls import ControlArrays
 
         c = ControlArrays.empty(m)

@@ -318,13 +318,15 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, k0, n_total, max_steps
             ncr = record_frame(nf, ncr, k, q_new, v_new, quiet, iterations, sap_status, ls_evals, resid, geoms,
                                phi, point, normal, gamma, force, geom_body, fr_step, fr_q, fr_v, fr_stat, fr_resid,
                                fr_nc, c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force)
-            fr_act[nf] = act_force
-            fr_lim[nf] = lim_force
-            fr_con[nf] = con_force
+            if tq.shape[0] > 0:            # the trees' joint forces and state (none for free bodies)
+                fr_act[nf] = act_force
+                fr_lim[nf] = lim_force
+                fr_con[nf] = con_force
             nf += 1
         count_step(st, taken, quiet, iterations, nc, sap_status, ls_evals, q, v, q_new, v_new)
-        tq[:] = tq_new
-        tv[:] = tv_new
+        if tq.shape[0] > 0:
+            tq[:] = tq_new
+            tv[:] = tv_new
         taken += 1
         t += dt
     code = RUN_DONE if k0 + taken >= n_total else RUN_CHUNK_END
