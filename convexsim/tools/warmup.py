@@ -389,7 +389,7 @@ NEEDS = {"collision": ("convex", "boxes", "broadphase"),
 """What each job calls that another job compiles (it starts when those have ended)."""
 
 _JOBS = {**LEAVES, **GROUPS}
-_ORDER = ("convex", "broadphase", "newton", "boxes", "collision", "step-finish", "step-parts", "forest", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
+_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-finish", "step-parts", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
           "lcp-trees", "sap-reference")
 """Which ready job a free worker takes first: the chain to the collision kernels first (the longest), the
 short broad phase beside the convex pairs so that the boxes follow them on the same worker."""
