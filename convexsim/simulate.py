@@ -675,35 +675,32 @@ class _DeferSignals:
 
 
 class RunKernel:
-    """The compiled run loop's kernel for one model (``sap_composition.run_kernel``, or
-    ``sap_composition.tree_run_kernel`` for models with trees) with its frame and contact buffers, shared by
-    :func:`run_model` and ``convexsim.sim.Simulation``.
+    """The compiled run loop's kernel for one model (``sap_composition.run_kernel``; a free-body model is a
+    forest of zero trees) with its frame and contact buffers, shared by :func:`run_model` and
+    ``convexsim.sim.Simulation``.
 
     :meth:`call` takes up to ``max_steps`` steps from (t, q, v, tq, tv), writing the state in place and the
     frames into ``bufs`` (``fr_*``: per frame; ``c_*``: contact rows, frame after frame; ``st``: per step)."""
 
     def __init__(self, model: Model, strict: bool):
         from convexsim.stepping import status as K
-        from convexsim.stepping.packing import packed
+        from convexsim.stepping.compiled import no_controls
+        from convexsim.stepping.packing import packed, packed_forest, step_arrays
         from convexsim.stepping.sap_composition import run_kernel
 
         self.K = K
         self._run_kernel = run_kernel
         self.model = model
         self.args = packed(model).args(strict)
+        self.arrays = step_arrays(model)
         self.trees = model.has_trees
         self.bufs: dict[str, np.ndarray] = {}
-        if self.trees:
-            from convexsim.stepping.compiled_trees import no_controls
-            from convexsim.stepping.packing import packed_forest
-            from convexsim.stepping.sap_composition import tree_run_kernel
-
-            self._no_controls = no_controls(model)
-            self.pf = pf = packed_forest(model)
-            self._tree_run_kernel = tree_run_kernel
-            self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
-                                [f"limit:{n}" for n in pf.limit_names],
-                                [f"constraint:{n}" for n in pf.coupler_names])
+        self._no_controls = no_controls(model)
+        self.pf = pf = packed_forest(model)
+        self._no_trees = (np.zeros(0), np.zeros(0))       # tree_q, tree_v of a model without trees
+        self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
+                            [f"limit:{n}" for n in pf.limit_names],
+                            [f"constraint:{n}" for n in pf.coupler_names])
         self.grow_contacts(256)
 
     def _frame_buffers(self, frames: int) -> None:
@@ -713,11 +710,10 @@ class RunKernel:
         bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
                     fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
                     fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
-        if self.trees:
-            pf = self.pf
-            bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
-                        fr_lim=np.empty((frames, len(pf.limit_names))),
-                        fr_con=np.empty((frames, len(pf.coupler_names))))
+        pf = self.pf
+        bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
+                    fr_lim=np.empty((frames, len(pf.limit_names))),
+                    fr_con=np.empty((frames, len(pf.coupler_names))))
 
     def grow_contacts(self, rows: int) -> None:
         """Contact buffers of at least ``rows`` rows."""
@@ -739,17 +735,12 @@ class RunKernel:
         if b.get("st") is None or b["st"].shape[0] < max_steps:
             b["st"] = np.empty((max_steps, 4), np.int64)
         args = self.args
-        if self.trees:
-            pf = self.pf
-            return self._tree_run_kernel(
-                args[0], args[1], args[2:], pf.fa, pf.ra, t, q, v, tq, tv, self._no_controls if ctl is None else ctl,
-                k_rel, n_total, max_steps,
-                record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"], b["fr_nc"],
-                b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
-                b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+        if tq is None:
+            tq, tv = self._no_trees
         return self._run_kernel(
-            *args, q, v, k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"],
-            b["fr_stat"], b["fr_resid"], b["fr_nc"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
+            args[0], args[1], self.arrays, t, q, v, tq, tv, self._no_controls if ctl is None else ctl,
+            k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"],
+            b["fr_nc"], b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
             b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
 
     def hands_over(self, code: int) -> bool:

@@ -32,7 +32,7 @@ STAGES = {
 COMPOSITIONS = {"sap_composition": "sap", "lcp_composition": "lcp"}
 """The compiled compositions, one module per solver."""
 
-RUNNERS = {"compiled": "sap", "compiled_trees": "sap", "lcp_compiled": "lcp"}
+RUNNERS = {"compiled": "sap", "lcp_compiled": "lcp"}
 """Python entry points of the compiled steps: a kernel's status into a result, a Handoff or an error."""
 
 REFERENCES = {"sap_stepper": "sap", "articulated": "sap", "body_constraints": "sap", "lcp_reference": "lcp",
@@ -108,6 +108,24 @@ def test_one_compiled_composition_per_solver():
     for runner, solver in RUNNERS.items():
         used = _imported_stepping_modules(runner) & set(COMPOSITIONS)
         assert used == {c for c, s in COMPOSITIONS.items() if s == solver}, (runner, used)
+
+
+def _inlined(fn: ast.FunctionDef) -> bool:
+    """Whether a kernel is inlined into its callers (``jit(inline="always")``): not an entry point of its own."""
+    return any(isinstance(d, ast.Call) and any(k.arg == "inline" for k in d.keywords) for d in fn.decorator_list)
+
+
+def test_one_compiled_sap_step_for_every_model():
+    """Free bodies and trees take one compiled SAP composition (a free-body model is a forest of zero trees):
+    its entry points are one prepare/finish pair (finish inlined into the run loop) and one run loop; that
+    run loop is the only kernel of ``stepping/`` that records frames; one runner calls it."""
+    kernels = {k.name: k for k in _kernels("sap_composition")}
+    assert {"step_prepare", "step_finish", "run_kernel"} <= set(kernels)
+    entries = {name for name, k in kernels.items() if not _inlined(k)}
+    assert entries == {"step_prepare", "run_kernel"}, entries
+    recorders = {(m, k.name) for m in _modules() for k in _kernels(m) if k.name != "record_frame" and "record_frame(" in ast.unparse(k)}
+    assert recorders == {("sap_composition", "run_kernel")}, recorders
+    assert [r for r, solver in RUNNERS.items() if solver == "sap"] == ["compiled"]
 
 
 def test_kernels_live_in_stages_and_compositions_only():

@@ -10,8 +10,8 @@ its numba kernels beside or called by its numpy reference:
 * ``post_solve`` (impulses, forces, velocities back into v), ``integration``, ``recording``.
 
 The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
-runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``,
-``compiled_trees``, ``lcp_compiled``: free bodies and trees); the numpy references are ``sap_stepper``
+runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``
+for SAP, ``lcp_compiled`` for the LCP: free bodies and trees each); the numpy references are ``sap_stepper``
 (``sap_step``, every model: free bodies are a forest without joints; its forest stages in ``articulated``)
 and ``lcp_reference`` (the rigid LCP with polyhedral friction, free bodies and trees; its pieces:
 ``lcp_problem``, ``lcp_islands``, ``lcp_fallback``, ``lcp_info``). ``context``: the ``StepContext`` a run carries

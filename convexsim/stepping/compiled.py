@@ -1,22 +1,25 @@
 """The compiled SAP step's Python runner: one kernel call, its status turned into (state, StepInfo), a Handoff
 or an error (the packing and eligibility are in ``packing``, the kernels in ``sap_composition``).
 
-``compiled_step(model, state, ctx)`` returns what ``sap_stepper.sap_step`` returns, computed by one call of
-the run loop ``sap_composition.run_kernel`` for one step; ``run_compiled`` (used by ``simulate.run_model``) advances many
-steps per numba call (``sap_composition.run_kernel``). The reference Python path stays in
-``sap_stepper`` and is what the tests compare against.
+``compiled_step(model, state, ctx)`` returns what the reference step returns (``sap_stepper.sap_step`` for a
+free-body model, ``articulated.articulated_sap_step`` for a model with trees), computed by one call of the run
+loop ``sap_composition.run_kernel`` for one step; ``simulate.run_model`` advances many steps per numba call
+with the same kernel. A free-body model is a forest of zero trees (``packing.PackedForest``): one composition
+takes both.
 
 Which models: ``packing.compiled_step_supported`` is the one place that decides (free bodies, fixed bodies and
-the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive
-shapes, the SAP solver with any of its contact models, valid materials). Models with trees step by
-``compiled_trees.compiled_tree_step`` (and ``sap_composition.tree_run_kernel`` in the run loop).
+the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive shapes, the SAP
+solver with any of its contact models, valid materials). A controller's PD targets and joint torques
+(``ctx.controls``) are arrays the kernel takes every step; a step with body wrenches is taken by the reference
+step (a Handoff), and so is a step whose margin share is not finite.
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
-contact graph). A step with an island of more than ``packing.ISLAND_MAX_DOFS`` dofs (20 bodies) is factored
-with the supernodal Cholesky (``sap.supernodal``) inside the compiled Newton loop; its
-symbolic analysis is done in Python, only when the contact graph leaves the pattern of the step context's
-last analysis (``SymbolicCache.covering``: a superset pattern is kept across steps, exact up to round-off).
-The run loop (``run_kernel``) stops before such a step and the caller takes it with :func:`compiled_step`.
+clique graph). A step with an island of more than ``packing.ISLAND_MAX_DOFS`` dofs (20 free bodies) is
+factored with the supernodal Cholesky (``sap.supernodal``) inside the compiled Newton loop; its symbolic
+analysis is done in Python, only when the clique graph leaves the pattern of the step context's last analysis
+(``SymbolicCache.covering``: a superset pattern is kept across steps, exact up to round-off). The run loop
+stops before such a step and the caller takes it with :func:`compiled_step`, in two kernel calls
+(``step_prepare``, the analysis, ``step_finish``).
 """
 
 from __future__ import annotations
@@ -29,61 +32,108 @@ from convexsim.model import Contacts, Model, State
 from convexsim.sap import newton as N
 from convexsim.stepping import sap_composition as C
 from convexsim.stepping import status as K
-from convexsim.stepping.packing import packed
+from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays
 from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 SAP_STATUS_NAMES = N.SAP_STATUS_NAMES
+
+WRENCHES = "body wrenches are set (the compiled step takes joint targets and torques)"
+"""Why a controlled step with body wrenches takes the reference step."""
+
+_NO_CONTROLS: dict = {}
+
+
+def no_controls(model: Model) -> tuple:
+    """The kernel's controls argument when none is set: NaN targets (the scene's schedules), the motors'
+    constant torques (zero without motors)."""
+    def make(m):
+        if m.forest is None:              # no actuators, no joints (a free-body run imports no multibody model)
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        from convexsim.controls import ControlArrays
+
+        c = ControlArrays.empty(m)
+        return c.target, c.target_velocity, c.joint_forces(m)
+    return per_model(_NO_CONTROLS, model, make)
 
 
 def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
 
 
+_NO_TREES = np.zeros(0)
+
+
+def tree_arrays(state: State) -> tuple[np.ndarray, np.ndarray]:
+    """(tree_q, tree_v) of ``state`` as fresh C arrays (one shared empty array for a model without trees)."""
+    if state.tree_q is None:
+        return _NO_TREES, _NO_TREES
+    return (np.array(state.tree_q, dtype=np.float64, order="C"), np.array(state.tree_v, dtype=np.float64, order="C"))
+
+
+class _StepPlan:
+    """What a compiled step of one model reads besides its state, looked up once per model (:func:`_plan`):
+    the packed model and forest, the run kernel's flat arrays, the controls when none is set, the sizes of the
+    joint-force outputs."""
+
+    def __init__(self, model: Model):
+        self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
+        self.no_controls = no_controls(model)
+        self.trees = model.has_trees
+        self.sizes = (len(self.pf.actuator_names), len(self.pf.limit_names), len(self.pf.coupler_names))
+
+
+_PLANS: dict = {}
+
+
+def _plan(model: Model) -> _StepPlan:
+    return per_model(_PLANS, model, _StepPlan)
+
+
 def compiled_step(model: Model, state: State, ctx=None, *,
                   strict: bool = False) -> tuple[State, StepInfo] | Handoff:
-    """One SAP step by the compiled kernels (same contract as ``sap_stepper.sap_step``), or a Handoff for a
-    step the reference takes (``stepping.dispatch`` takes it).
+    """One SAP step by the compiled kernels (same contract as the reference step of the model's kind), or a
+    Handoff for a step the reference takes (``stepping.dispatch`` takes it).
 
     One call of the run loop ``run_kernel`` for one step (the compiled step has one entry kernel); a step
     with an island too large for the dense factor is taken in two kernel calls by :func:`_two_call_step` with
     the supernodal Cholesky (module docstring). ``ctx.big_islands`` remembers that, so that the next step
     starts there and does not collide twice (same result either way)."""
-    from convexsim.stepping.context import StepContext
+    if ctx is None:
+        from convexsim.stepping.context import StepContext
 
-    ctx = StepContext() if ctx is None else ctx
-    pm = packed(model)
-    if ctx.big_islands:                  # the last step had a large island: the next one likely too
-        q = np.ascontiguousarray(state.q, dtype=np.float64)
-        v = np.ascontiguousarray(state.v, dtype=np.float64)
-        return _two_call_step(model, state, ctx, strict, pm, q, v, np.empty_like(q), np.empty_like(v))
-    args = pm.args(strict)
+        ctx = StepContext()
+    plan = _plan(model)
+    ctl = plan.no_controls
+    if ctx.controlled:
+        arrays = ctx.control_arrays(model)
+        if arrays.wrench.any():
+            return Handoff(WRENCHES)
+        ctl = (arrays.target, arrays.target_velocity, arrays.joint_forces(model))
+    args = plan.pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
-    bufs = one_step_buffers(ctx, model)
-    code, bad, sap_status, extra = bufs.run(lambda b: C.run_kernel(
-        *args, q, v, 0, 1, 1, 1, b.fr_step, b.fr_q, b.fr_v, b.fr_stat, b.fr_resid, b.fr_nc, b.st, b.c_body,
-        b.c_geom, b.c_point, b.c_normal, b.c_phi, b.c_gamma, b.c_force))
-    if code == K.STEP_TOO_LARGE:         # an island above the dense limit: the supernodal factor
-        q = np.ascontiguousarray(state.q, dtype=np.float64)
-        v = np.ascontiguousarray(state.v, dtype=np.float64)
-        return _two_call_step(model, state, ctx, strict, pm, q, v, np.empty_like(q), np.empty_like(v))
-    if code == K.STEP_SOLVER_FAILED:
-        raise SimulationError(f"SAP did not converge ({SAP_STATUS_NAMES[sap_status]}) after {extra} iterations",
-                              step=state.step, time=state.t)
+    tq, tv = tree_arrays(state)
+    if ctx.big_islands:                  # the last step had a large island: the next one likely too
+        return _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv)
+    b = one_step_buffers(ctx, model, *plan.sizes)
+    arrays = plan.arrays
+    code, bad, sap_status, extra = b.run(lambda b: C.run_kernel(
+        args[0], args[1], arrays, float(state.t), q, v, tq, tv, ctl, 0, 1, 1, 1, *b.outputs))
+    if code == K.STEP_TOO_LARGE:         # an island above the dense limit: the supernodal factor (q, v unchanged)
+        return _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv)
     if code != K.RUN_DONE:
-        return _result(model, state, pm, ctx, strict, code, bad, sap_status, extra, 0, 0.0, *bufs.contacts(0),
-                       q, v)
-    iterations, _, ls_evals, sap_status = (int(x) for x in bufs.fr_stat[0])
-    nc = int(bufs.fr_nc[0])
-    geoms, phi, point, normal, gamma, force = bufs.contacts(nc)
-    return _result(model, state, pm, ctx, strict, K.STEP_OK, -1, sap_status, iterations, ls_evals,
-                   float(bufs.fr_resid[0]), geoms, phi, point, normal, gamma, force, q, v)
+        return _result(model, state, plan, code, bad, sap_status, extra, 0, 0.0, *b.contacts(0), None, q, v, tq,
+                       tv)
+    iterations, _, ls_evals, sap_status = b.fr_stat[0].tolist()
+    forces = (b.fr_act[0].copy(), b.fr_lim[0].copy(), b.fr_con[0].copy()) if plan.trees else None
+    return _result(model, state, plan, K.STEP_OK, -1, sap_status, iterations, ls_evals, float(b.fr_resid[0]),
+                   *b.contacts(int(b.fr_nc[0])), forces, q, v, tq, tv)
 
 
 class OneStepBuffers:
-    """The frame and contact buffers of a run kernel called for one step with one frame (the compiled single
-    step: ``compiled_step``, ``compiled_trees.compiled_tree_step``), kept in the step context between steps
-    (``StepContext.step_buffers``; every call overwrites what it reads)."""
+    """The frame and contact buffers of the run kernel called for one step with one frame (the compiled single
+    step, :func:`compiled_step`), kept in the step context between steps (``StepContext.step_buffers``; every
+    call overwrites what it reads)."""
 
     def __init__(self, nbody: int, nact: int = 0, nlim: int = 0, ncoupler: int = 0):
         self.key = (nbody, nact, nlim, ncoupler)
@@ -98,6 +148,10 @@ class OneStepBuffers:
         self.c_body, self.c_geom = np.empty((rows, 2), np.int64), np.empty((rows, 2), np.int64)
         self.c_point, self.c_normal, self.c_phi = np.empty((rows, 3)), np.empty((rows, 3)), np.empty(rows)
         self.c_gamma, self.c_force = np.empty((rows, 3)), np.empty((rows, 3))
+        self.outputs = (self.fr_step, self.fr_q, self.fr_v, self.fr_stat, self.fr_resid, self.fr_nc, self.fr_act,
+                        self.fr_lim, self.fr_con, self.st, self.c_body, self.c_geom, self.c_point, self.c_normal,
+                        self.c_phi, self.c_gamma, self.c_force)
+        """The run kernel's output arguments, in its order."""
 
     def run(self, call) -> tuple[int, int, int, int]:
         """``call(self)`` (a run kernel over these buffers) until its contacts fit; returns (code, bad body,
@@ -122,63 +176,84 @@ def one_step_buffers(ctx, model: Model, nact: int = 0, nlim: int = 0, ncoupler: 
     return ctx.step_buffers
 
 
-def _two_call_step(model, state, ctx, strict, pm, q, v, q_out, v_out):
+def _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv):
     """The step in two kernel calls: ``step_prepare`` (collision, problem, clique graph), then
     ``step_finish`` — dense island factors if every island fits, else the supernodal factor of an
     analysis from ``ctx.symbolic.covering`` (Python, only when the graph leaves the analysed pattern)."""
-    args = pm.args(strict)
-    status, bad, max_n, prep = C.step_prepare(*args, q, v)
+    status, bad, max_n, prep = C.step_prepare(args[0], args[1], plan.arrays, float(state.t), q, v, tq, tv, ctl)
     if status != K.STEP_OK:
-        return _result(model, state, pm, ctx, strict, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, q_out,
-                       v_out)
+        return _result(model, state, plan, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, None, q, v, tq, tv)
     use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])
     ctx.big_islands = use_sn
+    sizes, edges = prep[7][0], prep[9]
     sym = None
     if use_sn:
-        sym = ctx.symbolic.covering(prep[8], prep[18])
+        sym = ctx.symbolic.covering(sizes, edges)
         sn = tuple(np.ascontiguousarray(getattr(sym, f), dtype=np.int64) for f in N.SN_FIELDS)
         sn_edges = np.ascontiguousarray(sym.edges, dtype=np.int64).reshape(-1, 2)
     else:
         sn, sn_edges = N.no_supernodal()
-    (status, bad, sap_status, iterations, ls_evals, resid, gamma,
-     force) = C.step_finish(args[0], args[1], args[5], q, v, q_out, v_out, prep, use_sn, sn, sn_edges)
+    q_out, v_out, tq_out, tv_out = np.empty_like(q), np.empty_like(v), np.empty_like(tq), np.empty_like(tv)
+    act, lim, con = (np.zeros(n) for n in plan.sizes)
+    status, bad, sap_status, iterations, ls_evals, resid, gamma, force = C.step_finish(
+        args[0], args[1], plan.arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out, act, lim, con, use_sn, sn,
+        sn_edges)
     if sym is not None:
         from convexsim.sap.linalg import FACTOR_STATS   # instrumentation for `convexsim bench` (no time)
 
         FACTOR_STATS.factorizations += int(iterations)
         FACTOR_STATS.l_blocks += int(iterations) * sym.l_blocks
         FACTOR_STATS.h_blocks += int(iterations) * sym.h_blocks
-        FACTOR_STATS.graph_edges += int(iterations) * int(prep[18].shape[0])
+        FACTOR_STATS.graph_edges += int(iterations) * int(edges.shape[0])
         FACTOR_STATS.kept_edges += int(iterations) * int(sn_edges.shape[0])
-    return _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid,
-                   *prep[:4], gamma, force, q_out, v_out)
+    if prep[7][9].shape[0] == 0:          # no problem was solved: StepInfo's defaults (as the run loop)
+        sap_status = -1
+    return _result(model, state, plan, status, bad, sap_status, iterations, ls_evals, resid, *prep[:4], gamma, force,
+                   (act, lim, con), q_out, v_out, tq_out, tv_out)
 
 
-def _result(model, state, pm, ctx, strict, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi,
-            point, normal, gamma, force, q_out, v_out) -> tuple[State, StepInfo]:
+def _result(model, state, plan, status, bad, sap_status, iterations, ls_evals, resid, geoms, phi, point, normal,
+            gamma, force, forces, q_out, v_out, tq_out, tv_out) -> tuple[State, StepInfo] | Handoff:
     """(new state, StepInfo) of a kernel step, a Handoff to the reference step (which raises for a bad
-    margin), or an exception for its failure codes."""
+    margin), or an exception for its failure codes. ``sap_status`` −1: no problem was solved (StepInfo's
+    defaults); ``forces``: (actuator, limit, joint-coupler forces) of a model with trees."""
+    trees = plan.trees
+    solver = "SAP (articulated)" if trees else "SAP"
     if status in (K.STEP_TOO_LARGE, K.STEP_BAD_MARGIN):
         return Handoff(K.STEP_STATUS_NAMES[status])
     if status == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
-    geom_body = pm.model_arrays[9]
-    contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
-                        body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
-    info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
-                    converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
-                    momentum_residual=float(resid), line_search_evaluations=int(ls_evals))
-    if contacts.count == 0:
-        info = StepInfo(contacts=contacts)
-    if status == K.STEP_SOLVER_FAILED or (sap_status != 0 and status == K.STEP_OK):
-        msg = f"SAP did not converge ({info.status}) after {info.iterations} iterations"
-        if status == K.STEP_SOLVER_FAILED:
-            raise SimulationError(msg, step=state.step, time=state.t)
-        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=4)
+    if status == K.STEP_SOLVER_FAILED:
+        raise SimulationError(f"{solver} did not converge ({SAP_STATUS_NAMES[sap_status]}) after {int(iterations)} "
+                              "iterations", step=state.step, time=state.t)
     t_new = state.t + model.time_step
     if status == K.STEP_NONFINITE_END:
         raise nonfinite_error(model, state, bad, state.step + 1, t_new)
-    return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
+    geom_body = plan.pm.model_arrays[9]
+    contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
+                        body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
+    if sap_status < 0 or contacts.count == 0 and not trees:
+        info = StepInfo(contacts=contacts)
+    else:
+        info = StepInfo(contacts=contacts, gamma=gamma, force_world=force, iterations=int(iterations),
+                        converged=sap_status == 0, status=SAP_STATUS_NAMES[sap_status],
+                        momentum_residual=float(resid), line_search_evaluations=int(ls_evals))
+        if trees:
+            info.actuator_force = forces[0]
+    if trees:
+        pf = plan.pf
+        limit = {name: 0.0 for name in pf.limit_names}
+        for name, f in zip(pf.limit_names, forces[1]):
+            limit[name] += float(f)
+        info.limit_force = limit
+        info.constraint_force = {n: np.array([f]) for n, f in zip(pf.coupler_names, forces[2])}
+        info.actuator_names = pf.actuator_names
+    if sap_status > 0:
+        warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {solver} did not converge ({info.status}) after "
+                      f"{info.iterations} iterations", ConvergenceWarning, stacklevel=4)
+    if not trees:
+        return State(t=t_new, q=q_out, v=v_out, step=state.step + 1), info
+    return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
 
 
-__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step"]
+__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step", "no_controls", "WRENCHES"]

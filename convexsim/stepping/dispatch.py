@@ -11,13 +11,13 @@ A route is a key of :data:`RUNNERS`, (model kind, solver, path):
 compiled" reason the run summary prints, ``RunStats.path``), else the reference. ``path="compiled"``
 raises ValueError with that reason instead of falling back.
 
-A compiled runner may hand one step over: it returns a :class:`~convexsim.stepping.types.Handoff` (an island
-above the dense limit on the tree step, a margin share that is not finite, the LCP kernel's first Lemke run
+A compiled runner may hand one step over: it returns a :class:`~convexsim.stepping.types.Handoff` (a
+margin share that is not finite, body wrenches on the SAP step, the LCP kernel's first Lemke run
 failing, ...) and :func:`step` takes that step with the reference runner of the same (kind, solver). No other
 module chooses between runners; ``tests/test_architecture.py`` holds that.
 
 The run loops: :func:`run_plan` says whether ``simulate.run_model`` takes the compiled run loop (many steps
-per numba call: ``sap_composition.run_kernel``, ``sap_composition.tree_run_kernel``) or steps one step at a
+per numba call: ``sap_composition.run_kernel``, free bodies and trees) or steps one step at a
 time through :func:`step`, and why.
 """
 
@@ -39,7 +39,7 @@ PATHS = ("auto", "compiled", "reference")
 RUNNERS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("bodies", "sap", "compiled"): ("convexsim.stepping.compiled:compiled_step", ("strict",)),
     ("bodies", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
-    ("trees", "sap", "compiled"): ("convexsim.stepping.compiled_trees:compiled_tree_step", ("strict",)),
+    ("trees", "sap", "compiled"): ("convexsim.stepping.compiled:compiled_step", ("strict",)),
     ("trees", "sap", "reference"): ("convexsim.stepping.sap_stepper:sap_step", ("strict",)),
     ("bodies", "lcp", "compiled"): ("convexsim.stepping.lcp_compiled:compiled_lcp_step", ("warm_start",)),
     ("bodies", "lcp", "reference"): ("convexsim.stepping.lcp_reference:reference_lcp_step", ("warm_start",)),

@@ -76,7 +76,7 @@ def free_body_layout_problem(model: Model, links_allowed: bool = False) -> str:
 
 
 def tree_layout_problem(model: Model) -> str:
-    """Why the compiled tree step (``compiled_trees``) cannot take ``model``'s trees ("" if it can): cone
+    """Why the compiled SAP step (``compiled``) cannot take ``model``'s trees ("" if it can): cone
     limits, welds and distances, joint rows on joints with more than one dof, a tree's gravity other than
     the model's are refused."""
     from convexsim.multibody.forest import JointCoupler
@@ -127,8 +127,8 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
     whose joints, limits, actuators and couplers ``tree_layout_problem`` accepts (no cone
     limits, no body constraints); geometry shapes among sphere, box, capsule, halfspace, cylinder, mesh; contact model
     sap, lagged or similar; every material with stiffness > 0, friction >= 0, dissipation >= 0 (the
-    reference path rejects others when it builds the problem). Tree models step by
-    ``compiled_trees.compiled_tree_step``, free-body models by ``compiled.compiled_step``."""
+    reference path rejects others when it builds the problem). Both step by ``compiled.compiled_step``
+    (a free-body model as a forest of zero trees)."""
     if model.solver.kind != "sap":
         return False, f"solver.kind is {model.solver.kind!r}; the compiled step is the SAP step"
     if model.has_trees:
@@ -249,11 +249,13 @@ class PackedForest:
     """The forest of a model as the flat arrays of the compiled stages (built once per model).
 
     ``fa``: (parent, jtype, axis, jpos, jrot, qadr, dofadr, nvj, mass, com, inertia, armature, damping,
-    gravity, tree_vstart, tree_nv, link_body, body_tree, body_moves, tree_base, body_local, body_sweep) —
+    gravity, tree_vstart, tree_nv, link_body, body_tree, body_moves, tree_base, body_local, body_sweep,
+    tree_clique, clique_size, clique_start) —
     all trees' bodies in one parents-first list (parent −1: the world; q and v addresses into
     State.tree_q / tree_v), the Model body of each forest body and back, the tree of each Model body, which
-    Model bodies move, the body each tree hangs from, and the per-body sweep flag of the margin shares
-    (free bodies and links ≥ 0). ``ra``: the joint rows' data (limits, actuators with their targets,
+    Model bodies move, the body each tree hangs from, the per-body sweep flag of the margin shares
+    (free bodies and links ≥ 0), and the cliques of the SAP problem (:func:`forest_cliques`). A model without
+    trees is a forest of zero trees (its free bodies are the cliques; every tree array empty). ``ra``: the joint rows' data (limits, actuators with their targets,
     couplers; per-tree ranges ``*_ptr``; then the scene's joint couplers between trees, ``forest.JointCoupler``).
     ``limit_names``, ``actuator_names``, ``coupler_names``: reporting."""
 
@@ -261,7 +263,8 @@ class PackedForest:
         from convexsim.multibody.model import JOINT_NV
 
         forest = model.forest
-        trees = forest.trees
+        trees = forest.trees if forest is not None else ()
+        constraints = forest.constraints if forest is not None else ()
         i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
         f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
         parent, jtype, axis, jpos, jrot, qadr, dofadr, mass, com, inertia, arm, damp, link = ([] for _ in range(13))
@@ -302,7 +305,8 @@ class PackedForest:
                    f64(cat(mass, (0,))), f64(cat(com, (0, 3))), f64(cat(inertia, (0, 3, 3))), f64(cat(arm, (0,))),
                    f64(cat(damp, (0,))), f64(model.gravity), i64(tree_vstart), i64(tree_nv), i64(cat(link, (0,))),
                    body_tree, np.ascontiguousarray(body_moves, dtype=np.bool_), i64(tree_base), body_local,
-                   body_sweep)
+                   body_sweep, *forest_cliques(int(np.count_nonzero(np.asarray(model.body_dof) >= 0)),
+                                               i64(tree_nv), i64(tree_vstart)))
         # joint rows
         lim_ptr, lim_dof, lim_qadr, lim_lo, lim_hi, self.limit_names = [0], [], [], [], [], []
         act_ptr, act = [0], {k: [] for k in ("dof", "qadr", "kp", "kd", "uff", "effort", "vel")}
@@ -339,8 +343,8 @@ class PackedForest:
                 cp["offset"].append(c.offset)
             cp_ptr.append(len(cp["di"]))
         jc = {k: [] for k in ("di", "qi", "ti", "dj", "qj", "tj", "rho", "offset")}
-        self.coupler_names = tuple(c.name for c in forest.constraints)
-        for c in forest.constraints:               # JointCoupler only (tree_layout_problem)
+        self.coupler_names = tuple(c.name for c in constraints)
+        for c in constraints:                      # JointCoupler only (tree_layout_problem)
             for name, tag in ((c.joint, "i"), (c.reference, "j")):
                 k, j = forest.joint_index[name]
                 t = trees[k]
@@ -358,12 +362,56 @@ class PackedForest:
         self.actuator_names = tuple(self.actuator_names)
 
 
+def forest_cliques(nmov: int, tree_nv: np.ndarray, tree_vstart: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The cliques of the SAP problem of a forest: the nmov free bodies (6 dofs each), then every tree with
+    dofs. Returns (tree_clique (ntree; −1 no dofs), dofs of each clique, its offset in v = (free bodies |
+    trees)), int64."""
+    tree_nv = np.asarray(tree_nv, dtype=np.int64)
+    has = tree_nv > 0
+    tree_clique = np.where(has, nmov + np.cumsum(has) - 1, -1).astype(np.int64)
+    size = np.concatenate((np.full(nmov, 6, np.int64), tree_nv[has]))
+    start = np.concatenate((6 * np.arange(nmov, dtype=np.int64),
+                            6 * nmov + np.asarray(tree_vstart, dtype=np.int64)[has]))
+    return tree_clique, np.ascontiguousarray(size), np.ascontiguousarray(start)
+
+
 _PACKED_FOREST: dict = {}
 
 
 def packed_forest(model: Model) -> PackedForest:
     """The PackedForest of ``model`` (built on first use, kept while the model lives)."""
     return per_model(_PACKED_FOREST, model, PackedForest)
+
+
+def flat_arrays(arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The C-contiguous int64, float64 and bool ``arrays`` in three flat buffers: (ints, floats, bools,
+    header (n, 4)), header[k] = (offset of array k in its dtype's buffer, its shape padded with 1s). A kernel
+    takes the four instead of the n arrays: numba unboxes every array argument on each call (≈ 0.15 µs
+    each), which for the 73 arrays of the SAP step cost more than a small step itself;
+    ``sap_composition.packed_views`` turns them back into the arrays (views, nothing copied)."""
+    parts: dict[str, list] = {"i": [], "f": [], "b": []}
+    size = {"i": 0, "f": 0, "b": 0}
+    header = np.ones((len(arrays), 4), np.int64)
+    for k, a in enumerate(arrays):
+        kind = a.dtype.kind
+        if a.dtype not in (np.int64, np.float64, np.bool_) or not a.flags.c_contiguous or a.ndim > 3:
+            raise TypeError(f"array {k}: {a.dtype} {a.shape} is not a C-contiguous int64, float64 or bool array")
+        header[k, 0] = size[kind]
+        header[k, 1:1 + a.ndim] = a.shape
+        parts[kind].append(a.ravel())
+        size[kind] += a.size
+    cat = lambda xs, dt: np.ascontiguousarray(np.concatenate(xs) if xs else np.zeros(0), dtype=dt)  # noqa: E731
+    return cat(parts["i"], np.int64), cat(parts["f"], np.float64), cat(parts["b"], np.bool_), header
+
+
+_STEP_ARRAYS: dict = {}
+
+
+def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of the compiled SAP run loop, ``PackedModel.model_arrays`` + ``PackedForest.fa`` +
+    ``PackedForest.ra``, flat (:func:`flat_arrays`; built once per model)."""
+    return per_model(_STEP_ARRAYS, model,
+                     lambda m: flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra)))
 
 
 _LCP_SUPPORTED: dict = {}
@@ -495,5 +543,5 @@ def lcp_tree_supported_cached(model: Model) -> tuple[bool, str]:
 
 __all__ = ["sap_parameters", "ISLAND_MAX_DOFS", "SUPPORTED_SHAPES", "free_body_layout_problem",
            "tree_layout_problem", "compiled_step_supported", "supported_cached", "PackedModel", "packed",
-           "per_model", "PackedForest", "packed_forest", "LcpPacked", "lcp_packed", "lcp_packing_problem",
+           "per_model", "PackedForest", "forest_cliques", "packed_forest", "flat_arrays", "step_arrays", "LcpPacked", "lcp_packed", "lcp_packing_problem",
            "lcp_compiled_supported", "lcp_supported_cached", "lcp_tree_supported", "lcp_tree_supported_cached"]

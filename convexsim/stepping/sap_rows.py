@@ -151,29 +151,6 @@ def largest_island(ncl, sizes, cl):
 
 
 @jit(inline="always")
-def forest_cliques(nmov, tree_nv, tree_vstart):
-    """The cliques of a model with trees: free bodies 0..nmov−1, then every tree with dofs. Returns
-    (tree_clique (ntree; −1 no dofs), dofs of each clique, its offset in v = (free bodies | trees))."""
-    ntree = tree_nv.shape[0]
-    tree_clique = -np.ones(ntree, np.int64)
-    ncl_all = nmov
-    for k in range(ntree):
-        if tree_nv[k] > 0:
-            tree_clique[k] = ncl_all
-            ncl_all += 1
-    size_all = np.empty(ncl_all, np.int64)
-    start_all = np.empty(ncl_all, np.int64)     # offset in the full v = (free bodies | trees)
-    for m in range(nmov):
-        size_all[m] = 6
-        start_all[m] = 6 * m
-    for k in range(ntree):
-        if tree_clique[k] >= 0:
-            size_all[tree_clique[k]] = tree_nv[k]
-            start_all[tree_clique[k]] = 6 * nmov + tree_vstart[k]
-    return tree_clique, size_all, start_all
-
-
-@jit(inline="always")
 def forest_used_cliques(ncl_all, side_cl, tree_clique, row_tree, nr, jc_ti, jc_tj, jr_index, njr):
     """(new_index (ncl_all; −1 not participating), number participating): the cliques a contact side, a joint
     row or a joint coupler touches, in clique order."""
@@ -429,7 +406,6 @@ def joint_row_blocks(ra, tree_nv, tree_vstart, tree_clique, new_index, nc, nr, r
     return off
 
 
-__all__ = ["contact_parameters", "contact_kernel_rows", "body_problem", "largest_island", "forest_cliques",
-           "forest_used_cliques", "forest_problem", "tree_rows", "joint_coupler_rows", "forest_joint_rows",
+__all__ = ["contact_parameters", "contact_kernel_rows", "body_problem", "largest_island", "forest_used_cliques", "forest_problem", "tree_rows", "joint_coupler_rows", "forest_joint_rows",
            "control_pd_targets",
            "joint_row_entries", "joint_row_blocks"]

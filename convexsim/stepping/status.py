@@ -6,7 +6,7 @@ folds them into the kernels as constants, and a kernel that reads them depends o
 
 from __future__ import annotations
 
-# ---- a SAP step (sap_composition.step_prepare / step_finish / tree_step_kernel)
+# ---- a SAP step (sap_composition.step_prepare / step_finish)
 STEP_OK = 0
 STEP_NONFINITE_START = 1
 STEP_NONFINITE_END = 2
@@ -14,10 +14,10 @@ STEP_TOO_LARGE = 3
 STEP_SOLVER_FAILED = 4     # not converged and strict, or not converged with a non-finite v
 STEP_BAD_MARGIN = 5        # a margin share is not finite (the reference path raises its ValueError)
 STEP_STATUS_NAMES = ("ok", "non-finite start state", "non-finite end state",
-                     "an island above the dense limit (compiled.ISLAND_MAX_DOFS)", "solver failed",
+                     "an island above the dense limit (packing.ISLAND_MAX_DOFS)", "solver failed",
                      "a margin share is not finite")
 
-# ---- a run loop (sap_composition.run_kernel / tree_run_kernel), besides the STEP_* failure codes
+# ---- a run loop (sap_composition.run_kernel), besides the STEP_* failure codes
 RUN_DONE = 0
 RUN_NEED_CONTACT_SPACE = 10
 RUN_CHUNK_END = 11

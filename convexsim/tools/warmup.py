@@ -224,7 +224,7 @@ def _leaf_broadphase(steps: int) -> None:
 
 
 def _leaf_step_parts(steps: int) -> None:
-    """The free-body step's stages besides collision and Newton that are kernels of their own
+    """The SAP step's stages besides collision and Newton that are kernels of their own
     (``sap_composition.step_prepare``'s callees: free motion, contact frames and Jacobian blocks, the Delassus
     estimate and the contacts' kernel parameters, the clique graph and its islands), for the argument types of
     the step. The stages' helpers inlined into the step (``inline="always"``) are not compiled here."""
@@ -314,7 +314,8 @@ def _warm_sap_bodies(steps: int) -> None:
 
 
 def _warm_sap_trees(steps: int) -> None:
-    """The compiled SAP step of tree models: :data:`WARMUP_TREE_SCENE` in the run loop and one single step."""
+    """The compiled SAP step of tree models: :data:`WARMUP_TREE_SCENE` in the run loop and one single step
+    (the run kernel of free bodies: a free-body model is a forest of zero trees, the same argument types)."""
     from convexsim.stepping import step
 
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
@@ -351,19 +352,22 @@ def _warm_lcp_trees(steps: int) -> None:
 
 
 def _leaf_step_finish(steps: int) -> None:
-    """The second half of the free-body step (``sap_composition.step_finish``: the Newton solve, impulses to
-    forces, integration) for the argument types of the run loop and the single step; it needs only the
-    Newton loop, so it compiles while collision does."""
+    """The second half of the SAP step (``sap_composition.step_finish``: the Newton solve, impulses to
+    forces, joint forces, integration) for the argument types of the run loop and the single step; it needs
+    only the Newton loop and the forest's kinematics, so it compiles while collision does."""
     import numpy as np
 
     from convexsim.sap.newton import no_supernodal
     from convexsim.stepping import sap_composition as K
+    from convexsim.stepping.packing import step_arrays
 
     model, state, a = _packed(WARMUP_SCENE)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
-    _, _, _, prep = K.no_prepared(K.STEP_OK, -1, a[5].shape[0])     # a prepared tuple: its types
+    tq = np.zeros(0)
+    prep = K.no_prepared(a[5].shape[0])                 # a prepared tuple: its types
     sn, sn_edges = no_supernodal()
-    _compile_for(K.step_finish, a[0], a[1], a[5], q, v, q.copy(), v.copy(), prep, False, sn, sn_edges)
+    _compile_for(K.step_finish, a[0], a[1], step_arrays(model), q, v, tq, prep, q.copy(), v.copy(), tq.copy(),
+                 tq.copy(), tq.copy(), tq.copy(), tq.copy(), False, sn, sn_edges)
 
 
 LEAVES = {"convex": _leaf_convex, "boxes": _leaf_boxes, "broadphase": _leaf_broadphase,
@@ -377,14 +381,15 @@ GROUPS = {"sap-bodies": _warm_sap_bodies, "sap-trees": _warm_sap_trees, "lcp-bod
 """The warm-up's parts, by what a run needs (``convexsim run`` compiles only its own; ``convexsim warmup``
 all)."""
 
-NEEDS = {"collision": ("convex", "boxes", "broadphase"), "step-finish": ("newton",),
-         "sap-bodies": ("collision", "step-finish", "step-parts"),
-         "sap-trees": ("collision", "newton", "forest"), "lcp-bodies": ("collision", "lemke"),
+NEEDS = {"collision": ("convex", "boxes", "broadphase"),
+         "step-finish": ("newton", "forest"),
+         "sap-bodies": ("collision", "step-finish", "step-parts", "forest"),
+         "sap-trees": ("sap-bodies",), "lcp-bodies": ("collision", "lemke"),
          "lcp-trees": ("collision", "forest", "lemke"), "sap-reference": ()}
 """What each job calls that another job compiles (it starts when those have ended)."""
 
 _JOBS = {**LEAVES, **GROUPS}
-_ORDER = ("convex", "broadphase", "newton", "boxes", "collision", "step-finish", "step-parts", "forest", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
+_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-finish", "step-parts", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
           "lcp-trees", "sap-reference")
 """Which ready job a free worker takes first: the chain to the collision kernels first (the longest), the
 short broad phase beside the convex pairs so that the boxes follow them on the same worker."""

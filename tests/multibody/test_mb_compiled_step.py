@@ -1,6 +1,6 @@
-"""The compiled step of models with kinematic trees (``stepping.compiled_trees``): its stage kernels (forward
-kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*, joint rows, integration,
-link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
+"""The compiled step of models with kinematic trees (``stepping.compiled``, the one SAP composition): its
+stage kernels (forward kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*,
+joint rows, integration, link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
 reference side), whole runs against the reference step (``stepping.articulated.articulated_sap_step``) with
 equal iteration counts and round-off bounds, and the physics of the shipped tree scenes on the compiled path."""
 
@@ -272,6 +272,31 @@ def test_compiled_and_reference_runs_agree(scene):
         assert np.allclose(a.force_world, r.force_world, rtol=1e-5, atol=1e-6)
 
 
+def test_a_tree_island_above_the_dense_limit_takes_the_supernodal_factor_and_agrees_with_the_reference():
+    """With the dense limit lowered to 6 dofs every island of gripper_lift that holds a tree (its fingers and
+    the held box) is above it: the compiled step factors it with the supernodal Cholesky (two kernel calls, no
+    handoff to the reference) and agrees with the reference run within the bounds of the whole runs above."""
+    from convexsim.sap import linalg
+    from convexsim.stepping import packing
+
+    old = packing.ISLAND_MAX_DOFS
+    try:
+        packing.ISLAND_MAX_DOFS = 6
+        stats = linalg.reset_factor_stats()
+        _, sc, ic = _run("gripper_lift", 0.1, "compiled")
+        assert stats.factorizations > 0                     # supernodal factorizations inside the kernel
+    finally:
+        packing.ISLAND_MAX_DOFS = old
+    _, sr, ir = _run("gripper_lift", 0.1, "reference")
+    assert {i.path for i in ic} == {"compiled"}
+    assert any(i.contacts.count > 0 and i.iterations > 0 for i in ic)
+    for a, r in zip(sc[1:], sr[1:]):
+        assert np.max(np.abs(a.tree_q - r.tree_q)) < Q_BOUND
+        assert np.max(np.abs(a.tree_v - r.tree_v)) < _v_bound(sr)
+        assert np.max(np.abs(a.q - r.q)) < Q_BOUND
+    _same_iterations(ic, ir)
+
+
 def test_compiled_pendulum_small_amplitude_period():
     """θ0 = 0.05 rad: T = 2π√(L/g)·√(1 + 2r²/(5L²))·(1 + θ0²/16) within 1e-3 (dt = 1 ms is 5e-4 of T)."""
     model, states, _ = _run("pendulum", 4.5, "compiled", overrides=["joints[0].initial_position=0.05"])
@@ -311,7 +336,7 @@ def test_compiled_pd_steady_state_is_target_minus_gravity_torque_over_kp():
 
 @pytest.mark.parametrize("scene", ["iiwa_push", "gripper_lift"])
 def test_run_loop_records_what_the_step_by_step_compiled_path_computes(scene):
-    """``run_model`` (the compiled run loop, tree_run_kernel) and the step-by-step compiled path give the
+    """``run_model`` (the compiled run loop, run_kernel) and the step-by-step compiled path give the
     same frames, contact rows and joint forces: the same kernel on the same inputs, so to the last bit."""
     from convexsim.simulate import Recorder, run_model
 
