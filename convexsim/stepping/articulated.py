@@ -168,17 +168,11 @@ def assemble(model: Model, state: State, controls: Controls | None = None,
     return system
 
 
-def _body_has_dofs(model: Model) -> np.ndarray:
-    out = np.asarray(model.body_dof) >= 0
-    for t in model_forest(model).trees:
-        out[t.bodies] = t.moving_bodies()
-    return out
-
-
 def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     """Contacts at q0 with speculative margins (as the free-body step; links get their own sweep
     margins dt·(|v| + |ω| ρ)); pairs within one tree, pairs of a tree's link and the fixed body the tree
-    hangs from, and pairs of two bodies without dofs are dropped."""
+    hangs from, and pairs of two bodies without dofs never reach the narrow phase (the broad phase's tree-pair
+    rule, ``geometry.broadphase.tree_admits``); the pair-reach filter drops the contacts that cannot close."""
     dt = model.time_step
     forest = model_forest(model)
     share = contact_margin(model, state)
@@ -193,14 +187,7 @@ def detect_contacts(model: Model, state: State, ctx: StepContext) -> Contacts:
     contacts = collide(model, state.q, margin=share, workspace=ctx.collision)
     if contacts.count == 0:
         return contacts
-    tree_of = forest.tree_of_body(model.nbody)
-    a, b = contacts.body_a, contacts.body_b
-    moves = _body_has_dofs(model)
-    base = np.append(forest.base_bodies(), -2)          # index −1 (not a link) maps to −2: no base
-    ta, tb = tree_of[a], tree_of[b]
-    drop = ((ta >= 0) & (ta == tb)) | (~moves[a] & ~moves[b])
-    drop |= (base[tb] == a) | (base[ta] == b)            # a tree's links never touch the body it hangs from
-    drop |= contacts.phi > pair_reach(model, state, contacts)
+    drop = contacts.phi > pair_reach(model, state, contacts)
     return select_contacts(contacts, ~drop) if drop.any() else contacts
 
 

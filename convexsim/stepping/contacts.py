@@ -291,8 +291,11 @@ def move_contact_row(geoms, phi, point, normal, src, dst):
 
 @jit
 def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geom_body, geom_pos, geom_quat,
-                       geom_rho, q, v):
-    """Contacts of the step: collision with the margin shares, then the pair-reach filter.
+                       geom_rho, q, v, geom_filter, tree_filter):
+    """Contacts of the step: collision with the margin shares, then the pair-reach filter. Only the pairs the
+    pair rule admits reach the narrow phase: ``geom_filter`` (ngeom, 2) the (group, mask) bits and
+    ``tree_filter`` (body_tree, body_moves, tree_base) the tree-pair rule (``geometry.broadphase``;
+    ``geometry.collide.pair_rule_of`` packs both for a model).
 
     Returns (geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3)).
     """
@@ -307,7 +310,8 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     cap = max(16, 2 * ngeom)
     pairs = np.empty((cap, 2), np.int64)
     while True:
-        npairs = sweep_and_prune_pairs(geom_type, geom_size, geom_body, fixed, pos, rot, gmargin, pairs)
+        npairs = sweep_and_prune_pairs(geom_type, geom_size, geom_body, fixed, pos, rot, gmargin, pairs, geom_filter,
+                                       tree_filter)
         if npairs <= pairs.shape[0]:
             break
         pairs = np.empty((max(npairs, 2 * pairs.shape[0]), 2), np.int64)
@@ -394,26 +398,6 @@ def start_check(fpar, fixed, body_sweep, body_rb, q, v):
 
 
 @jit(inline="always")
-def drop_tree_pairs(geoms, phi, point, normal, geom_body, body_tree, body_moves, tree_base):
-    """The tree-pair filter: the contacts without those within one tree, between a link and the fixed body its
-    tree hangs from, and between two bodies without dofs (``articulated.detect_contacts``), in their order."""
-    keep = 0
-    for c in range(phi.shape[0]):
-        a = geom_body[geoms[c, 0]]
-        b = geom_body[geoms[c, 1]]
-        ta, tb = body_tree[a], body_tree[b]
-        if ta >= 0 and ta == tb:
-            continue
-        if not body_moves[a] and not body_moves[b]:
-            continue
-        if (tb >= 0 and tree_base[tb] == a) or (ta >= 0 and tree_base[ta] == b):
-            continue
-        move_contact_row(geoms, phi, point, normal, c, keep)
-        keep += 1
-    return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
-
-
-@jit(inline="always")
 def contact_frames_kernel(normal):
     """The contact frames R_WC (nc, 3, 3) of the normals (nc, 3) (``dynamics.contact_frame``; the numpy
     reference is ``dynamics.contact_frames``)."""
@@ -425,6 +409,6 @@ def contact_frames_kernel(normal):
 
 
 __all__ = ["MARGIN_FLOOR", "combine_materials", "combined_friction", "first_nonfinite_body", "start_check",
-           "drop_tree_pairs", "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
+           "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
            "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state", "kinematics_of"]

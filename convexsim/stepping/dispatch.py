@@ -102,10 +102,6 @@ def check_path(path: str) -> None:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
 
 
-FILTERED = "the scene's collision filter (collision_group/collision_mask) is applied by the reference steps"
-"""Why a model with a collision filter takes the reference step (its compiled steps do not take the filter yet)."""
-
-
 def motor_driven(model: Model) -> bool:
     """Whether a motor of the model applies a constant torque: every step is then a controlled one."""
     forest = model.forest
@@ -117,8 +113,6 @@ def eligibility(model: Model, *, controlled: bool = False) -> tuple[bool, str]:
     ``controlled``: a controller sets joint targets, torques or body wrenches this step (the reference step
     unless (kind, solver) is in :data:`CONTROLLED_COMPILED`)."""
     kind, solver = model_kind(model), model.solver.kind
-    if model.collision_filter is not None:
-        return False, FILTERED
     controlled = controlled or motor_driven(model)
     if (kind, solver) in NO_COMPILED:
         return False, NO_COMPILED[kind, solver]

@@ -35,10 +35,10 @@ _ARGS: dict = {}
 
 
 def _kernel_args(model: Model) -> tuple:
-    """(LcpPacked, the packed model's fpar and arrays, the PackedForest or None), once per model."""
+    """(LcpPacked, the packed model's fpar and arrays, the PackedForest or None, its pair rule), once per model."""
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return lp, pm.fpar, pm.model_arrays, (packed_forest(model) if model.has_trees else None)
+    return lp, pm.fpar, pm.model_arrays, (packed_forest(model) if model.has_trees else None), pm.pair_rule
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
@@ -48,7 +48,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     SPLIT_ISLANDS (off: every free-body step does), ``lcp_problem.DENSE_ASSEMBLY_WORK`` (islands above it go to
     the reference), ``lcp_fallback.LARGE_ISLAND_SIZE``."""
     ctx = StepContext() if ctx is None else ctx
-    lp, fpar, mb, pf = per_model(_ARGS, model, _kernel_args)
+    lp, fpar, mb, pf, rule = per_model(_ARGS, model, _kernel_args)
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out, v_out = np.empty_like(q), np.empty_like(v)
@@ -69,7 +69,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
                   np.empty_like(tq), np.empty_like(tv))
     (status, _where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
      basic_pc, keys) = lcp_composition.lcp_step_kernel(fpar, mb, q, v, lp.U, lp.stabilization, jpar, lp.lpar, q_out,
-                                                       v_out, forest)
+                                                       v_out, forest, rule)
     if status != LCP_OK:
         return Handoff(LCP_STATUS_NAMES[status])
     geom_body = mb[9]

@@ -1,7 +1,8 @@
 """The compiled LCP step: one composition of the stages for every model (:func:`lcp_step_kernel`); a model of
 free bodies is a forest without trees. Only stage calls live here (docs/architecture.md):
 
-1. start checks, collision with the margins and the pair-reach filter, the tree-pair filter, contact frames
+1. start checks, collision with the margins, the pair rule (collision bits, tree pairs) and the pair-reach
+   filter, contact frames
    (``contacts``), the same contact set as the SAP step;
 2. free motion A, v* (``free_motion``; free bodies: A block diagonal, 6 × 6 per body), the PD actuators of
    trees folded into A and v* (``lcp_rows``);
@@ -29,8 +30,7 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.sap.newton import F_DT
-from convexsim.stepping.contacts import (collide_and_filter, combined_friction, contact_frames_kernel,
-                                         drop_tree_pairs, start_check)
+from convexsim.stepping.contacts import collide_and_filter, combined_friction, contact_frames_kernel, start_check
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
 from convexsim.stepping.jacobians import dense_contact_jacobian, dense_contact_rows
@@ -43,7 +43,7 @@ from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NON
 
 
 @jit
-def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest):
+def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, pair_rule):
     """One LCP step (module docstring) from (q, v) into (q_out, v_out) (and the trees' state).
 
     Args:
@@ -55,6 +55,8 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
             tree_v_out): the packed forest and joint rows (``packing.PackedForest``), the time at the start
             of the step [s], the trees' state and its outputs, the normal rows' regularization ε, the LCP size
             from which the reference takes the step (its capped Lemke runs).
+        pair_rule: the broad phase's pair rule (``packing.PackedModel.pair_rule``: collision bits, tree-pair
+            rule), so that filtered pairs never reach the narrow phase.
 
     Returns:
         (status, island or body of the failure, geoms (m, 2), phi, point, normal, gamma (m, 3) [N·s],
@@ -75,7 +77,7 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
                 e3, np.zeros(nact), np.zeros(nlim), np.zeros(njc), 0, 0, 0,
                 np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
     geoms, phi, point, normal = collide_and_filter(fpar, mb[1], sweep, mb[6], mb[7], mb[8], mb[9], mb[10], mb[11],
-                                                   mb[12], q, v)
+                                                   mb[12], q, v, pair_rule[0], pair_rule[1])
     if forest is None:
         return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
                                 normal)
@@ -136,14 +138,13 @@ def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out,
 @jit(inline="always")
 def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out, tq_out,
                 tv_out, geoms, phi, point, normal):
-    """Stages 2-6 of a model with trees: the tree-pair filter, the dense A with the PD fold, the joint rows, one
+    """Stages 2-6 of a model with trees: the dense A with the PD fold, the joint rows, one
     dense LCP with the contact normals regularized by ε; the result tuple of :func:`lcp_step_kernel`."""
     moving, geom_body = mb[3], mb[9]
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     act_force, lim_force, con_force = np.zeros(nact), np.zeros(nlim), np.zeros(njc)
-    geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, fa[17], fa[18], fa[19])
     A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv)
     act_c, act_f0, act_sat = np.zeros(nact), np.zeros(nact), np.zeros(nact)
     act_saturated = np.zeros(nact, np.bool_)

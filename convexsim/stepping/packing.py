@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 
 from convexsim import sap
-from convexsim.geometry.collide import geometry_table
+from convexsim.geometry.collide import geometry_table, pair_rule_of
 from convexsim.model import ContactModel, GeomType, Model
 from convexsim.sap import newton as N
 from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
@@ -195,6 +195,8 @@ class PackedModel:
         np.maximum.at(rb, geom_body[finite], rho[finite])
         mat = np.asarray(model.geom_material, dtype=np.int64)
         f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+        self.pair_rule = pair_rule_of(model)
+        """(collision bits (ngeom, 2), (body_tree, body_moves, tree_base)): the broad phase's pair rule."""
         self.model_arrays = (
             f(model.gravity), fixed, np.ascontiguousarray(model.body_dof, dtype=np.int64),
             np.flatnonzero(np.asarray(model.body_dof) >= 0).astype(np.int64), f(model.body_mass), f(model.body_inertia), rb,
@@ -409,9 +411,10 @@ _STEP_ARRAYS: dict = {}
 
 def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The arrays of the compiled SAP run loop, ``PackedModel.model_arrays`` + ``PackedForest.fa`` +
-    ``PackedForest.ra``, flat (:func:`flat_arrays`; built once per model)."""
+    ``PackedForest.ra`` + the collision bits of ``PackedModel.pair_rule``, flat (:func:`flat_arrays`; built once per model)."""
     return per_model(_STEP_ARRAYS, model,
-                     lambda m: flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra)))
+                     lambda m: flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
+                                            packed(m).pair_rule[0])))
 
 
 _LCP_SUPPORTED: dict = {}

@@ -32,7 +32,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
-from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel, drop_tree_pairs,
+from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel,
                                          start_check)
 from convexsim.stepping.free_motion import add_joint_forces, body_free_motion, free_motion_stage
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
@@ -51,6 +51,9 @@ FA0 = 17
 """Index of ``PackedForest.fa[0]`` among the flat arrays of ``packing.step_arrays`` (after the 17 model arrays)."""
 RA0 = 42
 """Index of ``PackedForest.ra[0]`` among them (after the 25 forest arrays)."""
+FILTER = 73
+"""Index of ``PackedModel.pair_rule``'s (ngeom, 2) collision bits among them (after the 31 joint-row arrays); the
+tree-pair rule's arrays are the forest's body_tree, body_moves and tree_base (``FA0 + 17 … 19``)."""
 
 
 @jit(inline="always")
@@ -205,13 +208,14 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     if bad >= 0 or bad_margin >= 0:
         return (STEP_NONFINITE_START if bad >= 0 else STEP_BAD_MARGIN, max(bad, bad_margin), 0,
                 no_prepared(mb[3].shape[0]))
+    ib, _, bb, h = arrays
+    pair_rule = (_v2(ib, h, FILTER), (ints(arrays, FA0 + 17), _v1(bb, h, FA0 + 18), ints(arrays, FA0 + 19)))
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, mb[7], mb[8], geom_body,
-                                                   mb[10], mb[11], mb[12], q, v)
+                                                   mb[10], mb[11], mb[12], q, v, *pair_rule)
     if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of stages 2–3
         R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal)
     else:
         fa, ra = forest_views(arrays), row_views(arrays)
-        geoms, phi, point, normal = drop_tree_pairs(geoms, phi, point, normal, geom_body, fa[17], fa[18], fa[19])
         R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl,
                                                                  geoms, phi, point, normal)
     sizes, cl_red = problem[0], problem[6]

@@ -171,9 +171,12 @@ def _leaf_collision(steps: int) -> None:
 
     from convexsim.stepping.contacts import collide_and_filter
 
-    _, state, a = _packed(WARMUP_SCENE)
+    from convexsim.stepping.packing import packed
+
+    model, state, a = _packed(WARMUP_SCENE)
     q, v = np.ascontiguousarray(state.q), np.ascontiguousarray(state.v)
-    _compile_for(collide_and_filter, a[0], a[3], a[4], a[8], a[9], a[10], a[11], a[12], a[13], a[14], q, v)
+    _compile_for(collide_and_filter, a[0], a[3], a[4], a[8], a[9], a[10], a[11], a[12], a[13], a[14], q, v,
+                 *packed(model).pair_rule)
 
 
 def _pair_arrays():
