@@ -43,6 +43,21 @@ def joint_dofs(model: Model) -> dict[str, slice]:
     return out
 
 
+_MOTOR_ARRAYS: dict = {}
+
+
+def motor_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The model's motors as arrays: (dof (nm,) int64 in ``State.tree_v``, constant torque τ₀ (nm,) [N·m or N],
+    effort (nm,), inf when unlimited); empty without motors. Built once per model."""
+    from convexsim.stepping.packing import per_model
+
+    def build(m: Model):
+        motors = m.forest.motors if m.forest is not None else ()
+        return (np.array([x.dof for x in motors], dtype=np.int64), np.array([x.torque for x in motors], dtype=float),
+                np.array([x.effort for x in motors], dtype=float))
+    return per_model(_MOTOR_ARRAYS, model, build)
+
+
 @dataclass
 class ControlArrays:
     """The controls of the next step as arrays (module docstring)."""
@@ -88,6 +103,11 @@ class ControlArrays:
         if W is not None:
             out.wrench[:] = W
         return out
+
+    def kernel_controls(self, model: Model) -> tuple:
+        """The run kernel's controls: (target, target_velocity, torque as commanded, the motors' dofs,
+        constant torques and efforts (:func:`motor_arrays`)); the kernel applies the motors each step."""
+        return (self.target, self.target_velocity, self.torque, *motor_arrays(model))
 
     def joint_forces(self, model: Model) -> np.ndarray:
         """The generalized forces (nv,) [N·m or N] the step applies for ``torque``: through the model's motors

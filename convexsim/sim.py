@@ -287,7 +287,7 @@ class Simulation:
             self._hold_blas()
         c = self._controls
         if self._compiled_controls and not c.wrench.any():   # the kernel reads NaN targets, the motors' torques
-            self._advance_compiled(n, (c.target, c.target_velocity, c.joint_forces(self.model)))
+            self._advance_compiled(n, c.kernel_controls(self.model))
             return
         controlled = c.active()
         if self._run_loop and not controlled:

@@ -507,14 +507,21 @@ def run_model(model: Model, state: State, *, duration: float, record_every: int 
     """
     if record_every < 1:
         raise InputError(f"record_every must be >= 1, got {record_every}")
+    from convexsim.controllers import CompiledController
     from convexsim.stepping import dispatch
 
+    law = controller if isinstance(controller, CompiledController) else None
+    if law is not None:
+        controller = None
     run_loop, path_line = dispatch.run_plan(model, path, step_callback=step_callback is not None,
                                             controller=controller is not None)
+    if law is not None and not run_loop:
+        raise InputError(f"a compiled controller runs inside the compiled SAP run loop, which this run cannot take "
+                         f"({path_line}); use a Python controller (a function returning the controls) instead")
     with blas_thread_limit(blas_threads):
         if run_loop:
             return _run_compiled(model, state, duration=duration, record_every=record_every,
-                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx)
+                                 progress=progress, strict=strict, metadata=metadata, ctx=ctx, law=law)
         if path == "auto":
             warn_slow_path(path_line)
         return _run_stepwise(model, state, duration=duration, record_every=record_every, progress=progress,
@@ -684,7 +691,7 @@ class RunKernel:
 
     def __init__(self, model: Model, strict: bool):
         from convexsim.stepping import status as K
-        from convexsim.stepping.compiled import no_controls
+        from convexsim.stepping.compiled import no_law, no_controls
         from convexsim.stepping.packing import packed, packed_forest, step_arrays
         from convexsim.stepping.sap_composition import run_kernel
 
@@ -696,6 +703,7 @@ class RunKernel:
         self.trees = model.has_trees
         self.bufs: dict[str, np.ndarray] = {}
         self._no_controls = no_controls(model)
+        self.no_law = no_law()
         self.pf = pf = packed_forest(model)
         self._no_trees = (np.zeros(0), np.zeros(0))       # tree_q, tree_v of a model without trees
         self.force_names = ([f"actuator:{n}" for n in pf.actuator_names],
@@ -725,10 +733,11 @@ class RunKernel:
                     c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
     def call(self, t: float, q, v, tq, tv, k_rel: int, n_total: int, max_steps: int,
-             record_every: int, ctl: tuple | None = None) -> tuple[int, int, int, int, int, int, int]:
+             record_every: int, ctl: tuple | None = None, law=None) -> tuple[int, int, int, int, int, int, int]:
         """Up to ``max_steps`` steps of a run of ``n_total`` steps, ``k_rel`` of them taken, from time t [s]
         (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). ``ctl``: the trees'
-        controls of every step (target, target velocity, joint forces; None: none). Returns the kernel's
+        controls (``controls.ControlArrays.kernel_controls``; None: none); ``law``: a
+        ``controllers.CompiledController`` run before every step (None: none). Returns the kernel's
         (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
         self._frame_buffers(max_steps // record_every + 2)
         b = self.bufs
@@ -739,7 +748,8 @@ class RunKernel:
             tq, tv = self._no_trees
         return self._run_kernel(
             args[0], args[1], self.arrays, t, q, v, tq, tv, self._no_controls if ctl is None else ctl,
-            k_rel, n_total, max_steps, record_every, b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"],
+            *(self.no_law if law is None else (law.law, law.params)), k_rel, n_total, max_steps, record_every,
+            b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"],
             b["fr_nc"], b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
             b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
 
@@ -765,12 +775,14 @@ class RunKernel:
 
 def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
                   strict: bool, metadata: Mapping[str, Any] | None,
-                  ctx: StepContext | None) -> tuple[Trajectory, RunStats]:
+                  ctx: StepContext | None, law=None) -> tuple[Trajectory, RunStats]:
     """``run_model`` with the compiled run loop (:class:`RunKernel`): chunks of steps of about CHUNK_SECONDS
     per numba call into preallocated frame buffers; a step whose island is too large for the dense factor
     is taken by ``compiled_step`` (supernodal factor) in between.
     Same trajectory, statistics, failures and interruption behaviour as the Python loop. ``ctx`` (None: a
-    fresh one when first needed) serves those large-island steps only."""
+    fresh one when first needed) serves those large-island steps only. ``law``: a compiled controller the loop
+    calls before every step (``convexsim.controllers``); the steps handed to ``stepping.step`` hold its last
+    commands."""
     from convexsim.stepping import dispatch
 
     n_steps, _ = plan_steps(duration, model.time_step)
@@ -791,13 +803,20 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     chunk = 16
     backoff = 1           # reference steps after the compiled kernel met an oversized island
     stats.path = "compiled step (compiled run loop)"
+    commands, held = None, None
+    if law is not None:   # the law's own command arrays (the cached no-controls arrays stay untouched)
+        from convexsim.controls import ControlArrays
+
+        held = ControlArrays.empty(model)
+        commands = held.kernel_controls(model)
+        stats.path = f"compiled step (compiled run loop, compiled controller {law.name})"
     end = _RunEnd(model, rec, stats, n_steps, progress, lambda: state)
     with end:
         while k < k_end:
             with _DeferSignals():
                 c0 = _time.perf_counter()
                 code, taken, nf, ncr, bad, sap_status, extra = kernel.call(t, q, v, tq, tv, k - step0, n_steps,
-                                                                           chunk, record_every)
+                                                                           chunk, record_every, commands, law)
                 elapsed = _time.perf_counter() - c0
                 # bookkeeping of the steps taken, a chunk at a time: times, frames, statistics
                 base = k - step0
@@ -825,6 +844,8 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     from convexsim.stepping.context import StepContext
 
                     ctx = StepContext() if ctx is None else ctx
+                    if law is not None:
+                        ctx.controls = held
                     for _ in range(min(backoff, k_end - k)):
                         state, info = dispatch.step(model, state, ctx, strict=strict)
                         t, k = state.t, state.step
@@ -975,7 +996,9 @@ def simulate(scene: Any, *, duration: float | None = None, time_step: float | No
             (SI units; targets replace the scene's actuator targets for that step, torques are added to
             the joints, w = (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at the body's COM [N·m, N];
             state.tree_q/tree_v hold the joint coordinates, in ``model.forest`` order).
-            ``convexsim.sim.Simulation`` is the scripting interface for such loops.
+            ``convexsim.sim.Simulation`` is the scripting interface for such loops. Or a compiled controller
+            (``convexsim.controllers.compiled_controller``), which the compiled run loop calls before every
+            step without leaving numba.
         blas_threads: BLAS threads during the run (``run_model``; default 1).
 
     Returns:

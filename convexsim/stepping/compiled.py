@@ -32,6 +32,7 @@ from convexsim.model import Contacts, Model, State
 from convexsim.sap import newton as N
 from convexsim.stepping import sap_composition as C
 from convexsim.stepping import status as K
+from convexsim.stepping.free_motion import motor_forces_kernel
 from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays
 from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
@@ -43,16 +44,23 @@ WRENCHES = "body wrenches are set (the compiled step takes joint targets and tor
 _NO_CONTROLS: dict = {}
 
 
+def no_law():
+    """(the do-nothing compiled controller, no parameters): the run kernel's law when none is given."""
+    from convexsim.controllers import no_controller
+
+    return no_controller().law, np.zeros(0)
+
+
 def no_controls(model: Model) -> tuple:
-    """The kernel's controls argument when none is set: NaN targets (the scene's schedules), the motors'
-    constant torques (zero without motors)."""
+    """The run kernel's controls argument when none is set (``controls.ControlArrays.kernel_controls``): NaN
+    targets (the scene's schedules), no commanded torques, the motors (their constant torques apply)."""
     def make(m):
         if m.forest is None:              # no actuators, no joints (a free-body run imports no multibody model)
-            return np.zeros(0), np.zeros(0), np.zeros(0)
+            e = np.zeros(0)
+            return e, e, e, np.zeros(0, np.int64), e, e
         from convexsim.controls import ControlArrays
 
-        c = ControlArrays.empty(m)
-        return c.target, c.target_velocity, c.joint_forces(m)
+        return ControlArrays.empty(m).kernel_controls(m)
     return per_model(_NO_CONTROLS, model, make)
 
 
@@ -78,6 +86,7 @@ class _StepPlan:
     def __init__(self, model: Model):
         self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
         self.no_controls = no_controls(model)
+        self.law, self.params = no_law()
         self.trees = model.has_trees
         self.sizes = (len(self.pf.actuator_names), len(self.pf.limit_names), len(self.pf.coupler_names))
 
@@ -108,7 +117,7 @@ def compiled_step(model: Model, state: State, ctx=None, *,
         arrays = ctx.control_arrays(model)
         if arrays.wrench.any():
             return Handoff(WRENCHES)
-        ctl = (arrays.target, arrays.target_velocity, arrays.joint_forces(model))
+        ctl = arrays.kernel_controls(model)
     args = plan.pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
@@ -118,7 +127,8 @@ def compiled_step(model: Model, state: State, ctx=None, *,
     b = one_step_buffers(ctx, model, *plan.sizes)
     arrays = plan.arrays
     code, bad, sap_status, extra = b.run(lambda b: C.run_kernel(
-        args[0], args[1], arrays, float(state.t), q, v, tq, tv, ctl, 0, 1, 1, 1, *b.outputs))
+        args[0], args[1], arrays, float(state.t), q, v, tq, tv, ctl, plan.law, plan.params, 0, 1, 1, 1,
+        *b.outputs))
     if code == K.STEP_TOO_LARGE:         # an island above the dense limit: the supernodal factor (q, v unchanged)
         return _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv)
     if code != K.RUN_DONE:
@@ -179,8 +189,12 @@ def one_step_buffers(ctx, model: Model, nact: int = 0, nlim: int = 0, ncoupler: 
 def _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv):
     """The step in two kernel calls: ``step_prepare`` (collision, problem, clique graph), then
     ``step_finish`` — dense island factors if every island fits, else the supernodal factor of an
-    analysis from ``ctx.symbolic.covering`` (Python, only when the graph leaves the analysed pattern)."""
-    status, bad, max_n, prep = C.step_prepare(args[0], args[1], plan.arrays, float(state.t), q, v, tq, tv, ctl)
+    analysis from ``ctx.symbolic.covering`` (Python, only when the graph leaves the analysed pattern). ``ctl``:
+    the run kernel's controls; the motors turn the commanded torques into the step's joint forces here."""
+    forces = np.empty_like(ctl[2])
+    motor_forces_kernel(ctl[3], ctl[4], ctl[5], ctl[2], forces)
+    status, bad, max_n, prep = C.step_prepare(args[0], args[1], plan.arrays, float(state.t), q, v, tq, tv,
+                                              (ctl[0], ctl[1], forces))
     if status != K.STEP_OK:
         return _result(model, state, plan, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, None, q, v, tq, tv)
     use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])

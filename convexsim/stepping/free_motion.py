@@ -66,6 +66,17 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
 
 
 @jit
+def motor_forces_kernel(dof, torque, effort, tau_in, tau_out):
+    """The joint forces after the motors into ``tau_out`` (nvt,) [N·m or N]: ``tau_in`` off the motors' dofs,
+    clamp(τ₀ + τ_in, −effort, effort) on motor m's dof ``dof[m]`` (τ₀ = ``torque[m]``); the numpy reference is
+    ``multibody.forest.motor_forces``."""
+    tau_out[:] = tau_in
+    for m in range(dof.shape[0]):
+        i = dof[m]
+        tau_out[i] = min(max(tau_in[i] + torque[m], -effort[m]), effort[m])
+
+
+@jit
 def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
     """The free motion under applied joint forces τ (nvt,) [N·m or N] (a controller's torques): v* gains
     dt·A⁻¹τ, tree by tree on the blocks of A = M(q₀) + dt·D (``multibody.forest.tree_step_data``'s v* =

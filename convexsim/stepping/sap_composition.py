@@ -34,7 +34,7 @@ from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
 from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel,
                                          start_check)
-from convexsim.stepping.free_motion import add_joint_forces, body_free_motion, free_motion_stage
+from convexsim.stepping.free_motion import add_joint_forces, body_free_motion, free_motion_stage, motor_forces_kernel
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
 from convexsim.stepping.jacobians import body_contact_blocks, forest_contact_blocks, forest_contact_sides
 from convexsim.stepping.post_solve import contact_impulses, sap_joint_forces, scatter_cliques, solve_failed
@@ -270,14 +270,18 @@ def step_finish(fpar, ipar, arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out
 
 
 @jit
-def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, k0, n_total, max_steps, record_every,
+def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, law, params, k0, n_total, max_steps, record_every,
                fr_step, fr_q, fr_v, fr_stat, fr_resid, fr_nc, fr_act, fr_lim, fr_con, st,
                c_body, c_geom, c_point, c_normal, c_phi, c_gamma, c_force):
     """Advance (q, v, tree_q, tree_v) in place from step index k0 and time t0 [s] by up to ``max_steps`` steps
     (never past ``n_total``), recording a frame after step k when (k + 1) % record_every == 0 or
     k + 1 == n_total. The time of step j is t0 + j·dt accumulated step by step, as the Python loop does;
     ``arrays``: the model and its packed forest as the flat buffers of ``packing.step_arrays``
-    (:func:`step_prepare`); ``ctl``: the controls of every step (:func:`step_prepare`).
+    (:func:`step_prepare`); ``ctl`` = (target, target velocity, joint torques as commanded, the motors' dofs,
+    constant torques and efforts; ``controls.ControlArrays.kernel_controls``); ``law``: a compiled controller
+    (``convexsim.controllers``) called before every step with the state, ``ctl``'s first three arrays (which
+    it may rewrite) and ``params``; then the motors turn the commanded torques into joint forces
+    (``free_motion.motor_forces_kernel``) and the step takes (target, target velocity, joint forces).
 
     Frame buffers (one row per frame): fr_step (step index after the step), fr_q, fr_v, fr_stat
     (iterations, converged, line-search evaluations, sap status; −1: no problem was solved), fr_resid, fr_nc
@@ -299,12 +303,17 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, k0, n_total, max_steps
     lim_force = np.zeros(ints(arrays, RA0 + 1).shape[0])
     con_force = np.zeros(ints(arrays, RA0 + 23).shape[0])
     sn, sn_edges = no_supernodal()
+    target, target_velocity, commanded = ctl[0], ctl[1], ctl[2]
+    forces = np.empty_like(commanded)
+    step_ctl = (target, target_velocity, forces)
     while taken < max_steps and k0 + taken < n_total:
         k = k0 + taken
         record = (k + 1) % record_every == 0 or k + 1 == n_total
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
-        status, bad, max_n, prep = step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl)
+        law(t, q, v, tq, tv, target, target_velocity, commanded, params)
+        motor_forces_kernel(ctl[3], ctl[4], ctl[5], commanded, forces)
+        status, bad, max_n, prep = step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, step_ctl)
         if status != STEP_OK:
             return status, taken, nf, ncr, bad, 0, 0
         if max_n > ipar[I_ISLAND_MAX_DOFS]:       # the caller takes this step with the supernodal factor
