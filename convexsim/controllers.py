@@ -73,12 +73,18 @@ def _params(params) -> np.ndarray:
 
 def compiled_controller(fn: Callable | None = None, *, params=None):
     """Compile ``fn`` as a controller (module docstring); usable as ``@compiled_controller`` or
-    ``compiled_controller(fn, params=[...])``. Raises a numba TypingError naming the line when ``fn`` does
+    ``compiled_controller(fn, params=[...])``. Cached on disk when ``fn`` lives in a file (not for code
+    without one, e.g. ``python -c``). Raises a numba TypingError naming the line when ``fn`` does
     not fit the signature."""
     def build(f: Callable) -> CompiledController:
         import numba
 
-        law = numba.cfunc(controller_signature(), cache=CACHE)(f)
+        try:
+            law = numba.cfunc(controller_signature(), cache=CACHE)(f)
+        except RuntimeError as err:       # code without a file (python -c, exec): compiled, not cached
+            if "cannot cache" not in str(err):
+                raise
+            law = numba.cfunc(controller_signature(), cache=False)(f)
         return CompiledController(law, f, _params(params), getattr(f, "__name__", "controller"))
 
     return build if fn is None else build(fn)
