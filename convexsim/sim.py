@@ -125,6 +125,8 @@ class Simulation:
         """Names of the PD actuators (their joints' names), in the order of :attr:`target`."""
         self._actuator = {n: i for i, n in enumerate(self.actuator_names)}
         self._controls = ControlArrays.empty(model)
+        self._kernel_controls = self._controls.kernel_controls(model)
+        """The run kernel's view of the controls (the same arrays, written in place by the setters)."""
         kind = dispatch.model_kind(model)
         self._compiled_controls = self._run_loop and (kind, model.solver.kind) in dispatch.CONTROLLED_COMPILED
         """Controlled steps (targets, torques) also go straight to the run kernel."""
@@ -153,7 +155,8 @@ class Simulation:
 
     @property
     def torque(self) -> np.ndarray:
-        """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order)."""
+        """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order); on a joint
+        with a motor, clamp(τ₀ + τ, ±effort)."""
         return self._controls.torque
 
     @torque.setter
@@ -287,7 +290,7 @@ class Simulation:
             self._hold_blas()
         c = self._controls
         if self._compiled_controls and not c.wrench.any():   # the kernel reads NaN targets, the motors' torques
-            self._advance_compiled(n, c.kernel_controls(self.model))
+            self._advance_compiled(n, self._kernel_controls)
             return
         controlled = c.active()
         if self._run_loop and not controlled:
