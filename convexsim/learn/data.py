@@ -360,8 +360,8 @@ def load_data(path) -> LearnData:
         raise FileNotFoundError(f"learning data file not found: {path}")
     try:
         raw = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise LearnDataError(f"{path}: not a readable npz file ({exc})") from None
+    except (OSError, ValueError, EOFError) as exc:     # EOFError: an empty file
+        raise LearnDataError(f"{path}: not a readable npz file ({exc or 'empty'})") from None
     with raw:
         need = (
             "X",

@@ -197,3 +197,13 @@ def test_stored_scene_that_does_not_validate_is_refused_by_identify_naming_file_
     status, _, err = check_cli(["identify", path, "--method", "mpec", "--out", tmp_path / "id"])
     lines = error_lines(err)
     assert status == 2 and len(lines) == 1 and str(path) in lines[0] and "scene_yaml" in lines[0], err
+
+
+def test_an_empty_data_file_is_refused_by_learn_in_one_line(tmp_path):
+    """Found by the CLI fuzzer (varying seed): `convexsim learn empty.npz` exited 70 with numpy's EOFError
+    ("No data left in file") from np.load; an empty file is bad input, refused with exit 2 in one line."""
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    status, _, err = check_cli(["learn", empty, "--out", tmp_path / "report", "--restarts", "1"])
+    lines = error_lines(err)
+    assert status == 2 and len(lines) == 1 and "not a readable npz file" in lines[0], err
