@@ -105,9 +105,10 @@ class ControlArrays:
         return out
 
     def kernel_controls(self, model: Model) -> tuple:
-        """The run kernel's controls: (target, target_velocity, torque as commanded, the motors' dofs,
-        constant torques and efforts (:func:`motor_arrays`)); the kernel applies the motors each step."""
-        return (self.target, self.target_velocity, self.torque, *motor_arrays(model))
+        """The compiled steps' controls: (target, target_velocity, torque as commanded, the motors' dofs,
+        constant torques and efforts (:func:`motor_arrays`), wrench); the kernels apply the motors each step.
+        The same arrays (no copy): writing into them changes the next step's controls."""
+        return (self.target, self.target_velocity, self.torque, *motor_arrays(model), self.wrench)
 
     def joint_forces(self, model: Model) -> np.ndarray:
         """The generalized forces (nv,) [N·m or N] the step applies for ``torque``: through the model's motors
@@ -131,4 +132,21 @@ class ControlArrays:
         return Controls(targets, torques, wrenches)
 
 
-__all__ = ["ControlArrays", "actuator_names", "joint_dofs"]
+_NO_CONTROLS: dict = {}
+
+
+def no_controls(model: Model) -> tuple:
+    """The compiled steps' controls argument when none is set (:meth:`ControlArrays.kernel_controls`): NaN
+    targets (the scene's schedules), no commanded torques, the motors (their constant torques apply), no
+    wrenches. Built once per model and shared by every caller: never written."""
+    from convexsim.stepping.packing import per_model
+
+    def make(m: Model):
+        if m.forest is None:              # no actuators, no joints (a free-body run imports no multibody model)
+            e = np.zeros(0)
+            return e, e, e, np.zeros(0, np.int64), e, e, np.zeros((m.nbody, 6))
+        return ControlArrays.empty(m).kernel_controls(m)
+    return per_model(_NO_CONTROLS, model, make)
+
+
+__all__ = ["ControlArrays", "actuator_names", "joint_dofs", "no_controls"]

@@ -14,10 +14,11 @@ per actuator, generalized forces per tree dof, external wrenches per body; :meth
 snapshot (:attr:`~Simulation.state`, :meth:`~Simulation.set_state`) or :meth:`~Simulation.copy` branches
 a rollout. Units are SI throughout; quaternions are (w, x, y, z).
 
-Steps of a model with a compiled run loop go straight to its kernel (``simulate.RunKernel``), with the
-trees' PD targets and joint torques as arrays when set; the others (body wrenches, the LCP solver, models the
-compiled step does not take) go through ``convexsim.stepping.step``, and the first one that takes the Python
-reference step says so (``SlowPathWarning``).
+Steps of a model with a compiled run loop (the SAP solver) go straight to its kernel (``simulate.RunKernel``),
+n steps per call, with the controls as arrays (PD targets, joint torques, body wrenches); with the LCP solver each
+step is one call of the compiled LCP step, which takes the same arrays (``convexsim.stepping.step``). Only models
+the compiled steps do not take, and the steps they hand over, take the Python reference step, and the first one
+says so (``SlowPathWarning``).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class Simulation:
         """The run kernel's view of the controls (the same arrays, written in place by the setters)."""
         kind = dispatch.model_kind(model)
         self._compiled_controls = self._run_loop and (kind, model.solver.kind) in dispatch.CONTROLLED_COMPILED
-        """Controlled steps (targets, torques) also go straight to the run kernel."""
+        """Controlled steps (targets, torques, wrenches) also go straight to the run kernel."""
         self.reset()
 
     # -- controls --------------------------------------------------------------------------------------
@@ -277,9 +278,10 @@ class Simulation:
     def step(self, n: int = 1):
         """Take ``n`` steps with the current controls.
 
-        Steps without controls of a model with a compiled run loop go straight to the run kernel, n steps per
-        call (``simulate.RunKernel``); the others through ``stepping.step``. Use :attr:`info` for the last
-        step's ``StepInfo``.
+        Steps of a model with a compiled run loop go straight to the run kernel, n steps per call, with the
+        controls (``simulate.RunKernel``); the others (the LCP solver) through ``stepping.step``, which takes
+        the compiled step with the same controls where it can. Use :attr:`info` for the last step's
+        ``StepInfo``.
 
         Raises:
             SimulationError: a step failed (NaN state, or a SAP step that did not converge with ``strict``).
@@ -289,7 +291,7 @@ class Simulation:
         if self._blas_release is None:
             self._hold_blas()
         c = self._controls
-        if self._compiled_controls and not c.wrench.any():   # the kernel reads NaN targets, the motors' torques
+        if self._compiled_controls:     # the kernel reads NaN targets (scene schedules), the motors' torques
             self._advance_compiled(n, self._kernel_controls)
             return
         controlled = c.active()

@@ -691,7 +691,8 @@ class RunKernel:
 
     def __init__(self, model: Model, strict: bool):
         from convexsim.stepping import status as K
-        from convexsim.stepping.compiled import no_law, no_controls
+        from convexsim.controls import no_controls
+        from convexsim.stepping.compiled import no_law
         from convexsim.stepping.packing import packed, packed_forest, step_arrays
         from convexsim.stepping.sap_composition import run_kernel
 

@@ -9,9 +9,9 @@ takes both.
 
 Which models: ``packing.compiled_step_supported`` is the one place that decides (free bodies, fixed bodies and
 the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive shapes, the SAP
-solver with any of its contact models, valid materials). A controller's PD targets and joint torques
-(``ctx.controls``) are arrays the kernel takes every step; a step with body wrenches is taken by the reference
-step (a Handoff), and so is a step whose margin share is not finite.
+solver with any of its contact models, valid materials). A controller's PD targets, joint torques and body
+wrenches (``ctx.controls``) are arrays the kernel takes every step; a step whose margin share is not finite is
+taken by the reference step (a Handoff).
 
 Large islands: the Newton matrix is factored by a dense Cholesky per island (connected component of the
 clique graph). A step with an island of more than ``packing.ISLAND_MAX_DOFS`` dofs (20 free bodies) is
@@ -38,30 +38,11 @@ from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationErro
 
 SAP_STATUS_NAMES = N.SAP_STATUS_NAMES
 
-WRENCHES = "body wrenches are set (the compiled step takes joint targets and torques)"
-"""Why a controlled step with body wrenches takes the reference step."""
-
-_NO_CONTROLS: dict = {}
-
-
 def no_law():
     """(the do-nothing compiled controller, no parameters): the run kernel's law when none is given."""
     from convexsim.controllers import no_controller
 
     return no_controller().law, np.zeros(0)
-
-
-def no_controls(model: Model) -> tuple:
-    """The run kernel's controls argument when none is set (``controls.ControlArrays.kernel_controls``): NaN
-    targets (the scene's schedules), no commanded torques, the motors (their constant torques apply)."""
-    def make(m):
-        if m.forest is None:              # no actuators, no joints (a free-body run imports no multibody model)
-            e = np.zeros(0)
-            return e, e, e, np.zeros(0, np.int64), e, e
-        from convexsim.controls import ControlArrays
-
-        return ControlArrays.empty(m).kernel_controls(m)
-    return per_model(_NO_CONTROLS, model, make)
 
 
 def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
@@ -85,6 +66,8 @@ class _StepPlan:
 
     def __init__(self, model: Model):
         self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
+        from convexsim.controls import no_controls    # imports no multibody model before it is needed
+
         self.no_controls = no_controls(model)
         self.law, self.params = no_law()
         self.trees = model.has_trees
@@ -114,10 +97,7 @@ def compiled_step(model: Model, state: State, ctx=None, *,
     plan = _plan(model)
     ctl = plan.no_controls
     if ctx.controlled:
-        arrays = ctx.control_arrays(model)
-        if arrays.wrench.any():
-            return Handoff(WRENCHES)
-        ctl = arrays.kernel_controls(model)
+        ctl = ctx.control_arrays(model).kernel_controls(model)
     args = plan.pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
@@ -194,7 +174,7 @@ def _two_call_step(model, state, ctx, args, plan, ctl, q, v, tq, tv):
     forces = np.empty_like(ctl[2])
     motor_forces_kernel(ctl[3], ctl[4], ctl[5], ctl[2], forces)
     status, bad, max_n, prep = C.step_prepare(args[0], args[1], plan.arrays, float(state.t), q, v, tq, tv,
-                                              (ctl[0], ctl[1], forces))
+                                              (ctl[0], ctl[1], forces, ctl[6]))
     if status != K.STEP_OK:
         return _result(model, state, plan, status, bad, 0, 0, 0, 0.0, *prep[:4], None, None, None, q, v, tq, tv)
     use_sn = bool(max_n > args[1][N.I_ISLAND_MAX_DOFS])
@@ -270,4 +250,4 @@ def _result(model, state, plan, status, bad, sap_status, iterations, ls_evals, r
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
 
 
-__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step", "no_controls", "WRENCHES"]
+__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step", "no_controls"]

@@ -12,8 +12,7 @@ compiled" reason the run summary prints, ``RunStats.path``), else the reference.
 raises ValueError with that reason instead of falling back.
 
 A compiled runner may hand one step over: it returns a :class:`~convexsim.stepping.types.Handoff` (a
-margin share that is not finite, body wrenches on the SAP step, the LCP kernel's first Lemke run
-failing, ...) and :func:`step` takes that step with the reference runner of the same (kind, solver). No other
+margin share that is not finite, the LCP kernel's first Lemke run failing, ...) and :func:`step` takes that step with the reference runner of the same (kind, solver). No other
 module chooses between runners; ``tests/test_architecture.py`` holds that.
 
 The run loops: :func:`run_plan` says whether ``simulate.run_model`` takes the compiled run loop (many steps
@@ -66,12 +65,11 @@ NO_COMPILED: dict[tuple[str, str], str] = {}
 RUN_LOOPS = {("bodies", "sap"), ("trees", "sap")}
 """(model kind, solver) with a compiled run loop (``simulate.run_model``)."""
 
-CONTROLLED = ("per-step controls are set (the compiled step of trees with the SAP solver takes them; the free-body "
-              "and LCP compiled steps take none)")
+CONTROLLED = "per-step controls are set (this compiled step takes none)"
 
-CONTROLLED_COMPILED = {("trees", "sap")}
-"""(model kind, solver) whose compiled runner takes per-step controls (targets and torques; a step with body
-wrenches it hands over)."""
+CONTROLLED_COMPILED = {("bodies", "sap"), ("trees", "sap"), ("bodies", "lcp"), ("trees", "lcp")}
+"""(model kind, solver) whose compiled runner takes per-step controls (PD targets, joint torques, body
+wrenches: ``controls.ControlArrays.kernel_controls``); every one today."""
 
 
 class Route(NamedTuple):

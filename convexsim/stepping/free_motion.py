@@ -6,7 +6,10 @@
   ``subspace_kernel``), A = M(q₀) + dt·D and v* by CRBA, RNEA and implicit joint damping
   (``multibody.dynamics.forest_free_motion``; numpy references ``multibody.dynamics.mass_matrix``,
   ``inverse_dynamics``), :func:`free_motion_stage`;
-* a controller's joint forces τ: v* gains dt·A⁻¹τ (:func:`add_joint_forces`);
+* the step's controls (:func:`applied_forces`): external wrenches w_b = (τ_W, f_W) at the COMs of free bodies,
+  v*_b gains dt·M_b⁻¹w_b (:func:`add_body_wrenches`), and on tree links, generalized forces J_bᵀw_b
+  (:func:`add_link_wrenches`), which with a controller's joint forces τ make v* gain dt·A⁻¹τ
+  (:func:`add_joint_forces`);
 * the dense A over v = (free bodies | tree_v) of the LCP (:func:`dense_free_motion`).
 """
 
@@ -15,20 +18,87 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.dynamics import free_motion_kernel
+from convexsim.dynamics import free_motion_kernel, solve3
 from convexsim.multibody.dynamics import forest_free_motion
 from convexsim.multibody.kinematics import fk_kernel, subspace_kernel
 from convexsim.sap.newton import F_DT
 
 
 @jit(inline="always")
-def body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving):
-    """(A (36 per moving body, row-major 6 × 6), v* (6 per moving body)) of the free bodies."""
+def body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving, wrench):
+    """(A (36 per moving body, row-major 6 × 6), v* (6 per moving body)) of the free bodies under the external
+    wrenches ``wrench`` (nbody, 6) (:func:`add_body_wrenches`)."""
     nmov = moving.shape[0]
     A_values = np.empty(36 * nmov)
     v_star = np.empty(6 * nmov)
     free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_values, v_star)
+    add_body_wrenches(fpar[F_DT], moving, mass, wrench, A_values, v_star)
     return A_values, v_star
+
+
+@jit
+def add_body_wrenches(dt, moving, mass, wrench, A_values, v_star):
+    """The free bodies' free motion under external wrenches: for moving body m (body b = ``moving[m]``) with
+    w_b = (τ_W [N·m], f_W [N]) at its COM in W (row b of ``wrench`` (nbody, 6); zero rows skipped),
+    v*_b += dt·M_b⁻¹w_b, i.e. ω* += dt·I_W⁻¹τ_W with I_W the angular block of A (``A_values``, 36 per body)
+    and v*_COM += dt·f_W/m. numpy reference: ``dynamics.free_motion``'s ``wrench``."""
+    for m in range(moving.shape[0]):
+        b = moving[m]
+        hit = False
+        for i in range(6):
+            hit = hit or wrench[b, i] != 0.0
+        if not hit:
+            continue
+        I_W = np.empty((3, 3))
+        for i in range(3):
+            for j in range(3):
+                I_W[i, j] = A_values[36 * m + 6 * i + j]
+        dw = solve3(I_W, np.ascontiguousarray(wrench[b, :3]))
+        for i in range(3):
+            v_star[6 * m + i] += dt * dw[i]
+            v_star[6 * m + 3 + i] += dt * wrench[b, 3 + i] / mass[b]
+
+
+@jit
+def add_link_wrenches(fa, R_WB, p_WB, S, wrench, tau):
+    """The generalized forces of external wrenches on tree links added into ``tau`` (nvt,) [N·m or N]:
+    τ += J_bᵀw_b for link b with w_b = (τ_W, f_W) at its COM p in W (its Model body's row of ``wrench``
+    (nbody, 6); zero rows skipped), J_b its spatial Jacobian (ω_W, v_COM). With S the motion subspaces about
+    the world origin O (``forest_kinematics``), column d of J_b on the dofs of the joints from b to the root
+    is (S_ang,d, S_lin,d − p × S_ang,d), so J_bᵀw_b = S_angᵀ(τ_W + p × f_W) + S_linᵀ f_W: the wrench moved to O.
+    numpy reference: ``multibody.forest.link_wrench_torques``."""
+    parent, dofadr, nvj, com, link_body = fa[0], fa[6], fa[7], fa[9], fa[16]
+    for l in range(link_body.shape[0]):
+        b = link_body[l]
+        hit = False
+        for i in range(6):
+            hit = hit or wrench[b, i] != 0.0
+        if not hit:
+            continue
+        R, c = R_WB[l], com[l]                     # the COM p = p_WB + R_WB com
+        p0 = p_WB[l, 0] + R[0, 0] * c[0] + R[0, 1] * c[1] + R[0, 2] * c[2]
+        p1 = p_WB[l, 1] + R[1, 0] * c[0] + R[1, 1] * c[1] + R[1, 2] * c[2]
+        p2 = p_WB[l, 2] + R[2, 0] * c[0] + R[2, 1] * c[1] + R[2, 2] * c[2]
+        f0, f1, f2 = wrench[b, 3], wrench[b, 4], wrench[b, 5]
+        n0 = wrench[b, 0] + p1 * f2 - p2 * f1
+        n1 = wrench[b, 1] + p2 * f0 - p0 * f2
+        n2 = wrench[b, 2] + p0 * f1 - p1 * f0
+        j = l
+        while j >= 0:
+            for d in range(dofadr[j], dofadr[j] + nvj[j]):
+                tau[d] += S[0, d] * n0 + S[1, d] * n1 + S[2, d] * n2 + S[3, d] * f0 + S[4, d] * f1 + S[5, d] * f2
+            j = parent[j]
+
+
+@jit(inline="always")
+def applied_forces(dt, mb, fa, R_WB, p_WB, S, tau, wrench, A_free, vs_free, A_tree, vs_tree):
+    """The step's controls in the free motion (in place): the free bodies' wrenches (:func:`add_body_wrenches`),
+    the links' wrenches into the joint forces ``tau`` (nvt,) (:func:`add_link_wrenches`; ``tau`` is the step's
+    work array and holds the sum afterwards), then v*_tree += dt·A⁻¹τ (:func:`add_joint_forces`). Poses and
+    subspaces at q₀ (:func:`free_motion_stage`)."""
+    add_body_wrenches(dt, mb[3], mb[4], wrench, A_free, vs_free)
+    add_link_wrenches(fa, R_WB, p_WB, S, wrench, tau)
+    add_joint_forces(fa, dt, A_tree, vs_tree, tau)
 
 
 @jit
@@ -50,7 +120,8 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
     """Stage 3 of a step of a model with trees: the free bodies' spatial masses (36 per body) and v* (6 per
     body) by ``dynamics.free_motion_kernel``; the forest's A = M(q₀) + dt·D (nvt, nvt) and v* (nvt,) by
     ``multibody.dynamics.forest_free_motion`` at the poses of :func:`forest_kinematics`. Returns (A_free,
-    vs_free, A_tree, vs_tree, S) with S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
+    vs_free, A_tree, vs_tree, S, R_WB, p_WB) with S the forest's motion subspaces at q₀ (for the contact
+    Jacobians) and the bodies' poses at q₀ (for the links' wrenches, :func:`applied_forces`)."""
     gravity, body_dof, moving, mass, inertia = mb[0], mb[2], mb[3], mb[4], mb[5]
     nmov = moving.shape[0]
     nvt = tv.shape[0]
@@ -62,7 +133,7 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
     vs_tree = np.empty(nvt)
     forest_free_motion(fa[0], fa[1], fa[6], fa[7], S, R_WB, p_WB, fa[8], fa[9], fa[10], fa[11], fa[12], fa[13],
                        tv, fpar[F_DT], fa[14], fa[15], A_tree, vs_tree)
-    return A_free, vs_free, A_tree, vs_tree, S
+    return A_free, vs_free, A_tree, vs_tree, S, R_WB, p_WB
 
 
 @jit
@@ -95,14 +166,16 @@ def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
 
 
 @jit(inline="always")
-def dense_free_motion(fpar, mb, fa, q, v, tq, tv):
+def dense_free_motion(fpar, mb, fa, q, v, tq, tv, tau, wrench):
     """(A (nv, nv), v* (nv,), S) over v = (free bodies 6 by 6 | tree_v): the free bodies' spatial masses and
-    the forest's A = M(q₀) + dt·D with their v* (:func:`free_motion_stage`, shared with the SAP tree
-    step) in one dense matrix, S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
+    the forest's A = M(q₀) + dt·D with their v* under the joint forces ``tau`` (nvt,) and the wrenches
+    ``wrench`` (nbody, 6) (:func:`free_motion_stage`, :func:`applied_forces`, shared with the SAP tree step)
+    in one dense matrix, S the forest's motion subspaces at q₀ (for the contact Jacobians)."""
     nmov = mb[3].shape[0]
     nvt = tv.shape[0]
     nv = 6 * nmov + nvt
-    A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
+    A_free, vs_free, A_tree, vs_tree, S, R_WB, p_WB = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
+    applied_forces(fpar[F_DT], mb, fa, R_WB, p_WB, S, tau, wrench, A_free, vs_free, A_tree, vs_tree)
     A = np.zeros((nv, nv))
     v_star = np.empty(nv)
     for m in range(nmov):
@@ -117,4 +190,5 @@ def dense_free_motion(fpar, mb, fa, q, v, tq, tv):
     return A, v_star, S
 
 
-__all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "add_joint_forces", "dense_free_motion"]
+__all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "add_body_wrenches", "add_link_wrenches",
+           "applied_forces", "add_joint_forces", "dense_free_motion"]

@@ -13,8 +13,9 @@ rungs in ``LcpStepInfo.rung``, ``LcpStepError`` naming the contacts and the step
 ``LcpStepInfo.path`` says so ("reference: <reason>"); it is never silent. Handed over: the first Lemke run of
 an island failed (the reference runs its fallback chain), non-finite data; for free bodies an island above
 ``lcp_problem.DENSE_ASSEMBLY_WORK``, an LCP of warm-start size with the warm start on, every step with
-``lcp_islands.SPLIT_ISLANDS`` off; for trees a step driven by a controller and an LCP of at least
-``lcp_fallback.LARGE_ISLAND_SIZE`` unknowns.
+``lcp_islands.SPLIT_ISLANDS`` off; for trees an LCP of at least ``lcp_fallback.LARGE_ISLAND_SIZE`` unknowns.
+A controller's PD targets, joint torques (through the motors) and body wrenches (``ctx.controls``) are
+arrays the kernel takes, as the SAP step's (``controls.ControlArrays.kernel_controls``).
 """
 
 from __future__ import annotations
@@ -35,10 +36,14 @@ _ARGS: dict = {}
 
 
 def _kernel_args(model: Model) -> tuple:
-    """(LcpPacked, the packed model's fpar and arrays, the PackedForest or None, its pair rule), once per model."""
+    """(LcpPacked, the packed model's fpar and arrays, the PackedForest or None, its pair rule, the controls
+    when none is set), once per model."""
+    from convexsim.controls import no_controls
+
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return lp, pm.fpar, pm.model_arrays, (packed_forest(model) if model.has_trees else None), pm.pair_rule
+    return (lp, pm.fpar, pm.model_arrays, (packed_forest(model) if model.has_trees else None), pm.pair_rule,
+            no_controls(model))
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
@@ -48,7 +53,9 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     SPLIT_ISLANDS (off: every free-body step does), ``lcp_problem.DENSE_ASSEMBLY_WORK`` (islands above it go to
     the reference), ``lcp_fallback.LARGE_ISLAND_SIZE``."""
     ctx = StepContext() if ctx is None else ctx
-    lp, fpar, mb, pf, rule = per_model(_ARGS, model, _kernel_args)
+    lp, fpar, mb, pf, rule, ctl = per_model(_ARGS, model, _kernel_args)
+    if ctx.controlled:
+        ctl = ctx.control_arrays(model).kernel_controls(model)
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out, v_out = np.empty_like(q), np.empty_like(v)
@@ -60,8 +67,6 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
         jpar = lp.settings(lcp_islands.WARM_MIN_SIZE if warm else -1, lcp_problem.DENSE_ASSEMBLY_WORK)
         forest = None
     else:
-        if ctx.controlled:
-            return Handoff("a controller drives the joints this step")
         warm, jpar = False, lp.jpar
         tq = np.ascontiguousarray(state.tree_q, dtype=np.float64)
         tv = np.ascontiguousarray(state.tree_v, dtype=np.float64)
@@ -69,7 +74,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
                   np.empty_like(tq), np.empty_like(tv))
     (status, _where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
      basic_pc, keys) = lcp_composition.lcp_step_kernel(fpar, mb, q, v, lp.U, lp.stabilization, jpar, lp.lpar, q_out,
-                                                       v_out, forest, rule)
+                                                       v_out, forest, rule, ctl)
     if status != LCP_OK:
         return Handoff(LCP_STATUS_NAMES[status])
     geom_body = mb[9]

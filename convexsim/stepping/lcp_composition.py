@@ -4,8 +4,9 @@ free bodies is a forest without trees. Only stage calls live here (docs/architec
 1. start checks, collision with the margins, the pair rule (collision bits, tree pairs) and the pair-reach
    filter, contact frames
    (``contacts``), the same contact set as the SAP step;
-2. free motion A, v* (``free_motion``; free bodies: A block diagonal, 6 × 6 per body), the PD actuators of
-   trees folded into A and v* (``lcp_rows``);
+2. free motion A, v* under the step's controls (``free_motion``: joint torques through the motors, body and
+   link wrenches; free bodies: A block diagonal, 6 × 6 per body), the PD actuators of trees folded into A and
+   v* at their scene targets or the controls' (``lcp_rows``);
 3. dense contact Jacobian rows (``jacobians``), gap terms, combined μ, the trees' limit and coupler rows
    (``lcp_rows``);
 4. the LCP solve (``lcp_solve``): with A block diagonal island by island with A⁻¹ per island, else one dense
@@ -31,7 +32,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import collide_and_filter, combined_friction, contact_frames_kernel, start_check
-from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
+from convexsim.stepping.free_motion import body_free_motion, dense_free_motion, motor_forces_kernel
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
 from convexsim.stepping.jacobians import dense_contact_jacobian, dense_contact_rows
 from convexsim.stepping.lcp_rows import contact_keys_kernel, contact_lcp_rows, fold_forest_pd, gap_term, joint_rows
@@ -43,7 +44,7 @@ from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NON
 
 
 @jit
-def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, pair_rule):
+def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, pair_rule, ctl):
     """One LCP step (module docstring) from (q, v) into (q_out, v_out) (and the trees' state).
 
     Args:
@@ -57,6 +58,9 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
             from which the reference takes the step (its capped Lemke runs).
         pair_rule: the broad phase's pair rule (``packing.PackedModel.pair_rule``: collision bits, tree-pair
             rule), so that filtered pairs never reach the narrow phase.
+        ctl: the step's controls, the SAP run kernel's (``controls.ControlArrays.kernel_controls``): PD targets
+            and velocity targets (nact,; NaN: the scene's), joint torques as commanded (nvt,), the motors'
+            dofs, constant torques and efforts, external wrenches (nbody, 6) [N·m, N].
 
     Returns:
         (status, island or body of the failure, geoms (m, 2), phi, point, normal, gamma (m, 3) [N·s],
@@ -80,23 +84,26 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
                                                    mb[12], q, v, pair_rule[0], pair_rule[1])
     if forest is None:
         return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
-                                normal)
+                                normal, ctl[6])
     fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = forest
+    forces = np.empty(tv.shape[0])
+    motor_forces_kernel(ctl[3], ctl[4], ctl[5], ctl[2], forces)
     return step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out,
-                       tq_out, tv_out, geoms, phi, point, normal)
+                       tq_out, tv_out, geoms, phi, point, normal, (ctl[0], ctl[1], forces, ctl[6]))
 
 
 @jit(inline="always")
-def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal):
-    """Stages 2-6 of a model without trees (A block diagonal): the contact islands, each with A⁻¹ from its
-    bodies' 6 × 6 blocks and one Lemke run; the result tuple of :func:`lcp_step_kernel`."""
+def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal, wrench):
+    """Stages 2-6 of a model without trees (A block diagonal) under the external wrenches ``wrench``
+    (nbody, 6): the contact islands, each with A⁻¹ from its bodies' 6 × 6 blocks and one Lemke run; the result
+    tuple of :func:`lcp_step_kernel`."""
     gravity, fixed, body_dof, moving, mass, inertia, geom_body, geom_mu = mb[0], mb[1], mb[2], mb[3], mb[4], mb[5], \
         mb[9], mb[14]
     nmov = moving.shape[0]
     dt = fpar[F_DT]
     d_set = jpar[J_NDIR]
     m = phi.shape[0]
-    A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
+    A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving, wrench)
     R_WC = contact_frames_kernel(normal)
     gamma = np.zeros((m, 3))
     force = np.zeros((m, 3))
@@ -137,18 +144,19 @@ def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out,
 
 @jit(inline="always")
 def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out, tq_out,
-                tv_out, geoms, phi, point, normal):
-    """Stages 2-6 of a model with trees: the dense A with the PD fold, the joint rows, one
-    dense LCP with the contact normals regularized by ε; the result tuple of :func:`lcp_step_kernel`."""
+                tv_out, geoms, phi, point, normal, ctl):
+    """Stages 2-6 of a model with trees: the dense A under the controls ``ctl`` (target, target velocity,
+    joint forces after the motors, wrenches; the joint forces are a work array) with the PD fold, the joint
+    rows, one dense LCP with the contact normals regularized by ε; the result tuple of :func:`lcp_step_kernel`."""
     moving, geom_body = mb[3], mb[9]
     dt = fpar[F_DT]
     nmov = moving.shape[0]
     nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     act_force, lim_force, con_force = np.zeros(nact), np.zeros(nlim), np.zeros(njc)
-    A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv)
+    A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv, ctl[2], ctl[3])
     act_c, act_f0, act_sat = np.zeros(nact), np.zeros(nact), np.zeros(nact)
     act_saturated = np.zeros(nact, np.bool_)
-    fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated)
+    fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, ctl[0], ctl[1], act_c, act_f0, act_sat, act_saturated)
     nmax = 2 * nlim + 2 * njc
     row_type, row_owner = np.empty(nmax, np.int64), np.empty(nmax, np.int64)
     row_sign, row_gap = np.empty(nmax), np.empty(nmax)

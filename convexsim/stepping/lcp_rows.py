@@ -206,9 +206,10 @@ def regularize_normals(M, nc, eps):
 
 
 @jit(inline="always")
-def fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, act_saturated):
+def fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, target, target_v, act_c, act_f0, act_sat, act_saturated):
     """:func:`fold_pd` on every tree with dofs (A, v* over the whole v, in place); per packed actuator its
-    c, f₀, explicit force and saturation flag (written). Targets at time t [s] (``pd_target``)."""
+    c, f₀, explicit force and saturation flag (written). Targets at time t [s] (``pd_target``), or a
+    controller's: (``target[a]``, ``target_v[a]``, NaN: 0) where ``target[a]`` is not NaN."""
     tree_vstart, tree_nv = fa[14], fa[15]
     act_ptr, act_dof, act_qadr, act_kp, act_kd, act_uff = ra[5], ra[6], ra[7], ra[8], ra[9], ra[10]
     act_effort, act_vel, act_tptr, act_times, act_values = ra[11], ra[12], ra[13], ra[14], ra[15]
@@ -225,6 +226,8 @@ def fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, act_c, act_f0, act_sat, a
             dof[i] = act_dof[a] - tree_vstart[k]
             q_d, v_d = pd_target(t, act_times[act_tptr[a]:act_tptr[a + 1]], act_values[act_tptr[a]:act_tptr[a + 1]],
                                  act_vel[a])
+            if target[a] == target[a]:
+                q_d, v_d = target[a], (target_v[a] if target_v[a] == target_v[a] else 0.0)
             act_c[a], act_f0[a] = pd_terms(dt, act_kp[a], act_kd[a], tq[act_qadr[a]], q_d, v_d, act_uff[a])
         blk = np.ascontiguousarray(A[s0:s0 + n, s0:s0 + n])
         vs = np.ascontiguousarray(v_star[s0:s0 + n])

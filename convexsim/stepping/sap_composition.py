@@ -4,7 +4,7 @@ live here; each stage's math is in its module (docs/architecture.md, "The data p
 
 1. start checks, collision with the margins and the pair-reach filter, the tree-pair filter, contact frames
    (``contacts``);
-2. free motion A, v* (``free_motion``);
+2. free motion A, v* under the step's controls (``free_motion``);
 3. the contacts' Jacobians (``jacobians``), the participating cliques, the contacts' kernel parameters and
    the joint rows (``sap_rows``);
 4. the SAP Newton solve (``sap.newton.newton_solve``, the one Newton loop);
@@ -34,7 +34,7 @@ from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
 from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel,
                                          start_check)
-from convexsim.stepping.free_motion import add_joint_forces, body_free_motion, free_motion_stage, motor_forces_kernel
+from convexsim.stepping.free_motion import applied_forces, body_free_motion, free_motion_stage, motor_forces_kernel
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
 from convexsim.stepping.jacobians import body_contact_blocks, forest_contact_blocks, forest_contact_sides
 from convexsim.stepping.post_solve import contact_impulses, sap_joint_forces, scatter_cliques, solve_failed
@@ -113,13 +113,13 @@ def ints(arrays, k):
 
 
 @jit(inline="always")
-def body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal):
+def body_rows_stage(fpar, ipar, mb, q, v, wrench, geoms, phi, point, normal):
     """Stages 2–3 of a model without trees (the forest's stages with no tree, without their empty loops):
-    the bodies' 6 × 6 masses and v*, the body Jacobian blocks, the participating cliques in body order and the
+    the bodies' 6 × 6 masses and v* under the external wrenches ``wrench`` (nbody, 6), the body Jacobian blocks, the participating cliques in body order and the
     contacts' kernel parameters; no joint rows. Returns what :func:`tree_rows_stage` returns."""
     (gravity, _, body_dof, moving, mass, inertia, _, _, _, geom_body, _, _, _, geom_k, geom_mu, geom_tau,
      geom_d) = mb
-    A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
+    A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving, wrench)
     R_WC = contact_frames_kernel(normal)
     cliques, J_ptr, J_values = body_contact_blocks(R_WC, geoms, point, q, geom_body, body_dof)
     new_index, sizes, cstart, A_ptr, A_red, vs_red, v_red, cl_red = body_problem(moving, v, A_values, v_star,
@@ -144,8 +144,8 @@ def tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, po
     tree_vstart, tree_nv, body_tree, tree_clique, size_all, start_all = fa[14], fa[15], fa[17], fa[22], fa[23], fa[24]
     nmov = moving.shape[0]
     nc = phi.shape[0]
-    A_free, vs_free, A_tree, vs_tree, S = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
-    add_joint_forces(fa, fpar[F_DT], A_tree, vs_tree, ctl[2])
+    A_free, vs_free, A_tree, vs_tree, S, R_WB, p_WB = free_motion_stage(fpar, mb, fa, q, v, tq, tv)
+    applied_forces(fpar[F_DT], mb, fa, R_WB, p_WB, S, ctl[2], ctl[3], A_free, vs_free, A_tree, vs_tree)
     nr, row_tree, row_kind, row_owner, row_J, row_par, njr, jr_index, jr_par = forest_joint_rows(
         fa, ra, t, fpar[F_DT], tq, tv, A_tree, vs_tree)
     control_pd_targets(ra, fpar[F_DT], tq, A_tree, ctl[0], ctl[1], nr, row_kind, row_owner, row_par)
@@ -194,7 +194,8 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     ``arrays``: the model arrays of ``packing.PackedModel`` and the packed forest (zero trees for a free-body
     model) with its joint rows (``packing.PackedForest``), as the flat buffers of ``packing.step_arrays``
     (:func:`model_views`); ``ctl``: the step's controls (target (nact,), target velocity (nact,), joint
-    forces (nvt,); ``convexsim.controls.ControlArrays``).
+    forces (nvt,), external wrenches (nbody, 6); ``convexsim.controls.ControlArrays``). The joint forces are the
+    step's work array: the links' wrenches are added into it (``free_motion.applied_forces``).
 
     Returns (status, bad_body, largest island in dofs, prepared) with status STEP_OK, STEP_NONFINITE_START or
     STEP_BAD_MARGIN, and prepared = (geoms (nc, 2), φ, point, normal, R_WC, v* over v = (free bodies | trees),
@@ -213,7 +214,8 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, mb[7], mb[8], geom_body,
                                                    mb[10], mb[11], mb[12], q, v, *pair_rule)
     if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of stages 2–3
-        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal)
+        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, q, v, ctl[3], geoms, phi, point,
+                                                                 normal)
     else:
         fa, ra = forest_views(arrays), row_views(arrays)
         R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl,
@@ -278,10 +280,11 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, law, params, k0, n_tot
     k + 1 == n_total. The time of step j is t0 + j·dt accumulated step by step, as the Python loop does;
     ``arrays``: the model and its packed forest as the flat buffers of ``packing.step_arrays``
     (:func:`step_prepare`); ``ctl`` = (target, target velocity, joint torques as commanded, the motors' dofs,
-    constant torques and efforts; ``controls.ControlArrays.kernel_controls``); ``law``: a compiled controller
-    (``convexsim.controllers``) called before every step with the state, ``ctl``'s first three arrays (which
-    it may rewrite) and ``params``; then the motors turn the commanded torques into joint forces
-    (``free_motion.motor_forces_kernel``) and the step takes (target, target velocity, joint forces).
+    constant torques and efforts, external wrenches (nbody, 6); ``controls.ControlArrays.kernel_controls``);
+    ``law``: a compiled controller (``convexsim.controllers``) called before every step with the state,
+    ``ctl``'s first three arrays (which it may rewrite) and ``params``; then the motors turn the commanded
+    torques into joint forces (``free_motion.motor_forces_kernel``) and the step takes (target, target
+    velocity, joint forces, wrenches).
 
     Frame buffers (one row per frame): fr_step (step index after the step), fr_q, fr_v, fr_stat
     (iterations, converged, line-search evaluations, sap status; −1: no problem was solved), fr_resid, fr_nc
@@ -305,7 +308,7 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, law, params, k0, n_tot
     sn, sn_edges = no_supernodal()
     target, target_velocity, commanded = ctl[0], ctl[1], ctl[2]
     forces = np.empty_like(commanded)
-    step_ctl = (target, target_velocity, forces)
+    step_ctl = (target, target_velocity, forces, ctl[6])
     while taken < max_steps and k0 + taken < n_total:
         k = k0 + taken
         record = (k + 1) % record_every == 0 or k + 1 == n_total

@@ -56,7 +56,8 @@ def test_stages_agree_with_the_reference(scene, steps):
     model, state = _advanced(scene, steps)
     pm, pf = packed(model), packed_forest(model)
     q, v, tq, tv = (np.ascontiguousarray(x, dtype=float) for x in (state.q, state.v, state.tree_q, state.tree_v))
-    A, v_star, S = free_motion(pm.fpar, pm.model_arrays, pf.fa, q, v, tq, tv)
+    A, v_star, S = free_motion(pm.fpar, pm.model_arrays, pf.fa, q, v, tq, tv, np.zeros_like(tv),
+                               np.zeros((model.nbody, 6)))
     system = assemble(model, state)
     _close(A, system.A, "A = M + dt D")
     _close(v_star, system.v_star, "v*")
@@ -70,7 +71,8 @@ def test_stages_agree_with_the_reference(scene, steps):
     A0, vs0 = A.copy(), v_star.copy()
     nact = pf.ra[6].shape[0]
     c, f0, sat, saturated = np.zeros(nact), np.zeros(nact), np.zeros(nact), np.zeros(nact, np.bool_)
-    fold_forest_pd(pf.fa, pf.ra, float(state.t), dt, tq, nmov, A, v_star, c, f0, sat, saturated)
+    no_target = np.full(nact, np.nan)
+    fold_forest_pd(pf.fa, pf.ra, float(state.t), dt, tq, nmov, A, v_star, no_target, no_target, c, f0, sat, saturated)
     _check_pd_fold(model, state, nmov, A0, vs0, A, v_star, c, f0, sat, saturated)
     A_ref, vs_ref, pds, limits = pd_and_limit_rows(model, state, system, None)
     _close(A, A_ref, "A with the PD folded in")
@@ -199,9 +201,9 @@ def test_compiled_arm_holds_its_pose_with_gravity_over_kp():
     assert np.abs(g).max() > 10.0
 
 
-def test_refused_models_and_controlled_steps_take_the_reference_with_the_reason():
+def test_refused_models_take_the_reference_with_the_reason_and_controlled_steps_do_not():
     """A cone limit keeps a tree model on the reference step (the eligibility check names it); a step driven by
-    a controller is handed over."""
+    a controller takes the compiled step (tests/scripting/test_lcp_controls.py)."""
     text = """
 time_step: 0.001
 solver: {kind: lcp}
@@ -215,7 +217,7 @@ joints:
     assert r.path == "reference" and "cone limits" in r.reason
     model, _, _ = prepare("pendulum", solver="lcp")
     assert dispatch.route(model).path == "compiled"
-    assert dispatch.route(model, controlled=True).reason == dispatch.CONTROLLED
+    assert dispatch.route(model, controlled=True).path == "compiled"
 
 
 def test_a_step_the_kernel_refuses_is_taken_by_the_reference_with_the_reason(monkeypatch):

@@ -1,8 +1,8 @@
 """The scripting interface (``convexsim.sim.Simulation``): named controls and state, step/reset/branching,
 checked against the physics they claim and against ``run_model`` (the same steps by another door).
 
-Scenes are small pendulums and a free box; every controlled step takes the Python reference step, so
-nothing here compiles a step kernel.
+Scenes are small pendulums and a free box; controlled steps take the compiled step (its run kernel), as
+uncontrolled ones do.
 """
 
 from __future__ import annotations
@@ -170,34 +170,54 @@ def test_a_wrench_on_a_free_body_obeys_newton_euler():
     assert vel[2] == pytest.approx(n * dt * 0.05 / izz, rel=1e-12)
 
 
-def test_a_slow_path_says_so_once_with_the_reason_and_the_cost():
-    """Body wrenches take the reference step: a Simulation warns once (SlowPathWarning: why, and what it
-    costs), so does a run_model whose controller sets them (and its summary's path line says so), and a run
-    of a free-body model with a controller from its start; targets and torques on a tree take the compiled
-    step and do not warn, nor does a run that asks for the reference path itself."""
-    sim = Simulation(PENDULUM)
-    sim.set_target("hinge", 0.1)
-    sim.set_torque("hinge", 0.2)
+CONE = """
+gravity: [0, 0, -9.81]
+time_step: 1.0e-3
+bodies:
+  - {name: bob, mass: 1.0, geometries: [{shape: sphere, radius: 0.05}]}
+joints:
+  - {name: shoulder, type: ball, child: bob, position: [0, 0, 1.0], child_offset: [0, 0, -0.5], cone_limit: 0.5}
+"""
+"""A ball-joint pendulum with a cone limit: the compiled steps do not take cone limits (the reference does)."""
+
+
+def test_a_slow_path_says_so_once_with_the_reason_and_the_cost(monkeypatch):
+    """A model the compiled step does not take: a Simulation warns once (SlowPathWarning: why, and what it
+    costs), however many steps; a run_model whose steps are handed over from some step on says so once (and
+    its summary's path line says from which step); controls of every kind on the compiled models (targets,
+    torques, wrenches on a tree and on a free body) take the compiled step and do not warn, nor does a run that
+    asks for the reference path itself."""
+    from convexsim.stepping import compiled
+    from convexsim.stepping.types import Handoff
+
+    sim = Simulation(CONE)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sim.step(3)
         sim.set_wrench("bob", force=(1.0, 0.0, 0.0))
-        sim.step(3)
         sim.step(2)
-    slow = [w for w in caught if issubclass(w.category, SlowPathWarning)]
-    assert len(slow) == 1
-    assert "body wrenches are set" in str(slow[0].message) and "ms" in str(slow[0].message)
+    slow = [str(w.message) for w in caught if issubclass(w.category, SlowPathWarning)]
+    assert len(slow) == 1 and "cone limits" in slow[0] and "ms" in slow[0]
+    real = compiled.compiled_step
+    monkeypatch.setattr(compiled, "compiled_step", lambda model, state, ctx=None, **kw: (
+        Handoff("a step handed over") if state.t > 0.0025 else real(model, state, ctx, **kw)))
     model, state, _ = prepare(PENDULUM)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _, stats = run_model(model, state, duration=0.005,
-                             controller=lambda m, s: {"wrenches": {"bob": [0, 0, 0, 1, 0, 0]}} if s.t > 0.002 else None)
+                             controller=lambda m, s: {"wrenches": {"bob": [0, 0, 0, 1, 0, 0]}, "torques": {"hinge": 1}})
         run_model(model, state, duration=0.005, path="reference")
+        monkeypatch.setattr(compiled, "compiled_step", real)
         _, free = run_model(*prepare(BOX)[:2], duration=0.003, controller=lambda m, s: {"wrenches": {"box": [0] * 5 + [1]}})
+        sim = Simulation(PENDULUM)
+        sim.set_target("hinge", 0.1)
+        sim.set_torque("hinge", 0.2)
+        sim.set_wrench("bob", force=(1.0, 0.0, 0.0))
+        sim.step(3)
     slow = [str(w.message) for w in caught if issubclass(w.category, SlowPathWarning)]
-    assert len(slow) == 2 and "body wrenches are set" in slow[0] and "per-step controls are set" in slow[1]
-    assert "some steps on the Python path: body wrenches are set" in stats.path
-    assert free.path.startswith("Python path: per-step controls are set")
+    assert len(slow) == 1 and "a step handed over" in slow[0]
+    assert "from step 3 some steps on the Python path: a step handed over" in stats.path
+    assert free.path.startswith("compiled step, one call per step") and sim.info.path == "compiled"
 
 
 def test_controls_are_checked_by_name():

@@ -18,7 +18,15 @@ joints:
 """
 
 
-def test_info_shows_the_path_of_the_run(tmp_path, capsys):
+def test_info_shows_the_path_of_the_run(tmp_path, capsys, monkeypatch):
+    """A controlled run whose compiled steps are handed over to the reference from its second step on (as a
+    step the compiled step cannot take is): ``convexsim info`` prints the run's path line, which says so."""
+    from convexsim.stepping import compiled
+    from convexsim.stepping.types import Handoff
+
+    real = compiled.compiled_step
+    monkeypatch.setattr(compiled, "compiled_step", lambda model, state, ctx=None, **kw: (
+        Handoff("a step handed over") if state.step >= 1 else real(model, state, ctx, **kw)))
     model, state, _ = prepare(SCENE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SlowPathWarning)
@@ -31,7 +39,7 @@ def test_info_shows_the_path_of_the_run(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert f"path        {stats.path}" in lines
     assert stats.path.startswith("compiled step, one call per step")
-    assert "some steps on the Python path: body wrenches are set" in stats.path
+    assert "from step 1 some steps on the Python path: a step handed over" in stats.path
 
 
 def test_the_cli_prints_a_slow_path_warning_as_one_line(capsys):

@@ -65,5 +65,8 @@ def test_run_plan_names_the_path_and_the_reason():
     model, _, _ = prepare("pendulum")
     loop, text = dispatch.run_plan(model, controller=True)      # the compiled tree step takes the controls
     assert not loop and text.startswith("compiled step, one call per step")
-    model, _, _ = prepare("sphere_drop")                          # the free-body compiled step takes none
-    assert dispatch.run_plan(model, controller=True) == (False, f"Python path: {dispatch.CONTROLLED}")
+    model, _, _ = prepare("sphere_drop")                          # so does the free-body compiled step
+    loop, text = dispatch.run_plan(model, controller=True)
+    assert not loop and text.startswith("compiled step, one call per step")
+    model, _, _ = prepare("pendulum", solver="lcp")               # and the compiled LCP step
+    assert dispatch.run_plan(model, controller=True) == (False, "compiled LCP step")
