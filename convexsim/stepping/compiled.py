@@ -65,9 +65,9 @@ class _StepPlan:
     joint-force outputs."""
 
     def __init__(self, model: Model):
-        self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
         from convexsim.controls import no_controls    # imports no multibody model before it is needed
 
+        self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
         self.no_controls = no_controls(model)
         self.law, self.params = no_law()
         self.trees = model.has_trees
@@ -250,4 +250,4 @@ def _result(model, state, plan, status, bad, sap_status, iterations, ls_evals, r
     return State(t=t_new, q=q_out, v=v_out, step=state.step + 1, tree_q=tq_out, tree_v=tv_out), info
 
 
-__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step", "no_controls"]
+__all__ = ["OneStepBuffers", "one_step_buffers", "compiled_step", "no_law"]

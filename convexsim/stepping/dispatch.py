@@ -12,8 +12,9 @@ compiled" reason the run summary prints, ``RunStats.path``), else the reference.
 raises ValueError with that reason instead of falling back.
 
 A compiled runner may hand one step over: it returns a :class:`~convexsim.stepping.types.Handoff` (a
-margin share that is not finite, the LCP kernel's first Lemke run failing, ...) and :func:`step` takes that step with the reference runner of the same (kind, solver). No other
-module chooses between runners; ``tests/test_architecture.py`` holds that.
+margin share that is not finite, the LCP kernel's first Lemke run failing, ...) and :func:`step` takes that
+step with the reference runner of the same (kind, solver). No other module chooses between runners;
+``tests/test_architecture.py`` holds that.
 
 The run loops: :func:`run_plan` says whether ``simulate.run_model`` takes the compiled run loop (many steps
 per numba call: ``sap_composition.run_kernel``, free bodies and trees) or steps one step at a

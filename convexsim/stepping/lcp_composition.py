@@ -93,7 +93,8 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
 
 
 @jit(inline="always")
-def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal, wrench):
+def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal,
+                     wrench):
     """Stages 2-6 of a model without trees (A block diagonal) under the external wrenches ``wrench``
     (nbody, 6): the contact islands, each with A⁻¹ from its bodies' 6 × 6 blocks and one Lemke run; the result
     tuple of :func:`lcp_step_kernel`."""

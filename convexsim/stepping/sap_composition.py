@@ -115,8 +115,9 @@ def ints(arrays, k):
 @jit(inline="always")
 def body_rows_stage(fpar, ipar, mb, q, v, wrench, geoms, phi, point, normal):
     """Stages 2–3 of a model without trees (the forest's stages with no tree, without their empty loops):
-    the bodies' 6 × 6 masses and v* under the external wrenches ``wrench`` (nbody, 6), the body Jacobian blocks, the participating cliques in body order and the
-    contacts' kernel parameters; no joint rows. Returns what :func:`tree_rows_stage` returns."""
+    the bodies' 6 × 6 masses and v* under the external wrenches ``wrench`` (nbody, 6), the body Jacobian
+    blocks, the participating cliques in body order and the contacts' kernel parameters; no joint rows.
+    Returns what :func:`tree_rows_stage` returns."""
     (gravity, _, body_dof, moving, mass, inertia, _, _, _, geom_body, _, _, _, geom_k, geom_mu, geom_tau,
      geom_d) = mb
     A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving, wrench)

@@ -72,7 +72,8 @@ def test_stages_agree_with_the_reference(scene, steps):
     nact = pf.ra[6].shape[0]
     c, f0, sat, saturated = np.zeros(nact), np.zeros(nact), np.zeros(nact), np.zeros(nact, np.bool_)
     no_target = np.full(nact, np.nan)
-    fold_forest_pd(pf.fa, pf.ra, float(state.t), dt, tq, nmov, A, v_star, no_target, no_target, c, f0, sat, saturated)
+    fold_forest_pd(pf.fa, pf.ra, float(state.t), dt, tq, nmov, A, v_star, no_target, no_target, c, f0, sat,
+                   saturated)
     _check_pd_fold(model, state, nmov, A0, vs0, A, v_star, c, f0, sat, saturated)
     A_ref, vs_ref, pds, limits = pd_and_limit_rows(model, state, system, None)
     _close(A, A_ref, "A with the PD folded in")

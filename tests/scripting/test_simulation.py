@@ -204,8 +204,8 @@ def test_a_slow_path_says_so_once_with_the_reason_and_the_cost(monkeypatch):
     model, state, _ = prepare(PENDULUM)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, stats = run_model(model, state, duration=0.005,
-                             controller=lambda m, s: {"wrenches": {"bob": [0, 0, 0, 1, 0, 0]}, "torques": {"hinge": 1}})
+        _, stats = run_model(model, state, duration=0.005, controller=lambda m, s: {
+            "wrenches": {"bob": [0, 0, 0, 1, 0, 0]}, "torques": {"hinge": 1}})
         run_model(model, state, duration=0.005, path="reference")
         monkeypatch.setattr(compiled, "compiled_step", real)
         _, free = run_model(*prepare(BOX)[:2], duration=0.003, controller=lambda m, s: {"wrenches": {"box": [0] * 5 + [1]}})
