@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse
 
 from convexsim.model import Contacts
-from convexsim.stepping.lcp_rows import assemble_dense
+from convexsim.stepping.lcp_rows import add_row_bias, assemble_dense
 
 @dataclass(frozen=True)
 class ContactLcpLayout:
@@ -110,7 +110,8 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
         Ainv: inverse momentum matrix A⁻¹ [1/kg, 1/(kg·m²)], shape (n_v, n_v).
         v_star: free-motion velocity [m/s, rad/s], shape (n_v,).
         J: contact-frame Jacobians, rows (t1, t2, n) per contact, shape (m, 3, n_v).
-        bias: constant term of the normal row b [m/s], shape (m,).
+        bias: constant term of the rows [m/s]: the normal row's b, shape (m,), or (t1, t2, n) per contact, shape
+            (m, 3) (:func:`contact_bias`: a kinematic body's known velocity, q gains u_jᵀ b_t on the friction rows).
         mu: friction coefficients, shape (m,).
         num_directions: d ≥ 3, or 0 for frictionless contact (also used when every μ is 0).
 
@@ -121,10 +122,11 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     m, _, nv = J.shape
     mu, d, U = _friction_setup(mu, num_directions)
     nw = m * (d + 1)
+    bias = row_bias(bias, m)
     if nv * nw * (nv + nw) <= DENSE_ASSEMBLY_WORK:
         Ainv = np.ascontiguousarray(Ainv, dtype=float)
         M, q, W, AinvW = assemble_dense(Ainv, np.ascontiguousarray(v_star, dtype=float), np.ascontiguousarray(J),
-                                        np.ascontiguousarray(bias, dtype=float), np.ascontiguousarray(mu), U, d)
+                                        bias, np.ascontiguousarray(mu), U, d)
         return M, q, ContactLcpLayout(m, d, U, W, AinvW)
     Jn = J[:, 2, :]                                            # (m, nv)
     if d:
@@ -147,7 +149,7 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     nw = W.shape[1]
     M[B.row, B.col] = B.data
     q[:nw] = W.T @ v_star
-    q[:m] += bias
+    add_row_bias(q, bias, np.ascontiguousarray(U, dtype=float), m, d)
     if d:
         c = np.arange(m)
         rows = m + np.arange(m * d)                             # β rows, contact-major
@@ -209,7 +211,7 @@ def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np
     nz = m * (d + 2) if d else m
     q = np.zeros(nz)
     q[:nw] = Wt @ np.asarray(v_star, float)
-    q[:m] += np.asarray(bias, float)
+    add_row_bias(q, row_bias(bias, m), np.ascontiguousarray(U, dtype=float), m, d)
     r, c, v = [G.row], [G.col], [G.data]
     if d:
         k = np.arange(m * d)
@@ -230,6 +232,27 @@ DENSE_ASSEMBLY_WORK = 2_000_000
 n_v·n_w·(n_v + n_w) ≤ this (n_w = m(d + 1) impulse directions), through scipy.sparse products otherwise.
 The two give the same (M, q) up to round-off (summation order); on small islands the sparse path's cost is
 all Python and index bookkeeping."""
+
+
+def row_bias(bias, m: int) -> np.ndarray:
+    """The rows' constant terms as (m, 3) (t1, t2, n): a normal-only b (m,) goes to the normal column."""
+    b = np.asarray(bias, dtype=float)
+    if b.ndim == 2:
+        return np.ascontiguousarray(b.reshape(m, 3))
+    out = np.zeros((m, 3))
+    out[:, 2] = b
+    return out
+
+
+def contact_bias(gap: np.ndarray, known: np.ndarray | None) -> np.ndarray:
+    """The contacts' constant terms: the gap terms b (m,) alone when ``known`` is None, else (m, 3): the known
+    contact velocity of a kinematic body (``dynamics.known_contact_velocity``) with b added on the normal
+    (the compiled kernel: ``lcp_rows.contact_bias``)."""
+    if known is None:
+        return gap
+    out = np.array(known, dtype=float)
+    out[:, 2] += gap
+    return out
 
 
 def rows_contact(m: int, d: int) -> np.ndarray:
@@ -288,4 +311,4 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
 
 
 __all__ = ["ContactLcpLayout", "friction_directions", "build_contact_lcp", "build_contact_lcp_sparse",
-           "DENSE_ASSEMBLY_WORK", "rows_contact", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]
+           "DENSE_ASSEMBLY_WORK", "rows_contact", "row_bias", "contact_bias", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]
