@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse
 
 from convexsim.model import Contacts
-from convexsim.stepping.lcp_rows import add_row_bias, assemble_dense
+from convexsim.stepping.lcp_rows import assemble_dense
 
 @dataclass(frozen=True)
 class ContactLcpLayout:
@@ -149,7 +149,7 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     nw = W.shape[1]
     M[B.row, B.col] = B.data
     q[:nw] = W.T @ v_star
-    add_row_bias(q, bias, np.ascontiguousarray(U, dtype=float), m, d)
+    add_bias(q, bias, U, m, d)
     if d:
         c = np.arange(m)
         rows = m + np.arange(m * d)                             # β rows, contact-major
@@ -211,7 +211,7 @@ def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np
     nz = m * (d + 2) if d else m
     q = np.zeros(nz)
     q[:nw] = Wt @ np.asarray(v_star, float)
-    add_row_bias(q, row_bias(bias, m), np.ascontiguousarray(U, dtype=float), m, d)
+    add_bias(q, row_bias(bias, m), U, m, d)
     r, c, v = [G.row], [G.col], [G.data]
     if d:
         k = np.arange(m * d)
@@ -242,6 +242,15 @@ def row_bias(bias, m: int) -> np.ndarray:
     out = np.zeros((m, 3))
     out[:, 2] = b
     return out
+
+
+def add_bias(q: np.ndarray, bias: np.ndarray, U: np.ndarray, m: int, d: int) -> None:
+    """q += the rows' constant terms (m, 3): b_n on the normal rows, u_jᵀ b_t on friction direction j
+    (contact-major): the numpy twin of ``lcp_rows.add_row_bias`` for the sparse assemblies (no kernel to
+    compile on the reference path's large islands)."""
+    q[:m] += bias[:, 2]
+    if d and np.any(bias[:, :2] != 0.0):
+        q[m:m + m * d] += (bias[:, None, :2] * U[None, :, :]).sum(axis=2).reshape(-1)
 
 
 def contact_bias(gap: np.ndarray, known: np.ndarray | None) -> np.ndarray:
@@ -311,4 +320,4 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
 
 
 __all__ = ["ContactLcpLayout", "friction_directions", "build_contact_lcp", "build_contact_lcp_sparse",
-           "DENSE_ASSEMBLY_WORK", "rows_contact", "row_bias", "contact_bias", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]
+           "DENSE_ASSEMBLY_WORK", "rows_contact", "row_bias", "add_bias", "contact_bias", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]
