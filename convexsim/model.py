@@ -131,8 +131,8 @@ class Model:
             None when every pair may collide: i and j collide only if (group_i & mask_j) | (group_j & mask_i) ≠ 0
             (``geometry.broadphase``).
         body_kinematic: True for kinematic bodies (also ``body_fixed``, ``body_dof = -1``): their pose advances
-            by their velocity ``State.v[b]`` each step and contacts with them use that velocity, shape (nbody,);
-            empty when the model has none.
+            by their velocity ``State.v[b]`` each step and contacts with them use that velocity, shape (nbody,)
+            (the default, an empty array, also means none).
     """
 
     name: str

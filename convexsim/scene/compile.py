@@ -305,7 +305,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         body_inertia=body_inertia,
         body_fixed=body_fixed,
         body_dof=body_dof,
-        body_kinematic=body_kinematic if body_kinematic.any() else np.zeros(0, np.bool_),
+        body_kinematic=body_kinematic,
         geom_body=np.array([b for b, _, _ in geoms], dtype=np.int64),
         geom_type=np.array([int(_GEOM_TYPES[g.shape]) for _, g, _ in geoms], dtype=np.int64),
         geom_size=np.array([geom_size(g) for _, g, _ in geoms], dtype=float).reshape(ngeom, 3),

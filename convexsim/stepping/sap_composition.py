@@ -124,7 +124,8 @@ def ints(arrays, k):
 def body_rows_stage(fpar, ipar, mb, kinematic, q, v, geoms, phi, point, normal):
     """Stages 2–3 of a model without trees (the forest's stages with no tree, without their empty loops):
     the bodies' 6 × 6 masses and v*, the body Jacobian blocks, the participating cliques in body order and the
-    contacts' kernel parameters; no joint rows. Returns what :func:`tree_rows_stage` returns."""
+    contacts' kernel parameters (with the known velocity of the kinematic bodies, ``kinematic`` (nbody,) True,
+    ``sap_rows.kinematic_contact_rows``); no joint rows. Returns what :func:`tree_rows_stage` returns."""
     (gravity, _, body_dof, moving, mass, inertia, _, _, _, geom_body, _, _, _, geom_k, geom_mu, geom_tau,
      geom_d) = mb
     A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
@@ -143,8 +144,8 @@ def body_rows_stage(fpar, ipar, mb, kinematic, q, v, geoms, phi, point, normal):
 @jit(inline="always")
 def tree_rows_stage(fpar, ipar, mb, kinematic, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
     """Stages 2–3 of a model with trees on its contacts: free motion, joint rows, cliques, the contacts'
-    Jacobians and kernel parameters, the joint rows' blocks — the participating problem in the flat layout of
-    ``sap.ContactProblem``.
+    Jacobians and kernel parameters (with the kinematic bodies' known velocities, as :func:`body_rows_stage`),
+    the joint rows' blocks — the participating problem in the flat layout of ``sap.ContactProblem``.
 
     Returns (R_WC, v* over v = (free bodies | trees), new_index (per clique of ``fa``'s clique layout), the
     problem (sizes, clique_start, A_ptr, A_values, v*, v₀, cliques, J_ptr, J_values, kind, cpar), the joint
