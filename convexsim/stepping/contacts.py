@@ -282,17 +282,6 @@ def margin_shares(fpar, fixed, body_dof, body_rb, v, share):
         share[b] += dt * speed
 
 
-@jit(inline="always")
-def sweep_flags(body_dof, kinematic):
-    """The sweep flag of :func:`margin_shares` of a model without trees: body_dof, 0 for the kinematic bodies
-    (``kinematic`` (nbody,) True; ``packing.PackedForest`` packs the same flags for the SAP step)."""
-    out = body_dof.copy()
-    for b in range(out.shape[0]):
-        if kinematic[b]:
-            out[b] = 0
-    return out
-
-
 @jit
 def move_contact_row(geoms, phi, point, normal, src, dst):
     """Copy contact row ``src`` (geometries, φ, point, normal) to row ``dst`` of the same arrays: the compaction
@@ -426,6 +415,6 @@ def contact_frames_kernel(normal):
 
 
 __all__ = ["MARGIN_FLOOR", "combine_materials", "combined_friction", "first_nonfinite_body", "start_check",
-           "contact_frames_kernel", "collide_and_filter", "sweep_flags", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
+           "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
            "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
            "contact_kinematics", "contact_velocities", "check_finite_state", "kinematics_of"]
