@@ -42,7 +42,8 @@ def _kernel_args(model: Model) -> tuple:
 
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return lp, pm.fpar, pm.model_arrays, packed_forest(model), pm.pair_rule, no_controls(model)
+    return (lp, pm.fpar, (*pm.model_arrays, pm.kinematic), packed_forest(model), pm.pair_rule,
+            no_controls(model))
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
