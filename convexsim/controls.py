@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from convexsim.model import Model
-from convexsim.multibody.forest import motor_forces
 
 
 def actuator_names(model: Model) -> tuple[str, ...]:
@@ -113,6 +112,8 @@ class ControlArrays:
     def joint_forces(self, model: Model) -> np.ndarray:
         """The generalized forces (nv,) [N·m or N] the step applies for ``torque``: through the model's motors
         (``multibody.forest.motor_forces``: their constant torques added, their effort limits clamping)."""
+        from convexsim.multibody.forest import motor_forces
+
         motors = model.forest.motors if model.forest is not None else ()
         return motor_forces(motors, self.torque) if motors else self.torque
 
@@ -149,4 +150,15 @@ def no_controls(model: Model) -> tuple:
     return per_model(_NO_CONTROLS, model, make)
 
 
-__all__ = ["ControlArrays", "actuator_names", "joint_dofs", "no_controls"]
+def step_controls(controls, model: Model) -> tuple:
+    """The compiled steps' controls tuple for a step context's ``controls``: a :class:`ControlArrays` as it is
+    (its arrays, no copy; NaN targets and zero torques and wrenches act as none), a
+    ``multibody.forest.Controls`` converted, None or an empty Controls :func:`no_controls`."""
+    if isinstance(controls, ControlArrays):
+        return controls.kernel_controls(model)
+    if controls is None or not (controls.targets or controls.torques or controls.wrenches):
+        return no_controls(model)
+    return ControlArrays.from_controls(controls, model).kernel_controls(model)
+
+
+__all__ = ["ControlArrays", "actuator_names", "joint_dofs", "no_controls", "step_controls"]

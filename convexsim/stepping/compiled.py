@@ -55,10 +55,7 @@ class _StepPlan:
     joint-force outputs."""
 
     def __init__(self, model: Model):
-        from convexsim.controls import no_controls    # imports no multibody model before it is needed
-
         self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
-        self.no_controls = no_controls(model)
         self.law, self.params = no_law()
         self.trees = model.has_trees
         self.sizes = (len(self.pf.actuator_names), len(self.pf.limit_names), len(self.pf.coupler_names))
@@ -84,10 +81,10 @@ def compiled_step(model: Model, state: State, ctx=None, *,
         from convexsim.stepping.context import StepContext
 
         ctx = StepContext()
+    from convexsim.controls import step_controls
+
     plan = _plan(model)
-    ctl = plan.no_controls
-    if ctx.controlled:
-        ctl = ctx.control_arrays(model).kernel_controls(model)
+    ctl = step_controls(ctx.controls, model)
     args = plan.pm.args(strict)
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")

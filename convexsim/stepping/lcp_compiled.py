@@ -37,13 +37,10 @@ _ARGS: dict = {}
 
 def _kernel_args(model: Model) -> tuple:
     """(LcpPacked, the packed model's fpar and arrays, the PackedForest (zero trees for a free-body model), its
-    pair rule, the controls when none is set), once per model."""
-    from convexsim.controls import no_controls
-
+    pair rule), once per model."""
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return (lp, pm.fpar, (*pm.model_arrays, pm.kinematic), packed_forest(model), pm.pair_rule,
-            no_controls(model))
+    return lp, pm.fpar, (*pm.model_arrays, pm.kinematic), packed_forest(model), pm.pair_rule
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
@@ -53,9 +50,10 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     SPLIT_ISLANDS (off: every free-body step does), ``lcp_problem.DENSE_ASSEMBLY_WORK`` (islands above it go to
     the reference), ``lcp_fallback.LARGE_ISLAND_SIZE``."""
     ctx = StepContext() if ctx is None else ctx
-    lp, fpar, mb, pf, rule, ctl = per_model(_ARGS, model, _kernel_args)
-    if ctx.controlled:
-        ctl = ctx.control_arrays(model).kernel_controls(model)
+    from convexsim.controls import step_controls
+
+    lp, fpar, mb, pf, rule = per_model(_ARGS, model, _kernel_args)
+    ctl = step_controls(ctx.controls, model)
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out, v_out = np.empty_like(q), np.empty_like(v)
