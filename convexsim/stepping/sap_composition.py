@@ -199,7 +199,7 @@ def no_prepared(nmov):
             (0, ei, ei, np.zeros((0, NPAR)), 0, ei), e2, ei)
 
 
-@jit(inline="always")
+@jit
 def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     """Stages 1–3 of a SAP step from (q, v, tree_q, tree_v) at time t [s]: everything before Newton.
 
