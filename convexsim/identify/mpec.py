@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from convexsim.stepping.lcp_problem import friction_cone_rows, lcp_from_impulse_block
+
 CONTINUATION = ((1.0, 1e-2), (10.0, 1e-3), (1e2, 1e-4), (1e3, 1e-8))
 """(W, δ) stages of the continuation."""
 
@@ -578,20 +580,20 @@ def frozen_lcp(st: MpecStep, v_star, bias, mu, base: np.ndarray | None = None):
     b = gap/dt [m/s]. ``base``: M without its μ block (:func:`lcp_base`), when already built."""
     m, d = st.m, st.d
     M = (lcp_base(st) if base is None else base).copy()
-    M[m * (d + 1):, :m] = np.diag(mu)
-    q = np.concatenate([st.Jn @ v_star + bias, st.D.T @ v_star, np.zeros(m)])
+    friction_cone_rows(M, np.asarray(mu, float), m, d)
+    W = np.hstack([st.Jn.T, st.D])
+    q = np.zeros(M.shape[0])
+    q[:W.shape[1]] = W.T @ v_star
+    q[:m] += bias
     return M, q
 
 
 def lcp_base(st: MpecStep) -> np.ndarray:
-    """The step's LCP matrix with μ = 0 (all of it that does not depend on θ)."""
+    """The step's LCP matrix with μ = 0 (all of it that does not depend on θ): the LCP stepper's matrix
+    (``stepping.lcp_problem.lcp_from_impulse_block``) from the frozen W = [J_nᵀ D] and A⁻¹."""
     m, d = st.m, st.d
-    Wm = np.hstack([st.Jn.T, st.D])
-    E = np.kron(np.eye(m), np.ones((d, 1)))
-    M = np.zeros((m * (d + 2), m * (d + 2)))
-    M[:m * (d + 1), :m * (d + 1)] = Wm.T @ st.Ainv @ Wm
-    M[m:m * (d + 1), m * (d + 1):] = E
-    M[m * (d + 1):, m:m * (d + 1)] = -E.T
+    W = np.hstack([st.Jn.T, st.D])
+    M, _ = lcp_from_impulse_block(W.T @ st.Ainv @ W, W, np.zeros(W.shape[0]), np.zeros(m), np.zeros(m), m, d)
     return M
 
 

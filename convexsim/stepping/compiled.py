@@ -33,7 +33,7 @@ from convexsim.sap import newton as N
 from convexsim.stepping import sap_composition as C
 from convexsim.stepping import status as K
 from convexsim.stepping.free_motion import motor_forces_kernel
-from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays
+from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays, tree_arrays
 from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
 
 SAP_STATUS_NAMES = N.SAP_STATUS_NAMES
@@ -66,16 +66,6 @@ def no_controls(model: Model) -> tuple:
 
 def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
     return SimulationError(f"non-finite state of bodies {model.body_names[bad]}", step=step, time=t)
-
-
-_NO_TREES = np.zeros(0)
-
-
-def tree_arrays(state: State) -> tuple[np.ndarray, np.ndarray]:
-    """(tree_q, tree_v) of ``state`` as fresh C arrays (one shared empty array for a model without trees)."""
-    if state.tree_q is None:
-        return _NO_TREES, _NO_TREES
-    return (np.array(state.tree_q, dtype=np.float64, order="C"), np.array(state.tree_v, dtype=np.float64, order="C"))
 
 
 class _StepPlan:

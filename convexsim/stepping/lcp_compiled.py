@@ -27,7 +27,7 @@ from convexsim.stepping.context import StepContext
 from convexsim.stepping.contacts import combined_friction
 from convexsim.stepping.lcp_info import LcpStepInfo, validate_settings
 from convexsim.stepping.lcp_rows import NORMAL_REGULARIZATION
-from convexsim.stepping.packing import lcp_packed, packed, packed_forest, per_model
+from convexsim.stepping.packing import lcp_packed, packed, packed_forest, per_model, tree_arrays
 from convexsim.stepping.status import J_NDIR, LCP_OK, LCP_STATUS_NAMES
 from convexsim.stepping.types import Handoff
 
@@ -35,10 +35,11 @@ _ARGS: dict = {}
 
 
 def _kernel_args(model: Model) -> tuple:
-    """(LcpPacked, the packed model's fpar and arrays, the PackedForest or None, its pair rule), once per model."""
+    """(LcpPacked, the packed model's fpar and arrays, the PackedForest (zero trees for a free-body model), its
+    pair rule), once per model."""
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return lp, pm.fpar, pm.model_arrays, (packed_forest(model) if model.has_trees else None), pm.pair_rule
+    return lp, pm.fpar, pm.model_arrays, packed_forest(model), pm.pair_rule
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):
@@ -52,21 +53,20 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     q = np.ascontiguousarray(state.q, dtype=np.float64)
     v = np.ascontiguousarray(state.v, dtype=np.float64)
     q_out, v_out = np.empty_like(q), np.empty_like(v)
-    if pf is None:
+    trees = model.has_trees
+    if not trees:
         validate_settings(model)
         if not lcp_islands.SPLIT_ISLANDS:
             return Handoff("SPLIT_ISLANDS is off or dense assembly disabled")
         warm = lcp_islands.WARM_START_DEFAULT if warm_start is None else bool(warm_start)
         jpar = lp.settings(lcp_islands.WARM_MIN_SIZE if warm else -1, lcp_problem.DENSE_ASSEMBLY_WORK)
-        forest = None
     else:
         if ctx.controlled:
             return Handoff("a controller drives the joints this step")
         warm, jpar = False, lp.jpar
-        tq = np.ascontiguousarray(state.tree_q, dtype=np.float64)
-        tv = np.ascontiguousarray(state.tree_v, dtype=np.float64)
-        forest = (pf.fa, pf.ra, float(state.t), tq, tv, NORMAL_REGULARIZATION, lcp_fallback.LARGE_ISLAND_SIZE,
-                  np.empty_like(tq), np.empty_like(tv))
+    tq, tv = tree_arrays(state)
+    forest = (pf.fa, pf.ra, float(state.t), tq, tv, NORMAL_REGULARIZATION, lcp_fallback.LARGE_ISLAND_SIZE,
+              np.empty_like(tq), np.empty_like(tv))
     (status, _where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
      basic_pc, keys) = lcp_composition.lcp_step_kernel(fpar, mb, q, v, lp.U, lp.stabilization, jpar, lp.lpar, q_out,
                                                        v_out, forest, rule)
@@ -75,7 +75,7 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
     geom_body = mb[9]
     contacts = Contacts(geom_a=geoms[:, 0].copy(), geom_b=geoms[:, 1].copy(), body_a=geom_body[geoms[:, 0]],
                         body_b=geom_body[geoms[:, 1]], phi=phi, point=point, normal=normal)
-    if pf is not None:
+    if trees:
         new = State(t=state.t + model.time_step, q=q_out, v=v_out, step=state.step + 1, tree_q=forest[7],
                     tree_v=forest[8])
         return new, _forest_info(model, pf, contacts, gamma, force, act_force, lim_force, con_force, pivots, nrows)

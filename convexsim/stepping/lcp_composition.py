@@ -13,9 +13,9 @@ free bodies is a forest without trees. Only stage calls live here (docs/architec
 5. impulses, forces and the new velocities (``post_solve``);
 6. integration and the end-of-step check (``integration``).
 
-Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`): the
-kernel takes ``forest=None`` for a model without trees, and numba compiles that case without the tree
-variant (an argument that is None prunes its branch), so a free-body step pays nothing for the trees.
+Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`), chosen
+at run time by the forest's tree count: a model without trees is a forest of zero trees (``packing.PackedForest``),
+of the same argument types, so the kernel is compiled once for both (as the SAP composition is).
 
 Whatever the kernel does not take returns a status other than ``status.LCP_OK`` before anything is
 written, and the dispatcher (``stepping.dispatch``, on a Handoff) takes the step by the reference path, which
@@ -51,10 +51,10 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
         U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_problem.friction_directions``).
         stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
         jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
-        forest: None for a model without trees; else (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out,
-            tree_v_out): the packed forest and joint rows (``packing.PackedForest``), the time at the start
-            of the step [s], the trees' state and its outputs, the normal rows' regularization ε, the LCP size
-            from which the reference takes the step (its capped Lemke runs).
+        forest: (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out, tree_v_out): the packed forest and joint
+            rows (``packing.PackedForest``; zero trees for a free-body model), the time at the start of the step
+            [s], the trees' state and its outputs (empty without trees), the normal rows' regularization ε, the
+            LCP size from which the reference takes the step of a model with trees (its capped Lemke runs).
         pair_rule: the broad phase's pair rule (``packing.PackedModel.pair_rule``: collision bits, tree-pair
             rule), so that filtered pairs never reach the narrow phase.
 
@@ -64,12 +64,9 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
         [N·m or N], pivots, joint rows, islands, per-contact basic z's (m, d + 2) bool, keys (m, 3)). Status
         other than LCP_OK: the outputs are not to be used.
     """
-    if forest is None:
-        sweep = mb[2]
-        nact, nlim, njc = 0, 0, 0
-    else:
-        sweep = forest[0][21]
-        nact, nlim, njc = forest[1][6].shape[0], forest[1][1].shape[0], forest[1][23].shape[0]
+    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = forest
+    sweep = fa[21]
+    nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     bad, bad_margin = start_check(fpar, mb[1], sweep, mb[6], q, v)
     if bad >= 0 or bad_margin >= 0:
         e3 = np.zeros((0, 3))
@@ -78,10 +75,9 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
                 np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
     geoms, phi, point, normal = collide_and_filter(fpar, mb[1], sweep, mb[6], mb[7], mb[8], mb[9], mb[10], mb[11],
                                                    mb[12], q, v, pair_rule[0], pair_rule[1])
-    if forest is None:
+    if fa[15].shape[0] == 0:          # no trees: the free-body variant of stages 2-6
         return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
                                 normal)
-    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = forest
     return step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out,
                        tq_out, tv_out, geoms, phi, point, normal)
 

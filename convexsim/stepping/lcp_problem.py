@@ -141,20 +141,40 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     AinvW = np.ascontiguousarray(WtAinv.T.toarray())
     B = WtAinv @ Wt.T
     B = (0.5 * (B + B.T)).tocoo()                              # symmetric by construction; remove round-off
+    M, q = lcp_from_impulse_block(B, W, v_star, bias, mu, m, d)
+    return M, q, ContactLcpLayout(m, d, U, W, AinvW)
+
+
+def lcp_from_impulse_block(B, W: np.ndarray, v_star: np.ndarray, bias: np.ndarray, mu: np.ndarray, m: int,
+                           d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The LCP (M, q) of the module docstring from its impulse block B = WᵀA⁻¹W (dense, or a scipy COO
+    matrix), W = [J_nᵀ D] (n_v, m(d + 1)), v* [m/s, rad/s], the normal rows' bias b [m/s] and μ (m,):
+    M = [[B, [0; E]], [μ, −Eᵀ, 0]], q = (J_n v* + b, Dᵀv*, 0); d = 0: M = B, q = J_n v* + b."""
     nz = m * (d + 2) if d else m
+    nw = W.shape[1]
     M = np.zeros((nz, nz))
     q = np.zeros(nz)
-    nw = W.shape[1]
-    M[B.row, B.col] = B.data
+    if isinstance(B, np.ndarray):
+        M[:nw, :nw] = B
+    else:
+        M[B.row, B.col] = B.data
     q[:nw] = W.T @ v_star
     q[:m] += bias
-    if d:
-        c = np.arange(m)
-        rows = m + np.arange(m * d)                             # β rows, contact-major
-        M[rows, nw + rows_contact(m, d)] = 1.0                 # E = blockdiag(1_d)
-        M[nw + c, c] = mu
-        M[nw + rows_contact(m, d), rows] = -1.0                # −Eᵀ
-    return M, q, ContactLcpLayout(m, d, U, W, AinvW)
+    friction_cone_rows(M, mu, m, d)
+    return M, q
+
+
+def friction_cone_rows(M: np.ndarray, mu, m: int, d: int) -> None:
+    """Write the friction rows of the LCP matrix M in place (d > 0): E = blockdiag(1_d) in the β rows' λ
+    columns, μ (m,) and −Eᵀ in the λ rows (module docstring); nothing for d = 0."""
+    if not d:
+        return
+    nw = m * (d + 1)
+    c = np.arange(m)
+    rows = m + np.arange(m * d)                                 # β rows, contact-major
+    M[rows, nw + rows_contact(m, d)] = 1.0                     # E = blockdiag(1_d)
+    M[nw + c, c] = mu
+    M[nw + rows_contact(m, d), rows] = -1.0                    # −Eᵀ
 
 
 def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np.ndarray, J_b: np.ndarray,
@@ -288,4 +308,5 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
 
 
 __all__ = ["ContactLcpLayout", "friction_directions", "build_contact_lcp", "build_contact_lcp_sparse",
+           "lcp_from_impulse_block", "friction_cone_rows",
            "DENSE_ASSEMBLY_WORK", "rows_contact", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]

@@ -24,7 +24,7 @@ import numpy as np
 
 from convexsim import sap
 from convexsim.geometry.collide import geometry_table, pair_rule_of
-from convexsim.model import ContactModel, GeomType, Model
+from convexsim.model import ContactModel, GeomType, Model, State
 from convexsim.sap import newton as N
 from convexsim.stepping.contacts import MARGIN_FLOOR, geom_sweep_radius
 from convexsim.stepping.status import (J_DENSE_WORK, J_HARRIS, J_LU_MAX, J_MAX_PIVOTS, J_NDIR, J_REFACTOR,
@@ -245,6 +245,16 @@ def supported_cached(model: Model) -> tuple[bool, str]:
 def packed(model: Model) -> PackedModel:
     """The PackedModel of ``model`` (built on first use, kept while the model lives)."""
     return per_model(_PACKED, model, PackedModel)
+
+
+_NO_TREES = np.zeros(0)
+
+
+def tree_arrays(state: State) -> tuple[np.ndarray, np.ndarray]:
+    """(tree_q, tree_v) of ``state`` as fresh C arrays (one shared empty array for a model without trees)."""
+    if state.tree_q is None:
+        return _NO_TREES, _NO_TREES
+    return (np.array(state.tree_q, dtype=np.float64, order="C"), np.array(state.tree_v, dtype=np.float64, order="C"))
 
 
 class PackedForest:
@@ -544,7 +554,7 @@ def lcp_tree_supported_cached(model: Model) -> tuple[bool, str]:
     return per_model(_LCP_TREE_SUPPORTED, model, lcp_tree_supported)
 
 
-__all__ = ["sap_parameters", "ISLAND_MAX_DOFS", "SUPPORTED_SHAPES", "free_body_layout_problem",
+__all__ = ["sap_parameters", "tree_arrays", "ISLAND_MAX_DOFS", "SUPPORTED_SHAPES", "free_body_layout_problem",
            "tree_layout_problem", "compiled_step_supported", "supported_cached", "PackedModel", "packed",
            "per_model", "PackedForest", "forest_cliques", "packed_forest", "flat_arrays", "step_arrays", "LcpPacked", "lcp_packed", "lcp_packing_problem",
            "lcp_compiled_supported", "lcp_supported_cached", "lcp_tree_supported", "lcp_tree_supported_cached"]

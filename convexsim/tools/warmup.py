@@ -348,7 +348,8 @@ def _warm_lcp_bodies(steps: int) -> None:
 
 
 def _warm_lcp_trees(steps: int) -> None:
-    """The LCP stepper of tree models: :data:`WARMUP_TREE_SCENE` on the compiled step and its reference."""
+    """The LCP stepper of tree models: :data:`WARMUP_TREE_SCENE` on the compiled step (the kernel of free bodies:
+    a free-body model is a forest of zero trees, the same argument types) and its reference."""
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
     for path in ("compiled", "reference"):
         run_model(model, state, duration=steps * model.time_step, path=path)
@@ -387,8 +388,8 @@ all)."""
 NEEDS = {"collision": ("convex", "boxes", "broadphase"),
          "step-finish": ("newton", "forest"),
          "sap-bodies": ("collision", "step-finish", "step-parts", "forest"),
-         "sap-trees": ("sap-bodies",), "lcp-bodies": ("collision", "lemke"),
-         "lcp-trees": ("collision", "forest", "lemke"), "sap-reference": ()}
+         "sap-trees": ("sap-bodies",), "lcp-bodies": ("collision", "forest", "lemke"),
+         "lcp-trees": ("lcp-bodies",), "sap-reference": ()}
 """What each job calls that another job compiles (it starts when those have ended)."""
 
 _JOBS = {**LEAVES, **GROUPS}
