@@ -14,7 +14,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.geometry.broadphase import bounding_radius
 from convexsim.geometry.gjk import support
-from convexsim.geometry.transforms import any_perpendicular, cross3, dot3, norm3, sub3
+from convexsim.geometry.transforms import any_perpendicular, cross3, dot3, gram2, norm3, sub3
 
 EPA_MAX_ITERATIONS = 96
 EPA_MAX_VERTS = 104
@@ -192,14 +192,7 @@ def _witness_points(PW, PA, PB, bface, bnormal, bdist, xa, xb):
     p = np.empty(3)
     for i in range(3):
         p[i] = bdist * bnormal[i]
-    v0 = sub3(PW[bface[1]], a)
-    v1 = sub3(PW[bface[2]], a)
-    v2 = sub3(p, a)
-    d00 = dot3(v0, v0)
-    d01 = dot3(v0, v1)
-    d11 = dot3(v1, v1)
-    d20 = dot3(v2, v0)
-    d21 = dot3(v2, v1)
+    d00, d01, d11, d20, d21 = gram2(sub3(PW[bface[1]], a), sub3(PW[bface[2]], a), sub3(p, a))
     den = d00 * d11 - d01 * d01
     lb = (d11 * d20 - d01 * d21) / den if den > 0.0 else 0.0
     lc = (d00 * d21 - d01 * d20) / den if den > 0.0 else 0.0
