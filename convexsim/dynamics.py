@@ -8,6 +8,10 @@ Free rigid body b with COM at p_WB, orientation R_WB, generalized velocity v_b =
 * contact velocity in frame C (z = normal from A into B):
       vc = R_WCᵀ (v_Bc − v_Ac) = J_a v_a + J_b v_b,   J_b = R_WCᵀ[−[r_B]ₓ, 1₃],  J_a = −R_WCᵀ[−[r_A]ₓ, 1₃]
 * symplectic Euler on SE(3): p ← p + dt·v,  q ← exp(dt·ω/2) ⊗ q  (world-frame ω, left product), renormalized.
+* a kinematic body k (no dofs, its velocity v_k an input): the contact velocity gains the known term
+  b = ±J_k v_k (its side's block times its velocity), vc = J_a v_a + J_b v_b + b; its pose advances by v_k
+  with the same symplectic Euler step (the rotation only when ω_k ≠ 0, so that a body at rest keeps its
+  pose to the bit, as a fixed body).
 
 The SAP matrix A is M (no joint damping for free bodies); A is evaluated once per step at q0.
 """
@@ -97,27 +101,59 @@ def contact_frames(normal: np.ndarray) -> np.ndarray:
     return R
 
 
+def side_blocks(q: np.ndarray, bodies: np.ndarray, point: np.ndarray, R_WC: np.ndarray,
+                sign: float) -> np.ndarray:
+    """sign·R_WCᵀ[−[r]ₓ, 1₃] per contact, r = p_WC − p_WB of the side's body, shape (nc, 3, 6)."""
+    Rt = np.swapaxes(R_WC, -1, -2)
+    J = np.empty((bodies.shape[0], 3, 6))
+    r = point - q[bodies, :3]
+    J[:, :, :3] = sign * (Rt @ -skew(r))
+    J[:, :, 3:] = sign * Rt
+    return J
+
+
 def contact_jacobian_blocks(model: Model, q: np.ndarray, contacts: Contacts,
                             R_WC: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-contact Jacobian blocks with vc = J_a·v_a + J_b·v_b (contact frame, normal last).
 
-    J_b = R_WCᵀ[−[r_B]ₓ, 1₃], J_a = −R_WCᵀ[−[r_A]ₓ, 1₃], r = p_WC − p_WBo. A block is zero for a fixed body.
+    J_b = R_WCᵀ[−[r_B]ₓ, 1₃], J_a = −R_WCᵀ[−[r_A]ₓ, 1₃], r = p_WC − p_WBo. A block is zero for a body without
+    dofs (fixed or kinematic; a kinematic body's known term is :func:`known_contact_velocity`).
 
     Returns:
         (J_a, J_b), each of shape (nc, 3, 6).
     """
     nc = contacts.count
-    Ja = np.zeros((nc, 3, 6))
-    Jb = np.zeros((nc, 3, 6))
     if nc == 0:
-        return Ja, Jb
-    Rt = np.swapaxes(R_WC, -1, -2)
-    for J, bodies, sign in ((Ja, contacts.body_a, -1.0), (Jb, contacts.body_b, 1.0)):
-        r = contacts.point - q[bodies, :3]
-        J[:, :, :3] = sign * (Rt @ -skew(r))
-        J[:, :, 3:] = sign * Rt
+        return np.zeros((0, 3, 6)), np.zeros((0, 3, 6))
+    out = []
+    for bodies, sign in ((contacts.body_a, -1.0), (contacts.body_b, 1.0)):
+        J = side_blocks(q, bodies, contacts.point, R_WC, sign)
         J[model.body_fixed[bodies]] = 0.0
-    return Ja, Jb
+        out.append(J)
+    return out[0], out[1]
+
+
+def kinematic_mask(model: Model) -> np.ndarray:
+    """True for the kinematic bodies, shape (nbody,) (``Model.body_kinematic``, empty when none)."""
+    mask = np.zeros(model.nbody, dtype=bool)
+    mask[model.kinematic_bodies] = True
+    return mask
+
+
+def known_contact_velocity(model: Model, q: np.ndarray, v: np.ndarray, contacts: Contacts,
+                           R_WC: np.ndarray) -> np.ndarray:
+    """The known part b of each contact velocity [m/s] (contact frame, normal last), shape (nc, 3): the sides on a
+    kinematic body k, b = Σ ±R_WCᵀ[−[r]ₓ, 1₃]·v_k (side B +, side A −), so that vc = J_a v_a + J_b v_b + b;
+    zeros for contacts without a kinematic side (the compiled kernel: ``jacobians.known_contact_velocities``)."""
+    nc = contacts.count
+    b = np.zeros((nc, 3))
+    kin = kinematic_mask(model)
+    for bodies, sign in ((contacts.body_a, -1.0), (contacts.body_b, 1.0)):
+        on = kin[bodies]
+        if on.any():
+            J = side_blocks(q, bodies[on], contacts.point[on], R_WC[on], sign)
+            b[on] += np.einsum("nij,nj->ni", J, v[bodies[on]])
+    return b
 
 
 def integrate(model: Model, state: State, v_next: np.ndarray) -> State:
@@ -137,6 +173,12 @@ def integrate(model: Model, state: State, v_next: np.ndarray) -> State:
     q[bodies, :3] += dt * v[bodies, 3:]
     quat = quat_multiply(quat_exp(dt * v[bodies, :3]), q[bodies, 3:7])
     q[bodies, 3:7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
+    kin = model.kinematic_bodies                     # their velocity is the input v (module docstring)
+    if kin.size:
+        q[kin, :3] += dt * v[kin, 3:]
+        spin = kin[np.any(v[kin, :3] != 0.0, axis=1)]
+        quat = quat_multiply(quat_exp(dt * v[spin, :3]), q[spin, 3:7])
+        q[spin, 3:7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     return State(t=state.t + dt, q=q, v=v, step=state.step + 1)
 
 
@@ -290,9 +332,23 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
             v_star[6 * m + 3 + i] = v[b, 3 + i] + dt * gravity[i]
 
 
+@jit(inline="always")
+def advance_pose(dt, b, q, v_out, q_out):
+    """q_out[b] = body b's pose q[b] advanced by v_out[b] over dt (symplectic Euler on SE(3))."""
+    for i in range(3):
+        q_out[b, i] = q[b, i] + dt * v_out[b, 3 + i]
+    qw, qx, qy, qz = quat_exp_times(dt * v_out[b, 0], dt * v_out[b, 1], dt * v_out[b, 2], q[b, 3], q[b, 4],
+                                    q[b, 5], q[b, 6])
+    q_out[b, 3] = qw
+    q_out[b, 4] = qx
+    q_out[b, 5] = qy
+    q_out[b, 6] = qz
+
+
 @jit
-def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
-    """Symplectic Euler (``dynamics.integrate``): v_out = v with the moving bodies' v_next, q_out advanced."""
+def integrate_kernel(fpar, moving, kinematic, q, v, v_next, q_out, v_out):
+    """Symplectic Euler (``dynamics.integrate``): v_out = v with the moving bodies' v_next, q_out advanced; the
+    kinematic bodies (``kinematic`` (nbody,) True) advanced by their own velocity v (the rotation only when ω ≠ 0)."""
     dt = fpar[F_DT]
     for b in range(q.shape[0]):
         for i in range(7):
@@ -303,17 +359,19 @@ def integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out):
         b = moving[m]
         for i in range(6):
             v_out[b, i] = v_next[6 * m + i]
-        for i in range(3):
-            q_out[b, i] = q[b, i] + dt * v_out[b, 3 + i]
-        qw, qx, qy, qz = quat_exp_times(dt * v_out[b, 0], dt * v_out[b, 1], dt * v_out[b, 2], q[b, 3], q[b, 4],
-                                        q[b, 5], q[b, 6])
-        q_out[b, 3] = qw
-        q_out[b, 4] = qx
-        q_out[b, 5] = qy
-        q_out[b, 6] = qz
+        advance_pose(dt, b, q, v_out, q_out)
+    for b in range(kinematic.shape[0]):
+        if not kinematic[b]:
+            continue
+        if v[b, 0] != 0.0 or v[b, 1] != 0.0 or v[b, 2] != 0.0:
+            advance_pose(dt, b, q, v_out, q_out)
+        else:
+            for i in range(3):
+                q_out[b, i] = q[b, i] + dt * v[b, 3 + i]
 
 
 __all__ = [
     "moving_bodies", "world_inertia",
-    "mass_blocks", "free_motion", "contact_frames", "contact_jacobian_blocks", "integrate",
+    "mass_blocks", "free_motion", "contact_frames", "contact_jacobian_blocks", "integrate", "side_blocks",
+    "kinematic_mask", "known_contact_velocity",
 ]

@@ -13,6 +13,8 @@ Conventions (docs/conventions.md):
 * Velocity of body b: ``v[b] = (wx, wy, wz, vx, vy, vz)``: angular velocity of B in W, expressed in W
   [rad/s], then translational velocity of the COM in W [m/s] (angular first, as Drake and MuJoCo).
 * Fixed bodies keep their pose and have zero velocity; they own no degrees of freedom.
+* Kinematic bodies own no degrees of freedom either (infinite mass: contacts never move them); their
+  velocity v[b] is an input (a script sets it) and each step advances their pose by it, as a free body's.
 * Contact normal points from body A into body B; ``phi > 0`` gap, ``phi < 0`` penetration.
 """
 
@@ -104,7 +106,8 @@ class Model:
         body_names: body names, length nbody.
         body_mass: mass [kg], shape (nbody,).
         body_inertia: rotational inertia about the COM in body frame B [kg·m²], shape (nbody, 3, 3).
-        body_fixed: True for fixed (world-welded) bodies, shape (nbody,).
+        body_fixed: True for bodies without degrees of freedom: fixed (world-welded) and kinematic ones, shape
+            (nbody,).
         body_dof: index of the body's first generalized velocity in the packed vector of moving bodies
             (multiple of 6), or -1 for fixed bodies, shape (nbody,).
         geom_body: owning body index, shape (ngeom,).
@@ -138,6 +141,9 @@ class Model:
         collision_filter: the geometries' collision filter, (group, mask) bits per geometry, shape (ngeom, 2), or
             None when every pair may collide: i and j collide only if (group_i & mask_j) | (group_j & mask_i) ≠ 0
             (``geometry.broadphase``).
+        body_kinematic: True for kinematic bodies (also ``body_fixed``, ``body_dof = -1``): their pose advances
+            by their velocity ``State.v[b]`` each step and contacts with them use that velocity, shape (nbody,)
+            (the default, an empty array, also means none).
     """
 
     name: str
@@ -174,6 +180,7 @@ class Model:
     mesh_face_num: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     collision_filter: np.ndarray | None = None
     mesh_face: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    body_kinematic: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
 
     def mesh_of(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """(vertices (nv, 3) in G [m], triangles (nf, 3)) of mesh geometry g."""
@@ -189,6 +196,11 @@ class Model:
         """True when the scene has kinematic trees (joints) or body constraints (welds, distances,
         couplers); such models take the articulated step."""
         return self.forest is not None and (len(self.forest.trees) > 0 or len(self.forest.constraints) > 0)
+
+    @property
+    def kinematic_bodies(self) -> np.ndarray:
+        """Indices of the kinematic bodies (int64, ascending; empty when there are none)."""
+        return np.flatnonzero(np.asarray(self.body_kinematic, dtype=bool)).astype(np.int64)
 
     @property
     def nbody(self) -> int:

@@ -196,6 +196,42 @@ class Simulation:
         self.wrench[i, :3] = torque
         self.wrench[i, 3:] = force
 
+    # -- kinematic bodies (a script sets their pose and velocity; each step advances the pose by the velocity)
+
+    def set_body_pose(self, body: str, position: Iterable[float],
+                      quaternion: Iterable[float] = (1.0, 0.0, 0.0, 0.0)) -> None:
+        """Place the kinematic ``body`` now: its COM at ``position`` in W [m], orientation R_WB ``quaternion``
+        (w, x, y, z; normalized). Its velocity is kept (:meth:`set_body_velocity`); set both each step to
+        follow a trajectory. ValueError for a body that is not kinematic."""
+        i = self._kinematic_index(body)
+        p = _finite_vector(position, 3, "position")
+        quat = _finite_vector(quaternion, 4, "quaternion")
+        norm = float(np.linalg.norm(quat))
+        if norm == 0.0:
+            raise ValueError(f"set_body_pose({body!r}): the quaternion is zero")
+        q = self._own_state().q
+        q[i, :3] = p
+        q[i, 3:] = quat / norm
+
+    def set_body_velocity(self, body: str, linear: Iterable[float] = (0.0, 0.0, 0.0),
+                          angular: Iterable[float] = (0.0, 0.0, 0.0)) -> None:
+        """The velocity of the kinematic ``body`` from the next step on: its COM velocity ``linear`` in W
+        [m/s] and angular velocity ``angular`` in W [rad/s]; each step advances its pose by it and its contacts
+        push with it. ValueError for a body that is not kinematic."""
+        i = self._kinematic_index(body)
+        v = self._own_state().v
+        v[i, 3:] = _finite_vector(linear, 3, "linear")
+        v[i, :3] = _finite_vector(angular, 3, "angular")
+
+    def _kinematic_index(self, body: str) -> int:
+        i = self._index(self._body, body, "body")
+        if not (i < self.model.body_kinematic.shape[0] and self.model.body_kinematic[i]):
+            kin = [self.body_names[k] for k in self.model.kinematic_bodies]
+            raise ValueError(f"body {body!r} is not kinematic (its motion comes from its dynamics: push it with "
+                             f"set_wrench); give it `kinematic: true` in the scene to script it. Kinematic bodies: "
+                             f"{kin or 'none'}")
+        return i
+
     def clear_controls(self) -> None:
         """No controls: scene targets, zero torques and wrenches."""
         self._controls.clear()
@@ -454,6 +490,14 @@ class Simulation:
         sl = self._index(table, joint, "joint")
         x = values[sl]
         return float(x[0]) if x.size == 1 else x.copy()
+
+
+def _finite_vector(value, n: int, name: str) -> np.ndarray:
+    """``value`` as a finite float vector of length n (ValueError naming ``name`` otherwise)."""
+    x = np.asarray(value, dtype=float).reshape(-1)
+    if x.shape != (n,) or not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} must be {n} finite numbers, got {value!r}")
+    return x
 
 
 __all__ = ["Simulation", "ContactForces"]

@@ -60,6 +60,7 @@ def neutral_fields(nbody: int, ngeom: int, nmat: int) -> dict:
         mesh_face_num=np.zeros(0, np.int64),
         collision_filter=None,
         mesh_face=np.zeros((0, 3), np.int64),
+        body_kinematic=np.zeros(nbody, np.bool_),    # no kinematic bodies
     )
 
 

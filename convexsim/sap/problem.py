@@ -47,6 +47,9 @@ class ContactProblem:
         sigma: friction regularization σ (dimensionless).
         beta: "sap" near-rigid threshold β (dimensionless).
         v_s: Hunt–Crossley stiction tolerance [m/s].
+        v_known: the known part b of each constraint velocity, vc = J v + b [m/s], shape (nk, 3), or None (zero):
+            the motion of a kinematic body at a contact. The "sap" model shifts its bias v̂ by −b (its cost is a
+            function of v̂ − vc); the Hunt–Crossley models have no such term and refuse it.
     """
 
     dt: float
@@ -66,6 +69,7 @@ class ContactProblem:
     sigma: float = 1e-3
     beta: float = 1.0
     v_s: float = 1e-4
+    v_known: np.ndarray | None = None
     clique_start: np.ndarray = field(init=False, repr=False)
     A_ptr: np.ndarray = field(init=False, repr=False)
     J_ptr: np.ndarray = field(init=False, repr=False)
@@ -95,6 +99,14 @@ class ContactProblem:
         nk = cliques.shape[0]
         for name in ("mu", "k", "tau_d", "phi0", "d", "fe0", "vn0"):
             set_(self, name, per_constraint(name, getattr(self, name), nk))
+        if self.v_known is not None:
+            b = check_finite("v_known", np.ascontiguousarray(self.v_known, dtype=float))
+            if b.shape != (nk, 3):
+                raise ValueError(f"v_known must have shape ({nk}, 3), got {b.shape}")
+            if self.model != "sap" and np.any(b != 0.0):
+                raise ValueError(f"a known constraint velocity (a moving kinematic body) needs the 'sap' contact "
+                                 f"model; the {self.model!r} contact law has no term for it")
+            set_(self, "v_known", b)
         self._validate(int(flat.sum()))
 
     def _validate(self, j_len: int) -> None:
@@ -165,6 +177,7 @@ class ContactProblem:
         sigma: float = 1e-3,
         beta: float = 1.0,
         v_s: float = 1e-4,
+        v_known=None,
     ) -> "ContactProblem":
         """Build a problem from per-clique A blocks and per-constraint Jacobian blocks.
 
@@ -179,6 +192,7 @@ class ContactProblem:
                 constraints. Rows (t1, t2, n) of the contact frame.
             model: "sap" (uses mu, k, tau_d, phi0, sigma, beta) or "lagged"/"similar" (mu, k, d, fe0, vn0,
                 sigma, v_s). Parameters are scalars or (nk,) arrays.
+            v_known: the known part of the constraint velocities (nk, 3) [m/s], or None (class docstring).
 
         Returns:
             The validated ContactProblem.
@@ -209,7 +223,7 @@ class ContactProblem:
             A_flat = np.concatenate([a.reshape(-1) for a in A_list]) if A_list else np.zeros(0)
         return cls(
             dt, sizes, A_flat, v_star, cliques, J_flat, model, mu, k, tau_d, phi0, d, fe0, vn0,
-            sigma=float(sigma), beta=float(beta), v_s=float(v_s),
+            sigma=float(sigma), beta=float(beta), v_s=float(v_s), v_known=v_known,
         )
 
     @classmethod
@@ -312,7 +326,8 @@ def delassus_diagonal(problem: ContactProblem) -> np.ndarray:
 def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
     """Kernel parameters of every constraint for one step: (kind (nk,), cpar (nk, 8), R (nk, 3), v_hat (nk, 3)).
 
-    "sap": R and v̂ from :func:`contact_regularization` (v̂n = −φ0/dt for a speculative contact, φ0 > 0);
+    "sap": R and v̂ from :func:`contact_regularization` (v̂n = −φ0/dt for a speculative contact, φ0 > 0), v̂
+    shifted by −``v_known`` when given;
     Hunt–Crossley: n0, εs, v̂ from ``hc_step_constants``
     (R, v_hat rows are zero for them). Constraints with w = 0 (a zero Jacobian) get w = 1 so R stays finite.
     """
@@ -331,6 +346,8 @@ def constraint_kernel_data(problem: ContactProblem, w: np.ndarray):
         cpar[:, 0] = problem.mu
         cpar[:, 1] = R[:, 0]
         cpar[:, 2] = R[:, 2]
+        if problem.v_known is not None:
+            v_hat = v_hat - problem.v_known                 # vc = J v + b: v̂ − vc = (v̂ − b) − J v
         cpar[:, 3:6] = v_hat
         return kind, cpar, R, v_hat
     hc_kernel_parameters(

@@ -38,6 +38,8 @@ from convexsim.scene.solids import geom_centroid_in_body, mesh_hull, mesh_mass, 
 
 FIXED_BODY_COLOR = (0.62, 0.64, 0.66, 1.0)
 """Default RGBA of fixed bodies (ground, walls)."""
+KINEMATIC_BODY_COLOR = (0.85, 0.55, 0.20, 1.0)
+"""Default RGBA of a kinematic body (a body a script moves)."""
 
 _GEOM_TYPES = {"sphere": GeomType.SPHERE, "box": GeomType.BOX, "capsule": GeomType.CAPSULE, "halfspace": GeomType.HALFSPACE,
                "cylinder": GeomType.CYLINDER, "mesh": GeomType.MESH}
@@ -251,6 +253,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     body_mass = np.zeros(nbody)
     body_inertia = np.zeros((nbody, 3, 3))
     body_fixed = np.zeros(nbody, dtype=bool)
+    body_kinematic = np.zeros(nbody, dtype=bool)
     body_dof = np.full(nbody, -1, dtype=np.int64)
     q = np.zeros((nbody, 7))
     v = np.zeros((nbody, 6))
@@ -259,7 +262,8 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
     n_moving = 0
     for b, body in enumerate(bodies):
         where = f"bodies '{body.name}'"
-        body_fixed[b] = body.fixed
+        body_fixed[b] = body.fixed or body.kinematic       # kinematic: no dofs, its velocity an input
+        body_kinematic[b] = body.kinematic
         body_mass[b] = body.mass if body.mass is not None else 0.0
         key = (body.mass, body.inertia, tuple(body.geometries))   # frozen specs hash by value
         if key not in inertia_cache:
@@ -269,6 +273,10 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         q[b, 3:] = body.quaternion
         if body.fixed:
             default_color = FIXED_BODY_COLOR
+        elif body.kinematic:
+            default_color = KINEMATIC_BODY_COLOR
+            v[b, :3] = body.angular_velocity
+            v[b, 3:] = body.linear_velocity
         else:
             body_dof[b] = 6 * n_moving
             default_color = default_body_color(n_moving)
@@ -297,6 +305,7 @@ def compile_scene(spec: SceneSpec) -> tuple[Model, State]:
         body_inertia=body_inertia,
         body_fixed=body_fixed,
         body_dof=body_dof,
+        body_kinematic=body_kinematic,
         geom_body=np.array([b for b, _, _ in geoms], dtype=np.int64),
         geom_type=np.array([int(_GEOM_TYPES[g.shape]) for _, g, _ in geoms], dtype=np.int64),
         geom_size=np.array([geom_size(g) for _, g, _ in geoms], dtype=float).reshape(ngeom, 3),

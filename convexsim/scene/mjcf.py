@@ -10,7 +10,9 @@ reference configuration ``qpos0`` and needs no MuJoCo to run. The mapping:
   MuJoCo body's axes. A body without joints is welded to its parent: it is merged into it (masses, centres
   of mass and inertias combined by the parallel-axis theorem, geoms carried over), or, hanging from the
   world, becomes a **fixed** body at its pose (the world body's own geoms go on a fixed body
-  ``worldbody``). A body with several joints is refused (nest one body per joint);
+  ``worldbody``). A ``mocap`` body becomes a **kinematic** body at the keyframe's (or the file's) mocap pose,
+  at rest until a script moves it (``Simulation.set_body_pose`` / ``set_body_velocity``). A body with several
+  joints is refused (nest one body per joint);
 * **joints**: hinge → revolute, slide → prismatic, ball → ball, free → free (its ``initial_position`` the
   body's pose); the joint frame sits at the joint's anchor with the child body's axes, the axis in them;
   ``range`` of limited hinge/slide joints → lower/upper, damping and armature carried over. Refused: a
@@ -162,11 +164,14 @@ def model_to_scene(m, source: str = "<mjcf>", name: str = "mjcf", keyframe: str 
             mass, inertia = frames[b][2], frames[b][3]
             body["mass"] = mass
             body["inertia"] = [[float(x) for x in row] for row in inertia]
+        elif b and m.body_mocapid[b] >= 0:          # a mocap body: kinematic, at the keyframe's (or the file's) pose
+            body["kinematic"] = True
+            o, R = M.dk.xpos[b], M.dk.xmat[b].reshape(3, 3)
+            body["position"] = [float(x) for x in o]
+            body["quaternion"] = matrix_to_quaternion(R)
         else:
             body["fixed"] = True
             if b:
-                if m.body_mocapid[b] >= 0:          # a mocap body stays where the keyframe (or the file) puts it
-                    o, R = M.dk.xpos[b], M.dk.xmat[b].reshape(3, 3)
                 body["position"] = [float(x) for x in o]
                 body["quaternion"] = matrix_to_quaternion(R)
         bodies.append(body)
@@ -209,7 +214,7 @@ def _tidy(value):
 
 def _check_model_level(M: _Model) -> None:
     """Refuse model-wide features with no convexsim counterpart: tendons, explicit contact pairs, exclusions
-    between bodies of different trees (within one tree convexsim never collides), flexes, gravcomp, mocap."""
+    between bodies of different trees (within one tree convexsim never collides), flexes, gravcomp."""
     m, mj = M.m, M.mj
     for t in range(m.ntendon):
         where = M.where("tendon", t)

@@ -38,6 +38,10 @@ Loc = tuple[str | int, ...]
 HALFSPACE_ON_MOVING_BODY = "a halfspace is only allowed on a fixed body (set fixed: true on the body, or use a box)"
 
 
+KINEMATIC_AND_FIXED = ("a body is either fixed (welded to the world) or kinematic (moved by its velocity, which a "
+                       "script sets); remove one of the two")
+
+
 class FieldProblems(InputError):
     """One or more problems found by a cross-field check, each at a path relative to the model.
 
@@ -366,6 +370,10 @@ class BodyTemplate(_Spec):
         ),
     )
     fixed: bool = Field(False, description="True: welded to the world (no degrees of freedom).")
+    kinematic: bool = Field(False, description="True: a kinematic body (no degrees of freedom, infinite mass): its "
+                            "pose advances by its velocity each step and a script sets both; contacts push other "
+                            "bodies with its velocity and never move it. Its initial velocity is linear_velocity "
+                            "and angular_velocity; it has no mass or inertia.")
     position: Vec3 = Field((0.0, 0.0, 0.0), description="COM position in the world frame W [m].")
     quaternion: Quaternion = Field(
         (1.0, 0.0, 0.0, 0.0), description="Orientation R_WB (w, x, y, z), unit norm (near-unit values are normalized)."
@@ -387,10 +395,14 @@ class BodyTemplate(_Spec):
     @model_validator(mode="after")
     def _check_body(self) -> "BodyTemplate":
         problems: list[tuple[Loc, str, Any]] = []
-        if self.fixed:
+        if self.fixed and self.kinematic:
+            problems.append((("kinematic",), KINEMATIC_AND_FIXED, True))
+        elif self.fixed:
             for fname in ("linear_velocity", "angular_velocity"):
                 if any(getattr(self, fname)):
                     problems.append(((fname,), "a fixed body cannot move; set it to [0, 0, 0] or fixed: false", getattr(self, fname)))
+        elif self.kinematic:
+            problems += kinematic_body_problems(self)
         else:
             if self.mass is None:
                 problems.append((("mass",), "required for a moving body: mass [kg] > 0 (or set fixed: true)", None))
@@ -419,6 +431,21 @@ class BodyTemplate(_Spec):
         if problems:
             raise FieldProblems(problems)
         return self
+
+
+def kinematic_body_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
+    """A kinematic body has no mass or inertia (its motion is prescribed: infinite mass) and no halfspace (an
+    unbounded plane that moves; use a large box)."""
+    problems: list[tuple[Loc, str, Any]] = []
+    for fname in ("mass", "inertia"):
+        if getattr(body, fname) is not None:
+            problems.append(((fname,), f"a kinematic body has no {fname}: its motion is prescribed (infinite mass, "
+                             "contacts never move it); remove it, or set kinematic: false", getattr(body, fname)))
+    for i, geom in enumerate(body.geometries):
+        if geom.shape == "halfspace":
+            problems.append((("geometries", i, "shape"), "a halfspace is only allowed on a fixed body; give the "
+                             "kinematic body a large box instead", "halfspace"))
+    return problems
 
 
 class BodySpec(BodyTemplate):
@@ -697,6 +724,11 @@ def constraint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             elif b not in bodies:
                 problems.append((("constraints", i, f), unknown("body", b, bodies) + "; use a body name or 'world'", b))
                 fixed.append(False)
+            elif bodies[b].get("kinematic") and c["type"] in ("weld", "distance"):
+                problems.append((("constraints", i, f), f"body {b!r} is kinematic: welds and distances to kinematic "
+                                 "bodies are not supported yet (the constraint would miss the body's velocity); "
+                                 "push bodies through contact instead", b))
+                fixed.append(False)
             else:
                 fixed.append(bool(bodies[b].get("fixed")))
         if all(fixed):
@@ -737,8 +769,9 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             continue
         child_of[c] = i
         b = bodies[c]
-        if b.get("fixed"):
-            problems.append((("joints", i, "child"), f"body {c!r} is fixed; a joint's child must be a moving body", c))
+        if b.get("fixed") or b.get("kinematic"):
+            what = "fixed" if b.get("fixed") else "kinematic"
+            problems.append((("joints", i, "child"), f"body {c!r} is {what}; a joint's child must be a moving body", c))
         for f, default in (("position", (0.0, 0.0, 0.0)), ("quaternion", (1.0, 0.0, 0.0, 0.0)),
                           ("linear_velocity", (0.0, 0.0, 0.0)), ("angular_velocity", (0.0, 0.0, 0.0))):
             if tuple(b.get(f, default)) != default:
@@ -759,7 +792,11 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
             seen.add(p)
             p = joints[child_of[p]]["parent"]
         else:
-            if p != "world" and p in bodies and not bodies[p].get("fixed"):
+            if p != "world" and p in bodies and bodies[p].get("kinematic"):
+                problems.append((("joints", i, "parent"), f"the tree's root body {p!r} is kinematic; a tree hangs from "
+                                 "the world or a fixed body (a moving base would need its motion in the tree's "
+                                 "dynamics, which convexsim does not model yet)", j["parent"]))
+            elif p != "world" and p in bodies and not bodies[p].get("fixed"):
                 problems.append((("joints", i, "parent"), f"the tree's root body {p!r} is a free body; a tree must hang "
                                  "from the world or a fixed body (for a floating base, give the root body a joint of type "
                                  "'free' from the world)", j["parent"]))
@@ -820,10 +857,28 @@ class SceneSpec(_Spec):
     @model_validator(mode="after")
     def _check_references(self) -> "SceneSpec":
         dump = self.model_dump()
-        problems = cross_reference_problems(dump) + joint_problems(dump) + constraint_problems(dump)
+        problems = (cross_reference_problems(dump) + joint_problems(dump) + constraint_problems(dump)
+                    + kinematic_scene_problems(dump))
         if problems:
             raise FieldProblems(problems)
         return self
+
+
+def kinematic_scene_problems(data: Any) -> list[tuple[Loc, str, Any]]:
+    """Scene-wide check of kinematic bodies: contacts with a moving kinematic body need the 'sap' contact model
+    (the constraint velocity gains the body's known velocity, a shift of the cone constraint's bias velocity;
+    the Hunt–Crossley models 'lagged' and 'similar' have no such term)."""
+    if data.get("contact_model", "sap") == "sap":
+        return []
+    for i, b in enumerate(data.get("bodies") or []):
+        if b.get("kinematic"):
+            return [(("bodies", i, "kinematic"), f"a kinematic body needs contact_model 'sap' (the scene has "
+                     f"{data.get('contact_model')!r}, whose contact law cannot take the body's velocity)", True)]
+    for g, grid in enumerate(data.get("grids") or []):
+        if (grid.get("template") or {}).get("kinematic"):
+            return [(("grids", g, "template", "kinematic"), f"a kinematic body needs contact_model 'sap' (the scene "
+                     f"has {data.get('contact_model')!r})", True)]
+    return []
 
 
 def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
@@ -853,7 +908,7 @@ def cross_reference_problems(data: Any) -> list[tuple[Loc, str, Any]]:
         geoms = body.get("geometries") if isinstance(body, dict) else None
         if not isinstance(geoms, list):
             return
-        moving = body.get("fixed", False) is not True
+        moving = body.get("fixed", False) is not True and body.get("kinematic", False) is not True  # kinematic: its own check
         for j, geom in enumerate(geoms):
             if moving and isinstance(geom, dict) and geom.get("shape") == "halfspace":
                 problems.append((loc + ("geometries", j, "shape"), HALFSPACE_ON_MOVING_BODY, "halfspace"))
@@ -940,7 +995,7 @@ def _body_unit_problems(body: "BodyTemplate") -> list[tuple[Loc, str, Any]]:
     p = math.hypot(*body.position)
     if _outside("position", p):
         out.append((("position",), f"|p| = {p:g} m from the origin (is it in mm?)", list(body.position)))
-    if body.fixed:
+    if body.fixed or body.kinematic:
         return out
     low, high = UNIT_RANGES["size"]
     for j, geom in enumerate(body.geometries):

@@ -252,13 +252,14 @@ def contact_law(model: Model, p: ContactParameters, phi: np.ndarray, vn0: np.nda
 
 
 def contact_problem(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc,
-                    params: ContactParameters | None = None) -> ContactProblem:
+                    params: ContactParameters | None = None, v_known=None) -> ContactProblem:
     """The contacts' ContactProblem over the tree and body blocks (:func:`contact_jacobian`'s cliques and
     blocks, :func:`contact_law`); ``params``: the contacts' combined materials (default
-    ``combined_parameters``)."""
+    ``combined_parameters``); ``v_known``: the kinematic bodies' known contact velocities (nc, 3) or None
+    (``dynamics.known_contact_velocity``)."""
     p = combined_parameters(model, contacts) if params is None else params
     return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
-                                      **contact_law(model, p, contacts.phi, (Jc @ system.v0)[2::3]))
+                                      **contact_law(model, p, contacts.phi, (Jc @ system.v0)[2::3]), v_known=v_known)
 
 
 def contact_kernel(model: Model, system: ArticulatedSystem, contacts: Contacts, cliques, blocks, Jc, params=None):

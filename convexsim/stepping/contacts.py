@@ -53,7 +53,8 @@ def contact_margin(model: Model, state: State) -> np.ndarray:
 
     m_b = dt·(|v_b| + |ω_b|·ρ_b) + ½·floor for a moving body (ρ_b: the largest sweep radius of its
     geometries, :func:`geom_sweep_radius`): no point of b's surface moves further than
-    dt·(|v_b| + |ω_b|·ρ_b) in the step. A fixed body has m_b = dt²·|g| + ½·floor: gravity moves every free
+    dt·(|v_b| + |ω_b|·ρ_b) in the step. A fixed body has m_b = dt²·|g| + ½·floor; a kinematic body both terms
+    (its velocity is known, and it does not fall): gravity moves every free
     body by at most dt²·|g| in a step relative to the fixed world but not relative to another free body.
     The broad phase reports the pairs within m_A + m_B; :func:`pair_reach` then keeps those that can close
     (the relative motion of the two bodies), so that a resting pile keeps about its touching set; the
@@ -62,7 +63,7 @@ def contact_margin(model: Model, state: State) -> np.ndarray:
     dt = model.time_step
     share = np.full(model.nbody, 0.5 * MARGIN_FLOOR)
     share[np.asarray(model.body_fixed, dtype=bool)] += dt * dt * float(np.linalg.norm(model.gravity))
-    bodies = dynamics.moving_bodies(model)
+    bodies = np.concatenate((dynamics.moving_bodies(model), model.kinematic_bodies))
     if bodies.size == 0:
         return share
     rb = np.zeros(model.nbody)
@@ -81,7 +82,8 @@ def pair_reach(model: Model, state: State, contacts: Contacts) -> np.ndarray:
         reach = dt·(|v_A − v_B| + |ω_A|·ρ_a + |ω_B|·ρ_b) + dt²·|g| + floor      A or B fixed
         reach = dt·(|v_A − v_B| + |ω_A|·ρ_a + |ω_B|·ρ_b) + max(dt²·|g|, floor) two free bodies
 
-    (v: body-origin velocities in W, ρ: the geometries' sweep radii). The relative displacement of a
+    (v: body-origin velocities in W, ρ: the geometries' sweep radii; "fixed" is a body without dofs, a
+    kinematic one included, whose ρ counts as for a moving body). The relative displacement of a
     point of A and a point of B over the step at the start-of-step velocities is at most
     dt·(|v_A − v_B| + |ω_A| ρ_a + |ω_B| ρ_b), so their distance cannot fall by more. Gravity adds dt²|g|
     against the fixed world, and as much between two free bodies when one of them is held by other
@@ -94,7 +96,8 @@ def pair_reach(model: Model, state: State, contacts: Contacts) -> np.ndarray:
     a, b = contacts.body_a, contacts.body_b
     rho = geom_sweep_radius(model)
     fixed = np.asarray(model.body_fixed, dtype=bool)
-    spin = [np.linalg.norm(w[body], axis=1) * np.where(fixed[body], 0.0, rho[geom])  # fixed: ρ may be inf
+    still = fixed & ~dynamics.kinematic_mask(model)
+    spin = [np.linalg.norm(w[body], axis=1) * np.where(still[body], 0.0, rho[geom])  # fixed: ρ may be inf
             for body, geom in ((a, contacts.geom_a), (b, contacts.geom_b))]
     fall = dt * dt * float(np.linalg.norm(model.gravity))
     reach = dt * (np.linalg.norm(v[a] - v[b], axis=1) + spin[0] + spin[1])
@@ -263,7 +266,9 @@ def _norm3_seq(x0, x1, x2):
 
 @jit
 def margin_shares(fpar, fixed, body_dof, body_rb, v, share):
-    """Per-body speculative-margin shares m_b [m] (``contacts.contact_margin``) into share (nbody,)."""
+    """Per-body speculative-margin shares m_b [m] (``contacts.contact_margin``) into share (nbody,); a body's
+    velocity enters its share where ``body_dof`` ≥ 0 (the packed sweep flag: free bodies, links, kinematic
+    bodies)."""
     dt = fpar[F_DT]
     fall = dt * dt * fpar[F_GNORM]
     for b in range(fixed.shape[0]):
@@ -295,7 +300,8 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     """Contacts of the step: collision with the margin shares, then the pair-reach filter. Only the pairs the
     pair rule admits reach the narrow phase: ``geom_filter`` (ngeom, 2) the (group, mask) bits and
     ``tree_filter`` (body_tree, body_moves, tree_base) the tree-pair rule (``geometry.broadphase``;
-    ``geometry.collide.pair_rule_of`` packs both for a model).
+    ``geometry.collide.pair_rule_of`` packs both for a model). ``body_dof``: the sweep flag of
+    :func:`margin_shares`; a fixed body with a flag ≥ 0 (kinematic) counts its spin in the pair reach.
 
     Returns (geoms (nc, 2), phi (nc,), point (nc, 3), normal (nc, 3)).
     """
@@ -346,8 +352,8 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
         a = geom_body[ga]
         b = geom_body[gb]
         rel = _norm3_seq(v[a, 3] - v[b, 3], v[a, 4] - v[b, 4], v[a, 5] - v[b, 5])
-        spin_a = _norm3_seq(v[a, 0], v[a, 1], v[a, 2]) * (0.0 if fixed[a] else geom_rho[ga])
-        spin_b = _norm3_seq(v[b, 0], v[b, 1], v[b, 2]) * (0.0 if fixed[b] else geom_rho[gb])
+        spin_a = _norm3_seq(v[a, 0], v[a, 1], v[a, 2]) * (0.0 if fixed[a] and body_dof[a] < 0 else geom_rho[ga])
+        spin_b = _norm3_seq(v[b, 0], v[b, 1], v[b, 2]) * (0.0 if fixed[b] and body_dof[b] < 0 else geom_rho[gb])
         reach = dt * (rel + spin_a + spin_b)
         if fixed[a] or fixed[b]:
             reach = reach + (fall + floor)

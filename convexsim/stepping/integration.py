@@ -1,7 +1,7 @@
 """Stage: integration of the new velocities into the state at t + dt, and the end-of-step finite check.
 
 Free bodies by symplectic Euler on SE(3) (``dynamics.integrate_kernel``; numpy reference
-``dynamics.integrate``), the trees' q by ``multibody.kinematics.integrate_q_kernel`` (reference
+``dynamics.integrate``), kinematic bodies by the same step with their own (input) velocity, the trees' q by ``multibody.kinematics.integrate_q_kernel`` (reference
 ``multibody.kinematics.integrate_q``), and the links' rows of (q, v) by forward kinematics at the new q
 (``kinematics.link_rows_kernel``).
 """
@@ -17,23 +17,24 @@ from convexsim.stepping.free_motion import forest_kinematics
 
 
 @jit(inline="always")
-def integrate_bodies(fpar, moving, q, v, v_next, q_out, v_out):
-    """(q_out, v_out) of a free-body model from v_next (6 per moving body); returns the first body whose new
-    state is not finite, or −1."""
-    integrate_kernel(fpar, moving, q, v, v_next, q_out, v_out)
+def integrate_bodies(fpar, moving, kinematic, q, v, v_next, q_out, v_out):
+    """(q_out, v_out) of a free-body model from v_next (6 per moving body), the kinematic bodies (``kinematic``
+    (nbody,) True) advanced by their own velocity; returns the first body whose new state is not finite, or −1."""
+    integrate_kernel(fpar, moving, kinematic, q, v, v_next, q_out, v_out)
     return first_nonfinite_body(q_out, v_out)
 
 
 @jit
-def integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
+def integrate_forest(fpar, fa, moving, kinematic, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
     """Integration of a model with trees, from the new velocities v_next = (free bodies 6 each | the
-    trees' joint velocities): free bodies by ``dynamics.integrate_kernel``, the trees' q by
+    trees' joint velocities): free bodies (and the kinematic bodies, ``kinematic`` (nbody,) True, by their own
+    velocity) by ``dynamics.integrate_kernel``, the trees' q by
     ``kinematics.integrate_q_kernel``, the link rows of (q, v) by forward kinematics at the new q
     (``kinematics.link_rows_kernel``). Writes q_out, v_out, tq_out, tv_out; returns the first body whose new
     state is not finite, or −1."""
     parent, jtype, qadr, dofadr, nvj, com, link_body = fa[0], fa[1], fa[5], fa[6], fa[7], fa[9], fa[16]
     nmov = moving.shape[0]
-    integrate_kernel(fpar, moving, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
+    integrate_kernel(fpar, moving, kinematic, q, v, v_next[:6 * nmov].copy(), q_out, v_out)
     for i in range(tv_out.shape[0]):
         tv_out[i] = v_next[6 * nmov + i]
     integrate_q_kernel(jtype, qadr, dofadr, tq, tv_out, fpar[F_DT], tq_out)

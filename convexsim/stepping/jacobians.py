@@ -14,6 +14,9 @@ participating clique, row-major, at ``J_ptr``), :func:`body_contact_blocks` for 
 :func:`forest_contact_blocks` for models with trees; the dense layout of the LCP (J (m, 3, nv) over
 v = (free bodies 6 by 6 | tree_v)), :func:`dense_contact_jacobian` for both LCP steps (numpy reference
 ``lcp_stepper.dense_jacobian``).
+
+A side on a kinematic body has no dofs; its block times the body's known velocity is a constant term of the
+contact velocity, :func:`known_contact_velocities` (numpy reference ``dynamics.known_contact_velocity``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,30 @@ def link_jacobian_block(R, Jp, sign, n, out, off):
         for j in range(n):
             acc = R[0, r] * Jp[0, j] + R[1, r] * Jp[1, j] + R[2, r] * Jp[2, j]
             out[off + r * n + j] = sign * acc
+
+
+@jit(inline="always")
+def known_contact_velocities(R_WC, geoms, point, q, v, geom_body, kinematic):
+    """The known part b (nc, 3) of the contact velocities [m/s] (frame C, normal last): a side on a kinematic body
+    k (``kinematic`` (nbody,) True) contributes ±R_WCᵀ[−[r]ₓ, 1₃]·v_k (side B +, side A −; the body block
+    ``dynamics.jacobian_block`` times its velocity), so vc = J v + b; zeros elsewhere (numpy reference
+    ``dynamics.known_contact_velocity``). The SAP rows shift their bias velocity v̂ by −b
+    (``sap_rows.shift_known_velocity``), the LCP rows add b to q (``lcp_rows``)."""
+    nc = geoms.shape[0]
+    b = np.zeros((nc, 3))
+    blk = np.empty(18)
+    for c in range(nc):
+        for s in range(2):
+            body = geom_body[geoms[c, s]]
+            if not kinematic[body]:
+                continue
+            jacobian_block(R_WC[c], point[c], q, body, 1.0 if s == 1 else -1.0, blk, 0)
+            for r in range(3):
+                acc = 0.0
+                for j in range(6):
+                    acc += blk[6 * r + j] * v[body, j]
+                b[c, r] += acc
+    return b
 
 
 @jit(inline="always")
@@ -197,5 +224,5 @@ def dense_contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_WC, J):
                            fa[20], S, nmov, J)
 
 
-__all__ = ["link_jacobian_block", "dense_contact_rows", "body_contact_blocks", "forest_contact_sides", "forest_contact_blocks",
+__all__ = ["known_contact_velocities", "link_jacobian_block", "dense_contact_rows", "body_contact_blocks", "forest_contact_sides", "forest_contact_blocks",
            "dense_contact_jacobian"]

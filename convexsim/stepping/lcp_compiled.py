@@ -39,7 +39,7 @@ def _kernel_args(model: Model) -> tuple:
     pair rule), once per model."""
     lp = lcp_packed(model, lcp_problem.friction_directions)
     pm = packed(model)
-    return lp, pm.fpar, pm.model_arrays, packed_forest(model), pm.pair_rule
+    return lp, pm.fpar, (*pm.model_arrays, pm.kinematic), packed_forest(model), pm.pair_rule
 
 
 def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool | None = None):

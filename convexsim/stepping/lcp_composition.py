@@ -33,8 +33,8 @@ from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import collide_and_filter, combined_friction, contact_frames_kernel, start_check
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
 from convexsim.stepping.integration import integrate_bodies, integrate_forest
-from convexsim.stepping.jacobians import dense_contact_jacobian, dense_contact_rows
-from convexsim.stepping.lcp_rows import contact_keys_kernel, contact_lcp_rows, fold_forest_pd, gap_term, joint_rows
+from convexsim.stepping.jacobians import dense_contact_jacobian, dense_contact_rows, known_contact_velocities
+from convexsim.stepping.lcp_rows import contact_bias, contact_keys_kernel, contact_lcp_rows, fold_forest_pd, joint_rows
 from convexsim.stepping.lcp_solve import (contact_cliques, contact_islands_kernel, first_large_island,
                                           solve_dense_lcp, solve_island)
 from convexsim.stepping.post_solve import actuator_forces, lcp_contact_impulses, lcp_joint_forces, world_forces
@@ -47,7 +47,7 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
     """One LCP step (module docstring) from (q, v) into (q_out, v_out) (and the trees' state).
 
     Args:
-        fpar, mb: the packed model (``packing.PackedModel``: fpar, model_arrays).
+        fpar, mb: the packed model (``packing.PackedModel``: fpar, model_arrays, then its kinematic flags).
         U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_problem.friction_directions``).
         stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
         jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
@@ -108,9 +108,7 @@ def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out,
     e = np.zeros(0, np.int64)
     dense_contact_jacobian(R_WC, geoms, point, q, geom_body, body_dof, e, e, e, e, e,
                            np.full(fixed.shape[0], -1, np.int64), e, np.zeros((6, 0)), nmov, J)
-    bias = np.empty(m)
-    for c in range(m):
-        bias[c] = gap_term(phi[c], dt, stabilization)
+    bias = contact_bias(phi, dt, stabilization, known_contact_velocities(R_WC, geoms, point, q, v, geom_body, mb[17]))
     cliques = contact_cliques(geoms, geom_body, body_dof)
     island, nisl = contact_islands_kernel(cliques, nmov)
     big = first_large_island(island, nisl, cliques, mu, nmov, d_set, jpar[J_DENSE_WORK])
@@ -126,7 +124,7 @@ def step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out,
         if status != LCP_OK:
             return (status, i, geoms, phi, point, normal, gamma, force, e0, e0, e0, pivots, 0, nisl, basic_pc, keys)
     world_forces(R_WC, gamma, dt, force)
-    bad = integrate_bodies(fpar, moving, q, v, v_next, q_out, v_out)
+    bad = integrate_bodies(fpar, moving, mb[17], q, v, v_next, q_out, v_out)
     return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, e0, e0, e0,
             pivots, 0, nisl, basic_pc, keys)
 
@@ -155,7 +153,7 @@ def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_
     dense_contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_all, J_all)
     geoms, phi, point, normal, R_WC, J, bias, mu = contact_lcp_rows(geoms, phi, point, normal, R_all, J_all, nl,
                                                                     row_gap, row_dofs, row_coef, mb[14], dt,
-                                                                    stabilization)
+                                                                    stabilization, q, v, geom_body, mb[17])
     nc = phi.shape[0]
     gamma, force = np.zeros((nc, 3)), np.zeros((nc, 3))
     basic_pc, keys = np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64)
@@ -173,7 +171,7 @@ def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_
         world_forces(R_WC, gamma, dt, force)
         lcp_joint_forces(z, nc, nl, row_type, row_owner, row_sign, dt, lim_force, con_force)
     actuator_forces(ra[6], nmov, act_c, act_f0, act_sat, act_saturated, v_next, act_force)
-    bad = integrate_forest(fpar, fa, moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
+    bad = integrate_forest(fpar, fa, moving, mb[17], q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
     return (LCP_OK if bad < 0 else LCP_NONFINITE_END, bad, geoms, phi, point, normal, gamma, force, act_force,
             lim_force, con_force, pivots, nl, 1, basic_pc, keys)
 

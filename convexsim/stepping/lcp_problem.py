@@ -110,7 +110,8 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
         Ainv: inverse momentum matrix A⁻¹ [1/kg, 1/(kg·m²)], shape (n_v, n_v).
         v_star: free-motion velocity [m/s, rad/s], shape (n_v,).
         J: contact-frame Jacobians, rows (t1, t2, n) per contact, shape (m, 3, n_v).
-        bias: constant term of the normal row b [m/s], shape (m,).
+        bias: constant term of the rows [m/s]: the normal row's b, shape (m,), or (t1, t2, n) per contact, shape
+            (m, 3) (:func:`contact_bias`: a kinematic body's known velocity, q gains u_jᵀ b_t on the friction rows).
         mu: friction coefficients, shape (m,).
         num_directions: d ≥ 3, or 0 for frictionless contact (also used when every μ is 0).
 
@@ -121,10 +122,11 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
     m, _, nv = J.shape
     mu, d, U = _friction_setup(mu, num_directions)
     nw = m * (d + 1)
+    bias = row_bias(bias, m)
     if nv * nw * (nv + nw) <= DENSE_ASSEMBLY_WORK:
         Ainv = np.ascontiguousarray(Ainv, dtype=float)
         M, q, W, AinvW = assemble_dense(Ainv, np.ascontiguousarray(v_star, dtype=float), np.ascontiguousarray(J),
-                                        np.ascontiguousarray(bias, dtype=float), np.ascontiguousarray(mu), U, d)
+                                        bias, np.ascontiguousarray(mu), U, d)
         return M, q, ContactLcpLayout(m, d, U, W, AinvW)
     Jn = J[:, 2, :]                                            # (m, nv)
     if d:
@@ -148,7 +150,8 @@ def build_contact_lcp(Ainv: np.ndarray, v_star: np.ndarray, J: np.ndarray, bias:
 def lcp_from_impulse_block(B, W: np.ndarray, v_star: np.ndarray, bias: np.ndarray, mu: np.ndarray, m: int,
                            d: int) -> tuple[np.ndarray, np.ndarray]:
     """The LCP (M, q) of the module docstring from its impulse block B = WᵀA⁻¹W (dense, or a scipy COO
-    matrix), W = [J_nᵀ D] (n_v, m(d + 1)), v* [m/s, rad/s], the normal rows' bias b [m/s] and μ (m,):
+    matrix), W = [J_nᵀ D] (n_v, m(d + 1)), v* [m/s, rad/s], the normal rows' bias b [m/s] (m,) or the rows'
+    constant terms (m, 3) (:func:`contact_bias`: b_t adds u_jᵀ b_t to the friction rows) and μ (m,):
     M = [[B, [0; E]], [μ, −Eᵀ, 0]], q = (J_n v* + b, Dᵀv*, 0); d = 0: M = B, q = J_n v* + b."""
     nz = m * (d + 2) if d else m
     nw = W.shape[1]
@@ -159,7 +162,7 @@ def lcp_from_impulse_block(B, W: np.ndarray, v_star: np.ndarray, bias: np.ndarra
     else:
         M[B.row, B.col] = B.data
     q[:nw] = W.T @ v_star
-    q[:m] += bias
+    add_bias(q, row_bias(bias, m), friction_directions(d) if d else np.zeros((0, 2)), m, d)
     friction_cone_rows(M, mu, m, d)
     return M, q
 
@@ -229,7 +232,7 @@ def build_contact_lcp_sparse(inv_blocks: np.ndarray, v_star: np.ndarray, J_a: np
     nz = m * (d + 2) if d else m
     q = np.zeros(nz)
     q[:nw] = Wt @ np.asarray(v_star, float)
-    q[:m] += np.asarray(bias, float)
+    add_bias(q, row_bias(bias, m), U, m, d)
     r, c, v = [G.row], [G.col], [G.data]
     if d:
         k = np.arange(m * d)
@@ -250,6 +253,36 @@ DENSE_ASSEMBLY_WORK = 2_000_000
 n_v·n_w·(n_v + n_w) ≤ this (n_w = m(d + 1) impulse directions), through scipy.sparse products otherwise.
 The two give the same (M, q) up to round-off (summation order); on small islands the sparse path's cost is
 all Python and index bookkeeping."""
+
+
+def row_bias(bias, m: int) -> np.ndarray:
+    """The rows' constant terms as (m, 3) (t1, t2, n): a normal-only b (m,) goes to the normal column."""
+    b = np.asarray(bias, dtype=float)
+    if b.ndim == 2:
+        return np.ascontiguousarray(b.reshape(m, 3))
+    out = np.zeros((m, 3))
+    out[:, 2] = b
+    return out
+
+
+def add_bias(q: np.ndarray, bias: np.ndarray, U: np.ndarray, m: int, d: int) -> None:
+    """q += the rows' constant terms (m, 3): b_n on the normal rows, u_jᵀ b_t on friction direction j
+    (contact-major): the numpy twin of ``lcp_rows.add_row_bias`` for the sparse assemblies (no kernel to
+    compile on the reference path's large islands)."""
+    q[:m] += bias[:, 2]
+    if d and np.any(bias[:, :2] != 0.0):
+        q[m:m + m * d] += (bias[:, None, :2] * U[None, :, :]).sum(axis=2).reshape(-1)
+
+
+def contact_bias(gap: np.ndarray, known: np.ndarray | None) -> np.ndarray:
+    """The contacts' constant terms: the gap terms b (m,) alone when ``known`` is None, else (m, 3): the known
+    contact velocity of a kinematic body (``dynamics.known_contact_velocity``) with b added on the normal
+    (the compiled kernel: ``lcp_rows.contact_bias``)."""
+    if known is None:
+        return gap
+    out = np.array(known, dtype=float)
+    out[:, 2] += gap
+    return out
 
 
 def rows_contact(m: int, d: int) -> np.ndarray:
@@ -308,5 +341,5 @@ def contact_keys(contacts: Contacts) -> np.ndarray:
 
 
 __all__ = ["ContactLcpLayout", "friction_directions", "build_contact_lcp", "build_contact_lcp_sparse",
-           "lcp_from_impulse_block", "friction_cone_rows",
+           "lcp_from_impulse_block", "friction_cone_rows", "row_bias", "add_bias", "contact_bias",
            "DENSE_ASSEMBLY_WORK", "rows_contact", "dense_jacobian", "block_inverse", "gap_bias", "contact_keys"]

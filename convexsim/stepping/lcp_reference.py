@@ -79,7 +79,7 @@ from convexsim.stepping.contacts import (check_finite_state, combined_parameters
 from convexsim.stepping.context import StepContext
 from convexsim.stepping.lcp_fallback import solve_contact_lcp
 from convexsim.stepping.lcp_info import LcpStepError, LcpStepInfo, validate_settings
-from convexsim.stepping.lcp_problem import build_contact_lcp, gap_bias
+from convexsim.stepping.lcp_problem import build_contact_lcp, contact_bias, gap_bias
 from convexsim.stepping.lcp_rows import NORMAL_REGULARIZATION, fold_pd, pd_terms, regularize_normals
 from convexsim.stepping.types import SimulationError
 
@@ -223,14 +223,17 @@ def _rows(model: Model, state: State, motion: _Motion, ctx: StepContext) -> _Row
         mid = _midpoint(model, state) if s.lcp_restitution > 0.0 else None
         kin = contact_kinematics(model, state if mid is None else mid, workspace=ctx.collision)
         phi = kin.contacts.phi
+        known = _known(model, state if mid is None else mid, kin.contacts, kin.R_WC)
         if kin.contacts.count == 0:
             bias = np.zeros(0)
         elif mid is not None:
             bodies = dynamics.moving_bodies(model)
             vn_before = contact_velocities(kin, state.v[bodies].reshape(-1))[:, 2]
-            bias = np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt))
+            if known is not None:
+                vn_before = vn_before + known[:, 2]
+            bias = contact_bias(np.where(phi <= 0.0, s.lcp_restitution * vn_before, phi / (0.5 * dt)), known)
         else:
-            bias = gap_bias(phi, dt, s.lcp_stabilization)
+            bias = contact_bias(gap_bias(phi, dt, s.lcp_stabilization), known)
         return _Rows(kin.contacts, kin.R_WC, bias, kin=kin, mid=mid)
     system = motion.system
     contacts = detect_contacts(model, state, ctx)
@@ -258,7 +261,18 @@ def _rows(model: Model, state: State, motion: _Motion, ctx: StepContext) -> _Row
         else:
             J[nc + i, 2, d] = sign
         bias[nc + i] = gap_bias(np.array([gap]), dt, s.lcp_stabilization)[0]
+    known = _known(model, state, contacts, R_WC)
+    if known is not None:
+        bias = contact_bias(bias, np.concatenate((known, np.zeros((nl, 3)))))
     return _Rows(contacts, R_WC, bias, J=J, mu=mu)
+
+
+def _known(model: Model, state: State, contacts: Contacts, R_WC: np.ndarray) -> np.ndarray | None:
+    """The kinematic bodies' known contact velocities (nc, 3) (``dynamics.known_contact_velocity``), None for a
+    model without kinematic bodies."""
+    if not model.kinematic_bodies.size:
+        return None
+    return dynamics.known_contact_velocity(model, state.q, state.v, contacts, R_WC)
 
 
 def _solve_dense(model: Model, state: State, motion: _Motion, rows: _Rows, ctx: StepContext, info: LcpStepInfo):

@@ -2,7 +2,8 @@
 compiled LCP steps and their numpy references (one kernel each, so both paths build the same rows):
 
 * the gap term of a unilateral row, b = max(g, 0)/dt + s·min(g, 0)/dt (:func:`gap_term`; numpy reference
-  ``lcp_problem.gap_bias``);
+  ``lcp_problem.gap_bias``), and a row's constant term with a kinematic body's known contact velocity
+  (:func:`contact_bias`);
 * the contacts' rows: normals whose row moves something, their gap terms and combined μ
   (:func:`contact_lcp_rows`), the per-contact keys of the warm start (:func:`contact_keys_kernel`);
 * the joints of trees: implicit PD actuators folded into A and v* (:func:`pd_terms`, :func:`fold_pd`,
@@ -21,6 +22,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap.joint_constraints import limit_in_window, pd_target
 from convexsim.stepping.contacts import combined_friction
+from convexsim.stepping.jacobians import known_contact_velocities
 from convexsim.stepping.post_solve import ROW_COUPLER, ROW_LIMIT
 
 
@@ -29,6 +31,19 @@ def gap_term(g, dt, stabilization):
     """b = max(g, 0)/dt + s·min(g, 0)/dt [m/s]: close a gap g [m] exactly, remove the fraction s of a
     penetration."""
     return max(g, 0.0) / dt + stabilization * min(g, 0.0) / dt
+
+
+@jit(inline="always")
+def contact_bias(gaps, dt, stabilization, known):
+    """The constant term b (m, 3) of each row's velocity in its frame (t1, t2, n): the known velocity ``known``
+    (m, 3) of the contact (a kinematic body, ``jacobians.known_contact_velocities``; zeros otherwise) plus the
+    gap term :func:`gap_term` of the gap ``gaps`` (m,) [m] on the normal. q of the LCP gains b_n on the normal
+    row and u_jᵀ b_t on friction direction j (:func:`assemble_dense`; numpy reference
+    ``lcp_problem.contact_bias``)."""
+    b = known.copy()
+    for c in range(gaps.shape[0]):
+        b[c, 2] += gap_term(gaps[c], dt, stabilization)
+    return b
 
 
 @jit
@@ -62,9 +77,22 @@ def _shares_body(body, a, b):
 
 
 @jit
+def add_row_bias(q, bias, U, m, d):
+    """q += the rows' constant terms ``bias`` (m, 3) (:func:`contact_bias`): b_n on the m normal rows, u_jᵀ b_t
+    on friction direction j of each contact (rows m + c·d + j); the one home of this rule (the dense and the
+    sparse assemblies call it)."""
+    for c in range(m):
+        q[c] += bias[c, 2]
+        if bias[c, 0] != 0.0 or bias[c, 1] != 0.0:
+            for j in range(d):
+                q[m + c * d + j] += U[j, 0] * bias[c, 0] + U[j, 1] * bias[c, 1]
+
+
+@jit
 def assemble_dense(Ainv, v_star, J, bias, mu, U, d):
     """(M, q, W, A⁻¹W) of ``build_contact_lcp`` by dense products: W = [J_nᵀ D], A⁻¹W, M's impulse block
-    Wᵀ A⁻¹ W symmetrized, E, −Eᵀ and μ; q = Wᵀ v* (+ b on the normal rows)."""
+    Wᵀ A⁻¹ W symmetrized, E, −Eᵀ and μ; q = Wᵀ v* + the rows' constant terms ``bias`` (m, 3) (:func:`contact_bias`):
+    b_n on the normal rows, u_jᵀ (b_t1, b_t2) on the friction directions."""
     m = J.shape[0]
     nv = J.shape[2]
     nw = m * (d + 1)
@@ -133,8 +161,7 @@ def assemble_dense(Ainv, v_star, J, bias, mu, U, d):
         for k in range(nv):
             s += W[k, a] * v_star[k]
         q[a] = s
-    for c in range(m):
-        q[c] += bias[c]
+    add_row_bias(q, bias, U, m, d)
     if d:
         for c in range(m):
             for j in range(d):
@@ -277,10 +304,11 @@ def joint_rows(fa, ra, dt, tq, tv, nmov, v_star, row_type, row_owner, row_sign, 
 
 @jit(inline="always")
 def contact_lcp_rows(geoms, phi, point, normal, R_all, J_all, nl, row_gap, row_dofs, row_coef, geom_mu, dt,
-                     stabilization):
+                     stabilization, q, v, geom_body, kinematic):
     """The LCP rows of a model with trees: the contacts whose normal row moves something (in their order;
     geoms, phi, point, normal, R_all, J_all compacted in place), then the nl joint rows of :func:`joint_rows`.
-    Returns (geoms, phi, point, normal, R_WC of the kept contacts, J (m, 3, nv), b (m,), μ (m,); m = nc + nl)."""
+    Returns (geoms, phi, point, normal, R_WC of the kept contacts, J (m, 3, nv), b (m, 3), μ (m,); m = nc + nl):
+    b per row of :func:`contact_bias` (the kinematic bodies, ``kinematic`` (nbody,) True, at (q, v))."""
     nc0 = phi.shape[0]
     nv = J_all.shape[2]
     nc = 0
@@ -301,20 +329,22 @@ def contact_lcp_rows(geoms, phi, point, normal, R_all, J_all, nl, row_gap, row_d
     geoms, phi, point, normal, R_WC = geoms[:nc], phi[:nc], point[:nc], normal[:nc], R_all[:nc]
     m = nc + nl
     J = np.zeros((m, 3, nv))
-    bias = np.empty(m)
+    gaps = np.empty(m)
     mu = np.zeros(m)
     mu_c = combined_friction(geom_mu, geoms)
     for c in range(nc):
         J[c] = J_all[c]
-        bias[c] = gap_term(phi[c], dt, stabilization)
+        gaps[c] = phi[c]
         mu[c] = mu_c[c]
     for r in range(nl):
         for k in range(2):
             if row_dofs[r, k] >= 0:
                 J[nc + r, 2, row_dofs[r, k]] += row_coef[r, k]
-        bias[nc + r] = gap_term(row_gap[r], dt, stabilization)
-    return geoms, phi, point, normal, R_WC, J, bias, mu
+        gaps[nc + r] = row_gap[r]
+    known = np.zeros((m, 3))
+    known[:nc] = known_contact_velocities(R_WC, geoms, point, q, v, geom_body, kinematic)
+    return geoms, phi, point, normal, R_WC, J, contact_bias(gaps, dt, stabilization, known), mu
 
 
-__all__ = ["gap_term", "contact_keys_kernel", "assemble_dense", "pd_terms", "fold_pd", "NORMAL_REGULARIZATION", "regularize_normals",
+__all__ = ["gap_term", "contact_bias", "add_row_bias", "contact_keys_kernel", "assemble_dense", "pd_terms", "fold_pd", "NORMAL_REGULARIZATION", "regularize_normals",
            "fold_forest_pd", "joint_rows", "contact_lcp_rows"]

@@ -241,14 +241,15 @@ def solve_island(i, island, cliques, nmov, A_values, v_star, J, bias, mu, U, jpa
     for j in range(nvi):
         vs[j] = v_star[dofs[j]]
     Ji = np.empty((ncon, 3, nvi))
-    bi = np.empty(ncon)
+    bi = np.empty((ncon, 3))
     mui = np.empty(ncon)
     for a in range(ncon):
         c = idx[a]
         for r in range(3):
             for j in range(nvi):
                 Ji[a, r, j] = J[c, r, dofs[j]]
-        bi[a] = bias[c]
+        for r in range(3):
+            bi[a, r] = bias[c, r]
         mui[a] = mu[c]
     di = jpar[J_NDIR] if any_friction(mu, idx) else 0
     Ui = U if di else np.zeros((0, 2))

@@ -139,7 +139,8 @@ def compiled_step_supported(model: Model) -> tuple[bool, str]:
         cm = ContactModel(model.contact_model)
     except ValueError:
         return False, f"contact model {model.contact_model!r} is not one of sap, lagged, similar"
-    del cm
+    if cm != ContactModel.SAP and model.kinematic_bodies.size:
+        return False, "kinematic bodies need the 'sap' contact model (the reference step says why)"
     layout = free_body_layout_problem(model, links_allowed=model.has_trees)
     if layout:
         return False, layout
@@ -195,6 +196,9 @@ class PackedModel:
         np.maximum.at(rb, geom_body[finite], rho[finite])
         mat = np.asarray(model.geom_material, dtype=np.int64)
         f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+        self.kinematic = np.zeros(model.nbody, np.bool_)
+        """(nbody,) True for the kinematic bodies (``Model.body_kinematic``; all False when there are none)."""
+        self.kinematic[model.kinematic_bodies] = True
         self.pair_rule = pair_rule_of(model)
         """(collision bits (ngeom, 2), (body_tree, body_moves, tree_base)): the broad phase's pair rule."""
         self.model_arrays = (
@@ -311,6 +315,7 @@ class PackedForest:
         cat = lambda xs, shape: np.concatenate(xs) if xs else np.zeros(shape)  # noqa: E731
         body_sweep = np.array(model.body_dof, dtype=np.int64)
         body_sweep[body_tree >= 0] = 0
+        body_sweep[model.kinematic_bodies] = 0       # a kinematic body's velocity enters its margin share
         jt = i64(cat(jtype, (0,)))
         self.fa = (i64(cat(parent, (0,))), jt, f64(cat(axis, (0, 3))), f64(cat(jpos, (0, 3))),
                    f64(cat(jrot, (0, 3, 3))), i64(cat(qadr, (0,))), i64(cat(dofadr, (0,))), i64(JOINT_NV[jt]),
@@ -421,10 +426,11 @@ _STEP_ARRAYS: dict = {}
 
 def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The arrays of the compiled SAP run loop, ``PackedModel.model_arrays`` + ``PackedForest.fa`` +
-    ``PackedForest.ra`` + the collision bits of ``PackedModel.pair_rule``, flat (:func:`flat_arrays`; built once per model)."""
+    ``PackedForest.ra`` + the collision bits of ``PackedModel.pair_rule`` + ``PackedModel.kinematic``, flat
+    (:func:`flat_arrays`; built once per model)."""
     return per_model(_STEP_ARRAYS, model,
                      lambda m: flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
-                                            packed(m).pair_rule[0])))
+                                            packed(m).pair_rule[0], packed(m).kinematic)))
 
 
 _LCP_SUPPORTED: dict = {}

@@ -41,7 +41,7 @@ from convexsim.stepping.post_solve import contact_impulses, sap_joint_forces, sc
 from convexsim.stepping.recording import count_step, record_frame
 from convexsim.stepping.sap_rows import (body_problem, contact_kernel_rows, control_pd_targets, forest_joint_rows,
                                          forest_problem, forest_used_cliques, joint_row_blocks, joint_row_entries,
-                                         largest_island)
+                                         kinematic_contact_rows, largest_island)
 from convexsim.stepping.status import (RUN_CHUNK_END, RUN_DONE, RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN,
                                        STEP_NONFINITE_END, STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
                                        STEP_TOO_LARGE)
@@ -54,6 +54,14 @@ RA0 = 42
 FILTER = 73
 """Index of ``PackedModel.pair_rule``'s (ngeom, 2) collision bits among them (after the 31 joint-row arrays); the
 tree-pair rule's arrays are the forest's body_tree, body_moves and tree_base (``FA0 + 17 … 19``)."""
+KINEMATIC = 74
+"""Index of ``PackedModel.kinematic`` (nbody,) among them: the kinematic bodies."""
+
+
+@jit(inline="always")
+def kinematic_flags(arrays):
+    """``PackedModel.kinematic`` (nbody,) as a view of the flat buffers."""
+    return _v1(arrays[2], arrays[3], KINEMATIC)
 
 
 @jit(inline="always")
@@ -113,10 +121,11 @@ def ints(arrays, k):
 
 
 @jit(inline="always")
-def body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal):
+def body_rows_stage(fpar, ipar, mb, kinematic, q, v, geoms, phi, point, normal):
     """Stages 2–3 of a model without trees (the forest's stages with no tree, without their empty loops):
     the bodies' 6 × 6 masses and v*, the body Jacobian blocks, the participating cliques in body order and the
-    contacts' kernel parameters; no joint rows. Returns what :func:`tree_rows_stage` returns."""
+    contacts' kernel parameters (with the known velocity of the kinematic bodies, ``kinematic`` (nbody,) True,
+    ``sap_rows.kinematic_contact_rows``); no joint rows. Returns what :func:`tree_rows_stage` returns."""
     (gravity, _, body_dof, moving, mass, inertia, _, _, _, geom_body, _, _, _, geom_k, geom_mu, geom_tau,
      geom_d) = mb
     A_values, v_star = body_free_motion(fpar, gravity, body_dof, mass, inertia, q, v, moving)
@@ -126,16 +135,17 @@ def body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal):
                                                                                  cliques)
     kind, cpar = contact_kernel_rows(fpar, ipar, geoms, phi, cstart, sizes, A_ptr, A_red, cl_red, J_ptr, J_values,
                                      v_red, geom_k, geom_mu, geom_tau, geom_d)
+    kinematic_contact_rows(kind, cpar, R_WC, geoms, point, q, v, geom_body, kinematic)
     e = cstart[:0]                     # no joint rows: empty views, nothing allocated
     problem = (sizes, cstart, A_ptr, A_red, vs_red, v_red, cl_red, J_ptr, J_values, kind, cpar)
     return R_WC, v_star, new_index, problem, (0, e, e, cpar[:0], 0, e)
 
 
 @jit(inline="always")
-def tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
+def tree_rows_stage(fpar, ipar, mb, kinematic, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
     """Stages 2–3 of a model with trees on its contacts: free motion, joint rows, cliques, the contacts'
-    Jacobians and kernel parameters, the joint rows' blocks — the participating problem in the flat layout of
-    ``sap.ContactProblem``.
+    Jacobians and kernel parameters (with the kinematic bodies' known velocities, as :func:`body_rows_stage`),
+    the joint rows' blocks — the participating problem in the flat layout of ``sap.ContactProblem``.
 
     Returns (R_WC, v* over v = (free bodies | trees), new_index (per clique of ``fa``'s clique layout), the
     problem (sizes, clique_start, A_ptr, A_values, v*, v₀, cliques, J_ptr, J_values, kind, cpar), the joint
@@ -164,6 +174,7 @@ def tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl, geoms, phi, po
                                 J_ptr, cl_red)
     kind_c, cpar_c = contact_kernel_rows(fpar, ipar, geoms, phi, cstart, sizes, A_ptr, A_red, cl_red[:nc].copy(),
                                          J_ptr[:nc].copy(), J_values, v_red, mb[13], mb[14], mb[15], mb[16])
+    kinematic_contact_rows(kind_c, cpar_c, R_WC, geoms, point, q, v, geom_body, kinematic)
     kind = np.empty(nk, np.int64)
     cpar = np.zeros((nk, NPAR))
     kind[:nc] = kind_c
@@ -187,7 +198,7 @@ def no_prepared(nmov):
             (0, ei, ei, np.zeros((0, NPAR)), 0, ei), e2, ei)
 
 
-@jit
+@jit(inline="always")
 def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     """Stages 1–3 of a SAP step from (q, v, tree_q, tree_v) at time t [s]: everything before Newton.
 
@@ -213,11 +224,12 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, mb[7], mb[8], geom_body,
                                                    mb[10], mb[11], mb[12], q, v, *pair_rule)
     if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of stages 2–3
-        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, q, v, geoms, phi, point, normal)
+        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), q, v, geoms,
+                                                                 phi, point, normal)
     else:
         fa, ra = forest_views(arrays), row_views(arrays)
-        R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, fa, ra, t, q, v, tq, tv, ctl,
-                                                                 geoms, phi, point, normal)
+        R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), fa, ra, t, q,
+                                                                 v, tq, tv, ctl, geoms, phi, point, normal)
     sizes, cl_red = problem[0], problem[6]
     edges, constraint_edge, max_n = largest_island(sizes.shape[0], sizes, cl_red)
     return STEP_OK, -1, max_n, (geoms, phi, point, normal, R_WC, v_next, new_index, problem, rows, edges,
@@ -263,9 +275,10 @@ def step_finish(fpar, ipar, arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out
             return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
     moving = ints(arrays, 3)
     if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of the integration
-        bad = integrate_bodies(fpar, moving, q, v, v_next, q_out, v_out)
+        bad = integrate_bodies(fpar, moving, kinematic_flags(arrays), q, v, v_next, q_out, v_out)
     else:
-        bad = integrate_forest(fpar, forest_views(arrays), moving, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
+        bad = integrate_forest(fpar, forest_views(arrays), moving, kinematic_flags(arrays), q, v, tq, v_next, q_out,
+                               v_out, tq_out, tv_out)
     return STEP_OK if bad < 0 else STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
 
 

@@ -4,7 +4,8 @@ joint rows (limits, PD actuators, couplers), in the flat block layout of ``sap.C
 * Contacts: the Delassus estimate w (``blocks.delassus_estimate``, 1 where it is not positive), the normal
   velocities at v₀ for the Hunt–Crossley models, the combined materials (``contacts.combine_materials``, the
   one rule) and the contact model's kernel parameters (``friction_cone.regularization`` for SAP,
-  ``hunt_crossley.hc_kernel_parameters`` otherwise): :func:`contact_kernel_rows`.
+  ``hunt_crossley.hc_kernel_parameters`` otherwise): :func:`contact_kernel_rows`; a kinematic body's known
+  velocity shifts the bias v̂ of its contacts (:func:`kinematic_contact_rows`).
 * Joint rows of the trees, as ``multibody.reference_step.constraint_rows`` builds them (the numpy
   reference): limit sides in their window (``joint_constraints.limit_in_window``, near-rigid
   ``holonomic_row_kernel``), PD actuators with their targets at t (``pd_target``, ``pd_row_kernel``),
@@ -31,6 +32,7 @@ from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_LIMI
                                              holonomic_row_kernel, limit_in_window, pd_row_kernel, pd_target)
 from convexsim.sap.newton import F_BETA, F_DT, F_SIGMA, F_VS, I_CONTACT_KIND, clique_graph, islands
 from convexsim.stepping.contacts import combine_materials
+from convexsim.stepping.jacobians import known_contact_velocities
 
 
 # ---- contacts
@@ -88,6 +90,32 @@ def contact_kernel_rows(fpar, ipar, geoms, phi, cstart, sizes, A_ptr, A_red, cl,
         blocks.constraint_velocities(cstart, sizes, cl, J_ptr, J_values, v_red, vc0)
         vn0 = vc0[:, 2].copy()
     return contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau, geom_d)
+
+
+@jit(inline="always")
+def shift_known_velocity(kind, cpar, known):
+    """The contacts' bias velocities v̂ (cpar[:, 3:6], SAP kind) shifted by −b for the known part b (nc, 3) of
+    their velocity (a kinematic body, ``jacobians.known_contact_velocities``): vc = J v + b, so the cone's
+    v̂ − vc = (v̂ − b) − J v (numpy reference ``sap.problem.constraint_kernel_data`` with ``v_known``). The
+    Hunt–Crossley kinds have no such term; their models are refused with kinematic bodies
+    (``packing.compiled_step_supported``)."""
+    for c in range(known.shape[0]):
+        if kind[c] == KIND_SAP:
+            cpar[c, 3] -= known[c, 0]
+            cpar[c, 4] -= known[c, 1]
+            cpar[c, 5] -= known[c, 2]
+
+
+@jit(inline="always")
+def kinematic_contact_rows(kind, cpar, R_WC, geoms, point, q, v, geom_body, kinematic):
+    """The contact rows (kind, cpar) of :func:`contact_kernel_rows` with the kinematic bodies' known velocities
+    (``kinematic`` (nbody,) True; ``jacobians.known_contact_velocities``) moved into their bias velocities
+    (:func:`shift_known_velocity`). Nothing is computed when the model has no kinematic body."""
+    for b in range(kinematic.shape[0]):
+        if kinematic[b]:
+            shift_known_velocity(kind, cpar, known_contact_velocities(R_WC, geoms, point, q, v, geom_body,
+                                                                      kinematic))
+            return
 
 
 # ---- cliques
@@ -408,4 +436,4 @@ def joint_row_blocks(ra, tree_nv, tree_vstart, tree_clique, new_index, nc, nr, r
 
 __all__ = ["contact_parameters", "contact_kernel_rows", "body_problem", "largest_island", "forest_used_cliques", "forest_problem", "tree_rows", "joint_coupler_rows", "forest_joint_rows",
            "control_pd_targets",
-           "joint_row_entries", "joint_row_blocks"]
+           "joint_row_entries", "joint_row_blocks", "shift_known_velocity", "kinematic_contact_rows"]

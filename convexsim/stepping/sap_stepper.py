@@ -110,7 +110,8 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
         out = StepProblem(system, contacts, kin.R_WC, kin.params, kin=kin)
         if contacts.count:
             A_blocks = np.asarray(system.A_blocks).reshape(-1, 6, 6)
-            out.problem = build_sap_problem(model, state, kin, A_blocks, system.v_star, system.v0)
+            out.problem = build_sap_problem(model, state, kin, A_blocks, system.v_star, system.v0,
+                                            known_velocity(model, state, contacts, kin.R_WC))
         return out
     R_WC = dynamics.contact_frames(contacts.normal)
     params = combined_parameters(model, contacts)
@@ -119,9 +120,18 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     Jc, cliques, blocks = articulated.contact_jacobian(model, state, system, contacts, R_WC)
     out = StepProblem(system, contacts, R_WC, params, Jc=Jc)
     if contacts.count:
-        out.problem = articulated.contact_problem(model, system, contacts, cliques, blocks, Jc, params)
+        out.problem = articulated.contact_problem(model, system, contacts, cliques, blocks, Jc, params,
+                                                  known_velocity(model, state, contacts, R_WC))
         out.kind, out.cpar, _, _ = constraint_kernel_data(out.problem, delassus_diagonal(out.problem))
     return out
+
+
+def known_velocity(model: Model, state: State, contacts: Contacts, R_WC: np.ndarray) -> np.ndarray | None:
+    """The kinematic bodies' known contact velocities (nc, 3) (``dynamics.known_contact_velocity``), None
+    for a model without kinematic bodies."""
+    if not model.kinematic_bodies.size:
+        return None
+    return dynamics.known_contact_velocity(model, state.q, state.v, contacts, R_WC)
 
 
 def solve(sp: StepProblem, *, params: sap.SapParameters, symbolic=None) -> sap.SapResult | None:
@@ -207,17 +217,18 @@ def _relative_residual(result) -> float:
 
 
 def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_blocks: np.ndarray,
-                      v_star: np.ndarray, v0: np.ndarray) -> sap.ContactProblem:
+                      v_star: np.ndarray, v0: np.ndarray, v_known: np.ndarray | None = None) -> sap.ContactProblem:
     """The SAP ContactProblem of the block layout (one 6-dof clique per moving body).
 
-    A contact against a fixed body touches one clique; its Jacobian is that body's block.
+    A contact against a fixed body touches one clique; its Jacobian is that body's block. ``v_known``: the
+    kinematic bodies' known contact velocities (nc, 3), or None.
     """
     a_moves = kin.clique_a >= 0
     cliques = np.stack([np.where(a_moves, kin.clique_a, kin.clique_b),
                         np.where(a_moves, kin.clique_b, -1)], axis=1)
     J = np.stack([np.where(a_moves[:, None, None], kin.J_a, kin.J_b), kin.J_b], axis=1)
     law = articulated.contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
-    return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **law)
+    return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **law, v_known=v_known)
 
 
 __all__ = ["StepProblem", "articulated_sap_step", "build_sap_problem", "finish", "sap_step", "solve",

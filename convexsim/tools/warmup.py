@@ -326,6 +326,26 @@ def _warm_sap_trees(steps: int) -> None:
     step(model, state, path="compiled")
 
 
+def _warm_sap_large(steps: int) -> None:
+    """The SAP step of islands above the dense limit (``packing.ISLAND_MAX_DOFS``): the two kernel calls of
+    ``compiled._two_call_step`` (``step_prepare``, then ``step_finish`` with the supernodal factor) and the
+    symbolic analysis (``sap.supernodal``), reached by lowering the limit to 0 for the steps of this job (the
+    warm-up scene's contact islands are then "large"). Only models with more moving dofs than the limit can
+    take this path (:func:`run_groups`)."""
+    from convexsim.stepping import packing, step
+    from convexsim.stepping.context import StepContext
+
+    limit = packing.ISLAND_MAX_DOFS
+    packing.ISLAND_MAX_DOFS = 0
+    try:
+        model, state, _ = prepare(WARMUP_SCENE, solver="sap")
+        ctx = StepContext()
+        for _ in range(max(2, steps)):
+            state, _ = step(model, state, ctx, path="compiled")
+    finally:
+        packing.ISLAND_MAX_DOFS = limit
+
+
 def _warm_sap_reference(steps: int) -> None:
     """The kernels of the reference SAP paths (free bodies with each contact model, trees), the PD row kernels
     (controllers, tree gradients, robot fits) and the block-sparse Cholesky."""
@@ -357,8 +377,9 @@ def _warm_lcp_trees(steps: int) -> None:
 
 def _leaf_step_finish(steps: int) -> None:
     """The second half of the SAP step (``sap_composition.step_finish``: the Newton solve, impulses to
-    forces, joint forces, integration) for the argument types of the run loop and the single step; it needs
-    only the Newton loop and the forest's kinematics, so it compiles while collision does."""
+    forces, joint forces, integration) as the two-call step of large islands calls it from Python (the run
+    loop inlines it); it needs only the Newton loop and the forest's kinematics, so it compiles beside the
+    run kernel."""
     import numpy as np
 
     from convexsim.sap.newton import no_supernodal
@@ -380,21 +401,21 @@ LEAVES = {"convex": _leaf_convex, "boxes": _leaf_boxes, "broadphase": _leaf_broa
 """The large kernels that several steps share, compiled first, in parallel processes: a step compiled
 afterwards loads them from the disk cache instead of compiling them itself."""
 
-GROUPS = {"sap-bodies": _warm_sap_bodies, "sap-trees": _warm_sap_trees, "lcp-bodies": _warm_lcp_bodies,
-          "lcp-trees": _warm_lcp_trees, "sap-reference": _warm_sap_reference}
+GROUPS = {"sap-bodies": _warm_sap_bodies, "sap-trees": _warm_sap_trees, "sap-large": _warm_sap_large,
+          "lcp-bodies": _warm_lcp_bodies, "lcp-trees": _warm_lcp_trees, "sap-reference": _warm_sap_reference}
 """The warm-up's parts, by what a run needs (``convexsim run`` compiles only its own; ``convexsim warmup``
 all)."""
 
 NEEDS = {"collision": ("convex", "boxes", "broadphase"),
          "step-finish": ("newton", "forest"),
-         "sap-bodies": ("collision", "step-finish", "step-parts", "forest"),
-         "sap-trees": ("sap-bodies",), "lcp-bodies": ("collision", "forest", "lemke"),
+         "sap-bodies": ("collision", "newton", "step-parts", "forest"), "sap-trees": ("sap-bodies",),
+         "sap-large": ("sap-bodies", "step-finish"), "lcp-bodies": ("collision", "forest", "lemke"),
          "lcp-trees": ("lcp-bodies",), "sap-reference": ()}
 """What each job calls that another job compiles (it starts when those have ended)."""
 
 _JOBS = {**LEAVES, **GROUPS}
-_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-finish", "step-parts", "lemke", "sap-bodies", "sap-trees", "lcp-bodies",
-          "lcp-trees", "sap-reference")
+_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-parts", "sap-bodies", "step-finish",
+          "lemke", "sap-trees", "sap-large", "lcp-bodies", "lcp-trees", "sap-reference")
 """Which ready job a free worker takes first: the chain to the collision kernels first (the longest), the
 short broad phase beside the convex pairs so that the boxes follow them on the same worker."""
 
@@ -592,21 +613,38 @@ def run_group(model, solver: str) -> str:
     return f"{solver}-{'trees' if model.has_trees else 'bodies'}"
 
 
+def run_groups(model, solver: str) -> list[str]:
+    """The warm-up groups a compiled run of ``model`` with ``solver`` may need: :func:`run_group`, and for SAP
+    "sap-large" (the supernodal step of islands above the dense limit) when the model has more moving dofs than
+    ``packing.ISLAND_MAX_DOFS``, so that one of its islands can be that large."""
+    groups = [run_group(model, solver)]
+    if solver == "sap":
+        import numpy as np
+
+        from convexsim.stepping import packing
+
+        dofs = 6 * int(np.count_nonzero(np.asarray(model.body_dof) >= 0))
+        dofs += model.forest.nv if model.forest is not None else 0
+        if dofs > packing.ISLAND_MAX_DOFS:
+            groups.append("sap-large")
+    return groups
+
+
 def ensure_warm(model, solver: str, *, jobs: int | None = None) -> float | None:
-    """Before a run: when the kernels of its group (:func:`run_group`) are not in the disk cache yet, compile
+    """Before a run: when the kernels of its groups (:func:`run_groups`) are not in the disk cache yet, compile
     them now with :func:`warm_up` in parallel processes, saying so on stderr with the time it took. Returns
     that time [s], or None when they were already there (or NUMBA_DISABLE_JIT is set)."""
     import numba
 
     if numba.config.DISABLE_JIT:
         return None
-    group = run_group(model, solver)
-    if is_warm(group):
+    groups = [g for g in run_groups(model, solver) if not is_warm(g)]
+    if not groups:
         return None
     print(f"compiling the kernels of the compiled {solver.upper()} step for "
           f"{'kinematic trees' if model.has_trees else 'free bodies'} (first run; cached for later runs)…",
           file=sys.stderr, flush=True)
-    seconds = warm_up(groups=[group], jobs=jobs)
+    seconds = warm_up(groups=groups, jobs=jobs)
     print(f"compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
     return seconds
 
@@ -698,7 +736,7 @@ def _main(argv=None) -> int:
     return 0
 
 
-__all__ = ["warm_up", "ensure_warm", "is_warm", "cache_root", "run_group", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+__all__ = ["warm_up", "ensure_warm", "is_warm", "cache_root", "run_group", "run_groups", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
            "WARMUP_TREE_SCENE"]
 
 

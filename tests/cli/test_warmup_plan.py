@@ -18,7 +18,8 @@ def test_every_job_is_planned_after_what_it_needs():
 
 def test_a_group_brings_the_shared_kernels_it_calls():
     assert warmup._jobs_for(["sap-bodies"]) == ["convex", "broadphase", "newton", "boxes", "forest", "collision",
-                                                "step-finish", "step-parts", "sap-bodies"]
+                                                "step-parts", "sap-bodies"]
+    assert warmup._jobs_for(["sap-large"])[-2:] == ["step-finish", "sap-large"]   # the two-call step's halves
     assert warmup._jobs_for(["sap-reference"]) == ["sap-reference"]
     assert set(warmup._jobs_for(list(warmup.GROUPS))) == set(warmup._JOBS)
 
@@ -29,7 +30,7 @@ def test_jobs_run_in_process_in_plan_order_and_groups_are_marked(monkeypatch):
     monkeypatch.setattr(warmup, "_mark_warm", marked.append)
     monkeypatch.setattr(warmup, "write_bytecode", lambda: True)
     warmup.warm_up(groups=["sap-trees"], jobs=1, progress=False)
-    assert ran == ["convex", "broadphase", "newton", "boxes", "forest", "collision", "step-finish", "step-parts",
+    assert ran == ["convex", "broadphase", "newton", "boxes", "forest", "collision", "step-parts",
                    "sap-bodies", "sap-trees"]        # one SAP run kernel: the trees' group loads the bodies' one
     assert marked == ["sap-bodies", "sap-trees"]
 
@@ -62,3 +63,18 @@ def test_a_run_compiles_its_group_only_when_not_yet_warm(monkeypatch, capsys):
     assert warmup.ensure_warm(model, "lcp") == 12.5 and calls == [["lcp-trees"]]
     err = capsys.readouterr().err
     assert "first run" in err and "compiled in 12.5 s" in err
+
+
+def test_only_models_with_islands_above_the_dense_limit_warm_the_large_step(monkeypatch):
+    """``run_groups``: the supernodal two-call step is warmed for a model whose moving dofs exceed
+    ``packing.ISLAND_MAX_DOFS`` (an island can be that large), never for a smaller one or for the LCP."""
+    from convexsim.simulate import prepare
+    from convexsim.stepping import packing
+
+    small, _, _ = prepare("box_stack", solver="sap")
+    pile, _, _ = prepare("pile_100", solver="sap")
+    assert warmup.run_groups(small, "sap") == ["sap-bodies"]
+    assert warmup.run_groups(pile, "sap") == ["sap-bodies", "sap-large"]
+    assert warmup.run_groups(pile, "lcp") == ["lcp-bodies"]
+    monkeypatch.setattr(packing, "ISLAND_MAX_DOFS", 0)
+    assert warmup.run_groups(small, "sap") == ["sap-bodies", "sap-large"]

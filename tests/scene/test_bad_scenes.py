@@ -57,6 +57,11 @@ DOCUMENTED_CHECKS = [
     ("unknown materials", {"unknown_material": r".*\.material"}),
     ("halfspaces on moving bodies", {"halfspace_on_moving_body": r".*\.shape"}),
     ("velocities on fixed bodies", {"moving_fixed_body": r".*_velocity"}),
+    ("kinematic bodies with `fixed`, `mass`, `inertia` or a halfspace", {
+        "kinematic_and_fixed": r"bodies\[\d+\]\.kinematic", "kinematic_with_mass": r"bodies\[\d+\]\.mass",
+        "kinematic_halfspace": r".*\.shape", "kinematic_lagged_contact": r"bodies\[\d+\]\.kinematic",
+        "joint_kinematic_child": r"joints\[\d+\]\.child", "joint_kinematic_root": r"joints\[\d+\]\.parent",
+        "constraint_weld_to_kinematic": r"constraints\[\d+\]\.body_a"}),
     ("centroid is off the body origin", {"off_centre_geometry": r"bodies\[\d+\]\.geometries"}),
     ("shape keys that do not belong to the shape", {"box_with_radius": r".*\.radius"}),
     ("colors outside [0, 1]", {"bad_color": r".*\.color"}),

@@ -190,3 +190,29 @@ def test_bench_vs_mujoco_reads_the_same_published_file(capsys):
     assert float(rows["mujoco"][7]) < 1.0                                        # max |Δp| [mm]
     assert main(["bench", "--vs", "mujoco", "--scenes", str(IIWA), "--keyframe", "rest", "--duration", "0.01"]) == EXIT_OK
     assert "not compared: " in (out := capsys.readouterr().out) and "the file's keyframes: ['home']" in out
+
+
+def test_scene_with_a_mocap_target_imports_it_as_a_kinematic_body(tmp_path):
+    """A Menagerie-style scene.xml (the published iiwa14.xml included, a floor, and the mocap ``target`` body
+    such scenes carry for teleoperation) imports with the target as a kinematic body at its pose; its geom
+    that collides is kept, the visual-only one skipped. A script then moves it: after 10 steps at 0.1 m/s
+    along x it is 10·dt·0.1 m further (dt = 2 ms, the file's timestep: its pose integrates the velocity; round-off
+    only)."""
+    from convexsim.sim import Simulation
+
+    path = tmp_path / "scene.xml"
+    path.write_text(f"""<mujoco model="iiwa14 teleop"><include file="{IIWA.parent / 'iiwa14.xml'}"/>
+      <worldbody><geom name="floor" size="0 0 0.05" type="plane"/>
+        <body name="target" mocap="true" pos="0.5 0 0.6">
+          <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
+          <geom type="sphere" size=".03" pos="0 0 0"/></body></worldbody></mujoco>""")
+    scene = mjcf_to_scene(path)
+    target = next(b for b in scene["bodies"] if b["name"] == "target")
+    assert target["kinematic"] and "fixed" not in target and "mass" not in target
+    assert target["position"] == [0.5, 0.0, 0.6]
+    assert [g["shape"] for g in target["geometries"]] == ["sphere"]
+    sim = Simulation(scene)
+    sim.set_body_velocity("target", linear=[0.1, 0.0, 0.0])
+    sim.step(10)
+    assert sim.model.time_step == 0.002
+    np.testing.assert_allclose(sim.body_pose("target")[:3], [0.502, 0.0, 0.6], atol=1e-12)

@@ -516,7 +516,7 @@ def test_every_schema_field_is_documented_with_a_unit():
     unitless_ok = {"kind", "line_search", "contact_model", "shape", "fixed", "name", "description", "material",
                    "color", "seed", "random_orientation", "max_iterations", "friction_directions", "lcp_max_pivots",
                    "counts", "geometries", "bodies", "grids", "materials", "solver", "template", "quaternion",
-                   "unit_warnings", "joints", "actuators", "type", "parent", "child", "joint",
+                   "unit_warnings", "kinematic", "joints", "actuators", "type", "parent", "child", "joint",
                    "constraints", "body_a", "body_b", "reference"}
     for model in models:
         for fname, info in model.model_fields.items():
