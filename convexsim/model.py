@@ -27,6 +27,17 @@ from typing import Any
 import numpy as np
 
 
+class StatusCode(enum.IntEnum):
+    """An IntEnum of solver outcomes (kernels return them as ints) that prints and formats as its name
+    (``SapStatus``, ``LemkeStatus``)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
+
 class GeomType(enum.IntEnum):
     """Geometry primitive kinds (values are stored in ``Model.geom_type``)."""
 

@@ -182,6 +182,41 @@ def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
     return True
 
 
+@jit(inline="always")
+def _closer_pair(best_d2: float, xa: np.ndarray, xb: np.ndarray, pa: np.ndarray, pb: np.ndarray
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
+    """The closer of two candidate pairs of closest points: (|pa − pb|², pa, pb) if |pa − pb|² < best_d2, else
+    (best_d2, xa, xb) (the earlier candidate wins ties)."""
+    diff = sub3(pa, pb)
+    d2 = dot3(diff, diff)
+    if d2 < best_d2:
+        return d2, pa, pb
+    return best_d2, xa, xb
+
+
+@jit(inline="always")
+def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: int
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate c of :func:`_segment_box_closest` (box frame): c = 0, 1 the segment end P0 or P1 and its clamp into
+    the box; c = 2 + 4j + corner the closest points of the segment and the box edge along e_j at ``corner``
+    (bit 0: +h along e_(j+1), bit 1: +h along e_(j+2))."""
+    if c < 2:
+        P = P0 if c == 0 else P1
+        return P, clamp_to_box(P, half)
+    j = (c - 2) // 4
+    corner = (c - 2) % 4
+    k1 = (j + 1) % 3
+    k2 = (j + 2) % 3
+    e0 = np.zeros(3)
+    e0[k1] = half[k1] if corner & 1 else -half[k1]
+    e0[k2] = half[k2] if corner & 2 else -half[k2]
+    e1 = e0.copy()
+    e0[j] = -half[j]
+    e1[j] = half[j]
+    s, t = closest_params_segments(P0, P1, e0, e1)
+    return axpy3(P0, s, sub3(P1, P0)), axpy3(e0, t, sub3(e1, e0))
+
+
 @jit
 def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
                          ) -> tuple[float, np.ndarray, np.ndarray]:
@@ -194,34 +229,9 @@ def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
     best_d2 = np.inf
     best_seg = P0
     best_box = P0
-    for end in range(2):
-        P = P0 if end == 0 else P1
-        q = clamp_to_box(P, half)
-        diff = sub3(P, q)
-        d2 = dot3(diff, diff)
-        if d2 < best_d2:
-            best_d2 = d2
-            best_seg = P
-            best_box = q
-    for j in range(3):
-        k1 = (j + 1) % 3
-        k2 = (j + 2) % 3
-        for corner in range(4):
-            e0 = np.zeros(3)
-            e0[k1] = half[k1] if corner & 1 else -half[k1]
-            e0[k2] = half[k2] if corner & 2 else -half[k2]
-            e1 = e0.copy()
-            e0[j] = -half[j]
-            e1[j] = half[j]
-            s, t = closest_params_segments(P0, P1, e0, e1)
-            xs = axpy3(P0, s, sub3(P1, P0))
-            xb = axpy3(e0, t, sub3(e1, e0))
-            diff = sub3(xs, xb)
-            d2 = dot3(diff, diff)
-            if d2 < best_d2:
-                best_d2 = d2
-                best_seg = xs
-                best_box = xb
+    for c in range(14):
+        xs, xb = _segment_box_candidate(P0, P1, half, c)
+        best_d2, best_seg, best_box = _closer_pair(best_d2, best_seg, best_box, xs, xb)
     return np.sqrt(best_d2), best_seg, best_box
 
 
@@ -264,38 +274,49 @@ def _capsule_face_contacts(P0: np.ndarray, d: np.ndarray, half: np.ndarray, face
     return count
 
 
-@jit
-def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarray, Rb: np.ndarray,
-                half: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray
-                ) -> int:
-    """Capsule vs box, normal from the capsule into the box; ≤ 2 contacts (see module docstring)."""
-    axis_local = rot_mul_t(Rb, column3(Rc, 2))
-    P0 = axpy3(rot_mul_t(Rb, sub3(cc, cb)), -h, axis_local)
-    P1 = axpy3(P0, 2.0 * h, axis_local)
-    d = sub3(P1, P0)
-    if not _segment_hits_box(P0, d, half):
-        dist, xs, xb = _segment_box_closest(P0, P1, half)
-        if dist > TINY:
-            if dist - r > margin:
-                return 0
-            n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
-            i = 0
-            for k in range(1, 3):
-                if abs(n_local[k]) > abs(n_local[i]):
-                    i = k
-            if abs(n_local[i]) >= FACE_NORMAL_COS:  # nearly a face normal: the clipped face segment if it holds
-                count = _capsule_face_contacts(
-                    P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal
-                )
-                # Kept if its deepest end is the closest contact seen along e_i: height·|n_i| = dist (exact
-                # for a segment ⊥ n; a segment end that merely hangs near the face's edge is rejected).
-                if count > 0 and (_lowest(phi, count) + r) * abs(n_local[i]) <= dist * (1.0 + 1e-9) + TINY:
-                    return count
-            n = rot_mul(Rb, scale3(n_local, -1.0))
-            on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
-            write_contact(0, dist - r, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
-            return 1
-    # The segment meets the box: separating-axis test, minimum overlap over face and edge axes.
+@jit(inline="always")
+def _segment_contact(value: float, xs: np.ndarray, xb: np.ndarray, n_local: np.ndarray, r: float, cb: np.ndarray,
+                     Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
+    """One capsule–box contact from box-frame closest points xs (on the segment) and xb (on the box) and the unit
+    normal n_local (box → capsule, box frame): phi = ``value``, the capsule's witness xs − r·n_local, the world
+    normal −R_b·n_local (capsule into box). Returns 1, or 0 (nothing written) if ``value`` > ``margin``."""
+    if value > margin:
+        return 0
+    n = rot_mul(Rb, scale3(n_local, -1.0))
+    on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
+    write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
+    return 1
+
+
+@jit(inline="always")
+def _capsule_box_apart(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, r: float, cb: np.ndarray,
+                       Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
+    """Contacts of a segment that misses the box (box frame): the closest points, or the clipped face segment when
+    their normal is nearly a face normal and its deepest end is as close. Returns the count, or −1 when the
+    segment touches the box within TINY (the caller's overlap test decides)."""
+    dist, xs, xb = _segment_box_closest(P0, P1, half)
+    if not dist > TINY:
+        return -1
+    if dist - r > margin:
+        return 0
+    n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
+    i = 0
+    for k in range(1, 3):
+        if abs(n_local[k]) > abs(n_local[i]):
+            i = k
+    if abs(n_local[i]) >= FACE_NORMAL_COS:  # nearly a face normal: the clipped face segment if it holds
+        count = _capsule_face_contacts(P0, d, half, i, _sign(n_local[i]), r, cb, Rb, margin, phi, point, normal)
+        # Kept if its deepest end is the closest contact seen along e_i: height·|n_i| = dist (exact
+        # for a segment ⊥ n; a segment end that merely hangs near the face's edge is rejected).
+        if count > 0 and (_lowest(phi, count) + r) * abs(n_local[i]) <= dist * (1.0 + 1e-9) + TINY:
+            return count
+    return _segment_contact(dist - r, xs, xb, n_local, r, cb, Rb, margin, phi, point, normal)
+
+
+@jit(inline="always")
+def _segment_face_axis(P0: np.ndarray, P1: np.ndarray, half: np.ndarray) -> tuple[int, float, float]:
+    """The face axis of least overlap of a segment meeting the box (box frame): (axis i, sign ±1 of the push
+    ±e_i that separates the segment, overlap [m])."""
     best_face = 0
     best_face_sign = 1.0
     best_face_overlap = np.inf
@@ -308,8 +329,16 @@ def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarr
             best_face, best_face_sign, best_face_overlap = i, 1.0, up
         elif down < up and down < best_face_overlap:
             best_face, best_face_sign, best_face_overlap = i, -1.0, down
+    return best_face, best_face_sign, best_face_overlap
+
+
+@jit(inline="always")
+def _segment_edge_axis(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, limit: float
+                       ) -> tuple[int, float, np.ndarray]:
+    """The edge axis L ∝ d × e_j of least overlap below ``limit`` (box frame): (j, or −1 if none is below,
+    overlap [m], unit L oriented box → segment)."""
     best_edge = -1
-    best_edge_overlap = best_face_overlap * (1.0 - FACE_BIAS) - TINY
+    best_edge_overlap = limit
     edge_normal = np.zeros(3)
     dn = norm3(d)
     for j in range(3):
@@ -332,50 +361,69 @@ def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarr
             best_edge_overlap = ov
             best_edge = j
             edge_normal = L if up <= down else scale3(L, -1.0)
-    if best_edge < 0:
-        count = _capsule_face_contacts(
-            P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
-        )
-        if count >= 0:
-            return count
-        # Unreachable for a segment meeting the box; fall back to the face axis at the deepest end.
-        n_local = unit3(best_face, best_face_sign)
-        xs = P0 if best_face_sign * P0[best_face] <= best_face_sign * P1[best_face] else P1
-        xb = axpy3(xs, best_face_overlap, n_local)
-        value = -best_face_overlap - r
-        if value > margin:
-            return 0
-        on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
-        n = rot_mul(Rb, unit3(best_face, -best_face_sign))
-        write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
-        return 1
-    tol = _capsule_box_tol(r, half)
-    if best_face_overlap - best_edge_overlap <= tol:  # nearly face-aligned: keep the face segment if it holds
-        count = _capsule_face_contacts(
-            P0, d, half, best_face, best_face_sign, r, cb, Rb, margin, phi, point, normal
-        )
-        # Kept if its deepest end reaches the edge axis's depth seen along e_face: depth·|L·e_face| >=
-        # overlap (equality for the clipped end over the supporting edge, since L ⊥ d).
-        depth = -_lowest(phi, count) - r if count > 0 else -np.inf
-        if count > 0 and depth * abs(edge_normal[best_face]) >= best_edge_overlap * (1.0 - 1e-9) - TINY:
-            return count
-    # Edge axis: closest points between the segment and the box edge (along e_j) supporting n.
+    return best_edge, best_edge_overlap, edge_normal
+
+
+@jit(inline="always")
+def _capsule_box_face_fallback(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, face: int, sign: float,
+                               overlap: float, r: float, cb: np.ndarray, Rb: np.ndarray, margin: float,
+                               phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
+    """One contact along the face axis at the segment's deepest end (for a clipped face segment that came out
+    empty: unreachable for a segment meeting the box, kept as a guard)."""
+    n_local = unit3(face, sign)
+    xs = P0 if sign * P0[face] <= sign * P1[face] else P1
+    return _segment_contact(-overlap - r, xs, axpy3(xs, overlap, n_local), n_local, r, cb, Rb, margin, phi, point,
+                            normal)
+
+
+@jit(inline="always")
+def _capsule_box_edge_contact(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, edge: int,
+                              overlap: float, edge_normal: np.ndarray, r: float, cb: np.ndarray, Rb: np.ndarray,
+                              margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
+    """One contact on the edge axis: closest points between the segment and the box edge along e_edge that
+    supports the edge normal (box frame)."""
     e0 = np.zeros(3)
     for k in range(3):
         e0[k] = _sign(edge_normal[k]) * half[k]
     e1 = e0.copy()
-    e0[best_edge] = -half[best_edge]
-    e1[best_edge] = half[best_edge]
+    e0[edge] = -half[edge]
+    e1[edge] = half[edge]
     s, t = closest_params_segments(P0, P1, e0, e1)
-    xs = axpy3(P0, s, d)
-    xb = axpy3(e0, t, sub3(e1, e0))
-    value = -best_edge_overlap - r
-    if value > margin:
-        return 0
-    n = rot_mul(Rb, scale3(edge_normal, -1.0))
-    on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, edge_normal)))
-    write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
-    return 1
+    return _segment_contact(-overlap - r, axpy3(P0, s, d), axpy3(e0, t, sub3(e1, e0)), edge_normal, r, cb, Rb,
+                            margin, phi, point, normal)
+
+
+@jit
+def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarray, Rb: np.ndarray,
+                half: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray
+                ) -> int:
+    """Capsule vs box, normal from the capsule into the box; ≤ 2 contacts (see module docstring)."""
+    axis_local = rot_mul_t(Rb, column3(Rc, 2))
+    P0 = axpy3(rot_mul_t(Rb, sub3(cc, cb)), -h, axis_local)
+    P1 = axpy3(P0, 2.0 * h, axis_local)
+    d = sub3(P1, P0)
+    if not _segment_hits_box(P0, d, half):
+        count = _capsule_box_apart(P0, P1, d, half, r, cb, Rb, margin, phi, point, normal)
+        if count >= 0:
+            return count
+    # The segment meets the box: separating-axis test, minimum overlap over face and edge axes.
+    face, sign, face_overlap = _segment_face_axis(P0, P1, half)
+    edge, edge_overlap, edge_normal = _segment_edge_axis(P0, P1, d, half, face_overlap * (1.0 - FACE_BIAS) - TINY)
+    if edge < 0:
+        count = _capsule_face_contacts(P0, d, half, face, sign, r, cb, Rb, margin, phi, point, normal)
+        if count >= 0:
+            return count
+        return _capsule_box_face_fallback(P0, P1, half, face, sign, face_overlap, r, cb, Rb, margin, phi, point,
+                                          normal)
+    if face_overlap - edge_overlap <= _capsule_box_tol(r, half):  # nearly face-aligned: the face segment if it holds
+        count = _capsule_face_contacts(P0, d, half, face, sign, r, cb, Rb, margin, phi, point, normal)
+        # Kept if its deepest end reaches the edge axis's depth seen along e_face: depth·|L·e_face| >=
+        # overlap (equality for the clipped end over the supporting edge, since L ⊥ d).
+        depth = -_lowest(phi, count) - r if count > 0 else -np.inf
+        if count > 0 and depth * abs(edge_normal[face]) >= edge_overlap * (1.0 - 1e-9) - TINY:
+            return count
+    return _capsule_box_edge_contact(P0, P1, d, half, edge, edge_overlap, edge_normal, r, cb, Rb, margin, phi, point,
+                                     normal)
 
 
 @jit("int64(float64[:, ::1], int64, float64[::1], float64, float64[:, ::1])")  # explicit: no per-literal specializations
@@ -497,17 +545,9 @@ def _box_box_closest(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndar
     xb = cb
     for corner in range(8):
         va = _box_vertex(ca, Ra, ha, corner)
-        qb = _closest_point_on_box(cb, Rb, hb, va)
-        diff = sub3(va, qb)
-        d2 = dot3(diff, diff)
-        if d2 < best:
-            best, xa, xb = d2, va, qb
+        best, xa, xb = _closer_pair(best, xa, xb, va, _closest_point_on_box(cb, Rb, hb, va))
         vb = _box_vertex(cb, Rb, hb, corner)
-        qa = _closest_point_on_box(ca, Ra, ha, vb)
-        diff = sub3(vb, qa)
-        d2 = dot3(diff, diff)
-        if d2 < best:
-            best, xa, xb = d2, qa, vb
+        best, xa, xb = _closer_pair(best, xa, xb, _closest_point_on_box(ca, Ra, ha, vb), vb)
     for ea in range(12):
         ia = ea // 4
         a0 = _box_vertex(ca, Ra, ha, _edge_corner(ia, ea % 4))
@@ -518,12 +558,7 @@ def _box_box_closest(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndar
             b0 = _box_vertex(cb, Rb, hb, _edge_corner(ib, eb % 4))
             db = scale3(column3(Rb, ib), 2.0 * hb[ib])
             s, u = closest_params_segments(a0, a1, b0, add3(b0, db))
-            pa = axpy3(a0, s, da)
-            pb = axpy3(b0, u, db)
-            diff = sub3(pa, pb)
-            d2 = dot3(diff, diff)
-            if d2 < best:
-                best, xa, xb = d2, pa, pb
+            best, xa, xb = _closer_pair(best, xa, xb, axpy3(a0, s, da), axpy3(b0, u, db))
     return np.sqrt(best), xa, xb
 
 

@@ -28,14 +28,15 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.geometry.transforms import column3, dot3, sub3
+from convexsim.model import GeomType
 
-SPHERE = 0
-BOX = 1
-CAPSULE = 2
-HALFSPACE = 3
-CYLINDER = 4
-MESH = 5
-# Values of convexsim.model.GeomType, repeated as plain ints for the kernels.
+# convexsim.model.GeomType's values as plain ints for the kernels (compile-time constants).
+SPHERE = int(GeomType.SPHERE)
+BOX = int(GeomType.BOX)
+CAPSULE = int(GeomType.CAPSULE)
+HALFSPACE = int(GeomType.HALFSPACE)
+CYLINDER = int(GeomType.CYLINDER)
+MESH = int(GeomType.MESH)
 
 
 @jit

@@ -39,21 +39,16 @@ BAD_GEOM_TYPE = -1
 """Status returned by the kernels for a geometry type they do not know."""
 
 
+RANK_ORDER = (HALFSPACE, SPHERE, CAPSULE, BOX, CYLINDER, MESH)
+"""The canonical kernel order of the geometry types: a pair's kernel takes its lower-ranked geometry first."""
+
+
 @jit
 def _rank(gtype: int) -> int:
-    """Canonical kernel order: halfspace < sphere < capsule < box < cylinder < mesh (−1: unknown type)."""
-    if gtype == HALFSPACE:
-        return 0
-    if gtype == SPHERE:
-        return 1
-    if gtype == CAPSULE:
-        return 2
-    if gtype == BOX:
-        return 3
-    if gtype == CYLINDER:
-        return 4
-    if gtype == MESH:
-        return 5
+    """Position of ``gtype`` in :data:`RANK_ORDER` (−1: unknown type)."""
+    for k in range(len(RANK_ORDER)):
+        if gtype == RANK_ORDER[k]:
+            return k
     return -1
 
 

@@ -247,6 +247,13 @@ def clamp01(s: float) -> float:
     return s
 
 
+@jit(inline="always")
+def gram2(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(u·u, u·v, v·v, u·w, v·w): the entries of the 2 × 2 normal equations [u·u u·v; u·v v·v](s, t) = (u·w, v·w)
+    of min |w − s u − t v|² (closest points of segments, barycentric coordinates in a triangle)."""
+    return dot3(u, u), dot3(u, v), dot3(v, v), dot3(u, w), dot3(v, w)
+
+
 @jit
 def closest_params_segments(
     p1: np.ndarray, q1: np.ndarray, p2: np.ndarray, q2: np.ndarray
@@ -259,19 +266,14 @@ def closest_params_segments(
     """
     d1 = sub3(q1, p1)
     d2 = sub3(q2, p2)
-    r = sub3(p1, p2)
-    a = dot3(d1, d1)
-    e = dot3(d2, d2)
-    f = dot3(d2, r)
+    a, b, e, c, f = gram2(d1, d2, sub3(p1, p2))
     eps = TINY * TINY
     if a <= eps and e <= eps:
         return 0.0, 0.0
     if a <= eps:
         return 0.0, clamp01(f / e)
-    c = dot3(d1, r)
     if e <= eps:
         return clamp01(-c / a), 0.0
-    b = dot3(d1, d2)
     denom = a * e - b * b
     s = 0.0
     if denom > 1e-14 * a * e:

@@ -317,6 +317,18 @@ def _quat_conj(quat) -> np.ndarray:
     return np.array([quat[0], -quat[1], -quat[2], -quat[3]])
 
 
+def _joint_coordinates(model: MultibodyModel):
+    """The configuration layout joint by joint: (a, d, qa, free) with a, d the joint's first q and v index, qa the
+    index of its quaternion (−1 for a 1-dof joint: q[a] pairs with v[d]) and free whether a FREE joint's position
+    q[a:a+3] (paired with v[d+3:d+6]) precedes it; ω = v[d:d+3]. Fixed joints are skipped."""
+    for b in range(model.nbody):
+        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
+        if t in (REVOLUTE, PRISMATIC):
+            yield a, d, -1, False
+        elif t in (BALL, FREE):
+            yield a, d, a + (3 if t == FREE else 0), t == FREE
+
+
 def integrate_q(model: MultibodyModel, q, v, dt: float) -> np.ndarray:
     """q advanced by dt with constant generalized velocity v (the exponential map per joint).
 
@@ -325,16 +337,14 @@ def integrate_q(model: MultibodyModel, q, v, dt: float) -> np.ndarray:
     """
     q_new = np.array(q, dtype=float)
     v = np.asarray(v, dtype=float)
-    for b in range(model.nbody):
-        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
-        if t in (REVOLUTE, PRISMATIC):
+    for a, d, qa, free in _joint_coordinates(model):
+        if qa < 0:
             q_new[a] += dt * v[d]
-        elif t in (BALL, FREE):
-            qa = a + (3 if t == FREE else 0)
-            quat = quat_multiply(quat_exp(dt * v[d:d + 3]), q_new[qa:qa + 4])
-            q_new[qa:qa + 4] = quat / np.linalg.norm(quat)
-            if t == FREE:
-                q_new[a:a + 3] += dt * v[d + 3:d + 6]
+            continue
+        quat = quat_multiply(quat_exp(dt * v[d:d + 3]), q_new[qa:qa + 4])
+        q_new[qa:qa + 4] = quat / np.linalg.norm(quat)
+        if free:
+            q_new[a:a + 3] += dt * v[d + 3:d + 6]
     return q_new
 
 
@@ -343,15 +353,13 @@ def qdot(model: MultibodyModel, q, v) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     v = np.asarray(v, dtype=float)
     out = np.zeros(model.nq)
-    for b in range(model.nbody):
-        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
-        if t in (REVOLUTE, PRISMATIC):
+    for a, d, qa, free in _joint_coordinates(model):
+        if qa < 0:
             out[a] = v[d]
-        elif t in (BALL, FREE):
-            qa = a + (3 if t == FREE else 0)
-            out[qa:qa + 4] = 0.5 * quat_multiply(np.concatenate([[0.0], v[d:d + 3]]), q[qa:qa + 4])
-            if t == FREE:
-                out[a:a + 3] = v[d + 3:d + 6]
+            continue
+        out[qa:qa + 4] = 0.5 * quat_multiply(np.concatenate([[0.0], v[d:d + 3]]), q[qa:qa + 4])
+        if free:
+            out[a:a + 3] = v[d + 3:d + 6]
     return out
 
 
@@ -360,25 +368,21 @@ def difference(model: MultibodyModel, q0, q1) -> np.ndarray:
     q0 = np.asarray(q0, dtype=float)
     q1 = np.asarray(q1, dtype=float)
     v = np.zeros(model.nv)
-    for b in range(model.nbody):
-        t, a, d = model.joint_type[b], model.joint_qadr[b], model.joint_dofadr[b]
-        if t in (REVOLUTE, PRISMATIC):
+    for a, d, qa, free in _joint_coordinates(model):
+        if qa < 0:
             v[d] = q1[a] - q0[a]
-        elif t in (BALL, FREE):
-            qa = a + (3 if t == FREE else 0)
-            v[d:d + 3] = quat_log(quat_multiply(q1[qa:qa + 4], _quat_conj(q0[qa:qa + 4])))
-            if t == FREE:
-                v[d + 3:d + 6] = q1[a:a + 3] - q0[a:a + 3]
+            continue
+        v[d:d + 3] = quat_log(quat_multiply(q1[qa:qa + 4], _quat_conj(q0[qa:qa + 4])))
+        if free:
+            v[d + 3:d + 6] = q1[a:a + 3] - q0[a:a + 3]
     return v
 
 
 def normalize_q(model: MultibodyModel, q) -> np.ndarray:
     """q with every quaternion scaled to unit norm."""
     q = np.array(q, dtype=float)
-    for b in range(model.nbody):
-        t, a = model.joint_type[b], model.joint_qadr[b]
-        if t in (BALL, FREE):
-            qa = a + (3 if t == FREE else 0)
+    for _, _, qa, _ in _joint_coordinates(model):
+        if qa >= 0:
             q[qa:qa + 4] /= np.linalg.norm(q[qa:qa + 4])
     return q
 

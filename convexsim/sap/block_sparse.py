@@ -40,6 +40,8 @@ from typing import NamedTuple
 import numpy as np
 
 from convexsim._jit import jit
+from convexsim.sap.blocks import (back_substitution_transposed, cholesky_in_place, forward_substitution,
+                                  subtract_block_product)
 
 __all__ = [
     "BlockSymbolic",
@@ -174,9 +176,7 @@ def _heap_push(heap, size, key):
         parent = (i - 1) // 2
         if heap[parent] <= heap[i]:
             break
-        tmp = heap[parent]
-        heap[parent] = heap[i]
-        heap[i] = tmp
+        heap[parent], heap[i] = heap[i], heap[parent]
         i = parent
     return heap, size + 1
 
@@ -197,9 +197,7 @@ def _heap_pop(heap, size):
             child = left + 1
         if heap[i] <= heap[child]:
             break
-        tmp = heap[i]
-        heap[i] = heap[child]
-        heap[child] = tmp
+        heap[i], heap[child] = heap[child], heap[i]
         i = child
     return top, size
 
@@ -445,21 +443,11 @@ def natural_ordering_fill(block_sizes, edges) -> int:
 
 @jit
 def _dense_cholesky_inplace(v, off, n):
-    """Lower Cholesky of the n x n row-major block v[off:off+n*n] in place (reads the lower triangle,
-    zeroes the strict upper triangle). Returns False if a pivot is not positive (or not finite)."""
+    """Lower Cholesky of the n x n row-major block v[off:off+n*n] in place (``blocks.cholesky_in_place``, then the
+    strict upper triangle zeroed). Returns False if a pivot is not positive (or not finite)."""
+    if cholesky_in_place(v[off:off + n * n].reshape((n, n)), n) != 0:
+        return False
     for j in range(n):
-        d = v[off + j * n + j]
-        for t in range(j):
-            d -= v[off + j * n + t] * v[off + j * n + t]
-        if not d > 0.0 or not np.isfinite(d):
-            return False
-        d = np.sqrt(d)
-        v[off + j * n + j] = d
-        for i in range(j + 1, n):
-            s = v[off + i * n + j]
-            for t in range(j):
-                s -= v[off + i * n + t] * v[off + j * n + t]
-            v[off + i * n + j] = s / d
         for i in range(j):
             v[off + i * n + j] = 0.0
     return True
@@ -554,46 +542,26 @@ def _solve_kernel(sizes, perm, block_offset, l_colptr, l_rows, l_ptr, l_diag_ptr
     for k in range(nb):
         nk = sizes[perm[k]]
         ok = block_offset[perm[k]]
-        dk = l_diag_ptr[k]
+        L = values[l_diag_ptr[k]:l_diag_ptr[k] + nk * nk].reshape((nk, nk))
         for c in range(m):
-            for j in range(nk):
-                s = x[ok + j, c]
-                for t in range(j):
-                    s -= values[dk + j * nk + t] * x[ok + t, c]
-                x[ok + j, c] = s / values[dk + j * nk + j]
+            forward_substitution(L, x, ok, c)
         for e in range(l_colptr[k], l_colptr[k + 1]):
             q = perm[l_rows[e]]
-            nr = sizes[q]
-            orow = block_offset[q]
-            pe = l_ptr[e]
-            for a in range(nr):
-                for c in range(m):
-                    acc = 0.0
-                    for t in range(nk):
-                        acc += values[pe + a * nk + t] * x[ok + t, c]
-                    x[orow + a, c] -= acc
+            B = values[l_ptr[e]:l_ptr[e] + sizes[q] * nk].reshape((sizes[q], nk))
+            for c in range(m):
+                subtract_block_product(B, x, ok, block_offset[q], c, False)
     # backward: L^T z = y
     for k in range(nb - 1, -1, -1):
         nk = sizes[perm[k]]
         ok = block_offset[perm[k]]
-        dk = l_diag_ptr[k]
         for e in range(l_colptr[k], l_colptr[k + 1]):
             q = perm[l_rows[e]]
-            nr = sizes[q]
-            orow = block_offset[q]
-            pe = l_ptr[e]
-            for t in range(nk):
-                for c in range(m):
-                    acc = 0.0
-                    for a in range(nr):
-                        acc += values[pe + a * nk + t] * x[orow + a, c]
-                    x[ok + t, c] -= acc
+            B = values[l_ptr[e]:l_ptr[e] + sizes[q] * nk].reshape((sizes[q], nk))
+            for c in range(m):
+                subtract_block_product(B, x, block_offset[q], ok, c, True)
+        L = values[l_diag_ptr[k]:l_diag_ptr[k] + nk * nk].reshape((nk, nk))
         for c in range(m):
-            for j in range(nk - 1, -1, -1):
-                s = x[ok + j, c]
-                for t in range(j + 1, nk):
-                    s -= values[dk + t * nk + j] * x[ok + t, c]
-                x[ok + j, c] = s / values[dk + j * nk + j]
+            back_substitution_transposed(L, x, ok, c)
 
 
 def check_values(sym, diag_values, edge_values) -> tuple[np.ndarray, np.ndarray]:

@@ -212,6 +212,41 @@ def cholesky_in_place(M, n):
     return 0
 
 
+@jit(inline="always")
+def forward_substitution(L, x, o, c):
+    """x[o:o+w, c] ← L⁻¹ x[o:o+w, c] for the lower-triangular w × w top of L (w = L's columns; rows beyond w are
+    not read): x_j = (x_j − Σ_(t<j) L_jt x_t) / L_jj, j = 0…w−1."""
+    for j in range(L.shape[1]):
+        s = x[o + j, c]
+        for t in range(j):
+            s -= L[j, t] * x[o + t, c]
+        x[o + j, c] = s / L[j, j]
+
+
+@jit(inline="always")
+def back_substitution_transposed(L, x, o, c):
+    """x[o:o+w, c] ← L⁻ᵀ x[o:o+w, c] for L as in :func:`forward_substitution`: x_j = (x_j − Σ_(t>j) L_tj x_t) / L_jj,
+    j = w−1…0."""
+    w = L.shape[1]
+    for j in range(w - 1, -1, -1):
+        s = x[o + j, c]
+        for t in range(j + 1, w):
+            s -= L[t, j] * x[o + t, c]
+        x[o + j, c] = s / L[j, j]
+
+
+@jit(inline="always")
+def subtract_block_product(B, x, o_in, o_out, c, transposed):
+    """x[o_out:, c] −= B x[o_in:, c] (B: nr × nk), or −= Bᵀ x[o_in:, c] (``transposed``); each entry summed in
+    index order. The input and output ranges must not overlap."""
+    nr, nk = B.shape
+    for i in range(nk if transposed else nr):
+        acc = 0.0
+        for t in range(nr if transposed else nk):
+            acc += (B[t, i] if transposed else B[i, t]) * x[o_in + t, c]
+        x[o_out + i, c] -= acc
+
+
 @jit
 def first_non_spd_block(clique_sizes, A_ptr, A_values):
     """Index of the first A_c that is not symmetric positive definite (or −1 if all are SPD)."""

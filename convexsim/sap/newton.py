@@ -177,6 +177,187 @@ def _pattern_edges(cliques, ncl, sn_edges):
     return out
 
 
+@jit(inline="always")
+def _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, nv):
+    """D = diag(A)^(-1/2) (nv,): the scaling of the momentum residual r = ‖D ∇ℓ‖ and of its scale s."""
+    D = np.empty(nv)
+    for c in range(clique_sizes.shape[0]):
+        n = clique_sizes[c]
+        for k in range(n):
+            D[clique_start[c] + k] = 1.0 / math.sqrt(A_values[A_ptr[c] + k * (n + 1)])
+    return D
+
+
+@jit(inline="always")
+def _island_layout(clique_sizes, island, nisl):
+    """Where each clique's dofs sit in its island's dense matrix: (dofs per island, offset of each clique in
+    its island, island → cliques as CSR (``isl_ptr``, ``isl_cliques``, cliques in increasing order), the
+    largest island's dofs)."""
+    ncl = clique_sizes.shape[0]
+    isl_size = np.zeros(nisl, np.int64)
+    pos_in_island = np.empty(ncl, np.int64)
+    for c in range(ncl):
+        pos_in_island[c] = isl_size[island[c]]
+        isl_size[island[c]] += clique_sizes[c]
+    max_n = 0
+    for i in range(nisl):
+        max_n = max(max_n, isl_size[i])
+    isl_ptr = np.zeros(nisl + 1, np.int64)
+    for c in range(ncl):
+        isl_ptr[island[c] + 1] += 1
+    for i in range(nisl):
+        isl_ptr[i + 1] += isl_ptr[i]
+    fill = isl_ptr[:-1].copy()
+    isl_cliques = np.empty(ncl, np.int64)
+    for c in range(ncl):
+        isl_cliques[fill[island[c]]] = c
+        fill[island[c]] += 1
+    return isl_size, pos_in_island, isl_ptr, isl_cliques, max_n
+
+
+@jit(inline="always")
+def _hessian_storage(clique_sizes, edges):
+    """Storage of H's blocks: (offset of each diagonal block, their values, offset of each edge block, their
+    values), row-major n_c × n_c and n_b × n_a blocks, as ``blocks.assemble_hessian_blocks`` writes them."""
+    ncl = clique_sizes.shape[0]
+    diag_ptr = np.empty(ncl, np.int64)
+    total = 0
+    for c in range(ncl):
+        diag_ptr[c] = total
+        total += clique_sizes[c] * clique_sizes[c]
+    diag_values = np.empty(total)
+    edge_ptr = np.empty(edges.shape[0], np.int64)
+    total = 0
+    for e in range(edges.shape[0]):
+        edge_ptr[e] = total
+        total += clique_sizes[edges[e, 0]] * clique_sizes[edges[e, 1]]
+    return diag_ptr, diag_values, edge_ptr, np.empty(total)
+
+
+@jit(inline="always")
+def _residual_norms(D, grad, Av, jc, tmp):
+    """(r, s): the scaled momentum residual r = ‖D ∇ℓ‖ and its scale s = max(‖D A v‖, ‖D Jᵀγ‖)."""
+    nv = D.shape[0]
+    for k in range(nv):
+        tmp[k] = D[k] * grad[k]
+    r = math.sqrt(_dot(tmp, tmp))
+    for k in range(nv):
+        tmp[k] = D[k] * Av[k]
+    s1 = math.sqrt(_dot(tmp, tmp))
+    for k in range(nv):
+        tmp[k] = D[k] * jc[k]
+    s2 = math.sqrt(_dot(tmp, tmp))
+    return r, max(s1, s2)
+
+
+@jit(inline="always")
+def _cost_and_gradient(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind, cpar, kappa,
+                       v, v_star, p_star, vc, gamma, G, Av, jc, Avp, grad, vmv):
+    """The cost at v: constraint velocities vc = J v, impulses γ and their curvature blocks G (slip curvature
+    κ = ``kappa``), A v, Jᵀγ, A v − p* (``Avp``), ∇ℓ = A v − p* − Jᵀγ and v − v*, all in place.
+    Returns (ℓ, ℓ_A) with ℓ_A = ½ (v − v*)ᵀ A (v − v*)."""
+    blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, v, vc)
+    ell_r = eval_constraints(kind, cpar, vc, gamma, G, True, kappa)
+    blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v, Av)
+    blocks.generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, gamma, jc)
+    for k in range(v.shape[0]):
+        Avp[k] = Av[k] - p_star[k]
+        grad[k] = Avp[k] - jc[k]
+        vmv[k] = v[k] - v_star[k]
+    ell_a = 0.5 * _dot(vmv, Avp)
+    return ell_a + ell_r, ell_a
+
+
+@jit(inline="always")
+def _converged(fpar, iterations, ell, ell_prev, alpha_last, r, s):
+    """The stopping rule of ``sap.solver``: optimality r ≤ ε_a + ε_r s, or (after the first iteration) a cost
+    change below ε_ℓ,a + ε_ℓ,r (|ℓ| + |ℓ_prev|)/2 after a step with α > ½."""
+    if r <= fpar[F_ABS_TOL] + fpar[F_REL_TOL] * s:
+        return True
+    if iterations > 0:
+        tol = fpar[F_COST_ABS_TOL] + fpar[F_COST_REL_TOL] * 0.5 * (abs(ell) + abs(ell_prev))
+        return abs(ell_prev - ell) < tol and alpha_last > 0.5
+    return False
+
+
+@jit(inline="always")
+def _dense_island_solve(isl, clique_start, clique_sizes, edges, island, isl_size, pos_in_island, isl_ptr,
+                        isl_cliques, diag_ptr, edge_ptr, diag_values, edge_values, grad, H, rhs, xs, dv):
+    """Island ``isl``'s part of dv = −H⁻¹ ∇ℓ: its blocks gathered into the dense matrix H[:n, :n] (n its
+    dofs) and solved by a dense Cholesky. Returns False if H is not numerically SPD."""
+    n = isl_size[isl]
+    Hi = H[:n, :n]
+    if isl_ptr[isl + 1] - isl_ptr[isl] > 1:
+        Hi[:, :] = 0.0
+    for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
+        c = isl_cliques[c_i]
+        nc_ = clique_sizes[c]
+        o = pos_in_island[c]
+        for a in range(nc_):
+            for b in range(nc_):
+                Hi[o + a, o + b] = diag_values[diag_ptr[c] + a * nc_ + b]
+            rhs[o + a] = -grad[clique_start[c] + a]
+    for e in range(edges.shape[0]):
+        ca = edges[e, 0]
+        if island[ca] != isl:
+            continue
+        cb = edges[e, 1]
+        na = clique_sizes[ca]
+        nb = clique_sizes[cb]
+        oa = pos_in_island[ca]
+        ob = pos_in_island[cb]
+        for rr in range(nb):
+            for kk in range(na):
+                x = edge_values[edge_ptr[e] + rr * na + kk]
+                Hi[ob + rr, oa + kk] = x
+                Hi[oa + kk, ob + rr] = x
+    if blocks.dense_cholesky_solve(Hi, rhs[:n], xs[:n]) != 0:
+        return False
+    for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
+        c = isl_cliques[c_i]
+        o = pos_in_island[c]
+        for a in range(clique_sizes[c]):
+            dv[clique_start[c] + a] = xs[o + a]
+    return True
+
+
+@jit(inline="always")
+def _newton_direction(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G, constraint_edge,
+                      edges, island, nisl, isl_size, pos_in_island, isl_ptr, isl_cliques, diag_ptr, edge_ptr,
+                      diag_values, edge_values, use_sn, sn, sn_values, sn_x, grad, H, rhs, xs, dv):
+    """The Newton direction dv = −H⁻¹ ∇ℓ, H = A + Jᵀ G J: H's blocks assembled, then one dense Cholesky per island
+    (:func:`_dense_island_solve`) or the supernodal one (``use_sn``). Returns False if H is not numerically SPD
+    or dv is not finite."""
+    blocks.assemble_hessian_blocks(clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
+                                   constraint_edge, diag_ptr, edge_ptr, diag_values, edge_values)
+    if use_sn:
+        ok = _supernodal_solve(clique_sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn,
+                               sn_values, grad, sn_x, dv)
+    else:
+        ok = True
+        for isl in range(nisl):
+            if not _dense_island_solve(isl, clique_start, clique_sizes, edges, island, isl_size, pos_in_island,
+                                       isl_ptr, isl_cliques, diag_ptr, edge_ptr, diag_values, edge_values,
+                                       grad, H, rhs, xs, dv):
+                ok = False
+                break
+    for k in range(dv.shape[0]):
+        ok = ok and math.isfinite(dv[k])
+    return ok
+
+
+@jit(inline="always")
+def _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0):
+    """The step length α along dv by the exact (``ipar[I_LINE_SEARCH]`` 0) or the backtracking line search:
+    (α, cost evaluations, ``sap.linesearch`` code)."""
+    if ipar[I_LINE_SEARCH] == 0:
+        return exact_line_search(kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, fpar[F_EXACT_ALPHA_MAX],
+                                 ipar[I_EXACT_MAX_ITERATIONS], fpar[F_COST_ABS_TOL], fpar[F_COST_REL_TOL])
+    return backtracking_line_search(kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / fpar[F_RHO],
+                                    ipar[I_BACKTRACKING_MAX_ITERATIONS], fpar[F_ARMIJO], fpar[F_RHO],
+                                    fpar[F_RELATIVE_SLOP])
+
+
 @jit
 def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star, cliques, J_ptr, J_values,
                  kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
@@ -197,70 +378,21 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     dvc = np.empty((nk, 3))
     gamma = np.empty((nk, 3))
     G = np.empty((nk, 3, 3))
-    Av = np.empty(nv)
-    jc = np.empty(nv)
-    dp = np.empty(nv)
     p_star = np.empty(nv)
     blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v_star, p_star)
-    D = np.empty(nv)
-    for c in range(ncl):
-        n = clique_sizes[c]
-        for k in range(n):
-            D[clique_start[c] + k] = 1.0 / math.sqrt(A_values[A_ptr[c] + k * (n + 1)])
-    # Hessian layout and islands
+    D = _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, nv)
     if use_sn:
         edges = sn_edges
         constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
         if nk > 0 and constraint_edge[0] == -2:
             return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
     island, nisl = islands(ncl, edges)
-    isl_size = np.zeros(nisl, np.int64)
-    pos_in_island = np.empty(ncl, np.int64)
-    for c in range(ncl):
-        pos_in_island[c] = isl_size[island[c]]
-        isl_size[island[c]] += clique_sizes[c]
-    max_n = 0
-    for i in range(nisl):
-        max_n = max(max_n, isl_size[i])
-    too_large = max_n > ipar[I_ISLAND_MAX_DOFS] and not use_sn
-    diag_ptr = np.empty(ncl, np.int64)
-    total = 0
-    for c in range(ncl):
-        diag_ptr[c] = total
-        total += clique_sizes[c] * clique_sizes[c]
-    diag_values = np.empty(total)
-    edge_ptr = np.empty(edges.shape[0], np.int64)
-    total = 0
-    for e in range(edges.shape[0]):
-        edge_ptr[e] = total
-        total += clique_sizes[edges[e, 0]] * clique_sizes[edges[e, 1]]
-    edge_values = np.empty(total)
-    # cliques of each island in order
-    isl_ptr = np.zeros(nisl + 1, np.int64)
-    for c in range(ncl):
-        isl_ptr[island[c] + 1] += 1
-    for i in range(nisl):
-        isl_ptr[i + 1] += isl_ptr[i]
-    fill = isl_ptr[:-1].copy()
-    isl_cliques = np.empty(ncl, np.int64)
-    for c in range(ncl):
-        isl_cliques[fill[island[c]]] = c
-        fill[island[c]] += 1
-    dv = np.empty(nv)
-    dv_minus = np.empty(nv)
-    tmp = np.empty(nv)
-    grad = np.empty(nv)
-    Avp = np.empty(nv)
-    vmv = np.empty(nv)
-
-    ell_prev = np.inf
-    alpha_last = 1.0
-    iterations = 0
-    ls_evaluations = 0
-    r = 0.0
-    s = 0.0
-    if too_large:
+    isl_size, pos_in_island, isl_ptr, isl_cliques, max_n = _island_layout(clique_sizes, island, nisl)
+    if max_n > ipar[I_ISLAND_MAX_DOFS] and not use_sn:
         return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
+    diag_ptr, diag_values, edge_ptr, edge_values = _hessian_storage(clique_sizes, edges)
+    Av, jc, dp, dv, tmp, grad, Avp, vmv = (np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv),
+                                           np.empty(nv), np.empty(nv), np.empty(nv))
     if use_sn:
         max_n = 0
         sn_values = np.empty(sn[SN_VALPTR][-1])
@@ -271,110 +403,36 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     H = np.empty((max_n, max_n))
     rhs = np.empty(max_n)
     xs = np.empty(max_n)
-    exact = ipar[I_LINE_SEARCH] == 0
     kappa = fpar[F_SLIP_CURVATURE]
+    ell_prev = np.inf
+    alpha_last = 1.0
+    iterations = 0
+    ls_evaluations = 0
     while True:
-        blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, v, vc)
-        ell_r = eval_constraints(kind, cpar, vc, gamma, G, True, kappa)
-        blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v, Av)
-        blocks.generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, gamma, jc)
-        for k in range(nv):
-            Avp[k] = Av[k] - p_star[k]
-            grad[k] = Avp[k] - jc[k]
-            vmv[k] = v[k] - v_star[k]
-        ell_a = 0.5 * _dot(vmv, Avp)
-        ell = ell_a + ell_r
-        for k in range(nv):
-            tmp[k] = D[k] * grad[k]
-        r = math.sqrt(_dot(tmp, tmp))
-        for k in range(nv):
-            tmp[k] = D[k] * Av[k]
-        s1 = math.sqrt(_dot(tmp, tmp))
-        for k in range(nv):
-            tmp[k] = D[k] * jc[k]
-        s2 = math.sqrt(_dot(tmp, tmp))
-        s = max(s1, s2)
+        ell, ell_a = _cost_and_gradient(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind,
+                                        cpar, kappa, v, v_star, p_star, vc, gamma, G, Av, jc, Avp, grad, vmv)
+        r, s = _residual_norms(D, grad, Av, jc, tmp)
         if not (math.isfinite(ell) and math.isfinite(r)):
             return _NUMERICAL_FAILURE, iterations, ls_evaluations, r, s, gamma, False
-        optimality = r <= fpar[F_ABS_TOL] + fpar[F_REL_TOL] * s
-        cost_reached = False
-        if iterations > 0:
-            tol = fpar[F_COST_ABS_TOL] + fpar[F_COST_REL_TOL] * 0.5 * (abs(ell) + abs(ell_prev))
-            cost_reached = abs(ell_prev - ell) < tol and alpha_last > 0.5
-        if optimality or cost_reached:
+        if _converged(fpar, iterations, ell, ell_prev, alpha_last, r, s):
             return SAP_CONVERGED, iterations, ls_evaluations, r, s, gamma, False
         if kappa > 0.0 and r <= fpar[F_SLIP_CURVATURE_RESIDUAL] * s:
             kappa = 0.0  # near the optimum: exact Hessian blocks from here on, as sap.solver does
             eval_constraints(kind, cpar, vc, gamma, G, True, 0.0)
         if iterations >= ipar[I_MAX_ITERATIONS]:
             return _MAX_ITERATIONS, iterations, ls_evaluations, r, s, gamma, False
-        # Newton direction: H dv = −∇ℓ, H = A + Jᵀ G J, one dense Cholesky per island
-        blocks.assemble_hessian_blocks(clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
-                                       constraint_edge, diag_ptr, edge_ptr, diag_values, edge_values)
-        ok = True
-        if use_sn:
-            ok = _supernodal_solve(clique_sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, sn,
-                                   sn_values, grad, sn_x, dv)
-            nisl_dense = 0
-        else:
-            nisl_dense = nisl
-        for isl in range(nisl_dense):
-            n = isl_size[isl]
-            Hi = H[:n, :n]
-            if isl_ptr[isl + 1] - isl_ptr[isl] > 1:
-                Hi[:, :] = 0.0
-            for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
-                c = isl_cliques[c_i]
-                nc_ = clique_sizes[c]
-                o = pos_in_island[c]
-                for a in range(nc_):
-                    for b in range(nc_):
-                        Hi[o + a, o + b] = diag_values[diag_ptr[c] + a * nc_ + b]
-                    rhs[o + a] = -grad[clique_start[c] + a]
-            for e in range(edges.shape[0]):
-                ca = edges[e, 0]
-                if island[ca] != isl:
-                    continue
-                cb = edges[e, 1]
-                na = clique_sizes[ca]
-                nb = clique_sizes[cb]
-                oa = pos_in_island[ca]
-                ob = pos_in_island[cb]
-                for rr in range(nb):
-                    for kk in range(na):
-                        x = edge_values[edge_ptr[e] + rr * na + kk]
-                        Hi[ob + rr, oa + kk] = x
-                        Hi[oa + kk, ob + rr] = x
-            info = blocks.dense_cholesky_solve(Hi, rhs[:n], xs[:n])
-            if info != 0:
-                ok = False
-                break
-            for c_i in range(isl_ptr[isl], isl_ptr[isl + 1]):
-                c = isl_cliques[c_i]
-                o = pos_in_island[c]
-                for a in range(clique_sizes[c]):
-                    dv[clique_start[c] + a] = xs[o + a]
-        if ok:
-            for k in range(nv):
-                if not math.isfinite(dv[k]):
-                    ok = False
-        if not ok:
+        if not _newton_direction(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
+                                 constraint_edge, edges, island, nisl, isl_size, pos_in_island, isl_ptr, isl_cliques,
+                                 diag_ptr, edge_ptr, diag_values, edge_values, use_sn, sn, sn_values, sn_x, grad, H,
+                                 rhs, xs, dv):
             return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
         blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, dv, dp)
         blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, dv, dvc)
         a2 = _dot(dv, dp)
         if not a2 > 0.0:
             return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
-        a1 = _dot(dp, vmv)
-        dell0 = _dot(grad, dv)
-        if exact:
-            alpha, nev, code = exact_line_search(
-                kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, fpar[F_EXACT_ALPHA_MAX],
-                ipar[I_EXACT_MAX_ITERATIONS], fpar[F_COST_ABS_TOL], fpar[F_COST_REL_TOL])
-        else:
-            alpha, nev, code = backtracking_line_search(
-                kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / fpar[F_RHO],
-                ipar[I_BACKTRACKING_MAX_ITERATIONS], fpar[F_ARMIJO], fpar[F_RHO], fpar[F_RELATIVE_SLOP])
+        alpha, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, _dot(dp, vmv), a2,
+                                        _dot(grad, dv))
         ls_evaluations += nev
         iterations += 1
         if code != LS_OK:

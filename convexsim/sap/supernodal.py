@@ -37,6 +37,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap import block_sparse as bs
 from convexsim.sap.block_sparse import sorted_find
+from convexsim.sap.blocks import back_substitution_transposed, cholesky_in_place, forward_substitution
 
 __all__ = ["ORDERINGS", "SupernodalFactor", "SupernodalSymbolic", "analyze", "factor", "solve"]
 
@@ -584,27 +585,6 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
                     values[dst + b * st + a] = edge_values[src + a * ni + b]
 
 
-@jit
-def _chol_unblocked(D):
-    """Lower Cholesky of the square (possibly strided) matrix D in place, reading its lower triangle.
-    Returns -1 on success or the failing column (pivot <= 0 or not finite)."""
-    w = D.shape[0]
-    for j in range(w):
-        d = D[j, j]
-        for t in range(j):
-            d -= D[j, t] * D[j, t]
-        if not d > 0.0 or not np.isfinite(d):
-            return j
-        d = np.sqrt(d)
-        D[j, j] = d
-        for i in range(j + 1, w):
-            s = D[i, j]
-            for t in range(j):
-                s -= D[i, t] * D[j, t]
-            D[i, j] = s / d
-    return -1
-
-
 CHOL_BLOCK = 32
 """Column block of the dense Cholesky of a supernode's diagonal block (wider diagonals are blocked)."""
 
@@ -621,9 +601,9 @@ def _chol_lower(D, pbuf, ptbuf, dtbuf, acc):
         k1 = min(k0 + nbk, w)
         kb = k1 - k0
         Dk = D[k0:k1, k0:k1]
-        bad = _chol_unblocked(Dk)
-        if bad >= 0:
-            return k0 + bad
+        bad = cholesky_in_place(Dk, kb)    # 0, or 1 + the failing column
+        if bad != 0:
+            return k0 + bad - 1
         m = w - k1
         if m == 0:
             break
@@ -804,42 +784,38 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
     return -1
 
 
+@jit(inline="always")
+def _panel(s, sn_col, sn_rowptr, sn_valptr, values):
+    """Supernode s's panel: (first column c0, width w, rows below r, the (w + r) × w row-major view P of L's columns
+    c0 … c0+w−1: the w × w lower-triangular diagonal block over the r rows ``sn_rows[sn_rowptr[s]:]``)."""
+    c0 = sn_col[s]
+    w = sn_col[s + 1] - c0
+    r = sn_rowptr[s + 1] - sn_rowptr[s]
+    return c0, w, r, values[sn_valptr[s]:sn_valptr[s] + (w + r) * w].reshape(w + r, w)
+
+
 @jit
 def _solve_kernel(sn_col, sn_rowptr, sn_rows, sn_valptr, values, x):
     """x (n x m, permuted order) <- H^{-1} x: forward L y = x, backward Lᵀ z = y, supernode by supernode."""
     ns = sn_col.size - 1
     nrhs = x.shape[1]
     for s in range(ns):
-        c0 = sn_col[s]
-        w = sn_col[s + 1] - c0
-        r = sn_rowptr[s + 1] - sn_rowptr[s]
-        P = values[sn_valptr[s]:sn_valptr[s] + (w + r) * w].reshape(w + r, w)
+        c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
         for c in range(nrhs):
-            for j in range(w):
-                acc = x[c0 + j, c]
-                for t in range(j):
-                    acc -= P[j, t] * x[c0 + t, c]
-                x[c0 + j, c] = acc / P[j, j]
+            forward_substitution(P, x, c0, c)
             for i in range(r):
                 acc = 0.0
                 for t in range(w):
                     acc += P[w + i, t] * x[c0 + t, c]
                 x[sn_rows[sn_rowptr[s] + i], c] -= acc
     for s in range(ns - 1, -1, -1):
-        c0 = sn_col[s]
-        w = sn_col[s + 1] - c0
-        r = sn_rowptr[s + 1] - sn_rowptr[s]
-        P = values[sn_valptr[s]:sn_valptr[s] + (w + r) * w].reshape(w + r, w)
+        c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
         for c in range(nrhs):
             for i in range(r):
                 xi = x[sn_rows[sn_rowptr[s] + i], c]
                 for t in range(w):
                     x[c0 + t, c] -= P[w + i, t] * xi
-            for j in range(w - 1, -1, -1):
-                acc = x[c0 + j, c]
-                for t in range(j + 1, w):
-                    acc -= P[t, j] * x[c0 + t, c]
-                x[c0 + j, c] = acc / P[j, j]
+            back_substitution_transposed(P, x, c0, c)
 
 
 def factor(sym: SupernodalSymbolic, diag_values, edge_values, out: np.ndarray | None = None, *,

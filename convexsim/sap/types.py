@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import numpy as np
 
+from convexsim.model import StatusCode
 
-class SapStatus(enum.IntEnum):
+
+class SapStatus(StatusCode):
     """Outcome of a SAP solve (kernels return these codes as ints)."""
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __format__(self, spec: str) -> str:
-        return format(self.name, spec)
 
     CONVERGED = 0
     MAX_ITERATIONS = 1

@@ -800,31 +800,19 @@ def joint_problems(data: Any) -> list[tuple[Loc, str, Any]]:
                 problems.append((("joints", i, "parent"), f"the tree's root body {p!r} is a free body; a tree must hang "
                                  "from the world or a fixed body (for a floating base, give the root body a joint of type "
                                  "'free' from the world)", j["parent"]))
-    seen_act: dict[str, int] = {}
-    for a, act in enumerate(data.get("actuators") or []):
-        jn = act["joint"]
-        if jn not in names:
-            mean = _did_you_mean(jn, names)
-            problems.append((("actuators", a, "joint"), f"unknown joint {jn!r}{mean}", jn))
-            continue
-        if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
-            problems.append((("actuators", a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; actuators drive "
-                             "revolute or prismatic joints", jn))
-        if jn in seen_act:
-            problems.append((("actuators", a, "joint"), f"joint {jn!r} already has an actuator (actuators[{seen_act[jn]}])", jn))
-        seen_act.setdefault(jn, a)
-    seen_motor: dict[str, int] = {}
-    for a, motor in enumerate(data.get("motors") or []):
-        jn = motor["joint"]
-        if jn not in names:
-            problems.append((("motors", a, "joint"), f"unknown joint {jn!r}{_did_you_mean(jn, names)}", jn))
-            continue
-        if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
-            problems.append((("motors", a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; motors drive "
-                             "revolute or prismatic joints", jn))
-        if jn in seen_motor:
-            problems.append((("motors", a, "joint"), f"joint {jn!r} already has a motor (motors[{seen_motor[jn]}])", jn))
-        seen_motor.setdefault(jn, a)
+    for section, one in (("actuators", "an actuator"), ("motors", "a motor")):
+        seen: dict[str, int] = {}
+        for a, drive in enumerate(data.get(section) or []):
+            jn = drive["joint"]
+            if jn not in names:
+                problems.append(((section, a, "joint"), f"unknown joint {jn!r}{_did_you_mean(jn, names)}", jn))
+                continue
+            if joints[names[jn]]["type"] not in ("revolute", "prismatic"):
+                problems.append(((section, a, "joint"), f"joint {jn!r} is {joints[names[jn]]['type']}; {section} "
+                                 "drive revolute or prismatic joints", jn))
+            if jn in seen:
+                problems.append(((section, a, "joint"), f"joint {jn!r} already has {one} ({section}[{seen[jn]}])", jn))
+            seen.setdefault(jn, a)
     return problems
 
 

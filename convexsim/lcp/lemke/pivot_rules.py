@@ -182,13 +182,40 @@ def ratio_test(harris, c, r, erhs, ecol, floors, basis, qmax, mnorm, dmax, piv_t
     return ntied, z0_tied, blocked_status(basis, r, c, entering, ray) if blocked else -1
 
 
+@jit(inline="always")
+def tie_refactor_due(ntied, z0_tied, since_refactor, n, refactor_every):
+    """Whether a lexicographic tie decision reads B⁻¹ from a fresh factorization first: a tie of several rows
+    without z0's, at least max(8, n) pivots since the last factorization (a rebuild costs about 1.2·n pivots: at
+    most about doubles the work), factorizations not switched off (``refactor_every`` ≠ 0). A tableau carrying
+    the rounding noise of many pivots decides ties wrongly (Fathi's SPD family needs this)."""
+    return ntied > 1 and not z0_tied and since_refactor >= max(8, n) and refactor_every != 0
+
+
 @jit
 def fill_floors(basis, qmax, mnorm, dmax, floors):
-    """The Harris data floor of each row's basic variable: ‖q‖∞ (w), ‖q‖∞/‖M‖∞ (z), ‖q‖∞/‖d‖∞ (z0)."""
+    """The Harris data floor of each row's basic variable (:func:`data_floor`)."""
     n = basis.shape[0]
     for i in range(n):
-        b = basis[i]
-        floors[i] = qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+        floors[i] = data_floor(basis[i], n, qmax, mnorm, dmax)
+
+
+@jit(inline="always")
+def data_floor(b, n, qmax, mnorm, dmax):
+    """The Harris data floor of basic variable b (the scale of its value): ‖q‖∞ for a w, ‖q‖∞/‖M‖∞ for a z,
+    ‖q‖∞/‖d‖∞ for z0."""
+    return qmax if b < n else (qmax / max(mnorm, 1e-300) if b < 2 * n else qmax / dmax)
+
+
+@jit(inline="always")
+def harris_first_pass_row(i, ci, r, erhs_i, ecol_i, floor_i, noise_tol, tol, theta, cand, rows, m):
+    """Pass 1 of the Harris ratio test for row i with c_i > piv_tol: its candidate flag (c_i above its noise level
+    noise_tol·ecol_i), θ lowered to (max(r_i, 0) + δ_i)/c_i with δ_i = tol·max(erhs_i, floor_i), i appended to
+    ``rows[m]``. Returns (θ, m + 1)."""
+    cand[i] = 1.0 if ci > noise_tol * ecol_i else 0.0
+    delta = tol * max(erhs_i, floor_i)
+    theta = min(theta, (max(r[i], 0.0) + delta) / ci)
+    rows[m] = i
+    return theta, m + 1
 
 
 @jit
@@ -207,11 +234,8 @@ def harris_ratio_test(c, r, erhs, ecol, floors, piv_tol, noise_tol, tol, pivot_r
     for i in range(n):
         ci = c[i]
         if ci > piv_tol:
-            cand[i] = 1.0 if ci > noise_tol * ecol[i] else 0.0
-            delta = tol * max(erhs[i], floors[i])
-            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
-            rows[m] = i
-            m += 1
+            theta, m = harris_first_pass_row(i, ci, r, erhs[i], ecol[i], floors[i], noise_tol, tol, theta, cand, rows,
+                                             m)
         else:
             cand[i] = -1.0
     return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)

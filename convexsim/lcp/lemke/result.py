@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import numpy as np
 
+from convexsim.model import StatusCode
 
-class LemkeStatus(enum.IntEnum):
+
+class LemkeStatus(StatusCode):
     """How a Lemke run ended."""
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __format__(self, spec: str) -> str:
-        return format(self.name, spec)
 
     SOLVED = 0
     """z0 left the basis (or q ≥ 0): z solves the LCP and passed the final check."""

@@ -10,8 +10,8 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.lcp.lemke.checks import final_check
 from convexsim.lcp.lemke.pivot_rules import (basic_point, cold_entry_row, complement, early_exit_csr,
-                                             leaving_row, path_scales, ratio_test, reset_path, warm_basis_passes,
-                                             warm_entry_row, z0_enters)
+                                             leaving_row, path_scales, ratio_test, reset_path, tie_refactor_due,
+                                             warm_basis_passes, warm_entry_row, z0_enters)
 from convexsim.lcp.lemke.tableau import basis_matrix, end_of_path, lu_factor, lu_solve, original_column
 
 
@@ -281,6 +281,37 @@ def _refactor_revised(M, q, d, Bt, r, basis, Bmat, perm, col, x, lu_max):
     return 0
 
 
+@jit(inline="always")
+def _basis_pivot(Bt, r, c, row, basis, wrow, qabs, erhs):
+    """The pivot on (row, entering column c) once ``basis`` names the entering variable: the w rows refreshed
+    (``_set_wrow``), then B⁻¹, r and the rhs noise updated (``_pivot_revised``)."""
+    _set_wrow(basis, wrow)
+    _pivot_revised(Bt, r, c, row, wrow, qabs, erhs)
+
+
+@jit(inline="always")
+def _revised_start(M, q, d, Bt, r, B0t, basis, z, w, wrow, qabs, erhs, start, pivot_tol, ratio_rel_tol, rhs_tol,
+                   check_tol, mnorm, qmax, e_rhs):
+    """The path's first row, as ``tableau._tableau_start``: cold (start 0), B⁻¹ = I and r = q; warm (start 1),
+    Bt and r already hold the basis's B⁻¹ and B⁻¹q, copied to B0t (the product form's base), with the rhs noise.
+    Returns (row, walk, base): base 1 when B0t holds a start basis, else 0."""
+    n = M.shape[0]
+    if start == 0:
+        for i in range(n):
+            for j in range(n):
+                Bt[i, j] = 0.0
+            Bt[i, i] = 1.0
+            r[i] = q[i]
+        return cold_entry_row(q, d, ratio_rel_tol, e_rhs), True, 0
+    for i in range(n):
+        for j in range(n):
+            B0t[i, j] = Bt[i, j]
+    _set_wrow(basis, wrow)
+    _rhs_noise_all(Bt, wrow, qabs, erhs)
+    row, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
+    return row, best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol), 1
+
+
 @jit
 def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
                    check_tol, refactor_every, harris, harris_tol, harris_ratio, Bt, r, c, LU, perm,
@@ -318,36 +349,18 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         return 3, 0, 0.0, np.inf
     if qmin >= -e_rhs:
         return 0, 0, 0.0, final_check(M, q, z, w, check_tol)
-    walk = True
-    base = 0
     neta = 0
     eta_cap = eta_row.shape[0]
-    if start == 0:
-        for i in range(n):
-            for j in range(n):
-                Bt[i, j] = 0.0
-            Bt[i, i] = 1.0
-            r[i] = q[i]
-        row0 = cold_entry_row(q, d, ratio_rel_tol, e_rhs)
-    else:
-        base = 1
-        for i in range(n):
-            for j in range(n):
-                B0t[i, j] = Bt[i, j]
-        _set_wrow(basis, wrow)
-        _rhs_noise_all(Bt, wrow, qabs, erhs)
-        row0, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
-        walk = best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
+    row0, walk, base = _revised_start(M, q, d, Bt, r, B0t, basis, z, w, wrow, qabs, erhs, start, pivot_tol,
+                                      ratio_rel_tol, rhs_tol, check_tol, mnorm, qmax, e_rhs)
     z0_row, pivots, status, entering = -1, 0, 0, -1
     if walk:
         _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, 2 * n, c, aidx, avals,
                          start, M, q, LU, perm, col)
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row0)
         z0_row, pivots, status, entering = z0_enters(basis, row0)
-        _set_wrow(basis, wrow)
-        _pivot_revised(Bt, r, c, row0, wrow, qabs, erhs)
+        _basis_pivot(Bt, r, c, row0, basis, wrow, qabs, erhs)
     since_refactor = 0
-    tie_refactor = max(8, n)
     t_check = check_tol * n
     while walk and pivots < max_pivots:
         na = _entering_column(Bt, B0t, base, etas, eta_row, neta, d, colptr, colidx, colval, entering, c, aidx,
@@ -360,7 +373,7 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         if end >= 0:    # no row bounds the step: a secondary ray (2) or non-finite data (3)
             status = end
             break
-        if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
+        if tie_refactor_due(ntied, z0_tied, since_refactor, n, refactor_every):
             base = _rebuild(M, q, d, Bt, r, basis, LU, perm, col, x, B0t, wrow, qabs, erhs, lu_max)
             if base < 0:
                 status = 3
@@ -374,8 +387,7 @@ def revised_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         neta = _record_eta(etas, eta_row, neta, eta_cap, c, row)
         leaving = basis[row]
         basis[row] = entering
-        _set_wrow(basis, wrow)
-        _pivot_revised(Bt, r, c, row, wrow, qabs, erhs)
+        _basis_pivot(Bt, r, c, row, basis, wrow, qabs, erhs)
         pivots += 1
         since_refactor += 1
         if leaving == 2 * n:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.lcp.lemke.pivot_rules import (blocked_status, complement, early_exit_csr, harris_passes, lex_less_rows,
-                                             min_ratio_ties)
+from convexsim.lcp.lemke.pivot_rules import (blocked_status, complement, data_floor, early_exit_csr,
+                                             harris_first_pass_row, harris_passes, lex_less_rows, min_ratio_ties)
 from convexsim.lcp.lemke.revised import pivot_rhs
 
 
@@ -161,6 +161,19 @@ def basis_csc(basis, colptr, colidx, colval, d, Bp, Bi, Bx):
     return t
 
 
+@jit(inline="always")
+def _eliminate_column(y, j, ptr, idx, val, below):
+    """One step of a triangular column sweep on y in place: y_i −= a_ij·y_j for the stored entries a_ij of column j
+    (CSC ``ptr``/``idx``/``val``) below the diagonal (``below``, i > j: a forward sweep) or above it (i < j: a
+    backward sweep); nothing when y_j = 0 (sparse right-hand sides)."""
+    yj = y[j]
+    if yj != 0.0:
+        for k in range(ptr[j], ptr[j + 1]):
+            i = idx[k]
+            if (i > j) if below else (i < j):
+                y[i] -= val[k] * yj
+
+
 @jit
 def lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
     """x = B₀⁻¹b from SuperLU's factors (Pr·B₀·Pc = L·U, L unit lower, both CSC): y = Pr b, L and U column
@@ -169,20 +182,10 @@ def lu_solve_csc(Lp, Li, Lx, Up, Ui, Ux, Udiag, pr, pc, b, x, y):
     for i in range(n):
         y[pr[i]] = b[i]
     for j in range(n):
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Lp[j], Lp[j + 1]):
-                i = Li[k]
-                if i > j:
-                    y[i] -= Lx[k] * yj
+        _eliminate_column(y, j, Lp, Li, Lx, True)
     for j in range(n - 1, -1, -1):
         y[j] /= Udiag[j]
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Up[j], Up[j + 1]):
-                i = Ui[k]
-                if i < j:
-                    y[i] -= Ux[k] * yj
+        _eliminate_column(y, j, Up, Ui, Ux, False)
     for i in range(n):
         x[i] = y[pc[i]]
 
@@ -248,19 +251,9 @@ def lu_solve_transposed(Ltp, Lti, Ltx, Utp, Uti, Utx, Udiag, pr, pc, b, x, y):
         y[pc[i]] = b[i]
     for j in range(n):
         y[j] /= Udiag[j]
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Utp[j], Utp[j + 1]):
-                i = Uti[k]
-                if i > j:
-                    y[i] -= Utx[k] * yj
+        _eliminate_column(y, j, Utp, Uti, Utx, True)
     for j in range(n - 1, -1, -1):
-        yj = y[j]
-        if yj != 0.0:
-            for k in range(Ltp[j], Ltp[j + 1]):
-                i = Lti[k]
-                if i < j:
-                    y[i] -= Ltx[k] * yj
+        _eliminate_column(y, j, Ltp, Lti, Ltx, False)
     for i in range(n):
         x[i] = y[pr[i]]
 
@@ -293,19 +286,12 @@ def harris_sketch(c, r, Y, s, anorm, basis, qmax, mnorm, dmax, piv_tol, noise_to
         ci = c[i]
         if ci > piv_tol:
             a = 0.0
-            b = 0.0
             for k in range(s):
                 a += Y[i, k] * Y[i, k]
-                b += Y[i, s + k] * Y[i, s + k]
             ecol = np.sqrt(a / s) * anorm + 1e-300
-            erhs = max(abs(r[i]), np.sqrt(b / s)) + 1e-300
-            v = basis[i]
-            floor = qmax if v < n else (qmax / max(mnorm, 1e-300) if v < 2 * n else qmax / dmax)
-            cand[i] = 1.0 if ci > noise_tol * ecol else 0.0
-            delta = tol * max(erhs, floor)
-            theta = min(theta, (max(r[i], 0.0) + delta) / ci)
-            rows[m] = i
-            m += 1
+            floor = data_floor(basis[i], n, qmax, mnorm, dmax)
+            theta, m = harris_first_pass_row(i, ci, r, rhs_scale(r, Y, s, i), ecol, floor, noise_tol, tol, theta, cand,
+                                             rows, m)
     return harris_passes(rows, m, c, r, cand, theta, pivot_ratio, z0_row, tied)
 
 

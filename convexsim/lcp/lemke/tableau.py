@@ -13,8 +13,8 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.lcp.lemke.checks import final_check
 from convexsim.lcp.lemke.pivot_rules import (basic_point, cold_entry_row, complement, early_exit_dense,
-                                             leaving_row, path_scales, ratio_test, reset_path, warm_basis_passes,
-                                             warm_entry_row, z0_enters)
+                                             leaving_row, path_scales, ratio_test, reset_path, tie_refactor_due,
+                                             warm_basis_passes, warm_entry_row, z0_enters)
 
 
 @jit
@@ -172,6 +172,30 @@ def column_into(T, j, out):
         out[i] = T[i, j]
 
 
+@jit(inline="always")
+def _tableau_start(M, q, d, T, basis, z, w, r, erhs, start, pivot_tol, ratio_rel_tol, rhs_tol, check_tol, mnorm,
+                   qmax, e_rhs):
+    """The path's first row: cold (start 0), the tableau [I | −M | −d | q] written into T and the row of
+    ``cold_entry_row``; warm (start 1), T already holds B⁻¹[I | −M | −d | q] and the row is the smallest rhs
+    (``warm_entry_row``), r and erhs are filled. Returns (row, walk): walk False when the warm basis needs no
+    path (every rhs ≥ 0 or the basis already passes the final check)."""
+    n = M.shape[0]
+    if start == 0:
+        for i in range(n):
+            for j in range(n):
+                T[i, j] = 0.0
+                T[i, n + j] = -M[i, j]
+            T[i, i] = 1.0
+            T[i, 2 * n] = -d[i]
+            T[i, 2 * n + 1] = q[i]
+        return cold_entry_row(q, d, ratio_rel_tol, e_rhs), True
+    column_into(T, 2 * n + 1, r)
+    for i in range(n):
+        erhs[i] = row_noise(T, i, q)
+    row, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
+    return row, best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
+
+
 @jit
 def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_rel_tol, lex_abs_tol,
                    check_tol, refactor_every, harris, harris_tol, harris_ratio, T, LU, perm, perm2, basis,
@@ -205,29 +229,13 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
     if qmin >= -e_rhs:
         return 0, 0, 0.0, final_check(M, q, z, w, check_tol)
     rhs = 2 * n + 1
-    walk = True
-    if start == 0:
-        # tableau [I | -M | -d | q]
-        for i in range(n):
-            for j in range(n):
-                T[i, j] = 0.0
-                T[i, n + j] = -M[i, j]
-            T[i, i] = 1.0
-            T[i, 2 * n] = -d[i]
-            T[i, 2 * n + 1] = q[i]
-        row = cold_entry_row(q, d, ratio_rel_tol, e_rhs)
-    else:
-        column_into(T, rhs, r)
-        for i in range(n):
-            erhs[i] = row_noise(T, i, q)
-        row, best = warm_entry_row(r, erhs, ratio_rel_tol, rhs_tol)
-        walk = best < 0.0 and not warm_basis_passes(M, q, r, basis, z, w, pivot_tol, mnorm, qmax, check_tol)
+    row, walk = _tableau_start(M, q, d, T, basis, z, w, r, erhs, start, pivot_tol, ratio_rel_tol, rhs_tol, check_tol,
+                               mnorm, qmax, e_rhs)
     z0_row, pivots, status, entering = -1, 0, 0, -1
     if walk:
         _pivot(T, row, 2 * n)
         z0_row, pivots, status, entering = z0_enters(basis, row)
     since_refactor = 0
-    tie_refactor = max(8, n)  # a rebuild costs about 1.2·n pivots: at most about doubles the work
     t_check = check_tol * n
     while walk and pivots < max_pivots:
         column_into(T, entering, c)
@@ -241,9 +249,7 @@ def tableau_kernel(M, q, d, max_pivots, pivot_tol, ratio_rel_tol, rhs_tol, lex_r
         if end >= 0:    # no row bounds the step: a secondary ray (2) or non-finite data (3)
             status = end
             break
-        if ntied > 1 and not z0_tied and since_refactor >= tie_refactor and refactor_every != 0:
-            # a lexicographic decision reads B⁻¹: take it from a fresh factorization, not from a
-            # tableau carrying the rounding noise of many pivots (Fathi's SPD family needs this)
+        if tie_refactor_due(ntied, z0_tied, since_refactor, n, refactor_every):
             if _refactor(M, q, d, T, basis, LU, perm, col, x) != 0:
                 status = 3
                 break
