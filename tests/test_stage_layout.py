@@ -35,10 +35,11 @@ COMPOSITIONS = {"sap_composition": "sap", "lcp_composition": "lcp"}
 RUNNERS = {"compiled": "sap", "lcp_compiled": "lcp"}
 """Python entry points of the compiled steps: a kernel's status into a result, a Handoff or an error."""
 
-REFERENCES = {"sap_stepper": "sap", "articulated": "sap", "body_constraints": "sap", "lcp_reference": "lcp",
-              "lcp_problem": "lcp", "lcp_islands": "lcp", "lcp_fallback": "lcp"}
+REFERENCES = {"sap_stepper": "sap", "lcp_reference": "lcp", "lcp_problem": "lcp", "lcp_islands": "lcp",
+              "lcp_fallback": "lcp"}
 """The numpy reference steps (the tests' oracles) and their pieces (the LCP's (M, q), its island solve with warm
-and crash starts, the fallback chain)."""
+and crash starts, the fallback chain); the numpy stages both references take (assembly, contacts, Jacobians,
+body-constraint rows, integration) live beside their kernels in the stage modules."""
 
 PLUMBING = {"__init__", "dispatch", "context", "types", "lcp_info"}
 """The public entry point, the runner table, the step context and the result types."""
@@ -154,10 +155,10 @@ def test_compositions_only_compose_stages():
         assert not bad, (stage, bad)
 
 
-REFERENCE_SHARING_PENDING = {("lcp_reference", "articulated"), ("lcp_reference", "body_constraints")}
-"""Numpy reference steps that still import the other solver's reference for the numpy stages they share (the
-tree LCP reference reads the SAP tree reference's assembly, contact set, Jacobian rows and integration, and the
-body constraints' rows): they move beside their kernels in the stage modules; the set only shrinks."""
+REFERENCE_SHARING_PENDING: set = set()
+"""Numpy reference steps that still import the other solver's reference for the numpy stages they share: none
+left (the assembly, contact set, Jacobian rows, body-constraint rows and integration that both take are stage
+code); the set only shrinks."""
 
 
 def test_no_module_of_one_solver_imports_the_other_solvers_step():

@@ -2,8 +2,8 @@
 
 A tree step (convexsim.stepping, compiled or reference) returns the minimizer v of the SAP cost with the
 contacts, joint limits, couplers and implicit PD actuators on one Newton matrix. At v the momentum
-residual of the step's own stages (``stepping.articulated``: ``assemble``, ``detect_contacts``,
-``contact_jacobian``, ``contact_kernel``) vanishes,
+residual of the step's own stages (``sap_stepper.step_problem``: ``free_motion.assemble``,
+``contacts.detect_contacts``, ``jacobians.contact_jacobian``, ``sap_rows.contact_problem``) vanishes,
 
     g(v; q0, v0, θ) = A (v − v*) − J_cᵀ γ_c(J_c v) − J_rᵀ γ_r(J_r v) = 0,
 
@@ -260,9 +260,9 @@ def step_stages(model: Model, state: State, controls: Controls | None = None, co
 
 
 def free_velocity(model: Model, state: State) -> np.ndarray:
-    """v* of the step without controls (the reference step's ``articulated.assemble``: free bodies' free
+    """v* of the step without controls (the reference step's ``free_motion.assemble``: free bodies' free
     motion, then every tree's v0 + dt A⁻¹(−h − D v0))."""
-    from convexsim.stepping.articulated import assemble
+    from convexsim.stepping.free_motion import assemble
 
     return assemble(model, state).v_star
 

@@ -12,10 +12,11 @@ its numba kernels beside or called by its numpy reference:
 The compiled steps compose the stages, one module per solver (``sap_composition``, ``lcp_composition``); the
 runners turn a kernel's result into (state, StepInfo), a Handoff or an error (``compiled``
 for SAP, ``lcp_compiled`` for the LCP: free bodies and trees each); the numpy references are ``sap_stepper``
-(``sap_step``, every model: free bodies are a forest without joints; its forest stages in ``articulated``)
-and ``lcp_reference`` (the rigid LCP with polyhedral friction, free bodies and trees; its pieces:
-``lcp_problem``, ``lcp_islands``, ``lcp_fallback``, ``lcp_info``). ``context``: the ``StepContext`` a run carries
-between steps (buffers, caches, warm starts); ``types``: ``StepInfo`` and the errors.
+(``sap_step``, every model: free bodies are a forest without joints) and ``lcp_reference`` (the rigid LCP with
+polyhedral friction, free bodies and trees; its pieces: ``lcp_problem``, ``lcp_islands``, ``lcp_fallback``,
+``lcp_info``); the numpy forms of the stages they share sit beside their kernels in the stage modules.
+``context``: the ``StepContext`` a run carries between steps (buffers, caches, warm starts); ``types``:
+``StepInfo`` and the errors.
 
 ``step`` asks ``dispatch`` (the one table from (model kind, solver, path) to the runner). Everything a step
 reads is in its arguments: with a fresh context the same (model, state) always gives the same result.
@@ -51,7 +52,7 @@ _LAZY = {
     "build_sap_problem": "sap_stepper", "sap_step": "sap_stepper",
 }
 """Public names -> the submodule that defines them, imported on first use (PEP 562): a run of the compiled
-loop imports ``stepping.compiled`` and ``stepping.types`` only, not the reference, articulated and LCP
+loop imports ``stepping.compiled`` and ``stepping.types`` only, not the reference and LCP
 steppers (their modules and numba kernels cost start-up time)."""
 
 

@@ -1,11 +1,10 @@
 """The compiled SAP step's Python runner: one kernel call, its status turned into (state, StepInfo), a Handoff
 or an error (the packing and eligibility are in ``packing``, the kernels in ``sap_composition``).
 
-``compiled_step(model, state, ctx)`` returns what the reference step returns (``sap_stepper.sap_step`` for a
-free-body model, ``articulated.articulated_sap_step`` for a model with trees), computed by one call of the run
-loop ``sap_composition.run_kernel`` for one step; ``simulate.run_model`` advances many steps per numba call
-with the same kernel. A free-body model is a forest of zero trees (``packing.PackedForest``): one composition
-takes both.
+``compiled_step(model, state, ctx)`` returns what the reference step ``sap_stepper.sap_step`` returns (free
+bodies and trees alike), computed by one call of the run loop ``sap_composition.run_kernel`` for one step;
+``simulate.run_model`` advances many steps per numba call with the same kernel. A free-body model is a forest
+of zero trees (``packing.PackedForest``): one composition takes both.
 
 Which models: ``packing.compiled_step_supported`` is the one place that decides (free bodies, fixed bodies and
 the links of kinematic trees that ``tree_layout_problem`` accepts, the shipped primitive shapes, the SAP

@@ -7,7 +7,8 @@ clique (moving body) of each side and the combined material parameters (docs/sce
     k = kA·kB/(kA + kB),  τ_d = τA + τB,  d = (kB·dA + kA·dB)/(kA + kB),  μ = 2·μA·μB/(μA + μB).
 
 This module is the one home of these combination rules (:func:`combine_materials`, called by the numpy
-reference :func:`combined_parameters` and by the compiled stages). Numpy references first, then the
+reference :func:`combined_parameters` and by the compiled stages). Numpy references first (the contact set of
+both reference steps, :func:`detect_contacts`, with :func:`model_forest`, the forest they step), then the
 compiled stage (numba) below them. The Jacobian blocks of the contacts are the next stage (``jacobians``).
 """
 
@@ -205,6 +206,39 @@ def contact_velocities(kin: ContactKinematics, v_packed: np.ndarray) -> np.ndarr
         ok = c >= 0
         vc[ok] += np.einsum("nij,nj->ni", J[ok], V[c[ok]])
     return vc
+
+
+def model_forest(model: Model):
+    """The model's ``multibody.forest.Forest``; an empty one (no trees, no constraints) for a model of free
+    bodies only, which the numpy references step as a forest without joints."""
+    from convexsim.multibody.forest import Forest      # a free-body run imports no forest
+
+    return model.forest if model.forest is not None else Forest()
+
+
+def detect_contacts(model: Model, state: State, ctx) -> Contacts:
+    """The contacts of the numpy reference steps (SAP and LCP), at q0 with speculative margins: the shares of
+    :func:`contact_margin`, and links of trees get their own sweep margins dt·(|v| + |ω| ρ); pairs within one
+    tree, pairs of a tree's link and the fixed body the tree hangs from, and pairs of two bodies without dofs
+    never reach the narrow phase (the broad phase's tree-pair rule, ``geometry.broadphase.tree_admits``); the
+    pair-reach filter drops the contacts that cannot close. ``ctx``: the step's StepContext (its collision
+    buffers). The compiled form: :func:`margin_shares`, :func:`collide_and_filter`."""
+    dt = model.time_step
+    forest = model_forest(model)
+    share = contact_margin(model, state)
+    links = forest.link_bodies()
+    if links.size:
+        rb = np.zeros(model.nbody)
+        rho = geom_sweep_radius(model)
+        finite = np.isfinite(rho)
+        np.maximum.at(rb, model.geom_body[finite], rho[finite])
+        share[links] += dt * (np.linalg.norm(state.v[links, 3:], axis=1)
+                              + np.linalg.norm(state.v[links, :3], axis=1) * rb[links])
+    contacts = collide(model, state.q, margin=share, workspace=ctx.collision)
+    if contacts.count == 0:
+        return contacts
+    drop = contacts.phi > pair_reach(model, state, contacts)
+    return select_contacts(contacts, ~drop) if drop.any() else contacts
 
 
 def check_finite_state(model: Model, state: State) -> None:
@@ -417,4 +451,5 @@ def contact_frames_kernel(normal):
 __all__ = ["MARGIN_FLOOR", "combine_materials", "combined_friction", "first_nonfinite_body", "start_check",
            "contact_frames_kernel", "collide_and_filter", "margin_shares", "move_contact_row", "contact_margin", "pair_reach", "geom_sweep_radius",
            "select_contacts", "ContactParameters", "combined_parameters", "ContactKinematics",
-           "contact_kinematics", "contact_velocities", "check_finite_state", "kinematics_of"]
+           "contact_kinematics", "contact_velocities", "check_finite_state", "kinematics_of", "model_forest",
+           "detect_contacts"]

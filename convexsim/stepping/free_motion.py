@@ -11,17 +11,35 @@
   (:func:`add_link_wrenches`), which with a controller's joint forces τ make v* gain dt·A⁻¹τ
   (:func:`add_joint_forces`);
 * the dense A over v = (free bodies | tree_v) of the LCP (:func:`dense_free_motion`).
+
+The numpy reference of this stage for both reference steps, SAP and LCP (:func:`assemble`, an
+:class:`ArticulatedSystem`; free bodies are a forest without joints): v = (free bodies' (ω, v) 6 by 6 | tree 0's
+joint velocities | tree 1's | ...); every moving free body is one 6-dof clique (A = its spatial mass, v* as
+``dynamics.free_motion``), every tree with dofs one clique with the dense block A = M(q₀) + dt·D and
+v* = v₀ + dt A⁻¹(τ − C v₀ − g − D v₀) (CRBA, RNEA; τ: a controller's joint forces and J_bᵀw_b of the links'
+wrenches). It also carries the SAP rows that need this A (their Delassus estimates read its diagonal): the
+trees' joint rows (limits, implicit PD actuators, couplers; ``multibody.forest.tree_step_data``, as
+``multibody.reference_step`` builds them) and the body constraints' rows (``sap_rows.body_constraint_rows``).
+The LCP reference reads A, v* and the trees' kinematics from it and builds its own joint rows
+(``lcp_reference``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
+from convexsim import dynamics
 from convexsim._jit import jit
 from convexsim.dynamics import free_motion_kernel, solve3
+from convexsim.model import Model, State
 from convexsim.multibody.dynamics import forest_free_motion
-from convexsim.multibody.kinematics import fk_kernel, subspace_kernel
+from convexsim.multibody.kinematics import Kinematics, fk_kernel, subspace_kernel
+from convexsim.multibody.model import ConeLimit
+from convexsim.sap.joint_constraints import KIND_LIMIT
 from convexsim.sap.newton import F_DT
+from convexsim.stepping.contacts import model_forest
 
 
 @jit(inline="always")
@@ -190,5 +208,131 @@ def dense_free_motion(fpar, mb, fa, q, v, tq, tv, tau, wrench):
     return A, v_star, S
 
 
+# ---- numpy reference
+
+@dataclass
+class ArticulatedSystem:
+    """One step's unconstrained dynamics and rows over the step's v (module docstring, :func:`assemble`).
+
+    Attributes:
+        free_bodies: Model indices of the free moving bodies (clique i = free body i).
+        clique_sizes, clique_start: per clique.
+        tree_clique: per tree, its clique index (−1 for a tree without dofs); tree_start: its offset in v.
+        A_blocks: per clique; A: the dense A (nv, nv) they make (built on first use). v_star, v0: (nv,).
+        Jr (nr, nv), par (nr, 4), row_kinds: joint rows; pd_rows: (tree, actuator, row) of each actuator.
+        kins: per tree, its Kinematics at q0.
+        limit_rows: (joint name, row, global dof or −1 for a cone limit) of each active joint-limit row;
+            limit_names: every limited joint's name. body_rows: (first row, owners) of the body-constraint rows
+            (``sap_rows.body_constraint_rows``). actuator_names: per pd_rows entry.
+    """
+
+    free_bodies: np.ndarray
+    clique_sizes: list
+    clique_start: list
+    tree_clique: list
+    tree_start: list
+    A_blocks: list
+    v_star: np.ndarray
+    v0: np.ndarray
+    Jr: np.ndarray
+    par: np.ndarray
+    row_kinds: list
+    pd_rows: list
+    kins: list = field(default_factory=list)
+    limit_rows: list = field(default_factory=list)
+    limit_names: list = field(default_factory=list)
+    body_rows: tuple = (0, [])
+    actuator_names: tuple = ()
+    _A: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def nv(self) -> int:
+        return int(self.v_star.size)
+
+    @property
+    def A(self) -> np.ndarray:
+        """The dense A (nv, nv): the clique blocks on the diagonal (built once, on first use)."""
+        if self._A is None:
+            self._A = np.zeros((self.nv, self.nv))
+            for s, n, blk in zip(self.clique_start, self.clique_sizes, self.A_blocks):
+                self._A[s:s + n, s:s + n] = blk
+        return self._A
+
+
+def assemble(model: Model, state: State, controls=None,
+             wrench: np.ndarray | None = None) -> ArticulatedSystem:
+    """A, v*, v0 and the rows of this step (module docstring, "the numpy reference"). ``controls``: the step's
+    ``multibody.forest.Controls`` (None: none); ``wrench`` (nbody, 6): external (τ_W, f_W) at the bodies' COMs
+    [N·m, N] (default: the controls' wrenches)."""
+    from convexsim.multibody.forest import link_wrench_torques, tree_step_data, tree_torques
+
+    dt = model.time_step
+    forest = model_forest(model)
+    if wrench is None and controls is not None:
+        wrench = controls.wrench_array(model.body_names)
+    A_free, vs_free = dynamics.free_motion(model, state, wrench)
+    free = dynamics.moving_bodies(model)
+    blocks = [A_free[i] for i in range(free.size)]
+    v_star = [vs_free]
+    v0 = [state.v[free].reshape(-1)]
+    sizes, starts = [6] * free.size, [6 * i for i in range(free.size)]
+    off = 6 * free.size
+    tree_clique, tree_start, kins = [], [], []
+    rows_J, rows_par, kinds, pd_rows = [], [], [], []
+    limit_rows, limit_names, act_names = [], [], []
+    for k, tree in enumerate(forest.trees):
+        q, v = tree.q_of(state.tree_q), tree.v_of(state.tree_v)
+        kins.append(Kinematics(tree.model, q))
+        tree_start.append(off)
+        if tree.nv == 0:
+            tree_clique.append(-1)
+            continue
+        limit_names.extend(tree.joint_names[lim.joint] for lim in tree.limits)
+        tau = tree_torques(tree, controls, forest.motors)
+        if wrench is not None:
+            tau = link_wrench_torques(tree, kins[-1], wrench) + (0.0 if tau is None else tau)
+        A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tau, controls)
+        tree_clique.append(len(blocks))
+        blocks.append(A)
+        sizes.append(tree.nv)
+        starts.append(off)
+        v_star.append(vs)
+        v0.append(np.asarray(v, dtype=float))
+        base = sum(len(p) for p in rows_par)
+        for n, r in enumerate(pdr):
+            pd_rows.append((k, n, base + r))
+            act_names.append(tree.actuators[n].name)
+        for r, (kind_r, owner) in enumerate(zip(kd, owners)):
+            if kind_r == KIND_LIMIT:
+                lim = tree.limits[owner]
+                d = -1 if isinstance(lim, ConeLimit) else off + int(tree.model.joint_dofadr[lim.joint])
+                limit_rows.append((tree.joint_names[lim.joint], base + r, d))
+        rows_J.append((off, J))
+        rows_par.append(par)
+        kinds.extend(kd)
+        off += tree.nv
+    nv = off
+    nr = sum(p.shape[0] for p in rows_par)
+    Jr = np.zeros((nr, nv))
+    r0 = 0
+    for (o, J), p in zip(rows_J, rows_par):
+        Jr[r0:r0 + J.shape[0], o:o + J.shape[1]] = J
+        r0 += J.shape[0]
+    par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
+    system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, blocks,
+                               np.concatenate(v_star) if v_star else np.zeros(0),
+                               np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins,
+                               limit_rows, limit_names, (nr, []), tuple(act_names))
+    if forest.constraints:                   # welds, distances, couplers across trees and free bodies
+        from convexsim.stepping.sap_rows import body_constraint_rows    # the LCP imports no SAP rows
+
+        Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(system.A))
+        system.Jr = np.vstack([Jr, Jb])
+        system.par = np.vstack([par, pb])
+        system.row_kinds = kinds + kb
+        system.body_rows = (nr, bown)
+    return system
+
+
 __all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "add_body_wrenches", "add_link_wrenches",
-           "applied_forces", "add_joint_forces", "dense_free_motion"]
+           "applied_forces", "add_joint_forces", "dense_free_motion", "ArticulatedSystem", "assemble"]

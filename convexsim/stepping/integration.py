@@ -3,14 +3,20 @@
 Free bodies by symplectic Euler on SE(3) (``dynamics.integrate_kernel``; numpy reference
 ``dynamics.integrate``), kinematic bodies by the same step with their own (input) velocity, the trees' q by ``multibody.kinematics.integrate_q_kernel`` (reference
 ``multibody.kinematics.integrate_q``), and the links' rows of (q, v) by forward kinematics at the new q
-(``kinematics.link_rows_kernel``).
+(``kinematics.link_rows_kernel``). The numpy reference of both reference steps, SAP and LCP, is
+:func:`finish_step` (the same three parts over the step's ``free_motion.ArticulatedSystem``); they check the new
+state with ``contacts.check_finite_state``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from convexsim import dynamics
 from convexsim._jit import jit
 from convexsim.dynamics import integrate_kernel
-from convexsim.multibody.kinematics import integrate_q_kernel, link_rows_kernel
+from convexsim.model import Model, State
+from convexsim.multibody.kinematics import integrate_q, integrate_q_kernel, link_rows_kernel
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import first_nonfinite_body
 from convexsim.stepping.free_motion import forest_kinematics
@@ -43,4 +49,31 @@ def integrate_forest(fpar, fa, moving, kinematic, q, v, tq, v_next, q_out, v_out
     return first_nonfinite_body(q_out, v_out)
 
 
-__all__ = ["integrate_bodies", "integrate_forest"]
+# ---- numpy reference
+
+def finish_step(model: Model, state: State, system, v_next: np.ndarray) -> State:
+    """The state at t + dt from the step's velocities v_next over ``system`` (the step's
+    ``free_motion.ArticulatedSystem``): free bodies by ``dynamics.integrate``, the trees' q by ``integrate_q``,
+    the links' rows of (q, v) by forward kinematics (``multibody.forest.write_link_rows``)."""
+    nfree = system.free_bodies.size
+    new = dynamics.integrate(model, state, v_next[:6 * nfree])
+    if not model.has_trees:
+        return new
+    from convexsim.multibody.forest import write_link_rows     # a free-body run imports no forest
+
+    forest = model.forest
+    tq = np.array(state.tree_q, dtype=float)
+    tv = np.array(state.tree_v, dtype=float)
+    for k, t in enumerate(forest.trees):
+        if t.nv == 0:
+            continue
+        s = system.tree_start[k]
+        vt = v_next[s:s + t.nv]
+        tq[t.q_start:t.q_start + t.nq] = integrate_q(t.model, t.q_of(tq), vt, model.time_step)
+        tv[t.v_start:t.v_start + t.nv] = vt
+    write_link_rows(forest, new.q, new.v, tq, tv)
+    new.tree_q, new.tree_v = tq, tv
+    return new
+
+
+__all__ = ["integrate_bodies", "integrate_forest", "finish_step"]

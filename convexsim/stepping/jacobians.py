@@ -7,13 +7,13 @@ contributes ±J: side B with +, side A with −. The two side blocks, each one f
   numpy reference ``dynamics.contact_jacobian_blocks``);
 * a link of a tree (the tree's n dofs): J = sign·R_WCᵀ J_P with J_P the point Jacobian of the link at p
   (``multibody.kinematics.path_point_jacobian``), :func:`link_jacobian_block`; numpy reference
-  ``articulated.contact_jacobian``.
+  :func:`contact_jacobian` (both sides, the dense layout of the reference steps, SAP and LCP).
 
 Layouts: the block layout of the SAP problem (``sap.ContactProblem``: per contact one 3 × n block per
 participating clique, row-major, at ``J_ptr``), :func:`body_contact_blocks` for free-body models and
 :func:`forest_contact_blocks` for models with trees; the dense layout of the LCP (J (m, 3, nv) over
 v = (free bodies 6 by 6 | tree_v)), :func:`dense_contact_jacobian` for both LCP steps (numpy reference
-``lcp_stepper.dense_jacobian``).
+``lcp_problem.dense_jacobian``).
 
 A side on a kinematic body has no dofs; its block times the body's known velocity is a constant term of the
 contact velocity, :func:`known_contact_velocities` (numpy reference ``dynamics.known_contact_velocity``).
@@ -24,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.dynamics import contact_frame, jacobian_block
+from convexsim.dynamics import contact_frame, contact_jacobian_blocks, jacobian_block, known_contact_velocity
+from convexsim.model import Contacts, Model, State
 from convexsim.multibody.kinematics import path_point_jacobian
+from convexsim.stepping.contacts import model_forest
 
 
 @jit(inline="always")
@@ -184,7 +186,7 @@ def dense_contact_jacobian(R_WC, geoms, point, q, geom_body, body_dof, parent, d
                            tree_nv, body_tree, body_local, S, nmov, J):
     """The dense layout: J[c] (3, nv) over v = (free bodies 6 by 6 | tree_v) added into J (zeros on entry):
     side B with +, side A with −; a side on a tree without dofs or on a fixed body contributes nothing
-    (``articulated.contact_jacobian``, ``lcp_stepper.dense_jacobian``). A free-body model passes empty forest
+    (:func:`contact_jacobian`, ``lcp_problem.dense_jacobian``). A free-body model passes empty forest
     arrays and body_tree = −1."""
     max_tree = 1
     for k in range(tree_nv.shape[0]):
@@ -224,5 +226,64 @@ def dense_contact_rows(mb, fa, nmov, q, S, geoms, point, normal, R_WC, J):
                            fa[20], S, nmov, J)
 
 
+# ---- numpy reference
+
+def contact_jacobian(model: Model, state: State, system, contacts: Contacts,
+                     R_WC: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """(Jc dense (3 nc, nv), cliques (nc, 2), per-contact block tuples) of the reference steps, with vc = Jc v in
+    the contact frames (normal last) over the step's v (``system``: the step's ``free_motion.ArticulatedSystem``):
+    side B with +, side A with −. A free body's block is ``dynamics.contact_jacobian_blocks``'; a link's is
+    R_WCᵀ J_P with J_P its point Jacobian (``Kinematics.spatial_jacobian``); a side on a fixed body or a tree
+    without dofs has none."""
+    nc = contacts.count
+    nv = system.nv
+    J_free = contact_jacobian_blocks(model, state.q, contacts, R_WC)     # (J_a, J_b)
+    Jc = np.zeros((3 * nc, nv))
+    cliques = -np.ones((nc, 2), dtype=np.int64)
+    blocks = []
+    free_index = {int(b): i for i, b in enumerate(system.free_bodies)}
+    forest = model_forest(model)
+    tree_of = forest.tree_of_body(model.nbody)
+    local = {}
+    for k, t in enumerate(forest.trees):
+        for i, b in enumerate(t.bodies):
+            local[int(b)] = (k, i)
+    for c in range(nc):
+        sides = []
+        for body, sign, side in ((int(contacts.body_b[c]), 1.0, 1), (int(contacts.body_a[c]), -1.0, 0)):
+            Rt = R_WC[c].T
+            p = contacts.point[c]
+            if body in free_index:
+                blk = J_free[side][c]
+                cl = free_index[body]
+            elif tree_of[body] >= 0:
+                k, i = local[body]
+                cl = system.tree_clique[k]
+                if cl < 0:
+                    continue
+                kin = system.kins[k]
+                p_B = kin.R_WB[i].T @ (p - kin.p_WB[i])
+                blk = sign * (Rt @ kin.spatial_jacobian(i, p_B)[3:])
+            else:
+                continue
+            sides.append((cl, blk))
+        sides.sort(key=lambda s: s[0])
+        for j, (cl, blk) in enumerate(sides):
+            cliques[c, j] = cl
+            s0 = system.clique_start[cl]
+            Jc[3 * c:3 * c + 3, s0:s0 + blk.shape[1]] += blk
+        blocks.append(tuple(blk for _, blk in sides))
+    return Jc, cliques, blocks
+
+
+def known_velocity(model: Model, state: State, contacts: Contacts, R_WC: np.ndarray) -> np.ndarray | None:
+    """The kinematic bodies' known contact velocities b (nc, 3) [m/s] of the reference steps
+    (``dynamics.known_contact_velocity``; the compiled form :func:`known_contact_velocities`), None for a model
+    without kinematic bodies."""
+    if not model.kinematic_bodies.size:
+        return None
+    return known_contact_velocity(model, state.q, state.v, contacts, R_WC)
+
+
 __all__ = ["known_contact_velocities", "link_jacobian_block", "dense_contact_rows", "body_contact_blocks", "forest_contact_sides", "forest_contact_blocks",
-           "dense_contact_jacobian"]
+           "dense_contact_jacobian", "contact_jacobian", "known_velocity"]

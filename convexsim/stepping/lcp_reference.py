@@ -27,7 +27,7 @@ Joint rows of trees:
   force ±effort over the step. Without saturation this is the same PD as SAP's row (which also clamps inside
   the solve); the two differ only while an actuator saturates under changing contact forces. SAP's gain
   limiting (near-rigid clamp) is not applied here.
-* body constraints (``constraints:`` welds, distances, couplers; convexsim.stepping.body_constraints):
+* body constraints (``constraints:`` welds, distances, couplers; their rows ``sap_rows.body_constraint_rows``):
   each scalar row g(q) = 0 with ġ = J v becomes a **bilateral** pair of frictionless rows, +J with the
   gap term b(g) and −J with b(−g): 0 ≤ p₊ ⊥ J v + b(g) ≥ 0, 0 ≤ p₋ ⊥ −J v + b(−g) ≥ 0, so
   −b(g) ≤ J v ≤ b(−g) and the net impulse p₊ − p₋ has either sign. With stabilization s ≤ 1 the interval is
@@ -54,7 +54,10 @@ couplers given in Python (``Tree.couplers``) are not supported (the step raises,
 This is the reference of the compiled step (``lcp_compiled``, kernel ``lcp_composition.lcp_step_kernel``),
 which ``stepping.dispatch`` takes for the models it accepts and which hands it the steps it does not take. The
 dense (M, q) (``lcp_rows.assemble_dense``), the PD fold (``lcp_rows.pd_terms``, ``fold_pd``) and the
-normal-row regularization (``regularize_normals``) are the same kernels on both paths.
+normal-row regularization (``regularize_normals``) are the same kernels on both paths. With trees the stages it
+shares with the SAP reference are the numpy forms in the stage modules (``free_motion.assemble``,
+``contacts.detect_contacts``, ``jacobians.contact_jacobian``, ``integration.finish_step``, and the body
+constraints' rows of ``sap_rows``); it imports no other step.
 """
 
 from __future__ import annotations
@@ -70,17 +73,18 @@ from convexsim.multibody.model import ConeLimit
 from convexsim.multibody.reference_step import cone_swing
 from convexsim.sap.joint_constraints import limit_in_window
 from convexsim.stepping import lcp_islands
-from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts, finish_step
-from convexsim.stepping.body_constraints import BodyConstraintError, constraint_label, constraint_values
-from convexsim.stepping.body_constraints import constraint_forces as body_constraint_forces
-from convexsim.stepping.body_constraints import constraint_rows as body_constraint_rows
 from convexsim.stepping.contacts import (check_finite_state, combined_parameters, contact_kinematics,
-                                         contact_velocities, select_contacts)
+                                         contact_velocities, detect_contacts, select_contacts)
 from convexsim.stepping.context import StepContext
+from convexsim.stepping.free_motion import assemble
+from convexsim.stepping.integration import finish_step
+from convexsim.stepping.jacobians import contact_jacobian, known_velocity
 from convexsim.stepping.lcp_fallback import solve_contact_lcp
 from convexsim.stepping.lcp_info import LcpStepError, LcpStepInfo, validate_settings
 from convexsim.stepping.lcp_problem import build_contact_lcp, contact_bias, gap_bias
 from convexsim.stepping.lcp_rows import NORMAL_REGULARIZATION, fold_pd, pd_terms, regularize_normals
+from convexsim.stepping.sap_rows import (BodyConstraintError, body_constraint_forces, body_constraint_label,
+                                         body_constraint_rows, body_constraint_values)
 from convexsim.stepping.types import SimulationError
 
 def pd_and_limit_rows(model: Model, state: State, system, controls):
@@ -149,7 +153,7 @@ def bilateral_rows(model: Model, state: State, system) -> list:
     for c in cons:
         for f in ("stiffness", "angular_stiffness"):
             if np.isfinite(getattr(c, f, np.inf)):
-                raise ValueError(f"LCP stepper: {constraint_label(c)} has a finite {f}; the LCP's constraint "
+                raise ValueError(f"LCP stepper: {body_constraint_label(c)} has a finite {f}; the LCP's constraint "
                                  "rows are rigid (remove the stiffness or use the SAP solver)")
     try:
         J, _, _, owners = body_constraint_rows(model, state, system, np.diag(system.A))
@@ -159,7 +163,7 @@ def bilateral_rows(model: Model, state: State, system) -> list:
     out = []
     for r, (ci, k) in enumerate(owners):
         if ci not in values:
-            values[ci] = constraint_values(model, state, cons[ci])
+            values[ci] = body_constraint_values(model, state, cons[ci])
         g = float(values[ci][k])
         out.append((J[r], 1.0, g, (ci, k)))
         out.append((J[r], -1.0, -g, (ci, k)))
@@ -176,7 +180,7 @@ class _Motion:
     A: np.ndarray | None = None
     """Trees: the dense A with the PD actuators folded in."""
     system: object = None
-    """Trees: the assembled system (``articulated.assemble``)."""
+    """Trees: the assembled system (``free_motion.assemble``)."""
     pds: list = field(default_factory=list)
     """Trees: per actuator (global dof, c, f₀, saturated force or None), u = f₀ − c v when implicit."""
     limits: list = field(default_factory=list)
@@ -223,7 +227,7 @@ def _rows(model: Model, state: State, motion: _Motion, ctx: StepContext) -> _Row
         mid = _midpoint(model, state) if s.lcp_restitution > 0.0 else None
         kin = contact_kinematics(model, state if mid is None else mid, workspace=ctx.collision)
         phi = kin.contacts.phi
-        known = _known(model, state if mid is None else mid, kin.contacts, kin.R_WC)
+        known = known_velocity(model, state if mid is None else mid, kin.contacts, kin.R_WC)
         if kin.contacts.count == 0:
             bias = np.zeros(0)
         elif mid is not None:
@@ -261,18 +265,10 @@ def _rows(model: Model, state: State, motion: _Motion, ctx: StepContext) -> _Row
         else:
             J[nc + i, 2, d] = sign
         bias[nc + i] = gap_bias(np.array([gap]), dt, s.lcp_stabilization)[0]
-    known = _known(model, state, contacts, R_WC)
+    known = known_velocity(model, state, contacts, R_WC)
     if known is not None:
         bias = contact_bias(bias, np.concatenate((known, np.zeros((nl, 3)))))
     return _Rows(contacts, R_WC, bias, J=J, mu=mu)
-
-
-def _known(model: Model, state: State, contacts: Contacts, R_WC: np.ndarray) -> np.ndarray | None:
-    """The kinematic bodies' known contact velocities (nc, 3) (``dynamics.known_contact_velocity``), None for a
-    model without kinematic bodies."""
-    if not model.kinematic_bodies.size:
-        return None
-    return dynamics.known_contact_velocity(model, state.q, state.v, contacts, R_WC)
 
 
 def _solve_dense(model: Model, state: State, motion: _Motion, rows: _Rows, ctx: StepContext, info: LcpStepInfo):
@@ -337,7 +333,7 @@ def _joint_forces(model: Model, state: State, motion: _Motion, v: np.ndarray, p_
 
 
 def _integrate(model: Model, state: State, motion: _Motion, rows: _Rows, v: np.ndarray) -> State:
-    """q⁺ from v⁺ (free bodies: from the midpoint with restitution; trees: ``articulated.finish_step`` and the
+    """q⁺ from v⁺ (free bodies: from the midpoint with restitution; trees: ``integration.finish_step`` and the
     end-of-step check)."""
     if not model.has_trees:
         if rows.mid is None:

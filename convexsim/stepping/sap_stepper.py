@@ -1,13 +1,14 @@
 """The numpy reference of the SAP step: ``sap_step(model, state, ctx) -> (state, info)``, one composition for
 every model. Free bodies are a forest without joints: a model of free bodies only takes the same stages as
-one with trees (``stepping.articulated``), with no tree and no row.
+one with trees, with no tree and no row. Each stage's numpy form lives beside its kernels in the stage module
+(the LCP reference reads the same ones):
 
-1. start: the state is finite; A, v* and the rows of the step (``articulated.assemble``: free bodies'
+1. start: the state is finite; A, v* and the rows of the step (``free_motion.assemble``: free bodies'
    v* = v0 + dt·M⁻¹(τ_gyro + τ_ext, m·g + f_ext), trees by CRBA/RNEA; joint and body-constraint rows);
 2. contacts at q0 with speculative margins (φ up to the margin > 0: a fast body is caught one step before
-   it penetrates; they only act if the step would close the gap, docs/sap.md), ``articulated.detect_contacts``;
-3. the step's problem (:func:`step_problem`): contact frames, Jacobians, combined materials, the contact
-   law (``articulated.contact_law``), in one of two layouts of the same problem:
+   it penetrates; they only act if the step would close the gap, docs/sap.md), ``contacts.detect_contacts``;
+3. the step's problem (:func:`step_problem`): contact frames, Jacobians (``jacobians.contact_jacobian``),
+   combined materials, the contact law (``sap_rows.contact_law``), in one of two layouts of the same problem:
 
    * block (a forest of free bodies only): one 6-dof clique per moving body, the contacts' 3 × 6 blocks
      (:func:`build_sap_problem`), solved with the supernodal factor and the run's symbolic cache: the
@@ -16,8 +17,9 @@ one with trees (``stepping.articulated``), with no tree and no row.
      as the compiled tree step's islands;
 
 4. v = argmin ½‖v − v*‖²_A + Σ_i ℓ_i(J_i v) by the SAP Newton loop (``convexsim.sap``), warm started at v0;
-5. the end (:func:`finish`): impulses and forces into StepInfo, then q ← q0 + dt·N(q0)·v (symplectic Euler,
-   quaternions renormalized; trees by ``integrate_q``, link rows by forward kinematics), checked finite
+5. the end (:func:`finish`): impulses and forces into StepInfo (``post_solve.row_forces``), then
+   q ← q0 + dt·N(q0)·v (symplectic Euler, quaternions renormalized; trees by ``integrate_q``, link rows by
+   forward kinematics; ``integration.finish_step``), checked finite
    (a free-body step without contacts, v = v*, is checked at the start of the next step instead).
 
 The impulses γ [N·s] are in the contact frames; ``StepInfo.force_world`` is γ/dt rotated to W, the average
@@ -37,11 +39,12 @@ from convexsim import dynamics, sap
 from convexsim.model import Contacts, Model, State
 from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
 from convexsim.sap.solver import solve_rows
-from convexsim.stepping import articulated
-from convexsim.stepping.articulated import ArticulatedSystem
-from convexsim.stepping.body_constraints import BodyConstraintError
+from convexsim.stepping import free_motion, integration, jacobians, post_solve, sap_rows
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
-                                         combined_parameters, contact_velocities, kinematics_of)
+                                         combined_parameters, contact_velocities, detect_contacts, kinematics_of)
+from convexsim.stepping.free_motion import ArticulatedSystem
+from convexsim.stepping.jacobians import known_velocity
+from convexsim.stepping.sap_rows import BodyConstraintError
 from convexsim.stepping.packing import sap_parameters
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
@@ -54,7 +57,7 @@ class StepProblem:
     """One step's SAP problem (module docstring, stage 3).
 
     Attributes:
-        system: A, v*, v0 and the rows of the step (``articulated.ArticulatedSystem``).
+        system: A, v*, v0 and the rows of the step (``free_motion.ArticulatedSystem``).
         contacts: the step's contacts; R_WC (nc, 3, 3) their frames; params their combined materials.
         kin: block layout: the contacts' free-body blocks and cliques (None in the dense layout).
         problem: the contacts' ContactProblem (block layout: the whole problem), None without contacts.
@@ -90,7 +93,7 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     Args:
         controls: ``multibody.forest.Controls`` of the step (None: none). wrench: (nbody, 6) external
             (τ_W, f_W) at the bodies' COMs [N·m, N] (default: the controls').
-        contacts: hold the contact set (default: ``articulated.detect_contacts``).
+        contacts: hold the contact set (default: ``contacts.detect_contacts``).
         adjust: maps the contacts' combined material parameters to the ones the step uses (default: as
             they are; the rollouts of ``convexsim.inverse`` override material pairs).
 
@@ -98,11 +101,11 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
         SimulationError: a body constraint cannot be evaluated at this state.
     """
     try:
-        system = articulated.assemble(model, state, controls, wrench)
+        system = free_motion.assemble(model, state, controls, wrench)
     except BodyConstraintError as exc:
         raise SimulationError(str(exc), step=state.step, time=state.t) from None
     if contacts is None:
-        contacts = articulated.detect_contacts(model, state, ctx)
+        contacts = detect_contacts(model, state, ctx)
     if not model.has_trees:                                  # block layout
         kin = kinematics_of(model, state, contacts)
         if adjust is not None:
@@ -117,21 +120,13 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     params = combined_parameters(model, contacts)
     if adjust is not None:
         params = adjust(contacts, params)
-    Jc, cliques, blocks = articulated.contact_jacobian(model, state, system, contacts, R_WC)
+    Jc, cliques, blocks = jacobians.contact_jacobian(model, state, system, contacts, R_WC)
     out = StepProblem(system, contacts, R_WC, params, Jc=Jc)
     if contacts.count:
-        out.problem = articulated.contact_problem(model, system, contacts, cliques, blocks, Jc, params,
-                                                  known_velocity(model, state, contacts, R_WC))
+        out.problem = sap_rows.contact_problem(model, system, contacts, cliques, blocks, Jc, params,
+                                               known_velocity(model, state, contacts, R_WC))
         out.kind, out.cpar, _, _ = constraint_kernel_data(out.problem, delassus_diagonal(out.problem))
     return out
-
-
-def known_velocity(model: Model, state: State, contacts: Contacts, R_WC: np.ndarray) -> np.ndarray | None:
-    """The kinematic bodies' known contact velocities (nc, 3) (``dynamics.known_contact_velocity``), None
-    for a model without kinematic bodies."""
-    if not model.kinematic_bodies.size:
-        return None
-    return dynamics.known_contact_velocity(model, state.q, state.v, contacts, R_WC)
 
 
 def solve(sp: StepProblem, *, params: sap.SapParameters, symbolic=None) -> sap.SapResult | None:
@@ -163,7 +158,7 @@ def step_info(model: Model, state: State, sp: StepProblem, result: sap.SapResult
         info.line_search_evaluations = int(result.line_search_evaluations)
         info.force_world = np.einsum("nij,nj->ni", sp.R_WC, info.gamma) / model.time_step
         info.actuator_force = np.array([gamma_rows[r] for _, _, r in sp.system.pd_rows]) / model.time_step
-    info.limit_force, info.constraint_force = articulated.row_forces(model, state, sp.system, gamma_rows)
+    info.limit_force, info.constraint_force = post_solve.row_forces(model, state, sp.system, gamma_rows)
     return info
 
 
@@ -178,7 +173,7 @@ def finish(model: Model, state: State, sp: StepProblem, result: sap.SapResult | 
         if strict or not np.all(np.isfinite(v_next)):
             raise SimulationError(msg, step=state.step, time=state.t)
         warnings.warn(f"step {state.step} (t = {state.t:.6g} s): {msg}", ConvergenceWarning, stacklevel=3)
-    new_state = articulated.finish_step(model, state, sp.system, v_next)
+    new_state = integration.finish_step(model, state, sp.system, v_next)
     if result is not None or model.has_trees:   # a free body's v = v* without contacts: checked at the next start
         check_finite_state(model, new_state)
     return new_state, info
@@ -227,7 +222,7 @@ def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_bloc
     cliques = np.stack([np.where(a_moves, kin.clique_a, kin.clique_b),
                         np.where(a_moves, kin.clique_b, -1)], axis=1)
     J = np.stack([np.where(a_moves[:, None, None], kin.J_a, kin.J_b), kin.J_b], axis=1)
-    law = articulated.contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
+    law = sap_rows.contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
     return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **law, v_known=v_known)
 
 

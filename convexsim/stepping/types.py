@@ -50,7 +50,7 @@ class StepInfo:
             the step (γ/dt) [N·m or N]: positive pushes q up (resting on the lower limit), negative down
             (on the upper limit), 0 when the limit was not active.
         constraint_force: per body constraint (scene ``constraints:``), by name, what it transmitted
-            (convexsim.stepping.body_constraints.constraint_forces): a weld (6,) = force on body_b at
+            (convexsim.stepping.sap_rows.body_constraint_forces): a weld (6,) = force on body_b at
             its COM and torque on body_b, in W [N, N·m]; a distance (1,) = force on body_b along
             p_Q − p_P [N] (negative: tension); a coupler (1,) = generalized force on its joint.
     """

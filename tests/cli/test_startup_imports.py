@@ -75,7 +75,7 @@ NOT_FOR_A_FREE_BODY_RUN = (
     "matplotlib", "dask", "rich", "scipy.linalg", "scipy.sparse", "scipy.optimize",
     "convexsim.viz", "convexsim.inverse", "convexsim.tools.compare_engines", "convexsim.lcp",
     "convexsim.multibody.forest", "convexsim.multibody.reference_step",
-    "convexsim.stepping.lcp_reference", "convexsim.stepping.articulated", "convexsim.stepping.context",
+    "convexsim.stepping.lcp_reference", "convexsim.stepping.sap_stepper", "convexsim.stepping.context",
     "convexsim.sap.solver", "convexsim.sap.linalg",
 )
 """Modules (and their submodules) that `run` of a free-body SAP scene must not import: the compiled run loop

@@ -1,5 +1,5 @@
 """Welds, fixed distances and joint couplers between bodies of different trees, free bodies and the world
-(scene ``constraints:``; convexsim.stepping.body_constraints): the Jacobian of each constraint function
+(scene ``constraints:``; their rows in convexsim.stepping.sap_rows): the Jacobian of each constraint function
 by finite differences, cost → impulse → Hessian by finite differences, and the physics against analytic
 answers (distance pendulum period, weld sag m·g/k and the near-rigid compliance, coupler compliance,
 welded bodies resting on the ground under contact)."""
@@ -17,9 +17,10 @@ from convexsim.scene import SceneError
 from convexsim.simulate import prepare
 from convexsim.spatial import quat_exp, quat_log, quat_to_matrix, rotation_log
 from convexsim.stepping import StepContext, step
-from convexsim.stepping.articulated import assemble, finish_step
-from convexsim.stepping.body_constraints import (constraint_jacobian, constraint_rows, constraint_values,
-                                                 left_jacobian_inverse)
+from convexsim.stepping.free_motion import assemble
+from convexsim.stepping.integration import finish_step
+from convexsim.stepping.sap_rows import (body_constraint_jacobian, body_constraint_rows, body_constraint_values,
+                                         left_jacobian_inverse)
 from convexsim.stepping.types import SimulationError
 from convexsim.multibody.forest import write_link_rows
 
@@ -116,8 +117,8 @@ def test_constraint_jacobians_are_the_derivatives_of_the_constraint_functions(se
     plus = finish_step(mh, state, system, v)
     minus = finish_step(mh, state, system, -v)
     for c in model.forest.constraints:
-        J = constraint_jacobian(model, state, system, c)
-        fd = (constraint_values(model, plus, c) - constraint_values(model, minus, c)) / (2 * h)
+        J = body_constraint_jacobian(model, state, system, c)
+        fd = (body_constraint_values(model, plus, c) - body_constraint_values(model, minus, c)) / (2 * h)
         assert np.allclose(J @ v, fd, atol=1e-7, rtol=0), (c.name, J @ v, fd)
         assert np.max(np.abs(J @ v)) > 1e-3, c.name          # the test moves every constraint
 
@@ -127,7 +128,7 @@ def test_cost_impulse_and_hessian_by_finite_differences():
     differences (h = 1e-6; ℓ is quadratic in each row here, so only round-off ε|ℓ|/h remains)."""
     model, state, rng = _perturbed(4)
     system = assemble(model, state)
-    J, par, kinds, owners = constraint_rows(model, state, system, np.diag(system.A))
+    J, par, kinds, owners = body_constraint_rows(model, state, system, np.diag(system.A))
     assert J.shape[0] == 6 + 6 + 1 + 1 + 1 + 6 and len(set(c for c, _ in owners)) == 6
 
     def ell(v):
@@ -202,7 +203,7 @@ constraints:
 
 
 def _weld_error(model, state, c):
-    return constraint_values(model, state, model.forest.constraints[c])
+    return body_constraint_values(model, state, model.forest.constraints[c])
 
 
 def test_compliant_weld_sags_m_g_over_k():
@@ -290,7 +291,7 @@ def test_welded_boxes_rest_on_the_floor_with_contact_in_the_same_problem():
     forces = []
     model, state = run(WELDED_ON_FLOOR, 1.0, record=lambda m, s, i: forces.append(i.force_world.sum(axis=0)))
     assert forces[-1][2] == pytest.approx(4.0 * G, rel=1e-6)
-    g = constraint_values(model, state, model.forest.constraints[0])
+    g = body_constraint_values(model, state, model.forest.constraints[0])
     assert np.all(np.abs(g) < 1e-8)
     assert np.all(np.abs(state.q[1:, :2] - [[0, 0], [0.3, 0]]) < 1e-6)
     assert np.all(np.abs(state.v[1:]) < 1e-5)

@@ -1,7 +1,7 @@
 """The compiled step of models with kinematic trees (``stepping.compiled``, the one SAP composition): its
 stage kernels (forward kinematics, motion subspaces and point Jacobians, CRBA, RNEA, free motion A and v*,
 joint rows, integration, link rows) against independent numpy references and closed forms (``tree_reference``: no kernel on the
-reference side), whole runs against the reference step (``stepping.articulated.articulated_sap_step``) with
+reference side), whole runs against the reference step (``stepping.sap_stepper.sap_step``) with
 equal iteration counts and round-off bounds, and the physics of the shipped tree scenes on the compiled path."""
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ from convexsim.dynamics import contact_frames
 from convexsim.multibody import gravity_forces
 from convexsim.simulate import prepare
 from convexsim.stepping import StepContext, dispatch
-from convexsim.stepping.articulated import assemble, contact_jacobian, detect_contacts
+from convexsim.stepping.contacts import detect_contacts
+from convexsim.stepping.free_motion import assemble
+from convexsim.stepping.jacobians import contact_jacobian
 from convexsim.stepping.packing import packed, packed_forest
 from convexsim.stepping.free_motion import dense_free_motion as free_motion
 from convexsim.stepping.jacobians import dense_contact_rows as contact_rows

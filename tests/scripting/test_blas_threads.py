@@ -54,7 +54,7 @@ def test_a_simulation_step_uses_one_blas_thread(two_threads, monkeypatch):
     monkeypatch.delenv("CONVEXSIM_BLAS_THREADS", raising=False)
     sim = Simulation(SCENE, path="reference")
     seen = []
-    import convexsim.stepping.articulated as art
+    import convexsim.stepping.free_motion as art
 
     original = art.assemble
 

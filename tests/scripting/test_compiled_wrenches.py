@@ -2,7 +2,7 @@
 mass enters the free motion as v*_b += dt·M_b⁻¹w (free bodies) or as the generalized force J_bᵀw (tree links),
 on the compiled path as on the reference.
 
-Oracles: the free motion of the reference step (``dynamics.free_motion``, ``articulated.assemble`` with
+Oracles: the free motion of the reference step (``dynamics.free_motion``, ``free_motion.assemble`` with
 ``multibody.forest.link_wrench_torques``), to round-off; whole controlled runs of both paths; and closed forms
 no path can tune: a = F/m, Newton–Euler's angular acceleration, a pendulum held where gravity's torque is
 r × F.
@@ -19,7 +19,7 @@ from convexsim import dynamics
 from convexsim.controls import ControlArrays
 from convexsim.sim import Simulation
 from convexsim.simulate import prepare
-from convexsim.stepping.articulated import assemble
+from convexsim.stepping.free_motion import assemble
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
 from convexsim.stepping.packing import packed, packed_forest
 
@@ -78,7 +78,7 @@ def test_free_body_wrenches_in_the_free_motion_equal_the_reference():
 def test_link_and_body_wrenches_and_torques_in_the_tree_free_motion_equal_the_reference():
     """iiwa_push moving (the arm's links and the free box), random wrenches on every body and torques on
     every joint: the compiled dense free motion (the LCP's, built on the SAP tree step's stage) equals
-    ``articulated.assemble``'s (joint torques, J_bᵀw on links, M⁻¹w on the box) to ROUNDOFF."""
+    ``free_motion.assemble``'s (joint torques, J_bᵀw on links, M⁻¹w on the box) to ROUNDOFF."""
     model, state, _ = prepare("iiwa_push")
     rng = np.random.default_rng(2)
     state.tree_v[:] = rng.normal(0.0, 0.5, state.tree_v.shape)
