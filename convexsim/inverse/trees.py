@@ -3,7 +3,7 @@
 A tree step (convexsim.stepping, compiled or reference) returns the minimizer v of the SAP cost with the
 contacts, joint limits, couplers and implicit PD actuators on one Newton matrix. At v the momentum
 residual of the step's own stages (``sap_stepper.step_problem``: ``free_motion.assemble``,
-``contacts.detect_contacts``, ``jacobians.contact_jacobian``, ``sap_rows.contact_problem``) vanishes,
+``contacts.detect_contacts``, ``jacobians.contact_jacobian``, ``sap_stepper.contact_problem``) vanishes,
 
     g(v; q0, v0, θ) = A (v − v*) − J_cᵀ γ_c(J_c v) − J_rᵀ γ_r(J_r v) = 0,
 

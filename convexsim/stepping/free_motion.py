@@ -17,11 +17,11 @@ The numpy reference of this stage for both reference steps, SAP and LCP (:func:`
 joint velocities | tree 1's | ...); every moving free body is one 6-dof clique (A = its spatial mass, v* as
 ``dynamics.free_motion``), every tree with dofs one clique with the dense block A = M(q₀) + dt·D and
 v* = v₀ + dt A⁻¹(τ − C v₀ − g − D v₀) (CRBA, RNEA; τ: a controller's joint forces and J_bᵀw_b of the links'
-wrenches). It also carries the SAP rows that need this A (their Delassus estimates read its diagonal): the
-trees' joint rows (limits, implicit PD actuators, couplers; ``multibody.forest.tree_step_data``, as
-``multibody.reference_step`` builds them) and the body constraints' rows (``sap_rows.body_constraint_rows``).
-The LCP reference reads A, v* and the trees' kinematics from it and builds its own joint rows
-(``lcp_reference``).
+wrenches). It also carries the trees' SAP joint rows, which need this A (their Delassus estimates read its
+diagonal): limits, implicit PD actuators, couplers (``multibody.forest.tree_step_data``, as
+``multibody.reference_step`` builds them); the SAP reference appends the body constraints' rows
+(``sap_rows.add_body_constraint_rows``). The LCP reference reads A, v* and the trees' kinematics from it and
+builds its own joint rows (``lcp_reference``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,15 @@ from convexsim.multibody.model import ConeLimit
 from convexsim.sap.joint_constraints import KIND_LIMIT
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import model_forest
+
+
+@jit(inline="always")
+def _any_nonzero(x):
+    """Whether the 1-D array ``x`` has an entry ≠ 0 (a control left at zero changes no free motion)."""
+    for i in range(x.shape[0]):
+        if x[i] != 0.0:
+            return True
+    return False
 
 
 @jit(inline="always")
@@ -62,10 +71,7 @@ def add_body_wrenches(dt, moving, mass, wrench, A_values, v_star):
     and v*_COM += dt·f_W/m. numpy reference: ``dynamics.free_motion``'s ``wrench``."""
     for m in range(moving.shape[0]):
         b = moving[m]
-        hit = False
-        for i in range(6):
-            hit = hit or wrench[b, i] != 0.0
-        if not hit:
+        if not _any_nonzero(wrench[b]):
             continue
         I_W = np.empty((3, 3))
         for i in range(3):
@@ -88,10 +94,7 @@ def add_link_wrenches(fa, R_WB, p_WB, S, wrench, tau):
     parent, dofadr, nvj, com, link_body = fa[0], fa[6], fa[7], fa[9], fa[16]
     for l in range(link_body.shape[0]):
         b = link_body[l]
-        hit = False
-        for i in range(6):
-            hit = hit or wrench[b, i] != 0.0
-        if not hit:
+        if not _any_nonzero(wrench[b]):
             continue
         R, c = R_WB[l], com[l]                     # the COM p = p_WB + R_WB com
         p0 = p_WB[l, 0] + R[0, 0] * c[0] + R[0, 1] * c[1] + R[0, 2] * c[2]
@@ -173,10 +176,7 @@ def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
     tree_vstart, tree_nv = fa[14], fa[15]
     for k in range(tree_vstart.shape[0]):
         s, n = tree_vstart[k], tree_nv[k]
-        hit = False
-        for i in range(n):
-            hit = hit or tau[s + i] != 0.0
-        if not hit:
+        if not _any_nonzero(tau[s:s + n]):
             continue
         x = np.linalg.solve(np.ascontiguousarray(A_tree[s:s + n, s:s + n]), np.ascontiguousarray(tau[s:s + n]))
         for i in range(n):
@@ -223,7 +223,7 @@ class ArticulatedSystem:
         kins: per tree, its Kinematics at q0.
         limit_rows: (joint name, row, global dof or −1 for a cone limit) of each active joint-limit row;
             limit_names: every limited joint's name. body_rows: (first row, owners) of the body-constraint rows
-            (``sap_rows.body_constraint_rows``). actuator_names: per pd_rows entry.
+            (``sap_rows.add_body_constraint_rows``; none until it is called). actuator_names: per pd_rows entry.
     """
 
     free_bodies: np.ndarray
@@ -261,7 +261,8 @@ class ArticulatedSystem:
 
 def assemble(model: Model, state: State, controls=None,
              wrench: np.ndarray | None = None) -> ArticulatedSystem:
-    """A, v*, v0 and the rows of this step (module docstring, "the numpy reference"). ``controls``: the step's
+    """A, v*, v0 and the trees' joint rows of this step (module docstring, "the numpy reference"; the SAP reference
+    appends the body constraints' rows, ``sap_rows.add_body_constraint_rows``). ``controls``: the step's
     ``multibody.forest.Controls`` (None: none); ``wrench`` (nbody, 6): external (τ_W, f_W) at the bodies' COMs
     [N·m, N] (default: the controls' wrenches)."""
     from convexsim.multibody.forest import link_wrench_torques, tree_step_data, tree_torques
@@ -319,19 +320,10 @@ def assemble(model: Model, state: State, controls=None,
         Jr[r0:r0 + J.shape[0], o:o + J.shape[1]] = J
         r0 += J.shape[0]
     par = np.concatenate(rows_par) if rows_par else np.zeros((0, 4))
-    system = ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, blocks,
-                               np.concatenate(v_star) if v_star else np.zeros(0),
-                               np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins,
-                               limit_rows, limit_names, (nr, []), tuple(act_names))
-    if forest.constraints:                   # welds, distances, couplers across trees and free bodies
-        from convexsim.stepping.sap_rows import body_constraint_rows    # the LCP imports no SAP rows
-
-        Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(system.A))
-        system.Jr = np.vstack([Jr, Jb])
-        system.par = np.vstack([par, pb])
-        system.row_kinds = kinds + kb
-        system.body_rows = (nr, bown)
-    return system
+    return ArticulatedSystem(free, sizes, starts, tree_clique, tree_start, blocks,
+                             np.concatenate(v_star) if v_star else np.zeros(0),
+                             np.concatenate(v0) if v0 else np.zeros(0), Jr, par, kinds, pd_rows, kins,
+                             limit_rows, limit_names, (nr, []), tuple(act_names))
 
 
 __all__ = ["body_free_motion", "forest_kinematics", "free_motion_stage", "add_body_wrenches", "add_link_wrenches",

@@ -8,23 +8,15 @@
 * the joint rows' forces [N·m or N] (γ/dt on their joint): SAP (:func:`sap_joint_forces`) and LCP
   (:func:`lcp_joint_forces`, :func:`actuator_forces`), and the LCP's contact impulses from z
   (:func:`lcp_contact_impulses`).
-
-The numpy reference of the SAP joint forces is :func:`row_forces` (the LCP reference reads its rows' forces in
-``lcp_reference``; both read the body constraints' forces by ``sap_rows.body_constraint_forces``, beside the
-constraints' rows).
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from convexsim._jit import jit
-from convexsim.model import Model, State
 from convexsim.sap.joint_constraints import KIND_LIMIT, KIND_PD
 from convexsim.sap.newton import SAP_CONVERGED
-from convexsim.stepping.contacts import model_forest
 
 ROW_LIMIT = 0
 """An LCP joint row of a limit side (``lcp_rows.joint_rows``)."""
@@ -128,25 +120,5 @@ def actuator_forces(act_dof, nmov, act_c, act_f0, act_sat, act_saturated, v_next
             act_force[a] = act_f0[a] - act_c[a] * v_next[6 * nmov + act_dof[a]]
 
 
-# ---- numpy reference
-
-def row_forces(model: Model, state: State, system, gamma_rows: np.ndarray) -> tuple:
-    """(limit_force by joint name, constraint_force by constraint name) of the SAP reference step from its joint
-    and body rows' impulses γ [N·s] (StepInfo's fields; ``system``: the step's ``free_motion.ArticulatedSystem``):
-    a limit row J = ±e_d gives the joint ±γ/dt, a ball joint's cone limit its restoring torque γ/dt [N·m] about
-    the swing axis; the body constraints by ``sap_rows.body_constraint_forces``."""
-    dt = model.time_step
-    limit = {name: 0.0 for name in system.limit_names}
-    for name, r, d in system.limit_rows:     # d = −1: a cone limit, reported as its restoring torque γ/dt
-        limit[name] += float((system.Jr[r, d] if d >= 0 else 1.0) * gamma_rows[r] / dt)
-    start, owners = system.body_rows
-    cons = {}
-    if model_forest(model).constraints:
-        from convexsim.stepping.sap_rows import body_constraint_forces   # the LCP imports no SAP rows
-
-        cons = body_constraint_forces(model, state, owners, gamma_rows[start:start + len(owners)])
-    return limit, cons
-
-
 __all__ = ["ROW_LIMIT", "ROW_COUPLER", "world_forces", "contact_impulses", "scatter_cliques", "solve_failed",
-           "sap_joint_forces", "lcp_contact_impulses", "lcp_joint_forces", "actuator_forces", "row_forces"]
+           "sap_joint_forces", "lcp_contact_impulses", "lcp_joint_forces", "actuator_forces"]

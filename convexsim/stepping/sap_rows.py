@@ -16,8 +16,7 @@ joint rows (limits, PD actuators, couplers), in the flat block layout of ``sap.C
   problem (:func:`body_problem`, :func:`forest_problem`); the clique graph and its largest island
   (:func:`largest_island`, which decides the dense or the supernodal factor).
 
-Numpy references (below the kernels): the contacts' law and problem of the SAP reference step
-(:func:`contact_law`, :func:`contact_problem`), and the rows of the body constraints.
+Numpy (below the kernels): the rows of the body constraints, for both reference steps.
 
 Body constraints (``Forest.constraints``, a scene's ``constraints:``): welds, fixed distances and joint couplers
 between bodies and joints of different trees, free bodies and the world. Their rows live here, beside the
@@ -55,7 +54,7 @@ import math
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.model import ContactModel, Contacts, Model, State
+from convexsim.model import Model, State
 from convexsim.multibody.model import JointType
 from convexsim.sap import blocks
 from convexsim.sap.constraints import KIND_SAP, NPAR
@@ -65,9 +64,8 @@ from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_HOLO
                                              LIMIT_STIFFNESS, delassus_row, holonomic_row, holonomic_row_kernel,
                                              limit_in_window, pd_row_kernel, pd_target)
 from convexsim.sap.newton import F_BETA, F_DT, F_SIGMA, F_VS, I_CONTACT_KIND, clique_graph, islands
-from convexsim.sap.problem import ContactProblem
 from convexsim.spatial import quat_to_matrix, rotation_log, skew
-from convexsim.stepping.contacts import ContactParameters, combine_materials, combined_parameters
+from convexsim.stepping.contacts import combine_materials
 from convexsim.stepping.jacobians import known_contact_velocities
 
 
@@ -157,6 +155,19 @@ def kinematic_contact_rows(kind, cpar, R_WC, geoms, point, q, v, geom_body, kine
 # ---- cliques
 
 @jit(inline="always")
+def _compact_index(used):
+    """(new_index, count): the entries where ``used`` (n,) is True numbered 0, 1, ... in their order, −1 the
+    others (the participating cliques of a problem)."""
+    new_index = -np.ones(used.shape[0], np.int64)
+    count = 0
+    for m in range(used.shape[0]):
+        if used[m]:
+            new_index[m] = count
+            count += 1
+    return new_index, count
+
+
+@jit(inline="always")
 def body_problem(moving, v, A_values, v_star, cliques):
     """The participating cliques of a free-body model (those a contact touches, in body order): (new_index
     (nmov; −1 not participating), sizes, clique_start, A_ptr, A (36 per clique), v* and v₀ of the cliques,
@@ -168,12 +179,7 @@ def body_problem(moving, v, A_values, v_star, cliques):
         used[cliques[c, 0]] = True
         if cliques[c, 1] >= 0:
             used[cliques[c, 1]] = True
-    new_index = -np.ones(nmov, np.int64)
-    ncl = 0
-    for m in range(nmov):
-        if used[m]:
-            new_index[m] = ncl
-            ncl += 1
+    new_index, ncl = _compact_index(used)
     sizes = np.full(ncl, 6, np.int64)
     cstart = np.empty(ncl, np.int64)
     A_ptr = np.empty(ncl, np.int64)
@@ -228,13 +234,7 @@ def forest_used_cliques(ncl_all, side_cl, tree_clique, row_tree, nr, jc_ti, jc_t
     for r in range(njr):
         used[tree_clique[jc_ti[jr_index[r]]]] = True
         used[tree_clique[jc_tj[jr_index[r]]]] = True
-    new_index = -np.ones(ncl_all, np.int64)
-    ncl = 0
-    for m in range(ncl_all):
-        if used[m]:
-            new_index[m] = ncl
-            ncl += 1
-    return new_index, ncl
+    return _compact_index(used)
 
 
 @jit(inline="always")
@@ -470,35 +470,6 @@ def joint_row_blocks(ra, tree_nv, tree_vstart, tree_clique, new_index, nc, nr, r
     return off
 
 
-# ---- numpy references: the contacts' law and problem
-
-def contact_law(model: Model, p: ContactParameters, phi: np.ndarray, vn0: np.ndarray) -> dict:
-    """The contacts' law and its parameters for ``ContactProblem.from_blocks`` (one home for every layout of the
-    SAP reference step; the compiled form: :func:`contact_parameters`):
-    μ, k, σ and either SAP's (τ_d, φ0, β) or, for the Hunt–Crossley models, (d, fe0 = −k·φ0, vn0, v_s).
-    fe0 is the elastic force at the start of the step, negative for a speculative contact (φ0 > 0), so the
-    Hunt–Crossley impulse appears only if the step closes the gap (vn < −φ0/dt). ``vn0``: the normal
-    velocities at the start of the step (nc,) [m/s] (read by the Hunt–Crossley models only)."""
-    common = dict(mu=p.mu, k=p.stiffness, sigma=model.solver.sigma)
-    cm = ContactModel(model.contact_model)
-    if cm == ContactModel.SAP:
-        return dict(common, model="sap", tau_d=p.dissipation_time, phi0=phi, beta=model.solver.beta)
-    return dict(common, model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * phi, vn0=vn0,
-                v_s=model.solver.stiction_tolerance)
-
-
-def contact_problem(model: Model, system, contacts: Contacts, cliques, blocks, Jc,
-                    params: ContactParameters | None = None, v_known=None) -> ContactProblem:
-    """The contacts' ContactProblem over the tree and body blocks (``jacobians.contact_jacobian``'s cliques and
-    blocks, :func:`contact_law`) of the SAP reference step in the dense layout (``system``: the step's
-    ``free_motion.ArticulatedSystem``); ``params``: the contacts' combined materials (default
-    ``combined_parameters``); ``v_known``: the kinematic bodies' known contact velocities (nc, 3) or None
-    (``dynamics.known_contact_velocity``)."""
-    p = combined_parameters(model, contacts) if params is None else params
-    return ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
-                                      **contact_law(model, p, contacts.phi, (Jc @ system.v0)[2::3]), v_known=v_known)
-
-
 # ---- numpy references: the body constraints' rows (module docstring)
 
 class BodyConstraintError(ValueError):
@@ -660,6 +631,20 @@ def body_constraint_rows(model: Model, state: State, system, A_diag: np.ndarray)
     return (np.array(rows_J).reshape(-1, nv), np.array(rows_par).reshape(-1, 4), kinds, owners)
 
 
+def add_body_constraint_rows(model: Model, state: State, system) -> None:
+    """Append the body constraints' SAP rows (:func:`body_constraint_rows`) to the joint rows of ``system`` (the
+    step's ``free_motion.ArticulatedSystem``: Jr, par, row_kinds, and body_rows = (first row, owners)) when the
+    model has any. Raises BodyConstraintError naming a constraint that cannot be evaluated."""
+    if model.forest is None or not model.forest.constraints:
+        return
+    nr = system.par.shape[0]
+    Jb, pb, kb, bown = body_constraint_rows(model, state, system, np.diag(system.A))
+    system.Jr = np.vstack([system.Jr, Jb])
+    system.par = np.vstack([system.par, pb])
+    system.row_kinds = system.row_kinds + kb
+    system.body_rows = (nr, bown)
+
+
 def body_constraint_forces(model: Model, state: State, owners, impulses: np.ndarray) -> dict:
     """What each body constraint transmitted over the step, by name, from its rows' impulses γ [N·s]
     (``owners`` as returned by :func:`body_constraint_rows`, ``impulses`` aligned with them). The row impulse
@@ -701,6 +686,5 @@ def body_constraint_label(c) -> str:
 
 __all__ = ["contact_parameters", "contact_kernel_rows", "body_problem", "largest_island", "forest_used_cliques", "forest_problem", "tree_rows", "joint_coupler_rows", "forest_joint_rows",
            "control_pd_targets",
-           "joint_row_entries", "joint_row_blocks", "shift_known_velocity", "kinematic_contact_rows", "contact_law",
-           "contact_problem", "BodyConstraintError", "left_jacobian_inverse", "body_constraint_values",
+           "joint_row_entries", "joint_row_blocks", "shift_known_velocity", "kinematic_contact_rows", "BodyConstraintError", "left_jacobian_inverse", "body_constraint_values",
            "body_constraint_jacobian", "body_constraint_rows", "body_constraint_forces", "body_constraint_label"]

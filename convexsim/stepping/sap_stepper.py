@@ -4,11 +4,12 @@ one with trees, with no tree and no row. Each stage's numpy form lives beside it
 (the LCP reference reads the same ones):
 
 1. start: the state is finite; A, v* and the rows of the step (``free_motion.assemble``: free bodies'
-   v* = v0 + dt·M⁻¹(τ_gyro + τ_ext, m·g + f_ext), trees by CRBA/RNEA; joint and body-constraint rows);
+   v* = v0 + dt·M⁻¹(τ_gyro + τ_ext, m·g + f_ext), trees by CRBA/RNEA; joint rows; then the body-constraint
+   rows, ``sap_rows.add_body_constraint_rows``);
 2. contacts at q0 with speculative margins (φ up to the margin > 0: a fast body is caught one step before
    it penetrates; they only act if the step would close the gap, docs/sap.md), ``contacts.detect_contacts``;
 3. the step's problem (:func:`step_problem`): contact frames, Jacobians (``jacobians.contact_jacobian``),
-   combined materials, the contact law (``sap_rows.contact_law``), in one of two layouts of the same problem:
+   combined materials, the contact law (:func:`contact_law`), in one of two layouts of the same problem:
 
    * block (a forest of free bodies only): one 6-dof clique per moving body, the contacts' 3 × 6 blocks
      (:func:`build_sap_problem`), solved with the supernodal factor and the run's symbolic cache: the
@@ -17,7 +18,7 @@ one with trees, with no tree and no row. Each stage's numpy form lives beside it
      as the compiled tree step's islands;
 
 4. v = argmin ½‖v − v*‖²_A + Σ_i ℓ_i(J_i v) by the SAP Newton loop (``convexsim.sap``), warm started at v0;
-5. the end (:func:`finish`): impulses and forces into StepInfo (``post_solve.row_forces``), then
+5. the end (:func:`finish`): impulses and forces into StepInfo (:func:`row_forces`), then
    q ← q0 + dt·N(q0)·v (symplectic Euler, quaternions renormalized; trees by ``integrate_q``, link rows by
    forward kinematics; ``integration.finish_step``), checked finite
    (a free-body step without contacts, v = v*, is checked at the start of the next step instead).
@@ -36,15 +37,16 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from convexsim import dynamics, sap
-from convexsim.model import Contacts, Model, State
+from convexsim.model import ContactModel, Contacts, Model, State
 from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
 from convexsim.sap.solver import solve_rows
-from convexsim.stepping import free_motion, integration, jacobians, post_solve, sap_rows
+from convexsim.stepping import free_motion, integration, jacobians
 from convexsim.stepping.contacts import (ContactKinematics, ContactParameters, check_finite_state,
-                                         combined_parameters, contact_velocities, detect_contacts, kinematics_of)
+                                         combined_parameters, contact_velocities, detect_contacts, kinematics_of,
+                                         model_forest)
 from convexsim.stepping.free_motion import ArticulatedSystem
 from convexsim.stepping.jacobians import known_velocity
-from convexsim.stepping.sap_rows import BodyConstraintError
+from convexsim.stepping.sap_rows import BodyConstraintError, add_body_constraint_rows, body_constraint_forces
 from convexsim.stepping.packing import sap_parameters
 from convexsim.stepping.types import ConvergenceWarning, SimulationError, StepInfo
 
@@ -102,6 +104,7 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     """
     try:
         system = free_motion.assemble(model, state, controls, wrench)
+        add_body_constraint_rows(model, state, system)
     except BodyConstraintError as exc:
         raise SimulationError(str(exc), step=state.step, time=state.t) from None
     if contacts is None:
@@ -123,8 +126,8 @@ def step_problem(model: Model, state: State, ctx: StepContext, *, controls=None,
     Jc, cliques, blocks = jacobians.contact_jacobian(model, state, system, contacts, R_WC)
     out = StepProblem(system, contacts, R_WC, params, Jc=Jc)
     if contacts.count:
-        out.problem = sap_rows.contact_problem(model, system, contacts, cliques, blocks, Jc, params,
-                                               known_velocity(model, state, contacts, R_WC))
+        out.problem = contact_problem(model, system, contacts, cliques, blocks, Jc, params,
+                                      known_velocity(model, state, contacts, R_WC))
         out.kind, out.cpar, _, _ = constraint_kernel_data(out.problem, delassus_diagonal(out.problem))
     return out
 
@@ -158,7 +161,7 @@ def step_info(model: Model, state: State, sp: StepProblem, result: sap.SapResult
         info.line_search_evaluations = int(result.line_search_evaluations)
         info.force_world = np.einsum("nij,nj->ni", sp.R_WC, info.gamma) / model.time_step
         info.actuator_force = np.array([gamma_rows[r] for _, _, r in sp.system.pd_rows]) / model.time_step
-    info.limit_force, info.constraint_force = post_solve.row_forces(model, state, sp.system, gamma_rows)
+    info.limit_force, info.constraint_force = row_forces(model, state, sp.system, gamma_rows)
     return info
 
 
@@ -211,6 +214,51 @@ def _relative_residual(result) -> float:
     return float(r[-1]) / s_last if s_last > 0 else float(r[-1])
 
 
+def contact_law(model: Model, p: ContactParameters, phi: np.ndarray, vn0: np.ndarray) -> dict:
+    """The contacts' law and its parameters for ``ContactProblem.from_blocks`` (one home for both layouts; the
+    compiled form: ``sap_rows.contact_parameters``):
+    μ, k, σ and either SAP's (τ_d, φ0, β) or, for the Hunt–Crossley models, (d, fe0 = −k·φ0, vn0, v_s).
+    fe0 is the elastic force at the start of the step, negative for a speculative contact (φ0 > 0), so the
+    Hunt–Crossley impulse appears only if the step closes the gap (vn < −φ0/dt). ``vn0``: the normal
+    velocities at the start of the step (nc,) [m/s] (read by the Hunt–Crossley models only)."""
+    common = dict(mu=p.mu, k=p.stiffness, sigma=model.solver.sigma)
+    cm = ContactModel(model.contact_model)
+    if cm == ContactModel.SAP:
+        return dict(common, model="sap", tau_d=p.dissipation_time, phi0=phi, beta=model.solver.beta)
+    return dict(common, model=cm.name.lower(), d=p.hc_dissipation, fe0=-p.stiffness * phi, vn0=vn0,
+                v_s=model.solver.stiction_tolerance)
+
+
+def contact_problem(model: Model, system, contacts: Contacts, cliques, blocks, Jc,
+                    params: ContactParameters | None = None, v_known=None) -> sap.ContactProblem:
+    """The contacts' ContactProblem over the tree and body blocks (``jacobians.contact_jacobian``'s cliques and
+    blocks, :func:`contact_law`) in the dense layout (``system``: the step's
+    ``free_motion.ArticulatedSystem``); ``params``: the contacts' combined materials (default
+    ``combined_parameters``); ``v_known``: the kinematic bodies' known contact velocities (nc, 3) or None
+    (``dynamics.known_contact_velocity``)."""
+    p = combined_parameters(model, contacts) if params is None else params
+    return sap.ContactProblem.from_blocks(model.time_step, system.A_blocks, system.v_star, cliques, blocks,
+                                          **contact_law(model, p, contacts.phi, (Jc @ system.v0)[2::3]),
+                                          v_known=v_known)
+
+
+def row_forces(model: Model, state: State, system, gamma_rows: np.ndarray) -> tuple:
+    """(limit_force by joint name, constraint_force by constraint name) from the step's joint and body rows'
+    impulses γ [N·s] (StepInfo's fields; ``system``: the step's ``free_motion.ArticulatedSystem``):
+    a limit row J = ±e_d gives the joint ±γ/dt, a ball joint's cone limit its restoring torque γ/dt [N·m] about
+    the swing axis; the body constraints by ``sap_rows.body_constraint_forces``; the compiled form:
+    ``post_solve.sap_joint_forces``)."""
+    dt = model.time_step
+    limit = {name: 0.0 for name in system.limit_names}
+    for name, r, d in system.limit_rows:     # d = −1: a cone limit, reported as its restoring torque γ/dt
+        limit[name] += float((system.Jr[r, d] if d >= 0 else 1.0) * gamma_rows[r] / dt)
+    start, owners = system.body_rows
+    cons = {}
+    if model_forest(model).constraints:
+        cons = body_constraint_forces(model, state, owners, gamma_rows[start:start + len(owners)])
+    return limit, cons
+
+
 def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_blocks: np.ndarray,
                       v_star: np.ndarray, v0: np.ndarray, v_known: np.ndarray | None = None) -> sap.ContactProblem:
     """The SAP ContactProblem of the block layout (one 6-dof clique per moving body).
@@ -222,9 +270,9 @@ def build_sap_problem(model: Model, state: State, kin: ContactKinematics, A_bloc
     cliques = np.stack([np.where(a_moves, kin.clique_a, kin.clique_b),
                         np.where(a_moves, kin.clique_b, -1)], axis=1)
     J = np.stack([np.where(a_moves[:, None, None], kin.J_a, kin.J_b), kin.J_b], axis=1)
-    law = sap_rows.contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
+    law = contact_law(model, kin.params, kin.contacts.phi, contact_velocities(kin, v0)[:, 2])
     return sap.ContactProblem.from_blocks(model.time_step, A_blocks, v_star, cliques, J, **law, v_known=v_known)
 
 
-__all__ = ["StepProblem", "articulated_sap_step", "build_sap_problem", "finish", "sap_step", "solve",
-           "step_info", "step_problem"]
+__all__ = ["StepProblem", "articulated_sap_step", "build_sap_problem", "contact_law", "contact_problem", "finish",
+           "row_forces", "sap_step", "solve", "step_info", "step_problem"]
