@@ -35,6 +35,23 @@ from convexsim.model import Model, State
 from convexsim.simulate import SlowPathWarning, blas_threads_setting, hold_blas_threads, prepare, slow_path_text
 
 
+class _ControlArray:
+    """A control of the next steps, the :class:`~convexsim.controls.ControlArrays` field of the attribute's name:
+    reading gives the array itself (write into it), assigning copies into it (shape and dtype kept)."""
+
+    def __init__(self, doc: str):
+        self.__doc__ = doc
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, sim, owner=None):
+        return self if sim is None else getattr(sim._controls, self.name)
+
+    def __set__(self, sim, value) -> None:
+        getattr(sim._controls, self.name)[...] = value
+
+
 @dataclass(frozen=True)
 class ContactForces:
     """The contacts of the last step and their forces, all in W.
@@ -135,43 +152,15 @@ class Simulation:
 
     # -- controls --------------------------------------------------------------------------------------
 
-    @property
-    def target(self) -> np.ndarray:
+    target = _ControlArray(
         """(nact,) position targets q_d [rad or m] of the actuators (:attr:`actuator_names` order); NaN: the
-        scene's own target schedule. Write into it (``sim.target[:] = q_d``) or assign an array."""
-        return self._controls.target
-
-    @target.setter
-    def target(self, value) -> None:
-        self._controls.target[...] = value
-
-    @property
-    def target_velocity(self) -> np.ndarray:
-        """(nact,) velocity targets v_d [rad/s or m/s] of the set targets; NaN: 0."""
-        return self._controls.target_velocity
-
-    @target_velocity.setter
-    def target_velocity(self, value) -> None:
-        self._controls.target_velocity[...] = value
-
-    @property
-    def torque(self) -> np.ndarray:
+        scene's own target schedule. Write into it (``sim.target[:] = q_d``) or assign an array.""")
+    target_velocity = _ControlArray("""(nact,) velocity targets v_d [rad/s or m/s] of the set targets; NaN: 0.""")
+    torque = _ControlArray(
         """(nv,) generalized forces [N·m or N] added to the trees' dofs (``State.tree_v`` order); on a joint
-        with a motor, clamp(τ₀ + τ, ±effort)."""
-        return self._controls.torque
-
-    @torque.setter
-    def torque(self, value) -> None:
-        self._controls.torque[...] = value
-
-    @property
-    def wrench(self) -> np.ndarray:
-        """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N]."""
-        return self._controls.wrench
-
-    @wrench.setter
-    def wrench(self, value) -> None:
-        self._controls.wrench[...] = value
+        with a motor, clamp(τ₀ + τ, ±effort).""")
+    wrench = _ControlArray(
+        """(nbody, 6) external wrenches (τ_x, τ_y, τ_z, f_x, f_y, f_z) in W at each body's COM [N·m, N].""")
 
     def set_target(self, joint: str, position: float, velocity: float | None = None) -> None:
         """The PD target of ``joint``'s actuator from the next step on: q_d [rad or m], v_d [rad/s or m/s]

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import sys
 
-from convexsim.cli.common import EXIT_OK
+from convexsim.cli.common import EXIT_OK, add_command
 
 
 # ----------------------------------------------------------------------------------------- study
 def add_study(sub) -> None:
     from convexsim.studies.cli import DESCRIPTION, add_arguments
 
-    p = sub.add_parser("study", help="run a parameter study (sweeps, metrics, plots, report)",
-                       description=DESCRIPTION)
+    p = add_command(sub, "study", cmd_study, "run a parameter study (sweeps, metrics, plots, report)",
+                    DESCRIPTION)
     add_arguments(p)
-    p.set_defaults(func=cmd_study)
 
 
 def cmd_study(args) -> int:
@@ -29,11 +28,9 @@ def add_examples(sub) -> None:
     p = sub.add_parser("examples", help="small worked examples with known answers (LCP)",
                        description="Small worked examples whose answers are known in closed form.")
     which = p.add_subparsers(dest="example", metavar="EXAMPLE", required=True)
-    lcp = which.add_parser("lcp", help="textbook LCP examples solved by Lemke's algorithm (docs/lcp.md)",
-                           description="Falling and sliding blocks, the Berard–Trinkle particle and a "
-                                       "bouncing particle (Moreau midpoint), each one LCP per step solved by Lemke's "
-                                       "algorithm (convexsim.lcp.seeds; docs/lcp.md).")
-    lcp.set_defaults(func=cmd_examples_lcp)
+    add_command(which, "lcp", cmd_examples_lcp, "textbook LCP examples solved by Lemke's algorithm (docs/lcp.md)",
+                "Falling and sliding blocks, the Berard–Trinkle particle and a bouncing particle (Moreau "
+                "midpoint), each one LCP per step solved by Lemke's algorithm (convexsim.lcp.seeds; docs/lcp.md).")
 
 
 def cmd_examples_lcp(args) -> int:
@@ -44,9 +41,8 @@ def cmd_examples_lcp(args) -> int:
 
 
 def add_seeds(sub) -> None:
-    p = sub.add_parser("seeds", help="deprecated: use `convexsim examples lcp`",
-                       description="Deprecated alias of `convexsim examples lcp` (kept for one release).")
-    p.set_defaults(func=cmd_seeds)
+    add_command(sub, "seeds", cmd_seeds, "deprecated: use `convexsim examples lcp`",
+                "Deprecated alias of `convexsim examples lcp` (kept for one release).")
 
 
 def cmd_seeds(args) -> int:

@@ -6,16 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from convexsim.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_slip_curvature_flag, resolve_scene
+from convexsim.cli.common import (EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_command, add_slip_curvature_flag,
+                                  resolve_scene)
 
 
 # ---------------------------------------------------------------------------------------- bench
 def add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="speed figures on the benchmark scenes and random SAP problems",
-                       description="Per-step averages over each scene's window (default: sphere_drop and "
-                                   "box_stack for 0.5 s, pile_100 for its 1 s): ms/step, Newton iterations, "
-                                   "contacts and those with φ < 0, factorization and analysis ms, fill "
-                                   "(nonzero blocks of L / of H).")
+    p = add_command(sub, "bench", cmd_bench, "speed figures on the benchmark scenes and random SAP problems",
+                    "Per-step averages over each scene's window (default: sphere_drop and "
+                    "box_stack for 0.5 s, pile_100 for its 1 s): ms/step, Newton iterations, "
+                    "contacts and those with φ < 0, factorization and analysis ms, fill "
+                    "(nonzero blocks of L / of H).")
     p.add_argument("--scenes", "--scene", nargs="*", metavar="SCENE", help="scene names or files (default: a short standard set)")
     p.add_argument("--all", action="store_true", help="the standard set plus pile_500, pile_1000, pile_mixed")
     p.add_argument("--duration", type=float, help="simulated time per scene [s] (default: each scene's window)")
@@ -43,7 +44,6 @@ def add_bench(sub) -> None:
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
-    p.set_defaults(func=cmd_bench)
 
 
 def _label(scene: str) -> str:
@@ -124,14 +124,14 @@ def cmd_bench(args) -> int:
 
 # ---------------------------------------------------------------------------------------- warmup
 def add_warmup(sub) -> None:
-    p = sub.add_parser("warmup", help="compile the numba kernels of every solver path now",
-                       description="Compile the numba kernels of every solver path (or load them from the "
-                                   "disk cache) on tiny scenes, so that no later run compiles. (A run compiles "
-                                   "the kernels of its own step on first use, the same way.) The shared "
-                                   "kernels (collision, the Newton loop, tree dynamics, Lemke) compile first, "
-                                   "then the steps, each stage in parallel processes (one per core); a "
-                                   "progress line every 10 s while they compile. Later calls load them from "
-                                   "the cache in a few seconds.")
+    p = add_command(sub, "warmup", cmd_warmup, "compile the numba kernels of every solver path now",
+                    "Compile the numba kernels of every solver path (or load them from the "
+                    "disk cache) on tiny scenes, so that no later run compiles. (A run compiles "
+                    "the kernels of its own step on first use, the same way.) The shared "
+                    "kernels (collision, the Newton loop, tree dynamics, Lemke) compile first, "
+                    "then the steps, each stage in parallel processes (one per core); a "
+                    "progress line every 10 s while they compile. Later calls load them from "
+                    "the cache in a few seconds.")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes to compile in (default: one per core)")
     p.add_argument("--only", nargs="+", default=None, metavar="GROUP",
@@ -140,7 +140,6 @@ def add_warmup(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="then run every shipped scene a few steps with SAP and LCP and fail (exit 1) if any "
                         "compiled a kernel the warm-up missed (`make test` runs this)")
-    p.set_defaults(func=cmd_warmup)
 
 
 def cmd_warmup(args) -> int:

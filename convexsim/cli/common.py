@@ -27,6 +27,14 @@ def resolve_scene(arg: str) -> Path:
     return resolve_scene_path(arg)
 
 
+def add_command(sub, name: str, func, summary: str, description: str):
+    """The parser of command ``name`` (``sub``: the subparsers it joins), run by ``func(args) -> exit status``;
+    ``summary`` is its line in the command list, ``description`` the text of its --help."""
+    p = sub.add_parser(name, help=summary, description=description)
+    p.set_defaults(func=func)
+    return p
+
+
 def add_display_flags(p) -> None:
     """--forces, --force-scale, --contacts of `run` (with --view/--html) and `view`."""
     p.add_argument("--forces", choices=["auto", "capped", "scaled", "top", "off"], default="auto",

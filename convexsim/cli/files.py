@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from convexsim.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_unit_flag, resolve_scene
+from convexsim.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_command, add_unit_flag, resolve_scene
 
 
 # ------------------------------------------------------------------------------------- validate
 def add_validate(sub) -> None:
-    p = sub.add_parser("validate", help="check scene files and report every problem",
-                       description="Load and compile each SCENE and report every problem (file, line, field "
-                                   "path, value, what is allowed). Exit 2 if any scene has a problem.")
+    p = add_command(sub, "validate", cmd_validate, "check scene files and report every problem",
+                    "Load and compile each SCENE and report every problem (file, line, field "
+                    "path, value, what is allowed). Exit 2 if any scene has a problem.")
     p.add_argument("scenes", nargs="+", metavar="SCENE", help="scene file or shipped scene name")
     add_unit_flag(p)
-    p.set_defaults(func=cmd_validate)
 
 
 def cmd_validate(args) -> int:
@@ -44,9 +43,8 @@ def cmd_validate(args) -> int:
 
 # --------------------------------------------------------------------------------------- scenes
 def add_scenes(sub) -> None:
-    p = sub.add_parser("scenes", help="list the shipped scenes",
-                       description="The shipped scenes (usable by name: `convexsim run box_stack`).")
-    p.set_defaults(func=cmd_scenes)
+    add_command(sub, "scenes", cmd_scenes, "list the shipped scenes",
+                "The shipped scenes (usable by name: `convexsim run box_stack`).")
 
 
 def cmd_scenes(args) -> int:
@@ -61,10 +59,9 @@ def cmd_scenes(args) -> int:
 
 # ----------------------------------------------------------------------------------------- info
 def add_info(sub) -> None:
-    p = sub.add_parser("info", help="describe a trajectory file",
-                       description="What a trajectory file (.npz, docs/trajectory-format.md) holds.")
+    p = add_command(sub, "info", cmd_info, "describe a trajectory file",
+                    "What a trajectory file (.npz, docs/trajectory-format.md) holds.")
     p.add_argument("trajectory", metavar="TRAJ")
-    p.set_defaults(func=cmd_info)
 
 
 def cmd_info(args) -> int:
@@ -121,11 +118,11 @@ def cmd_info(args) -> int:
 def add_compare(sub) -> None:
     from convexsim.io import QUANTITIES
 
-    p = sub.add_parser("compare", help="differences between two trajectories of the same scene",
-                       description="Per-body differences A − B of two runs of the same scene (position, "
-                                   "orientation, velocities, net contact force): max and when it happened, "
-                                   "RMS, final. With --tol: exit 0 when the largest difference of --quantity "
-                                   "is within the tolerance, 1 when not (2: bad input).")
+    p = add_command(sub, "compare", cmd_compare, "differences between two trajectories of the same scene",
+                    "Per-body differences A − B of two runs of the same scene (position, "
+                    "orientation, velocities, net contact force): max and when it happened, "
+                    "RMS, final. With --tol: exit 0 when the largest difference of --quantity "
+                    "is within the tolerance, 1 when not (2: bad input).")
     p.add_argument("a", metavar="TRAJ_A")
     p.add_argument("b", metavar="TRAJ_B")
     p.add_argument("--tol", type=float, metavar="X",
@@ -135,7 +132,6 @@ def add_compare(sub) -> None:
     p.add_argument("--all-bodies", action="store_true",
                    help="list every body (by default the 10 with the largest differences, the rest counted), "
                         "also those with no difference at all")
-    p.set_defaults(func=cmd_compare)
 
 
 def cmd_compare(args) -> int:

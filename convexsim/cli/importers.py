@@ -5,23 +5,30 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from convexsim.cli.common import EXIT_OK, EXIT_USAGE, error_text
+from convexsim.cli.common import EXIT_OK, EXIT_USAGE, add_command, error_text
+
+
+def _add_importer(sub, name: str, func, model: str, model_help: str, summary: str, what: str, tail: str):
+    """The parser of an import command: its model file (positional ``model``) and --out; its --help is ``what``
+    (into a scene), where the scene goes, then ``tail``."""
+    p = add_command(sub, name, func, summary,
+                    f"{what} (docs/importing-models.md) and print it, or write it with --out. {tail}")
+    p.add_argument(model, metavar=model.upper(), help=model_help)
+    p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
+    return p
 
 
 # ---------------------------------------------------------------------------------- import-urdf
 def add_import_urdf(sub) -> None:
-    p = sub.add_parser("import-urdf", help="convert a URDF robot into a scene file",
-                       description="Convert URDF (links, joints, collision geometry: primitives and OBJ/STL/PLY meshes) into "
-                                   "a scene (docs/importing-models.md) and print it, or write it with --out. "
-                                   "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
-    p.add_argument("urdf", metavar="URDF", help="the .urdf file")
-    p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
+    p = _add_importer(sub, "import-urdf", cmd_import_urdf, "urdf", "the .urdf file",
+                      "convert a URDF robot into a scene file",
+                      "Convert URDF (links, joints, collision geometry: primitives and OBJ/STL/PLY meshes) into a "
+                      "scene", "`convexsim run robot.urdf` runs a URDF file directly. Exit 2 on a bad file.")
     p.add_argument("--floating-base", action="store_true",
                    help="the root link is a free body (a 'free' joint from the world) instead of welded to it")
     p.add_argument("--package-root", metavar="DIR",
                    help="folder that package:// mesh names resolve against (DIR/pkg/file, then DIR/file); "
                         "relative mesh names are tried against the URDF's folder first")
-    p.set_defaults(func=cmd_import_urdf)
 
 
 def cmd_import_urdf(args) -> int:
@@ -50,16 +57,13 @@ def cmd_import_urdf(args) -> int:
 
 # ---------------------------------------------------------------------------------- import-mjcf
 def add_import_mjcf(sub) -> None:
-    p = sub.add_parser("import-mjcf", help="convert a MuJoCo (MJCF) model into a scene file",
-                       description="Compile an MJCF file with MuJoCo (pip install 'convexsim[mjcf]'), convert its "
-                                   "bodies, joints, colliding geoms, position actuators and welds/joint couplings "
-                                   "into a scene (docs/importing-models.md) and print it, or write it with --out. "
-                                   "The scene runs without MuJoCo. Exit 2 on a file that cannot be imported.")
-    p.add_argument("mjcf", metavar="MJCF", help="the MuJoCo .xml file")
-    p.add_argument("--out", "-o", help="scene file to write (default: print to stdout)")
+    p = _add_importer(sub, "import-mjcf", cmd_import_mjcf, "mjcf", "the MuJoCo .xml file",
+                      "convert a MuJoCo (MJCF) model into a scene file",
+                      "Compile an MJCF file with MuJoCo (pip install 'convexsim[mjcf]'), convert its bodies, "
+                      "joints, colliding geoms, position actuators and welds/joint couplings into a scene",
+                      "The scene runs without MuJoCo. Exit 2 on a file that cannot be imported.")
     p.add_argument("--keyframe", metavar="NAME", help="start from this <key>'s qpos, qvel and ctrl (default: qpos0, "
                    "at rest, ctrl 0)")
-    p.set_defaults(func=cmd_import_mjcf)
 
 
 def cmd_import_mjcf(args) -> int:

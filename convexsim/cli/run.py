@@ -7,17 +7,17 @@ import io
 import sys
 from pathlib import Path
 
-from convexsim.cli.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, add_display_flags,
-                                  add_slip_curvature_flag, add_unit_flag, display_kwargs, resolve_scene, say,
-                                  with_slip_curvature)
+from convexsim.cli.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, add_command,
+                                  add_display_flags, add_slip_curvature_flag, add_unit_flag, display_kwargs,
+                                  resolve_scene, say, with_slip_curvature)
 from convexsim.errors import InputError
 
 
 # ----------------------------------------------------------------------------------------- run
 def add_run(sub) -> None:
-    p = sub.add_parser("run", help="simulate a scene and write a trajectory file",
-                       description="Simulate SCENE (a YAML file or a shipped scene name) and write the "
-                                   "trajectory (npz, docs/trajectory-format.md).")
+    p = add_command(sub, "run", cmd_run, "simulate a scene and write a trajectory file",
+                    "Simulate SCENE (a YAML file or a shipped scene name) and write the "
+                    "trajectory (npz, docs/trajectory-format.md).")
     p.add_argument("scene")
     p.add_argument("--duration", type=float, help="simulated time [s] (default: the scene's)")
     p.add_argument("--time-step", type=float, help="time step dt [s] (default: the scene's)")
@@ -46,7 +46,6 @@ def add_run(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     add_slip_curvature_flag(p)
     add_unit_flag(p)
-    p.set_defaults(func=cmd_run)
 
 def _check_time_flags(args) -> None:
     """--duration and --time-step must be finite and > 0; errors name the flag, not the scene file."""
@@ -306,9 +305,9 @@ def _comparison_text(a, b, names=None) -> str:
 
 # ----------------------------------------------------------------------------------------- view
 def add_view(sub) -> None:
-    p = sub.add_parser("view", help="play recorded trajectories in Meshcat or export them as HTML",
-                       description="Play TRAJ files in a Meshcat page (127.0.0.1 only; Ctrl-C to stop), or "
-                                   "write a standalone HTML animation with --html (docs/viewer.md).")
+    p = add_command(sub, "view", cmd_view, "play recorded trajectories in Meshcat or export them as HTML",
+                    "Play TRAJ files in a Meshcat page (127.0.0.1 only; Ctrl-C to stop), or "
+                    "write a standalone HTML animation with --html (docs/viewer.md).")
     p.add_argument("trajectories", nargs="+", metavar="TRAJ")
     p.add_argument("--html", help="write a standalone HTML file instead of serving")
     p.add_argument("--layout", choices=["auto", "overlay", "offset"], default="auto",
@@ -319,7 +318,6 @@ def add_view(sub) -> None:
     p.add_argument("--joint-frames", action="store_true",
                    help="draw each link's joint frame and axis (scenes with joints)")
     add_display_flags(p)
-    p.set_defaults(func=cmd_view)
 
 
 def cmd_view(args) -> int:
