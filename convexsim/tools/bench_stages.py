@@ -54,7 +54,6 @@ class _Stages:
 
     def __init__(self, model):
         from convexsim.controls import step_controls
-        from convexsim.stepping import compiled
         from convexsim.stepping.packing import packed, packed_forest, step_arrays
 
         self.model = model
@@ -63,7 +62,8 @@ class _Stages:
         ctl = step_controls(None, model)
         self.ctl = (ctl[0], ctl[1], np.zeros_like(ctl[2]), ctl[6])
         self.limit = int(self.args[1][_newton().I_ISLAND_MAX_DOFS])
-        self.sizes = compiled._plan(model).sizes
+        pf = self.pf
+        self.sizes = (len(pf.actuator_names), len(pf.limit_names), len(pf.coupler_names))
 
     def qv(self, state):
         from convexsim.stepping.packing import tree_arrays
@@ -117,7 +117,7 @@ def _sn_arrays(sym):
             np.ascontiguousarray(sym.edges, dtype=np.int64).reshape(-1, 2))
 
 
-def _best_loop_ms(loop, repeats: int) -> float:
+def best_loop_ms(loop, repeats: int) -> float:
     """Best process CPU time [ms] of ``loop()`` over ``repeats`` runs (``loop`` builds its inputs untimed and
     returns the seconds it timed)."""
     return 1e3 * min(loop() for _ in range(repeats))
@@ -131,11 +131,11 @@ def stage_profile(scene, duration: float | None = None, repeats: int = 3) -> dic
     from convexsim.sap.linalg import SymbolicCache
     from convexsim.simulate import plan_steps, prepare
     from convexsim.stepping import StepContext, compiled
-    from convexsim.tools.bench import _run_cpu_ms, _warm_up_compiled
+    from convexsim.tools.bench import run_cpu_ms, warm_up_compiled
 
     model, state, dur = prepare(scene, duration=duration)
     nsteps, _ = plan_steps(dur, model.time_step)
-    _warm_up_compiled(model, state)
+    warm_up_compiled(model, state)
     states, counts = record_states(model, state, nsteps)
     st = _Stages(model)
     n = len(states)
@@ -150,8 +150,8 @@ def stage_profile(scene, duration: float | None = None, repeats: int = 3) -> dic
             fn(*x)
         return time.process_time() - c0
 
-    collision = _best_loop_ms(lambda: timed(st.collide, [(s,) for s in states]), repeats) / n
-    prepare_ms = _best_loop_ms(lambda: timed(st.prepare, [(s,) for s in states]), repeats) / n
+    collision = best_loop_ms(lambda: timed(st.collide, [(s,) for s in states]), repeats) / n
+    prepare_ms = best_loop_ms(lambda: timed(st.prepare, [(s,) for s in states]), repeats) / n
     cache = SymbolicCache()
     analysis_s, syms = 0.0, []
     for s, large in zip(states, big):
@@ -170,9 +170,9 @@ def stage_profile(scene, duration: float | None = None, repeats: int = 3) -> dic
         inputs = [(s, st.prepare(s)[3], sym) for s, sym in zip(states, syms)]
         return timed(st.finish, inputs)
 
-    finish_ms = _best_loop_ms(finish_loop, repeats) / n
+    finish_ms = best_loop_ms(finish_loop, repeats) / n
     v_next = [np.array(st.prepare(s)[3][5]) for s in states]
-    integration = _best_loop_ms(lambda: timed(st.integrate, list(zip(states, v_next))), repeats) / n
+    integration = best_loop_ms(lambda: timed(st.integrate, list(zip(states, v_next))), repeats) / n
 
     def step_loop():                   # one context over the states in order, as a run has
         ctx = StepContext()
@@ -182,14 +182,14 @@ def stage_profile(scene, duration: float | None = None, repeats: int = 3) -> dic
             compiled.compiled_step(model, s, ctx)
         return timed(one, list(zip(states, big)))
 
-    total = _best_loop_ms(step_loop, repeats) / n
+    total = best_loop_ms(step_loop, repeats) / n
     stages = [("collision", collision), ("rows and problem", prepare_ms - collision),
               ("symbolic analysis", analysis), ("Newton (+ impulses)", finish_ms - integration),
               ("integration", integration)]
     run_loop = None
     if not any(big):
-        run_loop, _ = _run_cpu_ms(model, state, dur, "compiled", nsteps)
-        recorded, _ = _run_cpu_ms(model, state, dur, "compiled", 1)
+        run_loop, _ = run_cpu_ms(model, state, dur, "compiled", nsteps)
+        recorded, _ = run_cpu_ms(model, state, dur, "compiled", 1)
         stages.append(("recording (run loop)", recorded - run_loop))
     else:
         stages.append(("Python around the kernels", total - sum(ms for _, ms in stages)))
