@@ -1,4 +1,5 @@
-"""Where a compiled SAP step's time goes: ``convexsim bench --stages`` (docs/performance.md).
+"""Where a compiled SAP step's time goes: ``convexsim bench --stages`` (docs/performance.md), on free-body
+scenes the compiled step takes.
 
 A scene is first run from its initial state by the compiled step (``stepping.step``, one step context, as
 ``simulate`` runs it) and every state of its window is recorded. Then each stage of the compiled step is
@@ -57,6 +58,7 @@ class _Stages:
         from convexsim.stepping.packing import packed, packed_forest, step_arrays
 
         self.model = model
+        self._qv: dict = {}
         self.pm, self.pf, self.arrays = packed(model), packed_forest(model), step_arrays(model)
         self.args = self.pm.args(False)
         ctl = step_controls(None, model)
@@ -66,10 +68,15 @@ class _Stages:
         self.sizes = (len(pf.actuator_names), len(pf.limit_names), len(pf.coupler_names))
 
     def qv(self, state):
+        """(q, v, tree_q, tree_v) of ``state`` as the kernels take them, made once per state (outside the
+        timed loops; no stage writes them)."""
         from convexsim.stepping.packing import tree_arrays
 
-        tq, tv = tree_arrays(state)
-        return np.array(state.q, dtype=float), np.array(state.v, dtype=float), tq, tv
+        key = id(state)
+        if key not in self._qv:
+            tq, tv = tree_arrays(state)
+            self._qv[key] = (np.array(state.q, dtype=float), np.array(state.v, dtype=float), tq, tv, state)
+        return self._qv[key][:4]
 
     def prepare(self, state):
         from convexsim.stepping import sap_composition as C
@@ -133,7 +140,14 @@ def stage_profile(scene, duration: float | None = None, repeats: int = 3) -> dic
     from convexsim.stepping import StepContext, compiled
     from convexsim.tools.bench import run_cpu_ms, warm_up_compiled
 
+    from convexsim.errors import InputError
+    from convexsim.stepping.dispatch import route
+
     model, state, dur = prepare(scene, duration=duration)
+    why = route(model).reason if route(model).path != "compiled" else "it has kinematic trees" if model.has_trees else ""
+    if why:
+        raise InputError(f"bench --stages profiles the compiled step of free-body scenes; {Path(str(scene)).stem}: "
+                         f"{why}")
     nsteps, _ = plan_steps(dur, model.time_step)
     warm_up_compiled(model, state)
     states, counts = record_states(model, state, nsteps)
@@ -209,7 +223,8 @@ def format_stage_table(profile: dict) -> str:
              f"  {'stage':<28}{'ms/step':>10}{'share':>8}"]
     for name, ms in stages:
         lines.append(f"  {name:<28}{ms:>10.4f}{100 * ms / whole if whole > 0 else 0.0:>7.1f}%")
-    lines.append(f"  {'sum of the stages':<28}{whole:>10.4f}")
+    if p["run_loop_ms"] is not None:          # else the stages add up to the compiled step by construction
+        lines.append(f"  {'sum of the stages':<28}{whole:>10.4f}")
     lines.append(f"  {'one compiled step (Python)':<28}{p['total_ms']:>10.4f}")
     if p["run_loop_ms"] is not None:
         lines.append(f"  {'run loop, no recording':<28}{p['run_loop_ms']:>10.4f}")

@@ -35,3 +35,10 @@ def test_landing_pile_takes_one_covering_analysis_per_large_island_step():
     assert p["analyses"] + p["reused"] == p["two_call_steps"]
     assert p["run_loop_ms"] is None
     assert [name for name, _ in p["stages"]] == list(STAGES) + ["Python around the kernels"]
+
+
+def test_a_model_with_trees_is_refused_with_the_reason(capsys):
+    """Check a scene outside the profile's reach (kinematic trees) exits 2 naming the scene and the reason."""
+    assert main(["bench", "--stages", "--scenes", "pendulum", "--duration", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "pendulum" in err and "trees" in err
