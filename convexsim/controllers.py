@@ -3,15 +3,17 @@ step, so that a scripted policy runs at the loop's speed (no Python between step
 
 A controller has one fixed signature (:func:`controller_signature`)::
 
-    law(t, q, v, tree_q, tree_v, target, target_velocity, torque, params) -> None
+    law(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params) -> None
 
 * ``t`` [s]: the time at the start of the step; ``q`` (nbody, 7), ``v`` (nbody, 6), ``tree_q`` (nq,),
   ``tree_v`` (nv,): the state at the start of the step (read only: the step owns them);
 * ``target``, ``target_velocity`` (n_act,): the PD actuators' targets q_d [rad or m] and v_d (NaN: the
   actuator follows its scene schedule; v_d NaN: 0), in the forest's actuator order
   (``convexsim.controls.actuator_names``); ``torque`` (nv,): generalized forces [N·m or N] on the trees' dofs
-  (``State.tree_v`` order; through the joint's motor, if it has one: constant torque added, effort clamp).
-  The law writes the commands into these arrays; they keep their values from one step to the next;
+  (``State.tree_v`` order; through the joint's motor, if it has one: constant torque added, effort clamp);
+  ``wrench`` (nbody, 6): external wrenches (τ_W [N·m], f_W [N]) in W at each body's centre of mass (free
+  bodies and the links of trees; a body's index is its row in ``q``). The law writes the commands into
+  these arrays; they keep their values from one step to the next;
 * ``params`` (np,): numbers the law reads (gains, set points) and may write (a controller's own state, e.g.
   an integrator), handed over by the caller.
 
@@ -19,7 +21,9 @@ A controller has one fixed signature (:func:`controller_signature`)::
 disk). Every controller has the same numba type, so the run loop is compiled once for all of them: a new
 controller costs its own compilation (a fraction of a second), not the step's.
 
-Body wrenches are not among the compiled controls (a run that needs them takes a Python controller).
+A law runs in the compiled SAP run loop (``run_model(..., controller=law)``); the LCP stepper has no compiled
+run loop, so a model with the LCP solver refuses a compiled law with the reason (a Python controller drives
+its compiled steps).
 """
 
 from __future__ import annotations
@@ -37,12 +41,12 @@ _F64_2D = "float64[:, ::1]"
 
 def controller_signature():
     """The numba signature of a compiled controller (module docstring): void(float64 t, q (nbody, 7),
-    v (nbody, 6), tree_q, tree_v, target, target_velocity, torque, params)."""
+    v (nbody, 6), tree_q, tree_v, target, target_velocity, torque, wrench (nbody, 6), params)."""
     from numba import types
 
     a1 = types.Array(types.float64, 1, "C")
     a2 = types.Array(types.float64, 2, "C")
-    return types.void(types.float64, a2, a2, a1, a1, a1, a1, a1, a1)
+    return types.void(types.float64, a2, a2, a1, a1, a1, a1, a1, a2, a1)
 
 
 @dataclass
@@ -90,7 +94,7 @@ def compiled_controller(fn: Callable | None = None, *, params=None):
     return build if fn is None else build(fn)
 
 
-def _hold(t, q, v, tree_q, tree_v, target, target_velocity, torque, params):
+def _hold(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params):
     """The controller that commands nothing (the run loop's default): the arrays keep what they hold."""
     return None
 

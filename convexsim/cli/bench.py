@@ -41,6 +41,10 @@ def add_bench(sub) -> None:
                    help="only the controls tables: CPU ms/step with and without per-step controls (run loop, "
                         "run_model(controller), a Simulation step loop; a MuJoCo Python loop when installed) "
                         "and what recording every frame costs (docs/scripting.md)")
+    p.add_argument("--stages", action="store_true",
+                   help="only the stage profile: CPU ms per step of each stage of the compiled step (collision, "
+                        "rows and problem, symbolic analysis, Newton, integration, recording or the Python "
+                        "around the kernels) on pile_100 and sphere_drop, or on --scenes (docs/performance.md)")
     p.add_argument("--no-lcp-bench", action="store_true",
                    help="skip the LCP pile table (sphere_pile, mixed_clutter with --solver lcp; minutes; "
                         "only run without --scenes)")
@@ -63,6 +67,15 @@ def cmd_bench(args) -> int:
         from convexsim.tools import bench_controls
 
         return bench_controls.main()
+    if args.stages:
+        from convexsim.tools import bench_stages
+
+        chosen = bench_stages.STAGE_SCENES
+        if args.scenes:
+            chosen = [(s, args.duration) for s in args.scenes]
+        elif args.duration is not None:
+            chosen = [(s, args.duration) for s, _ in chosen]
+        return bench_stages.main([(resolve_scene(s), d) for s, d in chosen])
     from convexsim.tools import bench as sap_bench
 
     if not (args.compiled or args.vs or args.scenes):

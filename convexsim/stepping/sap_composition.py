@@ -327,7 +327,7 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, law, params, k0, n_tot
         record = (k + 1) % record_every == 0 or k + 1 == n_total
         if record and nf >= fr_step.shape[0]:
             return RUN_CHUNK_END, taken, nf, ncr, -1, 0, 0
-        law(t, q, v, tq, tv, target, target_velocity, commanded, params)
+        law(t, q, v, tq, tv, target, target_velocity, commanded, ctl[6], params)
         motor_forces_kernel(ctl[3], ctl[4], ctl[5], commanded, forces)
         status, bad, max_n, prep = step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, step_ctl)
         if status != STEP_OK:

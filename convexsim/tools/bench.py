@@ -358,7 +358,7 @@ def forced_linear_solver(choice: str | None):
         solver._make_hessian = original
 
 
-def _warm_up_compiled(model, state) -> None:
+def warm_up_compiled(model, state) -> None:
     """Load the compiled step's kernels outside the timed window: one step from the scene's initial state, in
     throwaway contexts, by the run kernel and by the two kernel calls of a step with a large island
     (``step_prepare``, ``step_finish``: loaded from the disk cache on their first call, ≈ 0.1–0.2 s)."""
@@ -401,7 +401,7 @@ def scene_benchmark(scene, duration: float | None = None, linear_solver: str | N
     with forced_linear_solver(linear_solver):
         _warm_up(linear_solver or "sparse")
         if path != "reference" and linear_solver is None and not linalg.PRUNE_PATTERN:
-            _warm_up_compiled(model, state)
+            warm_up_compiled(model, state)
         else:
             path = "reference"   # a forced linear solver or a pruned pattern acts on the Python path only
         ctx = stepping.StepContext()
@@ -704,7 +704,7 @@ COMPILED_SCENES = (("sphere_drop", 0.5), ("box_slide", 0.5), ("box_stack", 0.5),
 """(scene, simulated seconds) timed by :func:`compiled_comparison`."""
 
 
-def _run_cpu_ms(model, state, duration: float, path: str, record_every: int) -> tuple[float, object]:
+def run_cpu_ms(model, state, duration: float, path: str, record_every: int) -> tuple[float, object]:
     from convexsim.simulate import run_model
 
     run_model(model, state, duration=min(duration, 10 * model.time_step), path=path)   # load the kernels
@@ -723,9 +723,9 @@ def compiled_comparison(scenes=COMPILED_SCENES) -> list[dict]:
     for name, duration in scenes:
         model, state, _ = prepare(TEN_SPHERES if str(name) == "ten_spheres" else name)
         n = int(round(duration / model.time_step))
-        ref, traj_ref = _run_cpu_ms(model, state, duration, "reference", 1)
-        comp, traj = _run_cpu_ms(model, state, duration, "compiled", 1)
-        bare, _ = _run_cpu_ms(model, state, duration, "compiled", n)
+        ref, traj_ref = run_cpu_ms(model, state, duration, "reference", 1)
+        comp, traj = run_cpu_ms(model, state, duration, "compiled", 1)
+        bare, _ = run_cpu_ms(model, state, duration, "compiled", n)
         rows.append({"scene": Path(str(name)).stem, "bodies": int((~model.body_fixed).sum()), "steps": n,
                      "reference_ms": ref, "compiled_ms": comp, "compiled_bare_ms": bare,
                      "max_dp": float(np.abs(traj.position - traj_ref.position).max())})

@@ -91,7 +91,7 @@ def _sine_law():
     (params = q0, A, ω)."""
     from convexsim.controllers import compiled_controller
 
-    def sine(t, q, v, tree_q, tree_v, target, target_velocity, torque, params):
+    def sine(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params):
         target[0] = params[0] + params[1] * np.sin(params[2] * t)
         target_velocity[0] = params[1] * params[2] * np.cos(params[2] * t)
     return compiled_controller(sine)

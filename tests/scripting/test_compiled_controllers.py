@@ -22,17 +22,30 @@ JOINT2 = 1           # iiwa_push's actuator order: iiwa_joint_1 … iiwa_joint_7
 
 
 @compiled_controller(params=[0.800688, 0.1, 2.0 * math.pi * 2.0])
-def sine_target(t, q, v, tree_q, tree_v, target, target_velocity, torque, params):
+def sine_target(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params):
     """Joint 2's target q_d = q0 + a·sin(ω t), v_d = a·ω·cos(ω t) (params = q0, a, ω)."""
     target[1] = params[0] + params[1] * np.sin(params[2] * t)
     target_velocity[1] = params[1] * params[2] * np.cos(params[2] * t)
 
 
 @compiled_controller
-def torques(t, q, v, tree_q, tree_v, target, target_velocity, torque, params):
+def torques(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params):
     """3 N·m·sin(2π (1 + j/2) t) on every joint j."""
     for j in range(torque.shape[0]):
         torque[j] = 3.0 * np.sin(2.0 * np.pi * (1.0 + 0.5 * j) * t)
+
+
+@compiled_controller(params=[-1.0, 2.0, 0.5])
+def box_wrench(t, q, v, tree_q, tree_v, target, target_velocity, torque, wrench, params):
+    """A force (2 N along y, then 0.5 N·m about z from t = 0.1 s) on body params[0] (set by the test)."""
+    b = int(params[0])
+    wrench[b, 4] = params[1]
+    if t >= 0.1:
+        wrench[b, 2] = params[2]
+
+
+def _python_box_wrench(model, state):
+    return {"wrenches": {"box": (0.0, 0.0, 0.5 if state.t >= 0.1 else 0.0, 0.0, 2.0, 0.0)}}
 
 
 def _python_sine(model, state):
@@ -45,10 +58,13 @@ def _python_torques(model, state):
     return {"torques": {n: 3.0 * math.sin(2.0 * math.pi * (1.0 + 0.5 * j) * state.t) for j, n in enumerate(names)}}
 
 
-@pytest.mark.parametrize("law, python", [(sine_target, _python_sine), (torques, _python_torques)],
-                         ids=["sine target", "torques on all seven"])
+@pytest.mark.parametrize("law, python", [(sine_target, _python_sine), (torques, _python_torques),
+                                          (box_wrench, _python_box_wrench)],
+                         ids=["sine target", "torques on all seven", "wrench on the box"])
 def test_a_compiled_law_equals_the_same_python_controller(law, python):
     model, state, _ = prepare("iiwa_push")
+    if law is box_wrench:                       # the box's row in q and in the wrench array
+        law = law.with_params([model.body_names.index("box"), *law.params[1:]])
     ours, _ = run_model(model, state, duration=DURATION, controller=law)
     assert "compiled controller" in ours.metadata["path"]
     with warnings.catch_warnings():
@@ -57,7 +73,7 @@ def test_a_compiled_law_equals_the_same_python_controller(law, python):
     assert ours.position.shape == ref.position.shape
     assert np.abs(ours.position - ref.position).max() < 1e-12
     free, _ = run_model(model, state, duration=DURATION)
-    assert np.abs(ours.position - free.position).max() > 1e-4        # the law did drive the arm
+    assert np.abs(ours.position - free.position).max() > 1e-4        # the law did drive the arm (or the box)
 
 
 def test_a_second_law_reuses_the_compiled_run_loop():
