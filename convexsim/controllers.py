@@ -49,21 +49,61 @@ def controller_signature():
     return types.void(types.float64, a2, a2, a1, a1, a1, a1, a1, a2, a1)
 
 
+class KernelLaw:
+    """A compiled law as the run kernel's argument: its C address and signature, with its numba type built
+    once. (numba types a ``cfunc`` argument by building its ``FunctionType`` again on every kernel call, a
+    Python-level cost paid per ``Simulation.step()``; this object carries the same type ready-made, and numba
+    takes it through the first-class-function protocol: ``__wrapper_address__`` and ``signature``.)"""
+
+    __slots__ = ("cfunc", "address", "sig", "numba_type")
+
+    def __init__(self, cfunc):
+        from numba.core.types import FunctionType
+
+        self.cfunc, self.address, self.sig = cfunc, int(cfunc.address), cfunc._sig
+        self.numba_type = FunctionType(self.sig)
+
+    def __wrapper_address__(self) -> int:
+        return self.address
+
+    def signature(self):
+        return self.sig
+
+
+def _register_kernel_law_type() -> None:
+    """Teach numba the type of a :class:`KernelLaw` (its ready-made ``numba_type``) and that it follows the
+    first-class-function protocol."""
+    from numba.core.types.function_type import WrapperAddressProtocol
+    from numba.core.typing.typeof import typeof_impl
+
+    WrapperAddressProtocol.register(KernelLaw)
+    typeof_impl.register(KernelLaw)(lambda val, c: val.numba_type)
+
+
+_register_kernel_law_type()
+
+
 @dataclass
 class CompiledController:
     """A control law compiled with :func:`controller_signature` and its parameter vector.
 
-    ``law`` is the compiled function (a ``numba.cfunc``; the run loop calls it), ``python`` the function it
-    was compiled from (callable from Python for tests), ``params`` (np,) float64 the numbers it reads."""
+    ``law`` is the compiled function (a ``numba.cfunc``), ``kernel_law`` the same as the run loop's argument
+    (:class:`KernelLaw`), ``python`` the function it was compiled from (callable from Python for tests),
+    ``params`` (np,) float64 the numbers it reads."""
 
     law: object
     python: Callable
     params: np.ndarray = field(default_factory=lambda: np.zeros(0))
     name: str = "controller"
+    kernel_law: KernelLaw | None = None
+
+    def __post_init__(self):
+        if self.kernel_law is None:
+            self.kernel_law = KernelLaw(self.law)
 
     def with_params(self, params) -> "CompiledController":
         """The same law with another parameter vector (no recompilation)."""
-        return CompiledController(self.law, self.python, _params(params), self.name)
+        return CompiledController(self.law, self.python, _params(params), self.name, self.kernel_law)
 
 
 def _params(params) -> np.ndarray:
@@ -109,4 +149,4 @@ def no_controller() -> CompiledController:
     return _NO_CONTROLLER[0]
 
 
-__all__ = ["CompiledController", "compiled_controller", "controller_signature", "no_controller"]
+__all__ = ["CompiledController", "KernelLaw", "compiled_controller", "controller_signature", "no_controller"]

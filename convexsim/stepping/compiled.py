@@ -41,7 +41,7 @@ def no_law():
     """(the do-nothing compiled controller, no parameters): the run kernel's law when none is given."""
     from convexsim.controllers import no_controller
 
-    return no_controller().law, np.zeros(0)
+    return no_controller().kernel_law, np.zeros(0)
 
 
 def nonfinite_error(model: Model, state: State, bad: int, step: int, t: float) -> SimulationError:
