@@ -66,6 +66,10 @@ class KernelLaw:
     def __wrapper_address__(self) -> int:
         return self.address
 
+    def __call__(self, *args):
+        """Call the law from Python (the run loop does so when numba's JIT is disabled)."""
+        return self.cfunc(*args)
+
     def signature(self):
         return self.sig
 

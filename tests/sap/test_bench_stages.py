@@ -10,7 +10,7 @@ STAGES = ("collision", "rows and problem", "symbolic analysis", "Newton (+ impul
 
 
 def _shares(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"\s(-?\d+\.\d)%", text)]
+    return [float(x) for x in re.findall(r"(-?\d+\.\d)%", text)]
 
 
 def test_stage_table_prints_every_stage_and_shares_of_the_sum(capsys):
