@@ -110,6 +110,31 @@ def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray, geom
 
 
 @jit
+def _one_tree_only(idx: np.ndarray, geom_body: np.ndarray, tree_filter) -> bool:
+    """Whether the geometries ``idx`` all sit on the links of one tree T or on T's base body, so that the tree
+    rule (:func:`tree_admits`) admits none of their pairs: a lone robot on its base (a Menagerie arm with its
+    floor; halfspaces are not in ``idx``). O(len(idx)); False without a tree filter."""
+    if tree_filter is None:
+        return False
+    body_tree, _, tree_base = tree_filter
+    T = -1
+    for k in range(idx.shape[0]):
+        t = body_tree[geom_body[idx[k]]]
+        if t >= 0:
+            if T < 0:
+                T = t
+            elif t != T:
+                return False
+    if T < 0:
+        return False
+    for k in range(idx.shape[0]):
+        b = geom_body[idx[k]]
+        if body_tree[b] < 0 and b != tree_base[T]:
+            return False
+    return True
+
+
+@jit
 def _emit(a: int, b: int, total: int, pairs: np.ndarray) -> int:
     """Store pair (a, b) at row ``total`` if it fits; returns total + 1."""
     if total < pairs.shape[0]:
@@ -179,7 +204,7 @@ def sweep_and_prune_pairs(
             m += 1
     idx = idx[:m]
     total = 0
-    if m > 1:
+    if m > 1 and not _one_tree_only(idx, geom_body, tree_filter):     # else no pair to sweep for
         rho = np.empty(m)
         for k in range(m):
             rho[k] = bounding_radius(geom_type[idx[k]], geom_size[idx[k]])

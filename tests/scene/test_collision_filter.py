@@ -83,6 +83,32 @@ def test_broad_phase_applies_the_tree_pair_rule():
         assert _pairs(kernel, gtype, size, body, fixed, pos, filt, trees) == both
 
 
+def test_a_lone_tree_on_its_base_has_no_pair_but_its_floor_and_a_visitor_brings_them_back():
+    """The sweep's early-out (``broadphase._one_tree_only``): crowded spheres on the links of one tree and on its
+    fixed base give no pair but the floor's, as the brute force says; a free body or a second fixed body among
+    them brings back exactly the brute force's pairs."""
+    rng = np.random.default_rng(11)
+    n = 8
+    gtype, size, pos = _crowd(rng, n, 0.25)
+    body = np.array([0, 1, 1, 2, 3, 4, 5, 6, 7], np.int64)        # body 1: the tree's fixed base (two geometries)
+    nbody = 8
+    fixed = np.zeros(nbody, np.bool_)
+    fixed[[0, 1]] = True
+    body_tree = np.array([-1, -1, 0, 0, 0, 0, 0, 0], np.int64)
+    moves = np.array([False, False, True, True, True, True, True, True])
+    trees = (body_tree, moves, np.array([1], np.int64))
+    lone = _pairs(sweep_and_prune_pairs, gtype, size, body, fixed, pos, None, trees)
+    assert lone == _pairs(brute_force_pairs, gtype, size, body, fixed, pos, None, trees)
+    assert lone and all(i == 0 for i, _ in lone)                   # only floor pairs
+    for visitor_moves in (True, False):                            # body 7 leaves the tree: free, or fixed
+        bt, mv, fx = body_tree.copy(), moves.copy(), fixed.copy()
+        bt[7], mv[7], fx[7] = -1, visitor_moves, not visitor_moves
+        t2 = (bt, mv, np.array([1], np.int64))
+        swept = _pairs(sweep_and_prune_pairs, gtype, size, body, fx, pos, None, t2)
+        assert swept == _pairs(brute_force_pairs, gtype, size, body, fx, pos, None, t2)
+        assert any(i != 0 for i, _ in swept)                       # the visitor touches links again
+
+
 def test_mjcf_contype_conaffinity_become_the_collision_filter(tmp_path):
     pytest.importorskip("mujoco")
     from convexsim.scene import scene_from_dict
