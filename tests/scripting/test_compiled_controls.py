@@ -18,6 +18,7 @@ import pytest
 
 from convexsim.sim import Simulation
 from convexsim.simulate import SlowPathWarning, prepare, run_model
+from tests.scripting.scripting_helpers import assert_follows_implicit_pd
 
 Q_BOUND = 1e-6
 STEPS = 300
@@ -85,17 +86,7 @@ actuators:
 def test_the_compiled_driven_joint_follows_the_implicit_pd_law():
     """On the compiled step, every step of a sine target: u = −Kp (q0 + dt v1 − q_d) − Kd (v1 − v_d) (gains
     far below the near-rigid limit), to the solver's relative tolerance 1e-6."""
-    sim = Simulation(PENDULUM)
-    dt = sim.model.time_step
-    for k in range(200):
-        q0, t = sim.qpos("hinge"), sim.t
-        q_d, v_d = 0.2 * math.sin(5 * t), math.cos(5 * t)
-        sim.set_target("hinge", q_d, velocity=v_d)
-        sim.step()
-        assert sim.info.path == "compiled"
-        v1 = sim.qvel("hinge")
-        u = sim.actuator_forces()["hinge"]
-        assert u == pytest.approx(-KP * (q0 + dt * v1 - q_d) - KD * (v1 - v_d), rel=1e-6, abs=1e-9), k
+    assert_follows_implicit_pd(Simulation(PENDULUM), "hinge", KP, KD, steps=200, rel=1e-6, abs_=1e-9)
 
 
 def test_a_python_controller_runs_on_compiled_steps():

@@ -22,6 +22,7 @@ from convexsim.simulate import prepare
 from convexsim.stepping.free_motion import assemble
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion
 from convexsim.stepping.packing import packed, packed_forest
+from tests.scripting.scripting_helpers import drive
 
 ROUNDOFF = 1e-12
 """Relative bound of a compiled stage against its reference: the same sums in another order (a 3 × 3 LU
@@ -97,14 +98,7 @@ def test_link_and_body_wrenches_and_torques_in_the_tree_free_motion_equal_the_re
 
 
 def _drive(scene, solver, path, steps, set_controls):
-    sim = Simulation(scene, solver=solver, path=path)
-    states, infos = [], []
-    for _ in range(steps):
-        set_controls(sim)
-        sim.step()
-        states.append(sim.state)
-        infos.append(sim.info)
-    return states, infos
+    return drive(scene, steps, set_controls, solver=solver, path=path)
 
 
 def _push_link_and_box(sim):

@@ -16,6 +16,7 @@ import pytest
 
 from convexsim.sim import Simulation
 from convexsim.simulate import prepare, run_model
+from tests.scripting.scripting_helpers import assert_follows_implicit_pd, drive
 
 BOUND = 1e-9
 """States and forces of the compiled against the reference LCP step (module docstring; measured on iiwa_push: at
@@ -23,14 +24,7 @@ most 1e-13, round-off)."""
 
 
 def _drive(scene, path, steps, set_controls):
-    sim = Simulation(scene, solver="lcp", path=path)
-    states, infos = [], []
-    for _ in range(steps):
-        set_controls(sim)
-        sim.step()
-        states.append(sim.state)
-        infos.append(sim.info)
-    return states, infos
+    return drive(scene, steps, set_controls, solver="lcp", path=path)
 
 
 def _sine_target(sim):
@@ -93,16 +87,7 @@ def test_the_lcp_driven_joint_follows_the_implicit_pd_law():
     (1e-9 relative: A v₁ is solved, not iterated)."""
     text = PENDULUM.replace("motors:\n  - {joint: wrist, torque: 0.2, effort: 0.5}\n", "")
     sim = Simulation(text)
-    dt = sim.model.time_step
-    for k in range(200):
-        q0, t = sim.qpos("hinge"), sim.t
-        q_d, v_d = 0.2 * math.sin(5 * t), math.cos(5 * t)
-        sim.set_target("hinge", q_d, velocity=v_d)
-        sim.step()
-        assert sim.info.path == "compiled"
-        v1 = sim.qvel("hinge")
-        u = sim.actuator_forces()["hinge"]
-        assert u == pytest.approx(-KP * (q0 + dt * v1 - q_d) - KD * (v1 - v_d), rel=1e-9, abs=1e-12), k
+    assert_follows_implicit_pd(sim, "hinge", KP, KD, steps=200, rel=1e-9, abs_=1e-12)
     assert abs(sim.qpos("hinge") - 0.4) > 0.1          # it followed the target away from its start
 
 
