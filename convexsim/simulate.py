@@ -95,8 +95,8 @@ class Recorder:
         self.forces.append({})
 
     def force_frames(self) -> int:
-        """Number of frames ``forces`` covers."""
-        return sum(f.values.shape[0] if isinstance(f, ForceBlock) else 1 for f in self.forces)
+        """Number of frames ``forces`` covers (one dict per frame)."""
+        return len(self.forces)
 
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
@@ -810,9 +810,10 @@ class RunFrames:
     """The frames of a compiled run (:func:`_run_compiled`) in run-long arrays: ``capacity`` frames (every
     frame the run records, known before it starts) in the run kernel's frame arrays (:func:`frame_arrays`),
     which the kernel fills in place, a chunk of steps per call (``RunKernel.call(frames=...)``), and the
-    contact rows, frame after frame, in arrays that grow when a chunk's rows do not fit. No frame is copied
-    between the kernel and the trajectory. A frame of a step taken through ``stepping.step`` (the initial
-    frame, a step the kernel hands over) is written by :meth:`record`.
+    contact rows, frame after frame, in arrays that grow when a chunk's rows do not fit. Nothing is copied
+    per chunk or per frame: the trajectory is cut from these arrays once, at the end. A frame of a step taken
+    through ``stepping.step`` (the initial frame, a step the kernel hands over) is written by :meth:`record`
+    (its contacts' geometries and impulses, which a trajectory does not hold, are not).
 
     ``n`` frames and ``rows`` contact rows are whole: a frame counts once every array holds it (``n`` is
     raised last), so an interrupted run keeps exactly its whole frames. Makes the trajectory
