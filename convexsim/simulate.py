@@ -806,6 +806,10 @@ def contact_arrays(rows: int) -> dict[str, np.ndarray]:
                 c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
 
 
+CONTACT_ROWS0 = 256
+"""Contact rows a compiled run's frames have room for at first (:meth:`RunFrames.grow_contacts`)."""
+
+
 class RunFrames:
     """The frames of a compiled run (:func:`_run_compiled`) in run-long arrays: ``capacity`` frames (every
     frame the run records, known before it starts) in the run kernel's frame arrays (:func:`frame_arrays`),
@@ -824,7 +828,7 @@ class RunFrames:
         self.n, self.rows = 0, 0
         self.t = np.empty(capacity)
         self.fr = frame_arrays(model.nbody, kernel.pf, capacity)
-        self.c = contact_arrays(4 * capacity + 64)
+        self.c = contact_arrays(CONTACT_ROWS0)
         self.forces: list = []        # a ForceBlock per kernel chunk, a dict per frame of record()
 
     @property
@@ -845,11 +849,13 @@ class RunFrames:
 
     def grow_contacts(self, rows: int) -> None:
         """Room for at least ``rows`` contact rows in all (the whole rows kept): at least twice the room, and
-        what the rows so far per frame, over every frame of the run, would take."""
+        1.5 × what the rows so far per frame would take over every frame of the run, so that a run whose
+        contacts stay about as many grows once, early, when few rows are copied (untouched room costs no
+        memory, only address space)."""
         size = self.c["c_phi"].shape[0]
         if rows <= size:
             return
-        size = max(2 * size, rows, rows * self.t.shape[0] // max(self.n, 1))
+        size = max(2 * size, rows, 3 * rows * self.t.shape[0] // (2 * max(self.n, 1)))
         grown = contact_arrays(size)
         for k, a in grown.items():
             a[:self.rows] = self.c[k][:self.rows]
