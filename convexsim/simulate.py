@@ -809,23 +809,34 @@ def contact_arrays(rows: int) -> dict[str, np.ndarray]:
 CONTACT_ROWS0 = 256
 """Contact rows a compiled run's frames have room for at first (:meth:`RunFrames.grow_contacts`)."""
 
+FRAME_BYTES0 = 64 << 20
+"""Bytes of frame arrays a compiled run takes at first at most (:class:`RunFrames`; at least
+:data:`FRAMES0_MIN` frames): room for every frame of most runs, while a very long run (meant to be
+interrupted, or to fail) does not ask for all its memory before its first step."""
+
+FRAMES0_MIN = 1024
+"""Frames a compiled run has room for at first at least (or every frame of the run, when fewer)."""
+
 
 class RunFrames:
-    """The frames of a compiled run (:func:`_run_compiled`) in run-long arrays: ``capacity`` frames (every
-    frame the run records, known before it starts) in the run kernel's frame arrays (:func:`frame_arrays`),
-    which the kernel fills in place, a chunk of steps per call (``RunKernel.call(frames=...)``), and the
-    contact rows, frame after frame, in arrays that grow when a chunk's rows do not fit. Nothing is copied
-    per chunk or per frame: the trajectory is cut from these arrays once, at the end. A frame of a step taken
-    through ``stepping.step`` (the initial frame, a step the kernel hands over) is written by :meth:`record`
-    (its contacts' geometries and impulses, which a trajectory does not hold, are not).
+    """The frames of a compiled run (:func:`_run_compiled`) in run-long arrays: the run kernel's frame arrays
+    (:func:`frame_arrays`), with room for every frame the run records (``total``, known before it starts) or
+    for :data:`FRAME_BYTES0` of them, doubled when full, which the kernel fills in place, a chunk of steps
+    per call (``RunKernel.call(frames=...)``); the contact rows, frame after frame, in arrays that grow when
+    a chunk's rows do not fit. Nothing is copied per chunk or per frame: the trajectory is cut from these
+    arrays once, at the end. A frame of a step taken through ``stepping.step`` (the initial frame, a step the
+    kernel hands over) is written by :meth:`record` (its contacts' geometries and impulses, which a
+    trajectory does not hold, are not).
 
     ``n`` frames and ``rows`` contact rows are whole: a frame counts once every array holds it (``n`` is
     raised last), so an interrupted run keeps exactly its whole frames. Makes the trajectory
     :class:`Recorder` makes of the same frames (``tests/stepping/test_recording_frames.py``)."""
 
-    def __init__(self, model: Model, kernel: "RunKernel", capacity: int):
-        self.model, self.kernel = model, kernel
+    def __init__(self, model: Model, kernel: "RunKernel", total: int):
+        self.model, self.kernel, self.total = model, kernel, total
         self.n, self.rows = 0, 0
+        frame_bytes = sum(a.itemsize * a.size for a in frame_arrays(model.nbody, kernel.pf, 1).values()) + 8
+        capacity = min(total, max(FRAMES0_MIN, FRAME_BYTES0 // frame_bytes))
         self.t = np.empty(capacity)
         self.fr = frame_arrays(model.nbody, kernel.pf, capacity)
         self.c = contact_arrays(CONTACT_ROWS0)
@@ -846,6 +857,20 @@ class RunFrames:
         out = {k: a[self.n:] for k, a in self.fr.items()}
         out.update({k: a[self.rows:] for k, a in self.c.items()})
         return out
+
+    def make_room(self) -> None:
+        """At least one free frame (the whole ones kept): twice the room when full, at most ``total``."""
+        size = self.t.shape[0]
+        if self.n < size:
+            return
+        if size >= self.total:
+            raise RuntimeError(f"the compiled run loop records more than the {self.total} frames of its run")
+        size = min(2 * size, self.total)
+        t, fr = np.empty(size), frame_arrays(self.model.nbody, self.kernel.pf, size)
+        t[:self.n] = self.t[:self.n]
+        for k, a in fr.items():
+            a[:self.n] = self.fr[k][:self.n]
+        self.t, self.fr = t, fr
 
     def grow_contacts(self, rows: int) -> None:
         """Room for at least ``rows`` contact rows in all (the whole rows kept): at least twice the room, and
@@ -879,6 +904,7 @@ class RunFrames:
         """Write one frame of a step taken through ``stepping.step`` (as :meth:`Recorder.record`; ``info``
         None for the initial frame)."""
         info = StepInfo() if info is None else info
+        self.make_room()
         c, n, r = info.contacts, self.n, self.rows
         self.grow_contacts(r + c.count)
         fr, ca, e = self.fr, self.c, r + c.count
@@ -952,6 +978,7 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     with end:
         while k < k_end:
             with _DeferSignals():
+                rec.make_room()
                 c0 = _time.perf_counter()
                 code, taken, nf, ncr, bad, sap_status, extra = kernel.call(t, q, v, tq, tv, k - step0, n_steps,
                                                                            chunk, record_every, commands, law, rec)
@@ -969,9 +996,6 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
                               tree_v=tv.copy() if trees else state.tree_v)
-                if code == kernel.K.RUN_CHUNK_END and not taken:     # no room for a frame: would loop forever
-                    raise RuntimeError(f"the compiled run loop's frame arrays are full at step {k} "
-                                       f"({rec.n} frames of {rec.t.shape[0]}): recorded_frames miscounted")
                 if code == kernel.K.RUN_NEED_CONTACT_SPACE:
                     rec.grow_contacts(rec.rows + int(extra))
                 elif kernel.hands_over(code):   # one step at a time (BAD_MARGIN raises)
@@ -1201,4 +1225,5 @@ class _ProgressBar:
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
            "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
            "blas_thread_limit", "blas_threads_setting", "hold_blas_threads", "RunKernel", "ForceBlock",
-           "TerminationRequest", "RunInterrupted", "interrupted_trajectory", "RunFrames", "recorded_frames"]
+           "TerminationRequest", "RunInterrupted", "interrupted_trajectory", "RunFrames", "recorded_frames",
+           "CONTACT_ROWS0", "FRAME_BYTES0", "FRAMES0_MIN"]

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from convexsim import simulate
 from convexsim.io.trajectory import Trajectory
 from convexsim.simulate import CONTACT_ROWS0, Recorder, prepare, recorded_frames, run_model
 from convexsim.stepping import StepContext, dispatch, step
@@ -82,6 +83,21 @@ def test_recording_every_step_changes_no_frame_of_a_pile(monkeypatch):
     assert every_1.num_frames == steps + 1 and every_4.num_frames == recorded_frames(steps, 4) == 7
     _assert_same_frames(every_1, every_4, np.array([0, 4, 8, 12, 16, 20, 22]))
     assert s1.iterations == s4.iterations and s1.contacts == s4.contacts
+
+
+@pytest.mark.parametrize("scene, steps", [("box_stack", 40), ("pile_100", 22)])
+def test_frames_outgrowing_their_first_arrays_are_kept(scene, steps, monkeypatch):
+    """A run whose frames do not fit the frame arrays it starts with (here room for 4 frames, doubled when
+    full, up to the run's frames) records what a run with room for all of them records, bit for bit, in
+    every array: the kernel's frames and those written row by row (pile_100's handed-over steps)."""
+    model, state, _ = prepare(scene)
+    duration = steps * model.time_step
+    roomy, _ = run_model(model, state, duration=duration, record_every=1)
+    monkeypatch.setattr(simulate, "FRAME_BYTES0", 0)
+    monkeypatch.setattr(simulate, "FRAMES0_MIN", 4)
+    grown, _ = run_model(model, state, duration=duration, record_every=1)
+    assert grown.num_frames == steps + 1 > 4
+    _assert_same_frames(roomy, grown, np.arange(roomy.num_frames))
 
 
 @pytest.mark.parametrize("n_steps, every", [(0, 1), (1, 1), (10, 1), (10, 3), (9, 3), (2, 100), (200, 100)])
