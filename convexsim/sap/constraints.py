@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.sap.friction_cone import cone_hessian, cone_impulse_and_cost
+from convexsim.sap.friction_cone import (cone_hessian, cone_impulse_and_cost, stiction_linearization,
+                                         stiction_predicted)
 from convexsim.sap.hunt_crossley import hc_hessian, hc_impulse_and_cost
 from convexsim.sap.joint_constraints import KIND_LIMIT, row_impulse_cost
 
@@ -77,6 +78,24 @@ def eval_constraints(kind, cpar, vc, gamma_out, G_out, with_hessian, kappa=0.0):
         if with_hessian:
             hessian_block(kind[i], cpar[i], vc[i, 0], vc[i, 1], vc[i, 2], G_out[i], kappa)
     return total
+
+
+@jit
+def relinearize_predicted_stiction(kind, cpar, vc, dvc, gamma, G):
+    """Where the full step dvc would bring a sliding "sap" contact into stiction or reverse its slip
+    (``friction_cone.stiction_predicted``), overwrite its γ_i and G_i (at vc) by the stiction branch's
+    linear model (``friction_cone.stiction_linearization``); other constraints keep theirs. Returns how many
+    were changed. O(nk)."""
+    n = 0
+    for i in range(kind.shape[0]):
+        if kind[i] != KIND_SAP:
+            continue
+        p = cpar[i]
+        if stiction_predicted(p[0], p[1], p[2], p[3], p[4], p[5], vc[i, 0], vc[i, 1], vc[i, 2], dvc[i, 0],
+                              dvc[i, 1], dvc[i, 2]):
+            stiction_linearization(p[1], p[2], p[3], p[4], p[5], vc[i, 0], vc[i, 1], vc[i, 2], gamma[i], G[i])
+            n += 1
+    return n
 
 
 @jit

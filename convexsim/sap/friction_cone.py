@@ -171,6 +171,36 @@ def cone_hessian(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, G_out, kappa=0.0):
         G_out[2, 2] = f / Rn
 
 
+@jit
+def stiction_predicted(mu, Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, dv0, dv1, dv2):
+    """True if the contact slides at vc and the full Newton step dvc [m/s] would put it in stiction or make
+    it slide the opposite way (t̂(vc)ᵀ t̂(vc + dvc) < 0): the exact block's model, a constant friction force
+    along the slip, did not hold over the step (docs/sap.md, "Stiction prediction")."""
+    y0, y1, y2, yr = unprojected_impulse(Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2)
+    mu_hat = mu * Rt / Rn
+    if cone_region(mu, mu_hat, yr, y2) != SLIDING:
+        return False
+    z0, z1, z2, zr = unprojected_impulse(Rt, Rn, vh0, vh1, vh2, vc0 + dv0, vc1 + dv1, vc2 + dv2)
+    region = cone_region(mu, mu_hat, zr, z2)
+    return region == STICTION or (region == SLIDING and y0 * z0 + y1 * z1 < 0.0)
+
+
+@jit
+def stiction_linearization(Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2, gamma_out, G_out):
+    """The stiction branch continued past the cone: γ = y = R⁻¹(v̂ − vc) into gamma_out (3,) and its
+    G = R⁻¹ = diag(1/Rt, 1/Rt, 1/Rn) into G_out (3, 3): the linear model of a contact that sticks."""
+    y0, y1, y2, _ = unprojected_impulse(Rt, Rn, vh0, vh1, vh2, vc0, vc1, vc2)
+    gamma_out[0] = y0
+    gamma_out[1] = y1
+    gamma_out[2] = y2
+    for i in range(3):
+        for j in range(3):
+            G_out[i, j] = 0.0
+    G_out[0, 0] = 1.0 / Rt
+    G_out[1, 1] = 1.0 / Rt
+    G_out[2, 2] = 1.0 / Rn
+
+
 def contact_regularization(dt, k, tau_d, mu, w, beta=1.0, sigma=1e-3, phi0=0.0):
     """Regularization R and bias v̂ of friction-cone contacts (docs/sap.md).
 
@@ -227,5 +257,7 @@ __all__ = [
     "cone_impulse_and_cost",
     "cone_hessian",
     "slip_curvature_factor",
+    "stiction_predicted",
+    "stiction_linearization",
     "contact_regularization",
 ]

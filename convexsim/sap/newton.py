@@ -20,7 +20,7 @@ import numpy as np
 
 from convexsim._jit import jit
 from convexsim.sap import blocks, supernodal
-from convexsim.sap.constraints import eval_constraints
+from convexsim.sap.constraints import cost_along_ray, eval_constraints, relinearize_predicted_stiction
 from convexsim.sap.linesearch import LS_OK, backtracking_line_search, exact_line_search
 
 # ---- slots of fpar (floats)
@@ -49,7 +49,8 @@ I_EXACT_MAX_ITERATIONS = 3
 I_BACKTRACKING_MAX_ITERATIONS = 4
 I_ISLAND_MAX_DOFS = 5
 I_STRICT = 6
-NIPAR = 7
+I_STICTION_PREDICTION = 7  # 1: SapParameters.stiction_prediction (a second direction after a damped step)
+NIPAR = 8
 
 # SapStatus values (convexsim.sap.types)
 SAP_CONVERGED = 0
@@ -358,6 +359,38 @@ def _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0):
                                     fpar[F_RELATIVE_SLOP])
 
 
+@jit(inline="always")
+def _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha):
+    """ℓ(v + α dv) from the ray's terms of ``sap.linesearch`` (a1 = dpᵀ(v − v*), a2 = dvᵀ dp). O(nk)."""
+    return ell_a + alpha * a1 + 0.5 * alpha * alpha * a2 + cost_along_ray(kind, cpar, vc, dvc, alpha)[0]
+
+
+@jit(inline="always")
+def _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind, cpar, vc,
+                 vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha, dv2, dp2, dvc2):
+    """The stiction-predicted direction dv2 against the exact one (dv, its α, a1, a2): dv2 is line-searched if it
+    is a descent direction and replaces dv (copied into dv, dvc) when its step reaches a lower cost.
+    Returns (α of the step taken, line-search evaluations, whether dv2 was taken)."""
+    dell0 = _dot(grad, dv2)
+    if not dell0 < 0.0:
+        return alpha, 0, False
+    blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, dv2, dp2)
+    blocks.constraint_velocities(clique_start, clique_sizes, cliques, J_ptr, J_values, dv2, dvc2)
+    b1 = _dot(dp2, vmv)
+    b2 = _dot(dv2, dp2)
+    if not b2 > 0.0:
+        return alpha, 0, False
+    alpha2, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc2, ell, ell_a, b1, b2, dell0)
+    if code != LS_OK:
+        return alpha, nev, False
+    if not (_ray_cost(kind, cpar, vc, dvc2, ell_a, b1, b2, alpha2)
+            < _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha)):
+        return alpha, nev + 2, False
+    dv[:] = dv2
+    dvc[:, :] = dvc2
+    return alpha2, nev + 2, True
+
+
 @jit
 def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star, cliques, J_ptr, J_values,
                  kind, cpar, v, edges, constraint_edge, use_sn, sn, sn_edges):
@@ -393,6 +426,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     diag_ptr, diag_values, edge_ptr, edge_values = _hessian_storage(clique_sizes, edges)
     Av, jc, dp, dv, tmp, grad, Avp, vmv = (np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv),
                                            np.empty(nv), np.empty(nv), np.empty(nv))
+    dv2, dvc2 = np.empty(nv), np.empty((nk, 3))   # the stiction-predicted direction (grad2 in dp, jc2 in tmp)
     if use_sn:
         max_n = 0
         sn_values = np.empty(sn[SN_VALPTR][-1])
@@ -431,12 +465,28 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         a2 = _dot(dv, dp)
         if not a2 > 0.0:
             return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
-        alpha, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, _dot(dp, vmv), a2,
-                                        _dot(grad, dv))
+        a1 = _dot(dp, vmv)
+        alpha, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, _dot(grad, dv))
         ls_evaluations += nev
         iterations += 1
         if code != LS_OK:
             return _LINE_SEARCH_FAILED, iterations, ls_evaluations, r, s, gamma, False
+        if (ipar[I_STICTION_PREDICTION] != 0 and ipar[I_LINE_SEARCH] == 0 and alpha < 0.5
+                and iterations < ipar[I_MAX_ITERATIONS]
+                and relinearize_predicted_stiction(kind, cpar, vc, dvc, gamma, G) > 0):
+            # a damped step: one more direction with the contacts it would stop (or reverse) sticking
+            blocks.generalized_impulses(clique_start, clique_sizes, cliques, J_ptr, J_values, gamma, tmp)
+            for k in range(nv):
+                dp[k] = Avp[k] - tmp[k]
+            iterations += 1
+            if _newton_direction(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
+                                 constraint_edge, edges, island, nisl, isl_size, pos_in_island, isl_ptr, isl_cliques,
+                                 diag_ptr, edge_ptr, diag_values, edge_values, use_sn, sn, sn_values, sn_x, dp, H,
+                                 rhs, xs, dv2):
+                alpha, nev, _ = _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr,
+                                             J_values, kind, cpar, vc, vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha,
+                                             dv2, dp, dvc2)
+                ls_evaluations += nev
         for k in range(nv):
             v[k] += alpha * dv[k]
         alpha_last = alpha

@@ -21,7 +21,8 @@ import numpy as np
 
 from convexsim.sap import blocks, linalg
 from convexsim.sap._validate import check_finite, check_positive
-from convexsim.sap.constraints import KIND_SAP, NPAR, eval_constraints
+from convexsim.sap.constraints import (KIND_SAP, NPAR, cost_along_ray, eval_constraints,
+                                      relinearize_predicted_stiction)
 from convexsim.sap.linalg import DenseHessian, SparseHessian, SymbolicCache
 from convexsim.sap.linesearch import LS_OK, backtracking_line_search, exact_line_search
 from convexsim.sap.problem import ContactProblem, constraint_kernel_data, delassus_diagonal
@@ -362,21 +363,69 @@ class _NewtonRun:
             return SapStatus.FACTORIZATION_FAILED, f"dvᵀ A dv = {a2!r} is not positive"
         a1 = float(np.dot(self.dp, v - self.p.v_star))
         dell0 = float(np.dot(grad, dv))  # = −∇ℓᵀH⁻¹∇ℓ < 0
-        if prm.line_search == "exact":
-            alpha, nev, code = exact_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell, ell_a, a1, a2, dell0, prm.exact_alpha_max,
-                prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
-            )
-        else:
-            alpha, nev, code = backtracking_line_search(
-                self.kind, self.cpar, self.vc, self.dvc, ell, ell_a, a1, a2, dell0, 1.0 / prm.rho,
-                prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
-            )
+        alpha, nev, code = self._line_search(self.dvc, ell, ell_a, a1, a2, dell0)
         self.ls_evaluations += int(nev)
         self.iterations += 1
         if code != LS_OK:
             return SapStatus.LINE_SEARCH_FAILED, f"{prm.line_search} line search: {_LS_MESSAGES[int(code)]}"
+        if (prm.stiction_prediction and prm.line_search == "exact" and alpha < 0.5
+                and self.iterations < prm.max_iterations
+                and relinearize_predicted_stiction(self.kind, self.cpar, self.vc, self.dvc, self.gamma, self.G) > 0):
+            self.alpha.append(0.0)  # two factorizations at this v, one step: the first is recorded as α = 0
+            self.ls_history.append(int(nev))
+            self.cost.append(ell)
+            self.residual.append(self.residual[-1])
+            self.scale.append(self.scale[-1])
+            alpha, nev, dv = self._stiction_step(v, grad, ell, ell_a, dv, a1, a2, alpha)
         v += alpha * dv
         self.alpha.append(float(alpha))
         self.ls_history.append(int(nev))
         return SapStatus.CONVERGED, ""
+
+    def _stiction_step(self, v, grad, ell, ell_a, dv, a1, a2, alpha):
+        """After a damped step (α < ½): a second direction with the constraints' γ, G at v where the
+        contacts the full step would stop (or reverse) are linearized as sticking (``relinearize_predicted_stiction``
+        has written them into self.gamma, self.G); it replaces dv if its line search reaches a lower cost.
+        One more factorization (an iteration). Returns (α, line-search evaluations, direction)."""
+        p, prm = self.p, self.params
+        jc = np.empty(self.p.nv)
+        blocks.generalized_impulses(p.clique_start, p.clique_sizes, p.constraint_cliques, p.J_ptr, p.J_values,
+                                    self.gamma, jc)
+        self.iterations += 1
+        dv2, ok = self.hessian.factor_and_solve(self.G, -(self.Av - self.p_star - jc))
+        if not ok:
+            return alpha, 0, dv
+        dell0 = float(np.dot(grad, dv2))
+        if not dell0 < 0.0:
+            return alpha, 0, dv
+        dp2 = self._A(dv2, np.empty(p.nv))
+        dvc2 = self._J(dv2, np.empty((p.nk, 3)))
+        b1 = float(np.dot(dp2, v - p.v_star))
+        b2 = float(np.dot(dv2, dp2))
+        if not b2 > 0.0:
+            return alpha, 0, dv
+        alpha2, nev, code = self._line_search(dvc2, ell, ell_a, b1, b2, dell0)
+        self.ls_evaluations += int(nev)
+        if code != LS_OK:
+            return alpha, nev, dv
+        self.ls_evaluations += 2
+        if self._ray_cost(dvc2, ell_a, b1, b2, alpha2) < self._ray_cost(self.dvc, ell_a, a1, a2, alpha):
+            return alpha2, nev + 2, dv2
+        return alpha, nev + 2, dv
+
+    def _ray_cost(self, dvc, ell_a, a1, a2, alpha):
+        """ℓ(v + α dv) from the ray's terms (``sap.linesearch``)."""
+        ell_r, _ = cost_along_ray(self.kind, self.cpar, self.vc, dvc, alpha)
+        return ell_a + alpha * a1 + 0.5 * alpha * alpha * a2 + ell_r
+
+    def _line_search(self, dvc, ell, ell_a, a1, a2, dell0):
+        prm = self.params
+        if prm.line_search == "exact":
+            return exact_line_search(
+                self.kind, self.cpar, self.vc, dvc, ell, ell_a, a1, a2, dell0, prm.exact_alpha_max,
+                prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
+            )
+        return backtracking_line_search(
+            self.kind, self.cpar, self.vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / prm.rho,
+            prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
+        )

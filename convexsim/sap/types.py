@@ -59,6 +59,11 @@ class SapParameters:
         slip_curvature_residual: ε_κ (dimensionless): once r ≤ ε_κ·s (the momentum residual of the
             stopping rule) the solve switches to the exact Hessian for its remaining iterations, so the
             last iterations converge like Newton's method (quadratically) rather than linearly.
+        stiction_prediction: after a Newton step damped to α < ½, factor once more with the sliding
+            contacts that the full step would bring into stiction (or through it) linearized as sticking, and
+            take that direction if its line search reaches a lower cost (exact line search only; docs/sap.md,
+            "Stiction prediction"). Each factorization counts as an iteration; the optimum and the stopping
+            rule are unchanged.
     """
 
     rel_tolerance: float = 1e-6
@@ -77,6 +82,7 @@ class SapParameters:
     on_failure: str = "warn"
     slip_curvature: float = 1.0
     slip_curvature_residual: float = 1e-2
+    stiction_prediction: bool = True
 
     def __post_init__(self):
         for name in ("rel_tolerance", "abs_tolerance", "cost_abs_tolerance", "cost_rel_tolerance",

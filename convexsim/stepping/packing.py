@@ -187,6 +187,7 @@ class PackedModel:
         ipar[N.I_BACKTRACKING_MAX_ITERATIONS] = prm.backtracking_max_iterations
         ipar[N.I_ISLAND_MAX_DOFS] = ISLAND_MAX_DOFS
         ipar[N.I_STRICT] = int(bool(strict))
+        ipar[N.I_STICTION_PREDICTION] = int(bool(prm.stiction_prediction))
         self.fpar, self.ipar = fpar, ipar
         fixed = np.ascontiguousarray(model.body_fixed, dtype=np.bool_)
         geom_body = np.ascontiguousarray(model.geom_body, dtype=np.int64)

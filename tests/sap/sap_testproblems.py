@@ -72,3 +72,40 @@ def random_problem(
             v_s=1e-4,
         )
     return ContactProblem.from_blocks(dt, A_blocks, v_star, cliques, J_blocks, **common, **extra)
+
+
+def momentum_scale(problem, result):
+    """s = max(‖D A v‖, ‖D Jᵀγ‖) of the stopping rule at a result, D = diag(A)^(-1/2)."""
+    D = 1.0 / np.sqrt(np.diag(problem.A_dense()))
+    return max(np.linalg.norm(D * (problem.A_dense() @ result.v)), np.linalg.norm(D * result.j))
+
+
+def assert_same_optimum(problem, exact, mod, rel_tolerance=1e-6):
+    """Both satisfy the stopping rule; the strictly convex cost has one minimizer, and the A-norm distance of
+    two points whose gradients are ≤ ε is ≤ ε/λmin (in the D-scaled norm), so compare at that size."""
+    assert exact.converged and mod.converged
+    assert abs(mod.cost - exact.cost) <= 1e-6 * max(abs(exact.cost), 1e-12) + 1e-14
+    D = 1.0 / np.sqrt(np.diag(problem.A_dense()))
+    s = momentum_scale(problem, exact)
+    dv = np.linalg.norm((exact.v - mod.v) / D)  # A-like scaled norm of the difference [sqrt(J)]
+    assert dv <= 50 * rel_tolerance * s + 1e-12, (dv, s)
+
+
+def scene_step_problems(scene, steps, every, contact_model=None):
+    """(problem, v0) of some steps of a scene run with the default solver."""
+    from convexsim import dynamics, stepping
+    from convexsim.simulate import prepare
+    from convexsim.stepping.contacts import contact_kinematics
+    from convexsim.stepping.sap_stepper import build_sap_problem
+
+    model, state, _ = prepare(scene, contact_model=contact_model)
+    out = []
+    for k in range(steps):
+        if k % every == every - 1:
+            kin = contact_kinematics(model, state)
+            if kin.contacts.count:
+                A_blocks, v_star = dynamics.free_motion(model, state)
+                v0 = state.v[dynamics.moving_bodies(model)].reshape(-1)
+                out.append((build_sap_problem(model, state, kin, A_blocks, v_star, v0), v0))
+        state, _ = stepping.step(model, state)
+    return out

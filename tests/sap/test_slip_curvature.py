@@ -17,7 +17,7 @@ from convexsim.sap import SapParameters, solve
 from convexsim.sap.constraints import KIND_LAGGED, KIND_SAP, KIND_SIMILAR, NPAR, constraint_impulse, eval_constraints
 from convexsim.sap.linalg import DenseHessian
 from convexsim.sap.problem import constraint_kernel_data, delassus_diagonal
-from tests.sap.sap_testproblems import random_problem
+from tests.sap.sap_testproblems import assert_same_optimum, random_problem, scene_step_problems
 
 MODELS = ("sap", "lagged", "similar")
 
@@ -131,11 +131,6 @@ def test_modified_newton_direction_is_a_descent_direction(model, seed):
         assert grad @ dv < 0.0 or np.linalg.norm(grad) == 0.0
 
 
-def _momentum_scale(problem, result):
-    D = 1.0 / np.sqrt(np.diag(problem.A_dense()))
-    return max(np.linalg.norm(D * (problem.A_dense() @ result.v)), np.linalg.norm(D * result.j))
-
-
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("seed", range(6))
 def test_same_optimum_as_the_exact_hessian_random_problems(model, seed):
@@ -143,18 +138,7 @@ def test_same_optimum_as_the_exact_hessian_random_problems(model, seed):
     problem = random_problem(rng, 12, contacts_per_body=3.0, model=model)
     exact = solve(problem, params=SapParameters(slip_curvature=0.0, on_failure="raise"))
     mod = solve(problem, params=SapParameters(slip_curvature=1.0, on_failure="raise"))
-    _assert_same_optimum(problem, exact, mod)
-
-
-def _assert_same_optimum(problem, exact, mod, rel_tolerance=1e-6):
-    """Both satisfy the stopping rule; the strictly convex cost has one minimizer, and the A-norm distance of
-    two points whose gradients are ≤ ε is ≤ ε/λmin (in the D-scaled norm), so compare at that size."""
-    assert exact.converged and mod.converged
-    assert abs(mod.cost - exact.cost) <= 1e-6 * max(abs(exact.cost), 1e-12) + 1e-14
-    D = 1.0 / np.sqrt(np.diag(problem.A_dense()))
-    s = _momentum_scale(problem, exact)
-    dv = np.linalg.norm((exact.v - mod.v) / D)  # A-like scaled norm of the difference [sqrt(J)]
-    assert dv <= 50 * rel_tolerance * s + 1e-12, (dv, s)
+    assert_same_optimum(problem, exact, mod)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -177,26 +161,6 @@ def test_parameters_validated():
         SapParameters(slip_curvature_residual=-1.0)
 
 
-def _scene_step_problems(scene, steps, every, contact_model=None):
-    """(problem, v0) of some steps of a scene run with the default solver."""
-    from convexsim import dynamics, stepping
-    from convexsim.simulate import prepare
-    from convexsim.stepping.contacts import contact_kinematics
-    from convexsim.stepping.sap_stepper import build_sap_problem
-
-    model, state, _ = prepare(scene, contact_model=contact_model)
-    out = []
-    for k in range(steps):
-        if k % every == every - 1:
-            kin = contact_kinematics(model, state)
-            if kin.contacts.count:
-                A_blocks, v_star = dynamics.free_motion(model, state)
-                v0 = state.v[dynamics.moving_bodies(model)].reshape(-1)
-                out.append((build_sap_problem(model, state, kin, A_blocks, v_star, v0), v0))
-        state, _ = stepping.step(model, state)
-    return out
-
-
 @pytest.mark.parametrize("scene, steps, every, contact_model", [
     ("box_stack", 40, 8, None), ("pile_100", 30, 6, None), ("pile_mixed", 12, 4, None), ("sphere_drop", 40, 8, None),
     ("box_slide", 40, 8, None), ("box_slide", 40, 8, "sap"), ("incline_stick", 30, 6, None),
@@ -204,7 +168,7 @@ def _scene_step_problems(scene, steps, every, contact_model=None):
     ("sphere_pile", 30, 6, None), ("pile_100", 18, 6, "similar")])
 def test_same_optimum_as_the_exact_hessian_on_scene_steps(scene, steps, every, contact_model):
     """Steps of the shipped scenes the verification tests run (and the piles), every contact model."""
-    for problem, v0 in _scene_step_problems(scene, steps, every, contact_model):
+    for problem, v0 in scene_step_problems(scene, steps, every, contact_model):
         exact = solve(problem, v0, params=SapParameters(slip_curvature=0.0, on_failure="raise"))
         mod = solve(problem, v0, params=SapParameters(slip_curvature=1.0, on_failure="raise"))
         assert mod.converged
@@ -214,11 +178,13 @@ def test_same_optimum_as_the_exact_hessian_on_scene_steps(scene, steps, every, c
 
 def test_fewer_newton_iterations_on_a_pile_step():
     """Not a timing: on pile_100 steps where the exact Newton needs many iterations the modified matrix
-    needs fewer in total (the reason for the setting)."""
+    needs fewer in total (the reason for the setting), in the Newton loop without the stiction prediction
+    (which acts on the damped steps of both matrices: tests/sap/test_stiction_prediction.py)."""
     total = {0.0: 0, 1.0: 0}
-    for problem, v0 in _scene_step_problems("pile_100", 24, 3):
+    for problem, v0 in scene_step_problems("pile_100", 24, 3):
         for kappa in total:
-            r = solve(problem, v0, params=SapParameters(slip_curvature=kappa, on_failure="raise"))
+            r = solve(problem, v0, params=SapParameters(slip_curvature=kappa, stiction_prediction=False,
+                                                        on_failure="raise"))
             total[kappa] += r.iterations
     assert total[1.0] < 0.8 * total[0.0], total
 
