@@ -50,8 +50,8 @@ class Recorder:
     """Accumulates frames of a run (every ``record_every`` steps, plus frame 0 and the last step).
 
     Per-frame lists (one entry per frame), except ``contact_rows`` (tuples of row arrays, in frame order,
-    ``sum(contact_counts)`` rows in all) and ``forces`` (a dict per frame from the Python loop, or a
-    :class:`ForceBlock` per chunk of frames from the compiled loop)."""
+    ``sum(contact_counts)`` rows in all); ``forces``: a dict per frame (``StepInfo.named_forces``). The
+    Python loop's recorder; the compiled run loop records into :class:`RunFrames`."""
 
     model: Model
     frames_t: list[float] = field(default_factory=list)
@@ -94,76 +94,69 @@ class Recorder:
             self.contact_rows.append(rows)
         self.forces.append({})
 
-    def append_frames(self, t: np.ndarray, q: np.ndarray, v: np.ndarray, stat: np.ndarray, residual: np.ndarray,
-                      counts: np.ndarray, rows: tuple, forces: ForceBlock | None) -> None:
-        """Append n frames at once (the compiled loop): t (n,), q (n, nbody, 7), v (n, nbody, 6) (kept, not
-        copied), stat (n, >= 3) = (iterations, converged, line-search evaluations, ...), residual (n,),
-        counts (n,) contacts per frame and ``rows`` = (body_a, body_b, point, normal, phi, force) of all
-        their contacts, frame after frame; ``forces``: their named joint forces (None: none)."""
-        n = t.shape[0]
-        if n == 0:
-            return
-        if counts.any():
-            self.contact_rows.append(rows)
-        self.frames_q.extend(q)
-        self.frames_v.extend(v)
-        self.iterations.extend(stat[:, 0].tolist())
-        self.converged.extend((stat[:, 1] != 0).tolist())
-        self.residual.extend(residual.tolist())
-        self.ls_evals.extend(stat[:, 2].tolist())
-        self.forces.append(forces if forces is not None else ForceBlock((), np.zeros((n, 0))))
-        self.contact_counts.extend(counts.tolist())
-        self.frames_t.extend(t.tolist())       # last: a frame is whole once its time is there (_whole_frames)
-
     def force_frames(self) -> int:
-        """Number of frames ``forces`` covers."""
-        return sum(f.values.shape[0] if isinstance(f, ForceBlock) else 1 for f in self.forces)
+        """Number of frames ``forces`` covers (one dict per frame)."""
+        return len(self.forces)
 
     def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
                       failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
         """Pack the frames into a ``Trajectory``."""
         nf = len(self.frames_t)                 # not -1: a scene without bodies has 0-sized frames
-        q = np.array(self.frames_q).reshape(nf, self.model.nbody, 7)
-        v = np.array(self.frames_v).reshape(nf, self.model.nbody, 6)
         rows = self.contact_rows
         cat = (lambda i, shape: np.concatenate([r[i] for r in rows]) if rows else np.zeros(shape))
-        forces, names = self._force_array(nf)
-        return Trajectory(
-            time=np.array(self.frames_t, dtype=float),
-            body_names=np.array(self.model.body_names, dtype=str),
-            position=q[:, :, :3].copy(), quaternion=q[:, :, 3:7].copy(),
-            linear_velocity=v[:, :, 3:].copy(), angular_velocity=v[:, :, :3].copy(),
-            solver_iterations=np.array(self.iterations, dtype=np.int64),
-            solver_converged=np.array(self.converged, dtype=bool),
-            momentum_residual=np.array(self.residual, dtype=float),
-            line_search_evaluations=np.array(self.ls_evals, dtype=np.int64),
-            contact_offsets=np.concatenate([[0], np.cumsum(self.contact_counts)]).astype(np.int64),
-            contact_body_a=cat(0, (0,)).astype(np.int64), contact_body_b=cat(1, (0,)).astype(np.int64),
-            contact_point=cat(2, (0, 3)), contact_normal=cat(3, (0, 3)), contact_phi=cat(4, (0,)),
-            contact_force=cat(5, (0, 3)),
-            constraint_force_names=np.array(names, dtype=str), constraint_force=forces,
-            scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
-            time_step=self.model.time_step, failure=failure, metadata=dict(metadata or {}))
+        return _trajectory(self.model, np.array(self.frames_t, dtype=float),
+                           np.array(self.frames_q).reshape(nf, self.model.nbody, 7),
+                           np.array(self.frames_v).reshape(nf, self.model.nbody, 6), np.array(self.iterations),
+                           np.array(self.converged, dtype=bool), np.array(self.residual, dtype=float),
+                           np.array(self.ls_evals), np.array(self.contact_counts, dtype=np.int64),
+                           (cat(0, (0,)), cat(1, (0,)), cat(2, (0, 3)), cat(3, (0, 3)), cat(4, (0,)), cat(5, (0, 3))),
+                           self.forces, scene_yaml=scene_yaml, solver_kind=solver_kind,
+                           contact_model=contact_model, failure=failure, metadata=metadata)
 
-    def _force_array(self, nf: int) -> tuple[np.ndarray, list]:
-        """((nf, nnames, 6) named joint and constraint forces per frame, the names)."""
-        names = list(dict.fromkeys(k for f in self.forces
-                                   for k in (f.names if isinstance(f, ForceBlock) else f)))
-        col = {n: i for i, n in enumerate(names)}
-        out = np.zeros((nf, len(names), 6))
-        t = 0
-        for f in self.forces:
-            if isinstance(f, ForceBlock):
-                n = min(f.values.shape[0], nf - t)
-                if n > 0 and f.names:
-                    out[t:t + n, [col[k] for k in f.names], 0] = f.values[:n]
-                t += f.values.shape[0]
-                continue
-            if t < nf:
-                for k, val in f.items():
-                    out[t, col[k], :val.size] = val
-            t += 1
-        return out, names
+
+def _trajectory(model: Model, t: np.ndarray, q: np.ndarray, v: np.ndarray, iterations: np.ndarray,
+                converged: np.ndarray, residual: np.ndarray, ls_evals: np.ndarray, counts: np.ndarray,
+                rows: tuple, forces: list, *, scene_yaml: str, solver_kind: str, contact_model: str, failure: str,
+                metadata: Mapping[str, Any] | None) -> Trajectory:
+    """The Trajectory of nf frames: t (nf,), q (nf, nbody, 7), v (nf, nbody, 6), the solver's per-frame
+    counts (nf,), contacts per frame ``counts`` (nf,) and their rows (body_a, body_b, point, normal, φ,
+    force; frame after frame), ``forces``: the named forces of the frames (:func:`_force_array`)."""
+    nf = t.shape[0]
+    force_values, names = _force_array(forces, nf)
+    return Trajectory(
+        time=t, body_names=np.array(model.body_names, dtype=str),
+        position=q[:, :, :3].copy(), quaternion=q[:, :, 3:7].copy(),
+        linear_velocity=v[:, :, 3:].copy(), angular_velocity=v[:, :, :3].copy(),
+        solver_iterations=iterations.astype(np.int64), solver_converged=converged,
+        momentum_residual=residual, line_search_evaluations=ls_evals.astype(np.int64),
+        contact_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        contact_body_a=rows[0].astype(np.int64), contact_body_b=rows[1].astype(np.int64),
+        contact_point=rows[2], contact_normal=rows[3], contact_phi=rows[4], contact_force=rows[5],
+        constraint_force_names=np.array(names, dtype=str), constraint_force=force_values,
+        scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
+        time_step=model.time_step, failure=failure, metadata=dict(metadata or {}))
+
+
+def _force_array(forces: list, nf: int) -> tuple[np.ndarray, list]:
+    """((nf, nnames, 6) named joint and constraint forces per frame, the names) from ``forces``: a dict per
+    frame (``StepInfo.named_forces``) or a :class:`ForceBlock` per run of frames, in frame order; the names
+    in the order they first appear."""
+    names = list(dict.fromkeys(k for f in forces for k in (f.names if isinstance(f, ForceBlock) else f)))
+    col = {n: i for i, n in enumerate(names)}
+    out = np.zeros((nf, len(names), 6))
+    t = 0
+    for f in forces:
+        if isinstance(f, ForceBlock):
+            n = min(f.values.shape[0], nf - t)
+            if n > 0 and f.names:
+                out[t:t + n, [col[k] for k in f.names], 0] = f.values[:n]
+            t += f.values.shape[0]
+            continue
+        if t < nf:
+            for k, val in f.items():
+                out[t, col[k], :val.size] = val
+        t += 1
+    return out, names
 
 
 class RunConvergenceWarning(ConvergenceWarning):
@@ -581,7 +574,7 @@ class _RunEnd:
       ``current_state()`` gives the state reached, for its message (step and time).
     """
 
-    def __init__(self, model: Model, rec: "Recorder", stats: "RunStats", n_steps: int, progress: bool,
+    def __init__(self, model: Model, rec: "Recorder | RunFrames", stats: "RunStats", n_steps: int, progress: bool,
                  current_state: Callable[[], State]):
         self.model, self.rec, self.stats = model, rec, stats
         self.current_state = current_state
@@ -724,35 +717,29 @@ class RunKernel:
         self._entry = None
 
     def _frame_buffers(self, frames: int) -> None:
-        bufs, nb = self.bufs, self.model.nbody
-        if bufs.get("fr_step") is not None and bufs["fr_step"].shape[0] >= frames:
-            return
-        bufs.update(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nb, 7)),
-                    fr_v=np.empty((frames, nb, 6)), fr_stat=np.empty((frames, 4), np.int64),
-                    fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64))
-        pf = self.pf
-        bufs.update(fr_act=np.empty((frames, len(pf.actuator_names))),
-                    fr_lim=np.empty((frames, len(pf.limit_names))),
-                    fr_con=np.empty((frames, len(pf.coupler_names))))
+        if self.bufs.get("fr_step") is None or self.bufs["fr_step"].shape[0] < frames:
+            self.bufs.update(frame_arrays(self.model.nbody, self.pf, frames))
 
     def grow_contacts(self, rows: int) -> None:
         """Contact buffers of at least ``rows`` rows."""
-        bufs = self.bufs
-        if bufs.get("c_phi") is not None and bufs["c_phi"].shape[0] >= rows:
-            return
-        bufs.update(c_body=np.empty((rows, 2), np.int64), c_geom=np.empty((rows, 2), np.int64),
-                    c_point=np.empty((rows, 3)), c_normal=np.empty((rows, 3)), c_phi=np.empty(rows),
-                    c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
+        if self.bufs.get("c_phi") is None or self.bufs["c_phi"].shape[0] < rows:
+            self.bufs.update(contact_arrays(rows))
 
     def call(self, t: float, q, v, tq, tv, k_rel: int, n_total: int, max_steps: int,
-             record_every: int, ctl: tuple | None = None, law=None) -> tuple[int, int, int, int, int, int, int]:
+             record_every: int, ctl: tuple | None = None, law=None,
+             frames: "RunFrames | None" = None) -> tuple[int, int, int, int, int, int, int]:
         """Up to ``max_steps`` steps of a run of ``n_total`` steps, ``k_rel`` of them taken, from time t [s]
         (a frame after run step j when (j + 1) % record_every == 0 or j + 1 == n_total). ``ctl``: the trees'
         controls (``controls.ControlArrays.kernel_controls``; None: none); ``law``: a
-        ``controllers.CompiledController`` run before every step (None: none). Returns the kernel's
-        (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
-        self._frame_buffers(max_steps // record_every + 2)
+        ``controllers.CompiledController`` run before every step (None: none); ``frames``: the kernel writes
+        its frames and contact rows there, after the whole ones (None: into ``bufs`` from row 0). Returns the
+        kernel's (code, steps taken, frames, contact rows, bad body, SAP status, extra)."""
         b = self.bufs
+        if frames is None:
+            self._frame_buffers(max_steps // record_every + 2)
+            out = b
+        else:
+            out = frames.free_rows()
         if b.get("st") is None or b["st"].shape[0] < max_steps:
             b["st"] = np.empty((max_steps, 4), np.int64)
         args = self.args
@@ -761,9 +748,9 @@ class RunKernel:
         call_args = (
             args[0], args[1], self.arrays, float(t), q, v, tq, tv, self._no_controls if ctl is None else ctl,
             *(self.no_law if law is None else (law.kernel_law, law.params)), k_rel, n_total, max_steps, record_every,
-            b["fr_step"], b["fr_q"], b["fr_v"], b["fr_stat"], b["fr_resid"],
-            b["fr_nc"], b["fr_act"], b["fr_lim"], b["fr_con"], b["st"], b["c_body"], b["c_geom"], b["c_point"],
-            b["c_normal"], b["c_phi"], b["c_gamma"], b["c_force"])
+            out["fr_step"], out["fr_q"], out["fr_v"], out["fr_stat"], out["fr_resid"],
+            out["fr_nc"], out["fr_act"], out["fr_lim"], out["fr_con"], b["st"], out["c_body"], out["c_geom"],
+            out["c_point"], out["c_normal"], out["c_phi"], out["c_gamma"], out["c_force"])
         if self._entry is not None and _state_arrays_fit(q, v, tq, tv):
             return self._entry(*call_args)
         out = self._run_kernel(*call_args)
@@ -802,6 +789,154 @@ class RunKernel:
         return None
 
 
+def frame_arrays(nbody: int, pf, frames: int) -> dict[str, np.ndarray]:
+    """The run kernel's frame arrays for ``frames`` frames (``sap_composition.run_kernel``'s fr_*; ``pf``: the
+    model's ``packing.PackedForest``, for its actuators, limits and joint couplers)."""
+    return dict(fr_step=np.empty(frames, np.int64), fr_q=np.empty((frames, nbody, 7)),
+                fr_v=np.empty((frames, nbody, 6)), fr_stat=np.empty((frames, 4), np.int64),
+                fr_resid=np.empty(frames), fr_nc=np.empty(frames, np.int64),
+                fr_act=np.empty((frames, len(pf.actuator_names))), fr_lim=np.empty((frames, len(pf.limit_names))),
+                fr_con=np.empty((frames, len(pf.coupler_names))))
+
+
+def contact_arrays(rows: int) -> dict[str, np.ndarray]:
+    """The run kernel's contact-row arrays for ``rows`` rows (``sap_composition.run_kernel``'s c_*)."""
+    return dict(c_body=np.empty((rows, 2), np.int64), c_geom=np.empty((rows, 2), np.int64),
+                c_point=np.empty((rows, 3)), c_normal=np.empty((rows, 3)), c_phi=np.empty(rows),
+                c_gamma=np.empty((rows, 3)), c_force=np.empty((rows, 3)))
+
+
+CONTACT_ROWS0 = 256
+"""Contact rows a compiled run's frames have room for at first (:meth:`RunFrames.grow_contacts`)."""
+
+FRAME_BYTES0 = 64 << 20
+"""Bytes of frame arrays a compiled run takes at first at most (:class:`RunFrames`; at least
+:data:`FRAMES0_MIN` frames): room for every frame of most runs, while a very long run (meant to be
+interrupted, or to fail) does not ask for all its memory before its first step."""
+
+FRAMES0_MIN = 1024
+"""Frames a compiled run has room for at first at least (or every frame of the run, when fewer)."""
+
+
+class RunFrames:
+    """The frames of a compiled run (:func:`_run_compiled`) in run-long arrays: the run kernel's frame arrays
+    (:func:`frame_arrays`), with room for every frame the run records (``total``, known before it starts) or
+    for :data:`FRAME_BYTES0` of them, doubled when full, which the kernel fills in place, a chunk of steps
+    per call (``RunKernel.call(frames=...)``); the contact rows, frame after frame, in arrays that grow when
+    a chunk's rows do not fit. Nothing is copied per chunk or per frame: the trajectory is cut from these
+    arrays once, at the end. A frame of a step taken through ``stepping.step`` (the initial frame, a step the
+    kernel hands over) is written by :meth:`record` (its contacts' geometries and impulses, which a
+    trajectory does not hold, are not).
+
+    ``n`` frames and ``rows`` contact rows are whole: a frame counts once every array holds it (``n`` is
+    raised last), so an interrupted run keeps exactly its whole frames. Makes the trajectory
+    :class:`Recorder` makes of the same frames (``tests/stepping/test_recording_frames.py``)."""
+
+    def __init__(self, model: Model, kernel: "RunKernel", total: int):
+        self.model, self.kernel, self.total = model, kernel, total
+        self.n, self.rows = 0, 0
+        frame_bytes = sum(a.itemsize * a.size for a in frame_arrays(model.nbody, kernel.pf, 1).values()) + 8
+        capacity = min(total, max(FRAMES0_MIN, FRAME_BYTES0 // frame_bytes))
+        self.t = np.empty(capacity)
+        self.fr = frame_arrays(model.nbody, kernel.pf, capacity)
+        self.c = contact_arrays(CONTACT_ROWS0)
+        self.forces: list = []        # a ForceBlock per kernel chunk, a dict per frame of record()
+
+    @property
+    def frames_t(self) -> np.ndarray:
+        """The whole frames' times [s] (n,)."""
+        return self.t[:self.n]
+
+    @property
+    def frames_q(self) -> np.ndarray:
+        """The whole frames' body poses (n, nbody, 7)."""
+        return self.fr["fr_q"][:self.n]
+
+    def free_rows(self) -> dict[str, np.ndarray]:
+        """Views of the frame and contact arrays after the whole frames and rows: where the kernel writes."""
+        out = {k: a[self.n:] for k, a in self.fr.items()}
+        out.update({k: a[self.rows:] for k, a in self.c.items()})
+        return out
+
+    def make_room(self) -> None:
+        """At least one free frame (the whole ones kept): twice the room when full, at most ``total``."""
+        size = self.t.shape[0]
+        if self.n < size:
+            return
+        if size >= self.total:
+            raise RuntimeError(f"the compiled run loop records more than the {self.total} frames of its run")
+        size = min(2 * size, self.total)
+        t, fr = np.empty(size), frame_arrays(self.model.nbody, self.kernel.pf, size)
+        t[:self.n] = self.t[:self.n]
+        for k, a in fr.items():
+            a[:self.n] = self.fr[k][:self.n]
+        self.t, self.fr = t, fr
+
+    def grow_contacts(self, rows: int) -> None:
+        """Room for at least ``rows`` contact rows in all (the whole rows kept): at least twice the room, and
+        1.5 × what the rows so far per frame would take over every frame of the run, so that a run whose
+        contacts stay about as many grows once, early, when few rows are copied (untouched room costs no
+        memory, only address space)."""
+        size = self.c["c_phi"].shape[0]
+        if rows <= size:
+            return
+        size = max(2 * size, rows, 3 * rows * self.t.shape[0] // (2 * max(self.n, 1)))
+        grown = contact_arrays(size)
+        for k, a in grown.items():
+            a[:self.rows] = self.c[k][:self.rows]
+        self.c = grown
+
+    def commit(self, t: np.ndarray, nf: int, ncr: int) -> None:
+        """Count the ``nf`` frames (times ``t`` [s]) and ``ncr`` contact rows the kernel wrote after the whole
+        ones (their joint forces become one ForceBlock)."""
+        if nf == 0:
+            return
+        n = self.n
+        self.t[n:n + nf] = t
+        fr = self.fr
+        forces = (_tree_force_block(self.kernel.force_names, fr["fr_act"][n:n + nf], fr["fr_lim"][n:n + nf],
+                                    fr["fr_con"][n:n + nf]) if self.kernel.trees else ForceBlock((), np.zeros((nf, 0))))
+        self.forces.append(forces)
+        self.rows += ncr
+        self.n = n + nf
+
+    def record(self, state: State, info: StepInfo | None) -> None:
+        """Write one frame of a step taken through ``stepping.step`` (as :meth:`Recorder.record`; ``info``
+        None for the initial frame)."""
+        info = StepInfo() if info is None else info
+        self.make_room()
+        c, n, r = info.contacts, self.n, self.rows
+        self.grow_contacts(r + c.count)
+        fr, ca, e = self.fr, self.c, r + c.count
+        fr["fr_step"][n] = state.step
+        fr["fr_q"][n], fr["fr_v"][n] = state.q, state.v
+        fr["fr_stat"][n] = (info.iterations, info.converged, info.line_search_evaluations, 0)
+        fr["fr_resid"][n], fr["fr_nc"][n] = info.momentum_residual, c.count
+        if c.count:
+            force = info.force_world if info.force_world.shape[0] == c.count else 0.0
+            ca["c_body"][r:e, 0], ca["c_body"][r:e, 1] = c.body_a, c.body_b
+            ca["c_point"][r:e], ca["c_normal"][r:e], ca["c_phi"][r:e], ca["c_force"][r:e] = (c.point, c.normal,
+                                                                                            c.phi, force)
+        self.t[n] = state.t
+        self.forces.append(info.named_forces())
+        self.rows = e
+        self.n = n + 1
+
+    def to_trajectory(self, *, scene_yaml: str, solver_kind: str, contact_model: str,
+                      failure: str = "", metadata: Mapping[str, Any] | None = None) -> Trajectory:
+        """Pack the whole frames into a ``Trajectory``."""
+        n, fr, ca = self.n, self.fr, self.c
+        counts = fr["fr_nc"][:n]
+        rows = int(counts.sum())                  # the whole frames' rows
+        stat = fr["fr_stat"][:n]
+        contacts = (ca["c_body"][:rows, 0], ca["c_body"][:rows, 1], *(ca[k][:rows].copy() for k in
+                                                                      ("c_point", "c_normal", "c_phi", "c_force")))
+        return _trajectory(self.model, self.t[:n].copy(), fr["fr_q"][:n], fr["fr_v"][:n], stat[:, 0],
+                           stat[:, 1] != 0, fr["fr_resid"][:n].copy(), stat[:, 2], counts, contacts, self.forces,
+                           scene_yaml=scene_yaml, solver_kind=solver_kind, contact_model=contact_model,
+                           failure=failure, metadata=metadata)
+
+
 def _run_compiled(model: Model, state: State, *, duration: float, record_every: int, progress: bool,
                   strict: bool, metadata: Mapping[str, Any] | None,
                   ctx: StepContext | None, law=None) -> tuple[Trajectory, RunStats]:
@@ -816,11 +951,11 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
 
     n_steps, _ = plan_steps(duration, model.time_step)
     dt = model.time_step
-    rec = Recorder(model)
-    rec.record(state, None)
-    stats = RunStats()
     kernel = RunKernel(model, strict)
     bufs = kernel.bufs
+    rec = RunFrames(model, kernel, recorded_frames(n_steps, record_every))
+    rec.record(state, None)
+    stats = RunStats()
     trees = kernel.trees      # tree models: with the trees' q, v and joint forces
     q = np.array(state.q, dtype=np.float64, order="C")
     v = np.array(state.v, dtype=np.float64, order="C")
@@ -843,32 +978,26 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
     with end:
         while k < k_end:
             with _DeferSignals():
+                rec.make_room()
                 c0 = _time.perf_counter()
                 code, taken, nf, ncr, bad, sap_status, extra = kernel.call(t, q, v, tq, tv, k - step0, n_steps,
-                                                                           chunk, record_every, commands, law)
+                                                                           chunk, record_every, commands, law, rec)
                 elapsed = _time.perf_counter() - c0
-                # bookkeeping of the steps taken, a chunk at a time: times, frames, statistics
-                base = k - step0
+                # bookkeeping of the steps taken, a chunk at a time: times, statistics; the frames are in place
+                base, f0 = k - step0, rec.n
                 times = np.cumsum(np.concatenate(([t], np.full(taken, dt))))[1:]   # t += dt, step by step
-                fidx = bufs["fr_step"][:nf] - base - 1          # the chunk's step of each frame
-                fq, fv, fres, fnc, fstat = (bufs[n][:nf].copy()
-                                            for n in ("fr_q", "fr_v", "fr_resid", "fr_nc", "fr_stat"))
-                cb, cp, cn, cphi, cf = (bufs[n][:ncr].copy()
-                                        for n in ("c_body", "c_point", "c_normal", "c_phi", "c_force"))
+                fidx = rec.fr["fr_step"][f0:f0 + nf] - base - 1          # the chunk's step of each frame
                 residual = np.full(taken, math.nan)
-                residual[fidx] = fres
+                residual[fidx] = rec.fr["fr_resid"][f0:f0 + nf]
                 stats.add_steps(bufs["st"][:taken], residual)
-                forces = (_tree_force_block(kernel.force_names, bufs["fr_act"][:nf], bufs["fr_lim"][:nf],
-                                            bufs["fr_con"][:nf]) if trees else None)
-                rec.append_frames(times[fidx], fq, fv, fstat, fres, fnc,
-                                  (cb[:, 0], cb[:, 1], cp, cn, cphi, cf), forces)
+                rec.commit(times[fidx], nf, ncr)
                 if taken:
                     t = float(times[-1])
                 k += taken
                 state = State(t=t, q=q.copy(), v=v.copy(), step=k, tree_q=tq.copy() if trees else state.tree_q,
                               tree_v=tv.copy() if trees else state.tree_v)
                 if code == kernel.K.RUN_NEED_CONTACT_SPACE:
-                    kernel.grow_contacts(2 * (bufs["c_phi"].shape[0] + int(extra)))
+                    rec.grow_contacts(rec.rows + int(extra))
                 elif kernel.hands_over(code):   # one step at a time (BAD_MARGIN raises)
                     from convexsim.stepping.context import StepContext
 
@@ -895,6 +1024,12 @@ def _run_compiled(model: Model, state: State, *, duration: float, record_every: 
                     chunk = int(min(max(chunk * CHUNK_SECONDS / elapsed, 1), 4 * chunk, 100_000))
             end.bar.update(k - step0, t, _time.perf_counter() - end.t0)
     return end.trajectory(metadata)
+
+
+def recorded_frames(n_steps: int, record_every: int) -> int:
+    """Frames a run of ``n_steps`` steps records: the initial one, one after every ``record_every``-th step
+    and one after the last step."""
+    return 1 + n_steps // record_every + (1 if n_steps % record_every else 0)
 
 
 def _tree_force_block(names: tuple, act: np.ndarray, lim: np.ndarray, con: np.ndarray) -> ForceBlock:
@@ -931,7 +1066,7 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (or a TerminationRequest) during a run: carries what was recorded so the CLI can decide
     what to do; ``terminated`` is the TerminationRequest, or None for Ctrl-C."""
 
-    def __init__(self, recorder: Recorder, stats: RunStats, message: str,
+    def __init__(self, recorder: "Recorder | RunFrames", stats: RunStats, message: str,
                  terminated: TerminationRequest | None = None):
         super().__init__(message)
         self.recorder = recorder
@@ -953,10 +1088,12 @@ def interrupted_trajectory(model: Model, exc: RunInterrupted,
         failure=str(exc), metadata=meta)
 
 
-def _whole_frames(rec: Recorder) -> Recorder:
+def _whole_frames(rec: "Recorder | RunFrames") -> "Recorder | RunFrames":
     """``rec`` without a frame the interruption cut short: a signal can land inside ``Recorder.record``,
     between two of its appends, so keep the frames every per-frame list holds and whose contacts and forces
-    are all there (a copy; ``rec`` is not changed)."""
+    are all there (a copy; ``rec`` is not changed). A :class:`RunFrames` holds whole frames only."""
+    if isinstance(rec, RunFrames):
+        return rec
     per_frame = ("frames_t", "frames_q", "frames_v", "iterations", "converged", "residual", "ls_evals",
                  "contact_counts")
     n = min(min(len(getattr(rec, name)) for name in per_frame), rec.force_frames())
@@ -1088,4 +1225,5 @@ class _ProgressBar:
 __all__ = ["simulate", "prepare", "run_model", "step_count", "plan_steps", "check_times", "Recorder", "RunStats",
            "RunConvergenceWarning", "path_text", "SlowPathWarning", "warn_slow_path", "slow_path_text",
            "blas_thread_limit", "blas_threads_setting", "hold_blas_threads", "RunKernel", "ForceBlock",
-           "TerminationRequest", "RunInterrupted", "interrupted_trajectory"]
+           "TerminationRequest", "RunInterrupted", "interrupted_trajectory", "RunFrames", "recorded_frames",
+           "CONTACT_ROWS0", "FRAME_BYTES0", "FRAMES0_MIN"]
