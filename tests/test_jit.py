@@ -159,3 +159,41 @@ def test_editing_a_callee_module_invalidates_the_cached_caller(tmp_path):
     assert old in text
     trans.write_text(text.replace(old, "return 2.0 * " + old[len("return "):]), encoding="utf-8")
     assert run()[0] == 10.0
+
+
+# ---- borrowed kernels: compiled without numba's reference counting
+
+@jit(borrowed=True)
+def _scaled_sum_into(a, s, out):
+    for i in range(a.shape[0]):
+        out[i] += s * a[i]
+
+
+@jit
+def _calls_a_borrowed_kernel(n):
+    a = np.arange(float(n))
+    out = np.ones(n)
+    _scaled_sum_into(a[1:], 2.0, out[1:])       # views of arrays the caller owns
+    return out
+
+
+def test_a_borrowed_kernel_reads_and_writes_the_callers_arrays():
+    np.testing.assert_array_equal(_calls_a_borrowed_kernel(5), [1.0, 3.0, 5.0, 7.0, 9.0])
+    out = np.zeros(3)
+    _scaled_sum_into(np.array([1.0, 2.0, 3.0]), -1.0, out)
+    np.testing.assert_array_equal(out, [-1.0, -2.0, -3.0])
+
+
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="numba's compile-time check")
+def test_a_borrowed_kernel_that_allocates_does_not_compile():
+    @jit(borrowed=True)
+    def returns_new_array(n):
+        return np.zeros(n)
+
+    @jit(borrowed=True)
+    def allocates_scratch(n):
+        return np.zeros(n).sum()
+
+    for kernel in (returns_new_array, allocates_scratch):
+        with pytest.raises(numba.core.errors.NumbaError):
+            kernel(3)

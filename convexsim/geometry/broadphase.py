@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.geometry.transforms import column3, dot3, sub3
+from convexsim.geometry.transforms import dot3, sub3
 from convexsim.model import GeomType
 
 # convexsim.model.GeomType's values as plain ints for the kernels (compile-time constants).
@@ -39,7 +39,7 @@ CYLINDER = int(GeomType.CYLINDER)
 MESH = int(GeomType.MESH)
 
 
-@jit
+@jit(borrowed=True)
 def bounding_radius(gtype: int, size: np.ndarray) -> float:
     """Radius [m] of the smallest origin-centred ball containing the geometry (inf for a halfspace)."""
     if gtype == SPHERE:
@@ -53,7 +53,7 @@ def bounding_radius(gtype: int, size: np.ndarray) -> float:
     return np.inf
 
 
-@jit
+@jit(borrowed=True)
 def support_half_width(gtype: int, size: np.ndarray, R: np.ndarray, n: np.ndarray) -> float:
     """max over the geometry of n·(x − c) [m] for a unit n: r, Σ h_i|R_i·n| or r + h|R_z·n|; cylinder
     h|R_z·n| + r·sqrt(1 − (R_z·n)²); a mesh: its hull's box's (an upper bound)."""
@@ -73,7 +73,7 @@ def support_half_width(gtype: int, size: np.ndarray, R: np.ndarray, n: np.ndarra
     return np.inf
 
 
-@jit
+@jit(borrowed=True)
 def filter_admits(i: int, j: int, geom_filter) -> bool:
     """Whether the collision filter lets geometries i and j collide: (group_i & mask_j) | (group_j & mask_i) ≠ 0
     (always, without a filter)."""
@@ -82,7 +82,7 @@ def filter_admits(i: int, j: int, geom_filter) -> bool:
     return (geom_filter[i, 0] & geom_filter[j, 1]) != 0 or (geom_filter[j, 0] & geom_filter[i, 1]) != 0
 
 
-@jit
+@jit(borrowed=True)
 def tree_admits(bi: int, bj: int, tree_filter) -> bool:
     """The tree-pair rule for bodies bi and bj, ``tree_filter`` = (body_tree (nbody,), −1 outside trees;
     body_moves (nbody,) bool; tree_base (ntree,), the fixed body each tree hangs from, −1 the world): False
@@ -100,7 +100,7 @@ def tree_admits(bi: int, bj: int, tree_filter) -> bool:
     return not ((tj >= 0 and tree_base[tj] == bi) or (ti >= 0 and tree_base[ti] == bj))
 
 
-@jit
+@jit(borrowed=True)
 def _allowed(i: int, j: int, geom_body: np.ndarray, body_fixed: np.ndarray, geom_filter, tree_filter) -> bool:
     """Geometries on different bodies, not both fixed, admitted by the collision filter and the tree rule."""
     bi = geom_body[i]
@@ -134,7 +134,7 @@ def _one_tree_only(idx: np.ndarray, geom_body: np.ndarray, tree_filter) -> bool:
     return True
 
 
-@jit
+@jit(borrowed=True)
 def _emit(a: int, b: int, total: int, pairs: np.ndarray) -> int:
     """Store pair (a, b) at row ``total`` if it fits; returns total + 1."""
     if total < pairs.shape[0]:
@@ -143,7 +143,7 @@ def _emit(a: int, b: int, total: int, pairs: np.ndarray) -> int:
     return total + 1
 
 
-@jit
+@jit(borrowed=True)
 def _halfspace_pairs(
     geom_type: np.ndarray,
     geom_size: np.ndarray,
@@ -162,7 +162,7 @@ def _halfspace_pairs(
     for h in range(ngeom):
         if geom_type[h] != HALFSPACE:
             continue
-        n = column3(rot[h], 2)
+        n = rot[h, :, 2]                       # the halfspace's normal (a view: nothing allocated)
         for g in range(ngeom):
             if geom_type[g] == HALFSPACE or not _allowed(h, g, geom_body, body_fixed, geom_filter, tree_filter):
                 continue

@@ -83,6 +83,8 @@ def clique_graph(cliques):
             b = max(cliques[i, 0], cliques[i, 1])
             keys[m] = a * big + b
             m += 1
+    if m == 0:                          # no constraint couples two cliques (e.g. contacts with the ground only)
+        return np.empty((0, 2), np.int64), -np.ones(nk, np.int64)
     uniq = np.unique(keys[:m])
     edges = np.empty((uniq.shape[0], 2), np.int64)
     for e in range(uniq.shape[0]):

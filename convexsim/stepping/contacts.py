@@ -355,15 +355,17 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
         if npairs <= pairs.shape[0]:
             break
         pairs = np.empty((max(npairs, 2 * pairs.shape[0]), 2), np.int64)
-    key = np.empty(npairs, np.int64)
-    ng = max(ngeom, 1)
-    for k in range(npairs):
-        key[k] = pairs[k, 0] * ng + pairs[k, 1]
-    order = np.argsort(key, kind="mergesort")
-    sorted_pairs = np.empty((npairs, 2), np.int64)
-    for k in range(npairs):
-        sorted_pairs[k, 0] = pairs[order[k], 0]
-        sorted_pairs[k, 1] = pairs[order[k], 1]
+    sorted_pairs = pairs                  # one pair (a sphere on the ground) is in order: nothing to sort
+    if npairs > 1:
+        key = np.empty(npairs, np.int64)
+        ng = max(ngeom, 1)
+        for k in range(npairs):
+            key[k] = pairs[k, 0] * ng + pairs[k, 1]
+        order = np.argsort(key, kind="mergesort")
+        sorted_pairs = np.empty((npairs, 2), np.int64)
+        for k in range(npairs):
+            sorted_pairs[k, 0] = pairs[order[k], 0]
+            sorted_pairs[k, 1] = pairs[order[k], 1]
     ccap = max(16, 4 * npairs)
     while True:
         geoms = np.empty((ccap, 2), np.int64)
@@ -400,7 +402,7 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     return geoms[:keep], phi[:keep], point[:keep], normal[:keep]
 
 
-@jit
+@jit(borrowed=True)
 def _finite_body(q, v, b):
     for i in range(q.shape[1]):
         if not math.isfinite(q[b, i]):
@@ -411,7 +413,7 @@ def _finite_body(q, v, b):
     return True
 
 
-@jit
+@jit(borrowed=True)
 def first_nonfinite_body(q, v):
     """The first body whose pose q[b] or velocity v[b] has an entry that is not finite, or −1 (the compiled
     twin of :func:`check_finite_state`; the steps check their start and end states with it)."""

@@ -157,12 +157,13 @@ def free_motion_stage(fpar, mb, fa, q, v, tq, tv):
     return A_free, vs_free, A_tree, vs_tree, S, R_WB, p_WB
 
 
-@jit
+@jit(borrowed=True)
 def motor_forces_kernel(dof, torque, effort, tau_in, tau_out):
     """The joint forces after the motors into ``tau_out`` (nvt,) [N·m or N]: ``tau_in`` off the motors' dofs,
     clamp(τ₀ + τ_in, −effort, effort) on motor m's dof ``dof[m]`` (τ₀ = ``torque[m]``); the numpy reference is
     ``multibody.forest.motor_forces``."""
-    tau_out[:] = tau_in
+    for i in range(tau_in.shape[0]):
+        tau_out[i] = tau_in[i]
     for m in range(dof.shape[0]):
         i = dof[m]
         tau_out[i] = min(max(tau_in[i] + torque[m], -effort[m]), effort[m])
