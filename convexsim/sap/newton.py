@@ -368,10 +368,10 @@ def _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha):
 
 
 @jit(inline="always")
-def _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind, cpar, vc,
-                 vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha, dv2, dp2, dvc2):
-    """The stiction-predicted direction dv2 against the exact one (dv, its α, a1, a2): dv2 is line-searched if it
-    is a descent direction and replaces dv (copied into dv, dvc) when its step reaches a lower cost.
+def _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind, cpar,
+                 vc, vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha, dv2, dp2, dvc2):
+    """The stiction-predicted direction dv2 against the first one (dv, its α, a1, a2): dv2 is line-searched
+    if it is a descent direction and replaces dv (copied into dv, dvc) when its step reaches a lower cost.
     Returns (α of the step taken, line-search evaluations, whether dv2 was taken)."""
     dell0 = _dot(grad, dv2)
     if not dell0 < 0.0:
@@ -482,12 +482,12 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
                 dp[k] = Avp[k] - tmp[k]
             iterations += 1
             if _newton_direction(clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, G,
-                                 constraint_edge, edges, island, nisl, isl_size, pos_in_island, isl_ptr, isl_cliques,
-                                 diag_ptr, edge_ptr, diag_values, edge_values, use_sn, sn, sn_values, sn_x, dp, H,
-                                 rhs, xs, dv2):
-                alpha, nev, _ = _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr,
-                                             J_values, kind, cpar, vc, vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha,
-                                             dv2, dp, dvc2)
+                                 constraint_edge, edges, island, nisl, isl_size, pos_in_island, isl_ptr,
+                                 isl_cliques, diag_ptr, edge_ptr, diag_values, edge_values, use_sn, sn, sn_values,
+                                 sn_x, dp, H, rhs, xs, dv2):
+                alpha, nev, _ = _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques,
+                                             J_ptr, J_values, kind, cpar, vc, vmv, grad, ell, ell_a, dv, dvc, a1,
+                                             a2, alpha, dv2, dp, dvc2)
                 ls_evaluations += nev
         for k in range(nv):
             v[k] += alpha * dv[k]

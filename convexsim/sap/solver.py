@@ -370,7 +370,8 @@ class _NewtonRun:
             return SapStatus.LINE_SEARCH_FAILED, f"{prm.line_search} line search: {_LS_MESSAGES[int(code)]}"
         if (prm.stiction_prediction and prm.line_search == "exact" and alpha < 0.5
                 and self.iterations < prm.max_iterations
-                and relinearize_predicted_stiction(self.kind, self.cpar, self.vc, self.dvc, self.gamma, self.G) > 0):
+                and relinearize_predicted_stiction(self.kind, self.cpar, self.vc, self.dvc, self.gamma,
+                                                   self.G) > 0):
             self.alpha.append(0.0)  # two factorizations at this v, one step: the first is recorded as α = 0
             self.ls_history.append(int(nev))
             self.cost.append(ell)
@@ -384,11 +385,12 @@ class _NewtonRun:
 
     def _stiction_step(self, v, grad, ell, ell_a, dv, a1, a2, alpha):
         """After a damped step (α < ½): a second direction with the constraints' γ, G at v where the
-        contacts the full step would stop (or reverse) are linearized as sticking (``relinearize_predicted_stiction``
-        has written them into self.gamma, self.G); it replaces dv if its line search reaches a lower cost.
-        One more factorization (an iteration). Returns (α, line-search evaluations, direction)."""
+        contacts the full step would stop (or reverse) are linearized as sticking
+        (``relinearize_predicted_stiction`` has written them into self.gamma, self.G); it replaces dv if its
+        line search reaches a lower cost. One more factorization (an iteration). Returns (α, line-search
+        evaluations, direction)."""
         p, prm = self.p, self.params
-        jc = np.empty(self.p.nv)
+        jc = np.empty(p.nv)
         blocks.generalized_impulses(p.clique_start, p.clique_sizes, p.constraint_cliques, p.J_ptr, p.J_values,
                                     self.gamma, jc)
         self.iterations += 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from convexsim.sap import SapParameters, solve
-from convexsim.sap.friction_cone import (STICTION, cone_hessian, cone_impulse_and_cost, stiction_linearization,
-                                         stiction_predicted)
+from convexsim.sap.friction_cone import (STICTION, cone_hessian, cone_impulse_and_cost,
+                                         stiction_linearization, stiction_predicted)
 from tests.sap.sap_testproblems import assert_same_optimum, scene_step_problems
 
 # one contact: μ = 0.5, Rt = 1e-3 s/kg, Rn = 0.25 s/kg, bias v̂ = (0, 0, 0.01) m/s. At vn = 0 the unprojected
@@ -26,7 +26,7 @@ def _predicted(vc, dvc):
 
 
 def test_prediction_flags_a_sliding_contact_stopped_or_reversed_by_the_step():
-    assert _predicted(SLIDING_VC, (-1e-3 + 1e-6, 0.0, 0.0))      # the step stops it: slip 1e-6 m/s, in the disc
+    assert _predicted(SLIDING_VC, (-1e-3 + 1e-6, 0.0, 0.0))      # stops it: slip 1e-6 m/s, in the disc
     assert _predicted(SLIDING_VC, (-2e-3, 0.0, 0.0))             # the step reverses its slip
     assert _predicted(SLIDING_VC, (-2e-3, 1e-3, 0.0))            # turns by 135° (t̂ᵀt̂' < 0)
     assert not _predicted(SLIDING_VC, (-1e-3, 1e-3, 0.0))        # turns by exactly 90° (t̂ᵀt̂' = 0)
@@ -55,7 +55,8 @@ def test_stiction_linearization_is_the_stiction_branch():
 
 
 def _two_factorization_records(result):
-    """Iterations recorded as α = 0 with the cost unchanged: the first of two factorizations at one iterate."""
+    """Iterations recorded as α = 0 with the cost unchanged: the first of two factorizations at one
+    iterate."""
     a, c = np.asarray(result.alpha), np.asarray(result.cost_history)
     return int(np.sum((a[1:] == 0.0) & (c[1:] == c[:-1])))
 
@@ -91,5 +92,6 @@ def test_off_is_the_plain_solver_and_backtracking_is_untouched():
     on, off = res["exact", True], res["exact", False]
     first = next(i for i, a in enumerate(on.alpha) if a == 0.0 and i > 0)
     np.testing.assert_array_equal(on.cost_history[:first], off.cost_history[:first])
-    np.testing.assert_array_equal(res["backtracking", True].v, res["backtracking", False].v)
-    np.testing.assert_array_equal(res["backtracking", True].cost_history, res["backtracking", False].cost_history)
+    back_on, back_off = res["backtracking", True], res["backtracking", False]
+    np.testing.assert_array_equal(back_on.v, back_off.v)
+    np.testing.assert_array_equal(back_on.cost_history, back_off.cost_history)

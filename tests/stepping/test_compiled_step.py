@@ -54,9 +54,9 @@ def _compare_steps(model, state, n, start=0):
         assert (ic.iterations, ic.line_search_evaluations, ic.status, ic.converged) == \
             (ir.iterations, ir.line_search_evaluations, ir.status, ir.converged), where
         if a.count:
-            # γ in the world frame (force_world = R_WC γ / dt): the tangent axes of dynamics.contact_frame switch
-            # where two components of the normal tie (|nx| = |ny| on a symmetric pile), and the two paths'
-            # normals agree only to round-off there, so the contact-frame γ is compared through the world frame
+            # γt in the world frame (force_world = R_WC γ / dt): the tangent axes of dynamics.contact_frame
+            # switch where two components of the normal tie (|nx| = |ny| on a symmetric pile), and the
+            # two paths' normals agree only to round-off there
             np.testing.assert_allclose(ic.gamma[:, 2], ir.gamma[:, 2], rtol=0, atol=ATOL, err_msg=where)
             np.testing.assert_allclose(ic.force_world, ir.force_world, rtol=0, atol=ATOL / model.time_step,
                                        err_msg=where)
