@@ -217,13 +217,15 @@ def format_stage_table(profile: dict) -> str:
     p = profile
     stages = p["stages"]
     whole = sum(ms for _, ms in stages)
+    positive = sum(max(ms, 0.0) for _, ms in stages)   # > 0: the five stages add up to three timed loops
     lines = [f"{p['scene']}: {p['bodies']} bodies, {p['steps']} steps ({p['two_call_steps']} with an island above "
              f"the dense limit), {p['iterations']:.1f} Newton iterations/step, {p['contacts']:.1f} contacts/step, "
              f"symbolic analyses {p['analyses']} (reused {p['reused']})",
              f"  {'stage':<28}{'ms/step':>10}{'share':>9}"]
     for name, ms in stages:
-        lines.append(f"  {name:<28}{ms:>10.4f} {100 * ms / whole if whole > 0 else 0.0:>7.1f}%")   # a difference of
-        # two timed runs (recording) can come out negative on a short, noisy window: printed as measured
+        lines.append(f"  {name:<28}{ms:>10.4f} {100 * ms / positive if positive > 0 else 0.0:>7.1f}%")
+        # a row that is a difference of two timed runs (rows, Newton, recording) can come out negative on a short,
+        # noisy window: printed as measured, its share negative; the shares are of the rows that came out positive
     if p["run_loop_ms"] is not None:          # else the stages add up to the compiled step by construction
         lines.append(f"  {'sum of the stages':<28}{whole:>10.4f}")
     lines.append(f"  {'one compiled step (Python)':<28}{p['total_ms']:>10.4f}")
@@ -234,7 +236,8 @@ def format_stage_table(profile: dict) -> str:
 
 STAGE_LEGEND = ("CPU ms per step, best of the repeated loops over the recorded states of the window, each stage "
                 "called on its own from Python (its kernel loaded from the disk cache beforehand); share: of the "
-                "sum of the stages. Newton = the step_finish kernel minus integration; 'Python around the "
+                "sum of the rows that came out positive (a difference of two timed runs can come out negative on "
+                "a short, noisy window). Newton = the step_finish kernel minus integration; 'Python around the "
                 "kernels' = one compiled step per state minus the stages; recording = the run loop recording "
                 "every step minus recording only the last. Stage calls pay their own argument unboxing (µs), "
                 "which the run loop does not pay per step.")

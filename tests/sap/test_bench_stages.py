@@ -14,15 +14,18 @@ def _shares(text: str) -> list[float]:
 
 
 def test_stage_table_prints_every_stage_and_shares_of_the_sum(capsys):
-    """Check the command prints each stage with a share; the shares are of the stage sum, so they add to
-    100 % up to the rounding of each printed share (0.05 % each)."""
+    """Check the command prints each stage with a share; the shares are of the sum of the rows that came out
+    positive (a row that is a difference of two timed runs may come out negative on this short window), so the
+    positive shares add to 100 % up to the rounding of each printed share (0.05 % each)."""
     assert main(["bench", "--stages", "--scenes", "sphere_drop", "--duration", "0.02"]) == 0
     text = capsys.readouterr().out
     for name in STAGES + ("recording (run loop)", "run loop, no recording"):
         assert name in text, name
     shares = _shares(text)
     assert len(shares) == len(STAGES) + 1
-    assert abs(sum(shares) - 100.0) <= 0.05 * len(shares) + 1e-9
+    positive = [x for x in shares if x > 0]
+    assert positive
+    assert abs(sum(positive) - 100.0) <= 0.05 * len(shares) + 1e-9
 
 
 def test_landing_pile_takes_one_covering_analysis_per_large_island_step():
