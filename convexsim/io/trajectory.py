@@ -170,8 +170,9 @@ class Trajectory:
             got = getattr(self, name).shape
             if got != shape:
                 raise TrajectoryFormatError(f"field {name!r} has shape {got}, expected {shape}")
-        K = int(self.contact_offsets[-1]) if T + 1 == self.contact_offsets.shape[0] else -1
-        if np.any(np.diff(self.contact_offsets) < 0) or self.contact_offsets[0] != 0:
+        offsets = _as_int64(self.contact_offsets)
+        K = int(offsets[-1]) if T + 1 == offsets.shape[0] else -1
+        if np.any(np.diff(offsets) < 0) or offsets[0] != 0:
             raise TrajectoryFormatError("field 'contact_offsets' must start at 0 and be non-decreasing")
         for name, tail in (("contact_body_a", ()), ("contact_body_b", ()), ("contact_point", (3,)),
                            ("contact_normal", (3,)), ("contact_phi", ()), ("contact_force", (3,))):
@@ -303,6 +304,12 @@ def _describe_dtype(arr: np.ndarray) -> str:
     return f"{_KIND_NAMES.get(arr.dtype.kind, 'other')} ({arr.dtype.str})"
 
 
+def _as_int64(arr: np.ndarray) -> np.ndarray:
+    """An integer array as int64 (unsigned values above int64's range become negative, which the checks
+    refuse)."""
+    return np.asarray(arr).astype(np.int64, casting="unsafe", copy=False)
+
+
 def _check_array(name: str, arr: np.ndarray, dims: dict[str, int]) -> None:
     """Raise TrajectoryFormatError (without the path) if ``arr`` breaks ARRAY_SCHEMA[name]."""
     kinds, shape, finite = ARRAY_SCHEMA[name]
@@ -341,8 +348,10 @@ def check_arrays(arrays: dict[str, np.ndarray]) -> None:
         raise TrajectoryFormatError("field 'time' is empty: a trajectory holds at least its initial frame")
     dims = {"T": T, "T+1": T + 1, "B": arrays["body_names"].shape[0],
             "F": arrays["constraint_force_names"].shape[0] if "constraint_force_names" in arrays else 0}
-    offsets = arrays["contact_offsets"]
-    _check_array("contact_offsets", offsets, dims)
+    _check_array("contact_offsets", arrays["contact_offsets"], dims)
+    # as int64 before any arithmetic: in a narrower or unsigned integer type the differences wrap around (uint8:
+    # 4 − 255 = 5), so decreasing offsets would pass the check below and break every frame's contact rows
+    offsets = arrays["contact_offsets"] = _as_int64(arrays["contact_offsets"])
     if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
         raise TrajectoryFormatError("field 'contact_offsets' must start at 0 and be non-decreasing")
     dims["K"] = int(offsets[-1])

@@ -95,6 +95,21 @@ def test_quaternion_stored_as_strings_is_refused_by_identify(box_slide, tmp_path
     assert status == 2 and len(lines) == 1 and str(path) in lines[0] and "'quaternion'" in lines[0], err
 
 
+def test_decreasing_contact_offsets_in_a_narrow_unsigned_type_are_refused(box_slide, tmp_path):
+    """Found by the trajectory fuzzer: contact_offsets stored as uint8 with a wrapped value ([0, 255, 4, ...])
+    passed the non-decreasing check (uint8 differences wrap: 4 − 255 = 5), and `convexsim compare` then failed
+    inside numpy (exit 70). The loader checks the offsets as int64 and refuses the file naming the field."""
+    off = load_trajectory(box_slide).contact_offsets.copy()
+    assert off.shape[0] > 2 and off[-1] > 0, "the fixture needs contacts"
+    off[1] = 255
+    path = _rewrite(box_slide, tmp_path / "o.npz", contact_offsets=off.astype(np.uint8))
+    with pytest.raises(TrajectoryFormatError, match="'contact_offsets'"):
+        load_trajectory(path)
+    for command in (["info", path], ["compare", box_slide, path]):
+        status, _, err = check_cli(command)
+        assert status == 2 and "'contact_offsets'" in err, (command, status, err)
+
+
 @pytest.mark.parametrize("field, value", [
     ("position", "nan"), ("contact_body_a", "out_of_range"), ("time", "empty"), ("solver_converged", "float"),
     ("time_step", "text"), ("scene_yaml", "array")])
