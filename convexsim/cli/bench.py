@@ -148,7 +148,8 @@ def add_warmup(sub) -> None:
     p.add_argument("--jobs", type=int, default=None,
                    help="processes to compile in (default: one per core)")
     p.add_argument("--only", nargs="+", default=None, metavar="GROUP",
-                   help="only these parts: sap-bodies, sap-trees, sap-large (islands above the dense limit), "
+                   help="only these parts: sap-bodies, sap-trees, sap-large, sap-large-trees (islands above "
+                        "the dense limit), "
                         "sap-reference, lcp-bodies, lcp-trees")
     p.add_argument("--check", action="store_true",
                    help="then run every shipped scene a few steps with SAP and LCP and fail (exit 1) if any "

@@ -14,9 +14,10 @@ free bodies is a forest without trees. Only stage calls live here (docs/architec
 5. impulses, forces and the new velocities (``post_solve``);
 6. integration and the end-of-step check (``integration``).
 
-Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`), chosen
-at run time by the forest's tree count: a model without trees is a forest of zero trees (``packing.PackedForest``),
-of the same argument types, so the kernel is compiled once for both (as the SAP composition is).
+Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`): a model
+without trees is a forest of zero trees (``packing.PackedForest``) of the same array types, and the kernel is
+specialized on the model's kind when numba compiles it (:data:`lcp_stages`), as the SAP composition is, so that a
+free-body model's step carries no tree stage.
 
 Whatever the kernel does not take returns a status other than ``status.LCP_OK`` before anything is
 written, and the dispatcher (``stepping.dispatch``, on a Handoff) takes the step by the reference path, which
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convexsim._jit import jit
+from convexsim._jit import jit, switch_on_none
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import collide_and_filter, combined_friction, contact_frames_kernel, start_check
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion, motor_forces_kernel
@@ -52,10 +53,12 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
         U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_problem.friction_directions``).
         stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
         jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
-        forest: (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out, tree_v_out): the packed forest and joint
-            rows (``packing.PackedForest``; zero trees for a free-body model), the time at the start of the step
-            [s], the trees' state and its outputs (empty without trees), the normal rows' regularization ε, the
-            LCP size from which the reference takes the step of a model with trees (its capped Lemke runs).
+        forest: (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out, tree_v_out, trees): the packed forest and
+            joint rows (``packing.PackedForest``; zero trees for a free-body model), the time at the start of the
+            step [s], the trees' state and its outputs (empty without trees), the normal rows' regularization ε,
+            the LCP size from which the reference takes the step of a model with trees (its capped Lemke runs),
+            and the model's kind: None without trees, True with trees (the kernel is compiled once per kind,
+            :data:`lcp_stages`).
         pair_rule: the broad phase's pair rule (``packing.PackedModel.pair_rule``: collision bits, tree-pair
             rule), so that filtered pairs never reach the narrow phase.
         ctl: the step's controls, the SAP run kernel's (``controls.ControlArrays.kernel_controls``): PD targets
@@ -68,7 +71,7 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
         [N·m or N], pivots, joint rows, islands, per-contact basic z's (m, d + 2) bool, keys (m, 3)). Status
         other than LCP_OK: the outputs are not to be used.
     """
-    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = forest
+    fa, ra = forest[0], forest[1]
     sweep = fa[21]
     nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     bad, bad_margin = start_check(fpar, mb[1], sweep, mb[6], q, v)
@@ -79,13 +82,32 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
                 np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
     geoms, phi, point, normal = collide_and_filter(fpar, mb[1], sweep, mb[6], mb[7], mb[8], mb[9], mb[10], mb[11],
                                                    mb[12], q, v, pair_rule[0], pair_rule[1])
-    if fa[15].shape[0] == 0:          # no trees: the free-body variant of stages 2-6
-        return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
-                                normal, ctl[6])
+    return lcp_stages(forest[9], fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi,
+                      point, normal, ctl)
+
+
+@jit(inline="always")
+def _stages_of_free_bodies(trees, fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi,
+                           point, normal, ctl):
+    return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal,
+                            ctl[6])
+
+
+@jit(inline="always")
+def _stages_of_trees(trees, fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi, point,
+                     normal, ctl):
+    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = (forest[0], forest[1], forest[2], forest[3], forest[4],
+                                                       forest[5], forest[6], forest[7], forest[8])
     forces = np.empty(tv.shape[0])
     motor_forces_kernel(ctl[3], ctl[4], ctl[5], ctl[2], forces)
     return step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out,
                        tq_out, tv_out, geoms, phi, point, normal, (ctl[0], ctl[1], forces, ctl[6]))
+
+
+lcp_stages = switch_on_none(_stages_of_free_bodies, _stages_of_trees, name="lcp_stages", doc="""Stages 2-6 of
+the LCP step: :func:`step_free_bodies` when ``trees`` (``forest[9]`` of :func:`lcp_step_kernel`) is None (a model
+without trees), else the motors' joint forces and :func:`step_forest`; chosen when numba compiles the step, so that
+each model kind's kernel carries one variant (``_jit.switch_on_none``).""")
 
 
 @jit(inline="always")
@@ -185,4 +207,4 @@ def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_
             lim_force, con_force, pivots, nl, 1, basic_pc, keys)
 
 
-__all__ = ["lcp_step_kernel", "step_free_bodies", "step_forest"]
+__all__ = ["lcp_step_kernel", "lcp_stages", "step_free_bodies", "step_forest"]

@@ -425,13 +425,17 @@ def flat_arrays(arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _STEP_ARRAYS: dict = {}
 
 
-def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool | None]:
     """The arrays of the compiled SAP run loop, ``PackedModel.model_arrays`` + ``PackedForest.fa`` +
     ``PackedForest.ra`` + the collision bits of ``PackedModel.pair_rule`` + ``PackedModel.kinematic``, flat
-    (:func:`flat_arrays`; built once per model)."""
+    (:func:`flat_arrays`; built once per model), then the model's kind: None without trees (``PackedForest.fa[15]``,
+    tree_nv, empty), True with trees.
+    The kind is a type to numba: the compiled step is specialized on it when it compiles, and the step of a
+    model without trees holds no tree stage (``sap_composition.rows_stage``)."""
     return per_model(_STEP_ARRAYS, model,
-                     lambda m: flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
-                                            packed(m).pair_rule[0], packed(m).kinematic)))
+                     lambda m: (*flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
+                                              packed(m).pair_rule[0], packed(m).kinematic)),
+                                True if packed_forest(m).fa[15].shape[0] > 0 else None))
 
 
 _LCP_SUPPORTED: dict = {}

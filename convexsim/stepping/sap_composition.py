@@ -15,9 +15,12 @@ live here; each stage's math is in its module (docs/architecture.md, "The data p
 step (step_finish inlined: its call boundary cost a one-body step ≈ 0.3 µs; its code is small, Newton is a
 kernel of its own). A step whose largest island is above ``ipar[I_ISLAND_MAX_DOFS]`` is not taken by the run loop
 (STEP_TOO_LARGE): the caller takes it with :func:`step_finish` on the supernodal factor of an analysis made in
-Python between the two calls (``stepping.compiled``). Stage 2–3 of a model without trees take the free-body
-variant (:func:`body_rows_stage`: 6 × 6 masses, the body Jacobian blocks), which is the forest's with no tree
-and skips its empty loops. The three entry points take the model's arrays as the flat buffers of
+Python between the two calls (``stepping.compiled``). Stages 2–3 and 6 of a model without trees take the
+free-body variants (:func:`body_rows_stage`: 6 × 6 masses, the body Jacobian blocks; ``integrate_bodies``), which
+are the forest's with no tree and skip its empty loops. The variant is chosen when numba compiles the step, by the
+type of the model's kind in its arrays (``packing.step_arrays``: None without trees; :data:`rows_stage`,
+:data:`integration_stage`): each kernel is compiled once per model kind and the free bodies' step holds no tree
+stage, which was more than half of its compile time (docs/performance.md). The three entry points take the model's arrays as the flat buffers of
 ``packing.step_arrays`` and build views of what their branch reads (:func:`model_views`): numba unboxes every
 array argument of a call from Python and reference-counts every array a call passes on, which for the 73
 arrays of a forest cost more than a small free-body step. There is no separately compiled one-step kernel: numba emits the machine code of a
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convexsim._jit import jit
+from convexsim._jit import jit, switch_on_none
 from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
 from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel,
@@ -85,7 +88,7 @@ def model_views(arrays):
     (int64, float64 and bool buffers, header (offset, shape) per array), in the order and with the dtypes and
     dimensions of the packing. The step builds the views its branch reads, each step: a view costs no copy,
     while every array a kernel call passes on costs its reference counting."""
-    ib, fb, bb, h = arrays
+    ib, fb, bb, h = arrays[0], arrays[1], arrays[2], arrays[3]
     return (_v1(fb, h, 0), _v1(bb, h, 1), _v1(ib, h, 2), _v1(ib, h, 3), _v1(fb, h, 4), _v3(fb, h, 5), _v1(fb, h, 6),
             _v1(ib, h, 7), _v2(fb, h, 8), _v1(ib, h, 9), _v2(fb, h, 10), _v2(fb, h, 11), _v1(fb, h, 12),
             _v1(fb, h, 13), _v1(fb, h, 14), _v1(fb, h, 15), _v1(fb, h, 16))
@@ -94,7 +97,7 @@ def model_views(arrays):
 @jit(inline="always")
 def forest_views(arrays):
     """``packing.PackedForest.fa`` as views of the flat buffers (:func:`model_views`)."""
-    ib, fb, bb, h = arrays
+    ib, fb, bb, h = arrays[0], arrays[1], arrays[2], arrays[3]
     return (_v1(ib, h, 17), _v1(ib, h, 18), _v2(fb, h, 19), _v2(fb, h, 20), _v3(fb, h, 21), _v1(ib, h, 22),
             _v1(ib, h, 23), _v1(ib, h, 24), _v1(fb, h, 25), _v2(fb, h, 26), _v3(fb, h, 27), _v1(fb, h, 28),
             _v1(fb, h, 29), _v1(fb, h, 30), _v1(ib, h, 31), _v1(ib, h, 32), _v1(ib, h, 33), _v1(ib, h, 34),
@@ -105,7 +108,7 @@ def forest_views(arrays):
 @jit(inline="always")
 def row_views(arrays):
     """``packing.PackedForest.ra`` as views of the flat buffers (:func:`model_views`)."""
-    ib, fb, bb, h = arrays
+    ib, fb, bb, h = arrays[0], arrays[1], arrays[2], arrays[3]
     return (_v1(ib, h, 42), _v1(ib, h, 43), _v1(ib, h, 44), _v1(fb, h, 45), _v1(fb, h, 46), _v1(ib, h, 47),
             _v1(ib, h, 48), _v1(ib, h, 49), _v1(fb, h, 50), _v1(fb, h, 51), _v1(fb, h, 52), _v1(fb, h, 53),
             _v1(fb, h, 54), _v1(ib, h, 55), _v1(fb, h, 56), _v1(fb, h, 57), _v1(ib, h, 58), _v1(ib, h, 59),
@@ -188,6 +191,40 @@ def tree_rows_stage(fpar, ipar, mb, kinematic, fa, ra, t, q, v, tq, tv, ctl, geo
 
 
 @jit(inline="always")
+def _rows_of_free_bodies(trees, fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
+    return body_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), q, v, ctl[3], geoms, phi, point, normal)
+
+
+@jit(inline="always")
+def _rows_of_trees(trees, fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
+    return tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), forest_views(arrays), row_views(arrays), t, q, v,
+                           tq, tv, ctl, geoms, phi, point, normal)
+
+
+rows_stage = switch_on_none(_rows_of_free_bodies, _rows_of_trees, name="rows_stage", doc="""Stages 2–3 of the step:
+:func:`body_rows_stage` when ``trees`` (``arrays[4]``, ``packing.step_arrays``) is None (a model without trees),
+else :func:`tree_rows_stage`; chosen when numba compiles the step for the model's arrays, so that each model kind's
+step carries one variant (``_jit.switch_on_none``).""")
+
+
+@jit(inline="always")
+def _integrate_free_bodies(trees, fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
+    return integrate_bodies(fpar, ints(arrays, 3), kinematic_flags(arrays), q, v, v_next, q_out, v_out)
+
+
+@jit(inline="always")
+def _integrate_trees(trees, fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
+    return integrate_forest(fpar, forest_views(arrays), ints(arrays, 3), kinematic_flags(arrays), q, v, tq, v_next,
+                            q_out, v_out, tq_out, tv_out)
+
+
+integration_stage = switch_on_none(_integrate_free_bodies, _integrate_trees, name="integration_stage", doc="""Stage
+6 of the step, (q, v) (and the trees' state) at t + dt from the solved velocities ``v_next``: the bodies' integration
+when ``trees`` is None, else the forest's (as :data:`rows_stage` chooses). Returns the first body whose end state is
+not finite, or −1.""")
+
+
+@jit(inline="always")
 def no_prepared(nmov):
     """The prepared tuple of :func:`step_prepare` for a step that stops before collision (its types)."""
     e0 = np.zeros(0)
@@ -221,17 +258,12 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     if bad >= 0 or bad_margin >= 0:
         return (STEP_NONFINITE_START if bad >= 0 else STEP_BAD_MARGIN, max(bad, bad_margin), 0,
                 no_prepared(mb[3].shape[0]))
-    ib, _, bb, h = arrays
+    ib, bb, h = arrays[0], arrays[2], arrays[3]
     pair_rule = (_v2(ib, h, FILTER), (ints(arrays, FA0 + 17), _v1(bb, h, FA0 + 18), ints(arrays, FA0 + 19)))
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, mb[7], mb[8], geom_body,
                                                    mb[10], mb[11], mb[12], q, v, *pair_rule)
-    if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of stages 2–3
-        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), q, v,
-                                                                 ctl[3], geoms, phi, point, normal)
-    else:
-        fa, ra = forest_views(arrays), row_views(arrays)
-        R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), fa, ra, t, q,
-                                                                 v, tq, tv, ctl, geoms, phi, point, normal)
+    R_WC, v_next, new_index, problem, rows = rows_stage(arrays[4], fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl,
+                                                        geoms, phi, point, normal)
     sizes, cl_red = problem[0], problem[6]
     edges, constraint_edge, max_n = largest_island(sizes.shape[0], sizes, cl_red)
     return STEP_OK, -1, max_n, (geoms, phi, point, normal, R_WC, v_next, new_index, problem, rows, edges,
@@ -275,12 +307,7 @@ def step_finish(fpar, ipar, arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out
         scatter_cliques(new_index, ints(arrays, FA0 + 23), ints(arrays, FA0 + 24), cstart, v_red, v_next)
         if solve_failed(status, v_next, ipar[I_STRICT]):
             return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
-    moving = ints(arrays, 3)
-    if ints(arrays, FA0 + 15).shape[0] == 0:          # no trees: the free-body variant of the integration
-        bad = integrate_bodies(fpar, moving, kinematic_flags(arrays), q, v, v_next, q_out, v_out)
-    else:
-        bad = integrate_forest(fpar, forest_views(arrays), moving, kinematic_flags(arrays), q, v, tq, v_next, q_out,
-                               v_out, tq_out, tv_out)
+    bad = integration_stage(arrays[4], fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
     return STEP_OK if bad < 0 else STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
 
 

@@ -318,7 +318,8 @@ def _warm_sap_bodies(steps: int) -> None:
 
 def _warm_sap_trees(steps: int) -> None:
     """The compiled SAP step of tree models: :data:`WARMUP_TREE_SCENE` in the run loop and one single step
-    (the run kernel of free bodies: a free-body model is a forest of zero trees, the same argument types)."""
+    (the composition's tree variant: ``packing.step_arrays`` marks the model kind, and the step is compiled once
+    per kind)."""
     from convexsim.stepping import step
 
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="sap")
@@ -326,13 +327,14 @@ def _warm_sap_trees(steps: int) -> None:
     step(model, state, path="compiled")
 
 
-def _warm_sap_large(steps: int) -> None:
+def _warm_sap_large(steps: int, scene: dict = WARMUP_SCENE) -> None:
     """The SAP step of islands above the dense limit (``packing.ISLAND_MAX_DOFS``): the two kernel calls of
     ``compiled._two_call_step`` (``step_prepare``, a callee of the run kernel, already compiled with it; then
     ``step_finish`` with the supernodal factor, inlined in the run kernel, as an entry of its own) and the
     symbolic analysis (``sap.supernodal``), reached by lowering the limit to 0 for the steps of this job (the
     warm-up scene's contact islands are then "large"). Only models with more moving dofs than the limit can
-    take this path (:func:`run_groups`).
+    take this path (:func:`run_groups`). This group warms the free-body variant of the step; "sap-large-trees"
+    the tree variant (:func:`_warm_sap_large_trees`).
 
     Why not inline ``step_prepare`` into the run kernel too (one entry less): measured, numba's typing and
     lowering of the one larger function cost more than the second LLVM pass it saves (the SAP group 206 s
@@ -343,12 +345,18 @@ def _warm_sap_large(steps: int) -> None:
     limit = packing.ISLAND_MAX_DOFS
     packing.ISLAND_MAX_DOFS = 0
     try:
-        model, state, _ = prepare(WARMUP_SCENE, solver="sap")
+        model, state, _ = prepare(scene, solver="sap")
         ctx = StepContext()
         for _ in range(max(2, steps)):
             state, _ = step(model, state, ctx, path="compiled")
     finally:
         packing.ISLAND_MAX_DOFS = limit
+
+
+def _warm_sap_large_trees(steps: int) -> None:
+    """The SAP step of islands above the dense limit for tree models (:func:`_warm_sap_large` on
+    :data:`WARMUP_TREE_SCENE`: ``step_finish``'s tree variant as an entry of its own)."""
+    _warm_sap_large(steps, WARMUP_TREE_SCENE)
 
 
 def _warm_sap_reference(steps: int) -> None:
@@ -373,8 +381,8 @@ def _warm_lcp_bodies(steps: int) -> None:
 
 
 def _warm_lcp_trees(steps: int) -> None:
-    """The LCP stepper of tree models: :data:`WARMUP_TREE_SCENE` on the compiled step (the kernel of free bodies:
-    a free-body model is a forest of zero trees, the same argument types) and its reference."""
+    """The LCP stepper of tree models: :data:`WARMUP_TREE_SCENE` on the compiled step (the kernel's tree variant,
+    ``lcp_composition.lcp_stages``) and its reference."""
     model, state, _ = prepare(WARMUP_TREE_SCENE, solver="lcp")
     for path in ("compiled", "reference"):
         run_model(model, state, duration=steps * model.time_step, path=path)
@@ -382,9 +390,8 @@ def _warm_lcp_trees(steps: int) -> None:
 
 def _leaf_step_finish(steps: int) -> None:
     """The second half of the SAP step (``sap_composition.step_finish``: the Newton solve, impulses to
-    forces, joint forces, integration) as the two-call step of large islands calls it from Python (the run
-    loop inlines it); it needs only the Newton loop and the forest's kinematics, so it compiles beside the
-    run kernel."""
+    forces, joint forces, integration) of free-body models as the two-call step of large islands calls it from
+    Python (the run loop inlines it); it needs only the Newton loop, so it compiles beside the run kernel."""
     import numpy as np
 
     from convexsim.sap.newton import no_supernodal
@@ -407,22 +414,26 @@ LEAVES = {"convex": _leaf_convex, "boxes": _leaf_boxes, "broadphase": _leaf_broa
 afterwards loads them from the disk cache instead of compiling them itself."""
 
 GROUPS = {"sap-bodies": _warm_sap_bodies, "sap-trees": _warm_sap_trees, "sap-large": _warm_sap_large,
-          "lcp-bodies": _warm_lcp_bodies, "lcp-trees": _warm_lcp_trees, "sap-reference": _warm_sap_reference}
+          "sap-large-trees": _warm_sap_large_trees, "lcp-bodies": _warm_lcp_bodies, "lcp-trees": _warm_lcp_trees,
+          "sap-reference": _warm_sap_reference}
 """The warm-up's parts, by what a run needs (``convexsim run`` compiles only its own; ``convexsim warmup``
 all)."""
 
 NEEDS = {"collision": ("convex", "boxes", "broadphase"),
-         "step-finish": ("newton", "forest"),
-         "sap-bodies": ("collision", "newton", "step-parts", "forest"), "sap-trees": ("sap-bodies",),
-         "sap-large": ("sap-bodies", "step-finish"), "lcp-bodies": ("collision", "forest", "lemke"),
-         "lcp-trees": ("lcp-bodies",), "sap-reference": ()}
+         "step-finish": ("newton",),
+         "sap-bodies": ("collision", "newton", "step-parts"),
+         "sap-trees": ("collision", "newton", "step-parts", "forest"),
+         "sap-large": ("sap-bodies", "step-finish"), "sap-large-trees": ("sap-trees",),
+         "lcp-bodies": ("collision", "lemke"), "lcp-trees": ("collision", "forest", "lemke"), "sap-reference": ()}
 """What each job calls that another job compiles (it starts when those have ended)."""
 
 _JOBS = {**LEAVES, **GROUPS}
-_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-parts", "sap-bodies", "step-finish",
-          "lemke", "sap-trees", "sap-large", "lcp-bodies", "lcp-trees", "sap-reference")
+_ORDER = ("convex", "broadphase", "newton", "boxes", "forest", "collision", "step-parts", "sap-bodies", "lemke",
+          "sap-trees", "lcp-bodies", "step-finish", "sap-large", "lcp-trees", "sap-large-trees", "sap-reference")
 """Which ready job a free worker takes first: the chain to the collision kernels first (the longest), the
-short broad phase beside the convex pairs so that the boxes follow them on the same worker."""
+short broad phase beside the convex pairs so that the boxes follow them on the same worker; then the steps a
+newcomer runs after the demo first (``make demo``'s background warm-up: a robot, ``--solver both`` on free
+bodies), the large-island steps and the reference paths last."""
 
 
 PROGRESS_EVERY_S = 10.0
@@ -631,7 +642,7 @@ def run_groups(model, solver: str) -> list[str]:
         dofs = 6 * int(np.count_nonzero(np.asarray(model.body_dof) >= 0))
         dofs += model.forest.nv if model.forest is not None else 0
         if dofs > packing.ISLAND_MAX_DOFS:
-            groups.append("sap-large")
+            groups.append("sap-large-trees" if model.has_trees else "sap-large")
     return groups
 
 

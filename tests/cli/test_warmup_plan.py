@@ -17,9 +17,11 @@ def test_every_job_is_planned_after_what_it_needs():
 
 
 def test_a_group_brings_the_shared_kernels_it_calls():
-    assert warmup._jobs_for(["sap-bodies"]) == ["convex", "broadphase", "newton", "boxes", "forest", "collision",
-                                                "step-parts", "sap-bodies"]
+    assert warmup._jobs_for(["sap-bodies"]) == ["convex", "broadphase", "newton", "boxes", "collision",
+                                                "step-parts", "sap-bodies"]     # no tree kernel for free bodies
+    assert "forest" in warmup._jobs_for(["sap-trees"]) and "sap-bodies" not in warmup._jobs_for(["sap-trees"])
     assert warmup._jobs_for(["sap-large"])[-2:] == ["step-finish", "sap-large"]   # the two-call step's halves
+    assert warmup._jobs_for(["sap-large-trees"])[-2:] == ["sap-trees", "sap-large-trees"]
     assert warmup._jobs_for(["sap-reference"]) == ["sap-reference"]
     assert set(warmup._jobs_for(list(warmup.GROUPS))) == set(warmup._JOBS)
 
@@ -31,8 +33,8 @@ def test_jobs_run_in_process_in_plan_order_and_groups_are_marked(monkeypatch):
     monkeypatch.setattr(warmup, "write_bytecode", lambda: True)
     warmup.warm_up(groups=["sap-trees"], jobs=1, progress=False)
     assert ran == ["convex", "broadphase", "newton", "boxes", "forest", "collision", "step-parts",
-                   "sap-bodies", "sap-trees"]        # one SAP run kernel: the trees' group loads the bodies' one
-    assert marked == ["sap-bodies", "sap-trees"]
+                   "sap-trees"]     # the tree variant of the SAP step; the free bodies' one is not compiled
+    assert marked == ["sap-trees"]
 
 
 def test_unknown_group_is_refused_by_name():
@@ -78,3 +80,5 @@ def test_only_models_with_islands_above_the_dense_limit_warm_the_large_step(monk
     assert warmup.run_groups(pile, "lcp") == ["lcp-bodies"]
     monkeypatch.setattr(packing, "ISLAND_MAX_DOFS", 0)
     assert warmup.run_groups(small, "sap") == ["sap-bodies", "sap-large"]
+    robot, _, _ = prepare(warmup.WARMUP_TREE_SCENE, solver="sap")
+    assert warmup.run_groups(robot, "sap") == ["sap-trees", "sap-large-trees"]   # the step's tree variant
