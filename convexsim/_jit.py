@@ -305,33 +305,4 @@ def jit(signature_or_function=None, **options):
     return wrap
 
 
-def switch_on_none(if_none, otherwise, *, name: str, doc: str = ""):
-    """A stage with two variants of one signature, chosen by its first argument: ``if_none`` where that argument
-    is None, ``otherwise`` where it is anything else. Called from Python it calls the matching variant; called
-    from a kernel, numba chooses when it compiles the caller, by the argument's type (an overload on it,
-    inlined), so that the caller's machine code holds one variant only. The compiled steps use it to leave the
-    tree stages out of the step of a model without trees (``packing.step_arrays``: its last item is None
-    then): they are most of what that step would otherwise compile.
-
-    ``if_none`` and ``otherwise``: kernels (``jit(inline="always")``) with the same parameter names."""
-    import inspect
-
-    from numba.core import types
-    from numba.extending import overload
-
-    funcs = [getattr(f, "py_func", f) for f in (if_none, otherwise)]
-    params = [list(inspect.signature(f).parameters) for f in funcs]
-    if params[0] != params[1] or not params[0]:
-        raise TypeError(f"{name}: the variants take different parameters: {params[0]} and {params[1]}")
-    args, flag = ", ".join(params[0]), params[0][0]
-    scope = {"if_none": if_none, "otherwise": otherwise, "funcs": funcs, "NoneType": types.NoneType}
-    exec(f"def {name}({args}):\n    return (if_none if {flag} is None else otherwise)({args})\n"
-         f"def typed({args}):\n    return funcs[0] if isinstance({flag}, NoneType) else funcs[1]\n", scope)
-    stage = scope[name]
-    stage.__doc__ = doc or None
-    stage.__module__ = funcs[0].__module__
-    overload(stage, inline="always")(scope["typed"])
-    return stage
-
-
-__all__ = ["jit", "switch_on_none", "CACHE", "KernelDispatcher", "LazySignatureDispatcher", "import_closure", "kernel_modules", "kernel_sources_fingerprint"]
+__all__ = ["jit", "CACHE", "KernelDispatcher", "LazySignatureDispatcher", "import_closure", "kernel_modules", "kernel_sources_fingerprint"]

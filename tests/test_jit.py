@@ -199,71 +199,51 @@ def test_a_borrowed_kernel_that_allocates_does_not_compile():
             kernel(3)
 
 
-# ---- switch_on_none: a stage's variant chosen when the caller compiles (the compiled steps' model kinds)
+# ---- the compiled steps' model kinds: a stage's variant chosen by a tuple's length where the caller compiles
 
 @numba.njit
 def _only_with_trees(x):
     return 2.0 * x
 
 
-@numba.njit(inline="always")
-def _variant_free(trees, x, out):
-    out[0] = x + 1.0
-    return 1
+@numba.njit
+def _only_without_trees(x):
+    return x + 1.0
 
 
 @numba.njit(inline="always")
-def _variant_trees(trees, x, out):
-    out[0] = _only_with_trees(x)
-    return 2
+def _stage(model_kind, x):
+    if model_kind == 4:               # as sap_composition.rows_stage with NO_TREES
+        return _only_without_trees(x)
+    return _only_with_trees(x)
 
 
-def _switch_and_caller():
-    from convexsim._jit import switch_on_none
-
-    stage = switch_on_none(_variant_free, _variant_trees, name="stage", doc="the test's stage")
-
-    @numba.njit
-    def caller(kind, x, out):
-        return stage(kind[0], x, out)
-
-    return stage, caller
+@numba.njit
+def _entry(arrays, x):
+    return _stage(len(arrays), x)
 
 
-def test_switch_on_none_compiles_only_the_variant_of_the_callers_argument_type():
-    """The caller compiled for a None kind never types the other variant (its callee stays uncompiled); compiled
-    for another type it takes the other variant; from Python the stage calls the matching variant."""
-    stage, caller = _switch_and_caller()
-    out = np.zeros(1)
-    assert caller((None,), 3.0, out) == 1 and out[0] == 4.0
-    assert _only_with_trees.signatures == []              # the tree variant was not even typed
-    assert caller((True,), 3.0, out) == 2 and out[0] == 6.0
-    assert len(_only_with_trees.signatures) == 1
-    assert len(caller.signatures) == 2                   # one specialization per kind
-    assert stage(None, 1.0, out) == 1 and out[0] == 2.0
-    assert stage(True, 1.0, out) == 2 and out[0] == 2.0
-    assert stage.__name__ == "stage" and stage.__doc__ == "the test's stage"
+def test_a_stage_inlined_with_the_callers_tuple_length_compiles_one_variant():
+    """What ``sap_composition.NO_TREES`` relies on: ``len(arrays)`` of an entry kernel's tuple argument is a
+    constant where numba compiles it, and an inlined stage's branch on it is pruned before typing, so the other
+    variant's callee is never typed (numba's semantic-constant rewrite and dead-branch pruning; a numba release
+    that stops doing so fails here, and the free bodies' step would then compile the tree stages again)."""
+    four = (np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1))
+    assert _entry(four, 3.0) == 4.0
+    assert _only_with_trees.signatures == []
+    assert _entry((*four, True), 3.0) == 6.0
+    assert len(_only_with_trees.signatures) == 1 and len(_entry.signatures) == 2
 
 
-def test_switch_on_none_refuses_variants_of_different_parameters():
-    from convexsim._jit import switch_on_none
-
-    @numba.njit
-    def other(trees, y, out):
-        return 0
-
-    with pytest.raises(TypeError, match="different parameters"):
-        switch_on_none(_variant_free, other, name="bad")
-
-
-def test_the_compiled_steps_kind_is_none_for_free_bodies_and_true_for_trees():
-    """``packing.step_arrays``' last item, the type the SAP step is specialized on (and the LCP step's
-    ``forest[9]``, from the same tree count)."""
+def test_the_compiled_steps_model_kind_is_the_length_of_their_arrays():
+    """``packing.step_arrays``: the three buffers and the header without trees (``sap_composition.NO_TREES``), a
+    fifth item with trees; the LCP kernel's forest tuple likewise (``lcp_composition.NO_TREES``)."""
     from convexsim.simulate import prepare
+    from convexsim.stepping import lcp_composition, sap_composition
     from convexsim.stepping.packing import packed_forest, step_arrays
 
-    for scene, kind in (("box_stack", None), ("double_pendulum", True)):
+    assert (sap_composition.NO_TREES, lcp_composition.NO_TREES) == (4, 9)
+    for scene, trees in (("box_stack", False), ("double_pendulum", True)):
         model, _, _ = prepare(scene, solver="sap")
-        arrays = step_arrays(model)
-        assert len(arrays) == 5 and arrays[4] is kind
-        assert (packed_forest(model).fa[15].shape[0] > 0) == (kind is True)
+        assert len(step_arrays(model)) == sap_composition.NO_TREES + trees
+        assert (packed_forest(model).fa[15].shape[0] > 0) == trees

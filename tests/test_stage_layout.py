@@ -117,13 +117,16 @@ def _inlined(fn: ast.FunctionDef) -> bool:
 
 
 def test_one_compiled_sap_step_for_every_model():
-    """Free bodies and trees take one compiled SAP composition (a free-body model is a forest of zero trees):
-    its entry points are one prepare/finish pair (finish inlined into the run loop) and one run loop; that
-    run loop is the only kernel of ``stepping/`` that records frames; one runner calls it."""
+    """Free bodies and trees take one compiled SAP composition (a free-body model is a forest of zero trees,
+    specialized by model kind where numba compiles it): its entry points are one prepare/finish pair (finish's
+    stages inlined into the run loop, ``finish_stages``) and one run loop; that run loop is the only kernel of
+    ``stepping/`` that records frames; one runner calls it."""
     kernels = {k.name: k for k in _kernels("sap_composition")}
-    assert {"step_prepare", "step_finish", "run_kernel"} <= set(kernels)
+    assert {"step_prepare", "step_finish", "finish_stages", "run_kernel"} <= set(kernels)
     entries = {name for name, k in kernels.items() if not _inlined(k)}
-    assert entries == {"step_prepare", "run_kernel"}, entries
+    assert entries == {"step_prepare", "step_finish", "run_kernel"}, entries
+    assert "finish_stages(" in ast.unparse(kernels["run_kernel"]) and "step_finish(" not in ast.unparse(
+        kernels["run_kernel"])
     recorders = {(m, k.name) for m in _modules() for k in _kernels(m) if k.name != "record_frame" and "record_frame(" in ast.unparse(k)}
     assert recorders == {("sap_composition", "run_kernel")}, recorders
     assert [r for r, solver in RUNNERS.items() if solver == "sap"] == ["compiled"]

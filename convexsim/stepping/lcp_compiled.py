@@ -68,7 +68,9 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
         warm, jpar = False, lp.jpar
     tq, tv = tree_arrays(state)
     forest = (pf.fa, pf.ra, float(state.t), tq, tv, NORMAL_REGULARIZATION, lcp_fallback.LARGE_ISLAND_SIZE,
-              np.empty_like(tq), np.empty_like(tv), True if pf.fa[15].shape[0] > 0 else None)
+              np.empty_like(tq), np.empty_like(tv))
+    if pf.fa[15].shape[0] > 0:            # the model kind, by the tuple's length (lcp_composition.NO_TREES)
+        forest = (*forest, True)
     (status, _where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
      basic_pc, keys) = lcp_composition.lcp_step_kernel(fpar, mb, q, v, lp.U, lp.stabilization, jpar, lp.lpar, q_out,
                                                        v_out, forest, rule, ctl)

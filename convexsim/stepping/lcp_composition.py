@@ -16,8 +16,8 @@ free bodies is a forest without trees. Only stage calls live here (docs/architec
 
 Stages 2-6 have a free-body variant (:func:`step_free_bodies`) and a tree variant (:func:`step_forest`): a model
 without trees is a forest of zero trees (``packing.PackedForest``) of the same array types, and the kernel is
-specialized on the model's kind when numba compiles it (:data:`lcp_stages`), as the SAP composition is, so that a
-free-body model's step carries no tree stage.
+specialized on the model's kind when numba compiles it (:data:`NO_TREES`), as the SAP
+composition is, so that a free-body model's step carries no tree stage.
 
 Whatever the kernel does not take returns a status other than ``status.LCP_OK`` before anything is
 written, and the dispatcher (``stepping.dispatch``, on a Handoff) takes the step by the reference path, which
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convexsim._jit import jit, switch_on_none
+from convexsim._jit import jit
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import collide_and_filter, combined_friction, contact_frames_kernel, start_check
 from convexsim.stepping.free_motion import body_free_motion, dense_free_motion, motor_forces_kernel
@@ -44,6 +44,13 @@ from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NON
                                        LCP_OK, LCP_TOO_LARGE, LCP_WARM_SIZE)
 
 
+NO_TREES = 9
+"""``len(forest)`` of a model without trees in :func:`lcp_step_kernel` (a model with trees adds a tenth item,
+True): a constant to numba where the kernel is compiled (a tuple's length is part of its type), so that the
+kernel's branch on it keeps one variant of stages 2-6 and numba prunes the other before inlining or typing it (as
+the SAP composition's ``NO_TREES``)."""
+
+
 @jit
 def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, pair_rule, ctl):
     """One LCP step (module docstring) from (q, v) into (q_out, v_out) (and the trees' state).
@@ -53,12 +60,12 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
         U: friction directions u_j in (t1, t2), shape (d, 2) (``lcp_problem.friction_directions``).
         stabilization: solver.lcp_stabilization s (gap term b = max(φ, 0)/dt + s·min(φ, 0)/dt).
         jpar, lpar: integer settings (``status.J_*`` slots) and Lemke tolerances (``status.L_*`` slots).
-        forest: (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out, tree_v_out, trees): the packed forest and
+        forest: (fa, ra, t, tree_q, tree_v, eps, large_n, tree_q_out, tree_v_out[, True]): the packed forest and
             joint rows (``packing.PackedForest``; zero trees for a free-body model), the time at the start of the
             step [s], the trees' state and its outputs (empty without trees), the normal rows' regularization ε,
             the LCP size from which the reference takes the step of a model with trees (its capped Lemke runs),
-            and the model's kind: None without trees, True with trees (the kernel is compiled once per kind,
-            :data:`lcp_stages`).
+            and for a model with trees a tenth item, True (the kernel is compiled once per model kind,
+            :data:`NO_TREES`).
         pair_rule: the broad phase's pair rule (``packing.PackedModel.pair_rule``: collision bits, tree-pair
             rule), so that filtered pairs never reach the narrow phase.
         ctl: the step's controls, the SAP run kernel's (``controls.ControlArrays.kernel_controls``): PD targets
@@ -82,32 +89,15 @@ def lcp_step_kernel(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, 
                 np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
     geoms, phi, point, normal = collide_and_filter(fpar, mb[1], sweep, mb[6], mb[7], mb[8], mb[9], mb[10], mb[11],
                                                    mb[12], q, v, pair_rule[0], pair_rule[1])
-    return lcp_stages(forest[9], fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi,
-                      point, normal, ctl)
-
-
-@jit(inline="always")
-def _stages_of_free_bodies(trees, fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi,
-                           point, normal, ctl):
-    return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point, normal,
-                            ctl[6])
-
-
-@jit(inline="always")
-def _stages_of_trees(trees, fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, forest, geoms, phi, point,
-                     normal, ctl):
-    fa, ra, t, tq, tv, eps, large_n, tq_out, tv_out = (forest[0], forest[1], forest[2], forest[3], forest[4],
-                                                       forest[5], forest[6], forest[7], forest[8])
+    if len(forest) == NO_TREES:       # a constant where this kernel is compiled: one variant per model kind
+        return step_free_bodies(fpar, mb, q, v, U, stabilization, jpar, lpar, q_out, v_out, geoms, phi, point,
+                                normal, ctl[6])
+    tq, tv = forest[3], forest[4]
     forces = np.empty(tv.shape[0])
     motor_forces_kernel(ctl[3], ctl[4], ctl[5], ctl[2], forces)
-    return step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_n, jpar, lpar, q_out, v_out,
-                       tq_out, tv_out, geoms, phi, point, normal, (ctl[0], ctl[1], forces, ctl[6]))
+    return step_forest(fpar, mb, fa, ra, forest[2], q, v, tq, tv, U, stabilization, forest[5], forest[6], jpar, lpar,
+                       q_out, v_out, forest[7], forest[8], geoms, phi, point, normal, (ctl[0], ctl[1], forces, ctl[6]))
 
-
-lcp_stages = switch_on_none(_stages_of_free_bodies, _stages_of_trees, name="lcp_stages", doc="""Stages 2-6 of
-the LCP step: :func:`step_free_bodies` when ``trees`` (``forest[9]`` of :func:`lcp_step_kernel`) is None (a model
-without trees), else the motors' joint forces and :func:`step_forest`; chosen when numba compiles the step, so that
-each model kind's kernel carries one variant (``_jit.switch_on_none``).""")
 
 
 @jit(inline="always")
@@ -207,4 +197,4 @@ def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_
             lim_force, con_force, pivots, nl, 1, basic_pc, keys)
 
 
-__all__ = ["lcp_step_kernel", "lcp_stages", "step_free_bodies", "step_forest"]
+__all__ = ["lcp_step_kernel", "step_free_bodies", "step_forest"]

@@ -425,17 +425,19 @@ def flat_arrays(arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _STEP_ARRAYS: dict = {}
 
 
-def step_arrays(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool | None]:
+def step_arrays(model: Model) -> tuple:
     """The arrays of the compiled SAP run loop, ``PackedModel.model_arrays`` + ``PackedForest.fa`` +
     ``PackedForest.ra`` + the collision bits of ``PackedModel.pair_rule`` + ``PackedModel.kinematic``, flat
-    (:func:`flat_arrays`; built once per model), then the model's kind: None without trees (``PackedForest.fa[15]``,
-    tree_nv, empty), True with trees.
-    The kind is a type to numba: the compiled step is specialized on it when it compiles, and the step of a
-    model without trees holds no tree stage (``sap_composition.rows_stage``)."""
-    return per_model(_STEP_ARRAYS, model,
-                     lambda m: (*flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
-                                              packed(m).pair_rule[0], packed(m).kinematic)),
-                                True if packed_forest(m).fa[15].shape[0] > 0 else None))
+    (:func:`flat_arrays`; built once per model): (ints, floats, bools, header) for a model without trees
+    (``PackedForest.fa[15]``, tree_nv, empty), with a fifth item, True, for a model with trees. The length is the
+    model's kind to numba (part of the tuple's type): the compiled step is specialized on it when it compiles, and
+    the step of a model without trees holds no tree stage (``sap_composition.NO_TREES``)."""
+    def build(m: Model) -> tuple:
+        flat = flat_arrays((*packed(m).model_arrays, *packed_forest(m).fa, *packed_forest(m).ra,
+                            packed(m).pair_rule[0], packed(m).kinematic))
+        return (*flat, True) if packed_forest(m).fa[15].shape[0] > 0 else flat
+
+    return per_model(_STEP_ARRAYS, model, build)
 
 
 _LCP_SUPPORTED: dict = {}

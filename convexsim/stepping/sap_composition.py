@@ -11,28 +11,28 @@ live here; each stage's math is in its module (docs/architecture.md, "The data p
 5. impulses to forces, joint forces and the solved velocities back into v (``post_solve``);
 6. integration and the end-of-step check (``integration``); recording (``recording``).
 
-:func:`step_prepare` takes stages 1–3, :func:`step_finish` stages 4–6; :func:`run_kernel` calls both per
-step (step_finish inlined: its call boundary cost a one-body step ≈ 0.3 µs; its code is small, Newton is a
-kernel of its own). A step whose largest island is above ``ipar[I_ISLAND_MAX_DOFS]`` is not taken by the run loop
-(STEP_TOO_LARGE): the caller takes it with :func:`step_finish` on the supernodal factor of an analysis made in
-Python between the two calls (``stepping.compiled``). Stages 2–3 and 6 of a model without trees take the
-free-body variants (:func:`body_rows_stage`: 6 × 6 masses, the body Jacobian blocks; ``integrate_bodies``), which
-are the forest's with no tree and skip its empty loops. The variant is chosen when numba compiles the step, by the
-type of the model's kind in its arrays (``packing.step_arrays``: None without trees; :data:`rows_stage`,
-:data:`integration_stage`): each kernel is compiled once per model kind and the free bodies' step holds no tree
-stage, which was more than half of its compile time (docs/performance.md). The three entry points take the model's arrays as the flat buffers of
-``packing.step_arrays`` and build views of what their branch reads (:func:`model_views`): numba unboxes every
-array argument of a call from Python and reference-counts every array a call passes on, which for the 73
-arrays of a forest cost more than a small free-body step. There is no separately compiled one-step kernel: numba emits the machine code of a
-kernel's whole call tree into every kernel compiled on its own, so each extra entry point repeats the cost of
-compiling the step; a single step is the run kernel for one step.
+:func:`step_prepare` takes stages 1–3, :func:`finish_stages` stages 4–5 and the entry kernel that calls it
+integrates (stage 6); :func:`run_kernel` calls step_prepare and finish_stages per step (finish_stages inlined: its
+call boundary cost a one-body step ≈ 0.3 µs; its code is small, Newton is a kernel of its own). A step whose largest
+island is above ``ipar[I_ISLAND_MAX_DOFS]`` is not taken by the run loop (STEP_TOO_LARGE): the caller takes it with
+:func:`step_finish` (finish_stages and the integration as an entry of their own) on the supernodal factor of an
+analysis made in Python between the two calls (``stepping.compiled``). Stages 2–3 and 6 of a model
+without trees take the free-body variants (:func:`body_rows_stage`: 6 × 6 masses, the body Jacobian blocks;
+``integrate_bodies``), which are the forest's with no tree and skip its empty loops. The variant is chosen when
+numba compiles an entry kernel, by the length of the model's arrays tuple (:data:`NO_TREES`): each entry is compiled
+once per model kind and the free bodies' step holds no tree stage. The entry points take the model's arrays as the
+flat buffers of ``packing.step_arrays`` and build views of what their branch reads (:func:`model_views`): numba
+unboxes every array argument of a call from Python and reference-counts every array a call passes on, which for
+the 73 arrays of a forest cost more than a small free-body step. There is no separately compiled one-step kernel:
+numba emits the machine code of a kernel's whole call tree into every kernel compiled on its own, so each extra
+entry point repeats the cost of compiling the step; a single step is the run kernel for one step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from convexsim._jit import jit, switch_on_none
+from convexsim._jit import jit
 from convexsim.sap.constraints import NPAR
 from convexsim.sap.newton import F_DT, I_ISLAND_MAX_DOFS, I_STRICT, SAP_CONVERGED, newton_solve, no_supernodal
 from convexsim.stepping.contacts import (collide_and_filter, contact_frames_kernel,
@@ -190,38 +190,14 @@ def tree_rows_stage(fpar, ipar, mb, kinematic, fa, ra, t, q, v, tq, tv, ctl, geo
             (nr, row_kind, row_owner, row_J, njr, jr_index))
 
 
-@jit(inline="always")
-def _rows_of_free_bodies(trees, fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
-    return body_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), q, v, ctl[3], geoms, phi, point, normal)
-
-
-@jit(inline="always")
-def _rows_of_trees(trees, fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl, geoms, phi, point, normal):
-    return tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), forest_views(arrays), row_views(arrays), t, q, v,
-                           tq, tv, ctl, geoms, phi, point, normal)
-
-
-rows_stage = switch_on_none(_rows_of_free_bodies, _rows_of_trees, name="rows_stage", doc="""Stages 2–3 of the step:
-:func:`body_rows_stage` when ``trees`` (``arrays[4]``, ``packing.step_arrays``) is None (a model without trees),
-else :func:`tree_rows_stage`; chosen when numba compiles the step for the model's arrays, so that each model kind's
-step carries one variant (``_jit.switch_on_none``).""")
-
-
-@jit(inline="always")
-def _integrate_free_bodies(trees, fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
-    return integrate_bodies(fpar, ints(arrays, 3), kinematic_flags(arrays), q, v, v_next, q_out, v_out)
-
-
-@jit(inline="always")
-def _integrate_trees(trees, fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out):
-    return integrate_forest(fpar, forest_views(arrays), ints(arrays, 3), kinematic_flags(arrays), q, v, tq, v_next,
-                            q_out, v_out, tq_out, tv_out)
-
-
-integration_stage = switch_on_none(_integrate_free_bodies, _integrate_trees, name="integration_stage", doc="""Stage
-6 of the step, (q, v) (and the trees' state) at t + dt from the solved velocities ``v_next``: the bodies' integration
-when ``trees`` is None, else the forest's (as :data:`rows_stage` chooses). Returns the first body whose end state is
-not finite, or −1.""")
+NO_TREES = 4
+"""``len(arrays)`` of a model without trees: ``packing.step_arrays`` gives the three flat buffers and their header,
+and a fifth item (True) for a model with trees. The entry kernels branch on ``len(arrays) == NO_TREES`` in their own
+body (stages 2–3 in :func:`step_prepare`, stage 6 in :func:`step_finish` and :func:`run_kernel`): to numba a tuple's
+length is part of its type, so the condition is a constant where the entry is compiled, and numba's dead-branch
+pruning drops the other variant before inlining or typing it (a branch inside an inlined helper would be pruned
+only after both variants were inlined, which is most of the cost). Each entry is thus compiled once per model kind,
+and a free-body model's step holds no tree stage."""
 
 
 @jit(inline="always")
@@ -262,27 +238,53 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     pair_rule = (_v2(ib, h, FILTER), (ints(arrays, FA0 + 17), _v1(bb, h, FA0 + 18), ints(arrays, FA0 + 19)))
     geoms, phi, point, normal = collide_and_filter(fpar, fixed, body_sweep, body_rb, mb[7], mb[8], geom_body,
                                                    mb[10], mb[11], mb[12], q, v, *pair_rule)
-    R_WC, v_next, new_index, problem, rows = rows_stage(arrays[4], fpar, ipar, arrays, mb, t, q, v, tq, tv, ctl,
-                                                        geoms, phi, point, normal)
+    if len(arrays) == NO_TREES:     # a constant where this kernel is compiled: one variant per model kind
+        R_WC, v_next, new_index, problem, rows = body_rows_stage(fpar, ipar, mb, kinematic_flags(arrays), q, v,
+                                                                 ctl[3], geoms, phi, point, normal)
+    else:
+        R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays),
+                                                                 forest_views(arrays), row_views(arrays), t, q, v,
+                                                                 tq, tv, ctl, geoms, phi, point, normal)
     sizes, cl_red = problem[0], problem[6]
     edges, constraint_edge, max_n = largest_island(sizes.shape[0], sizes, cl_red)
     return STEP_OK, -1, max_n, (geoms, phi, point, normal, R_WC, v_next, new_index, problem, rows, edges,
                                 constraint_edge)
 
 
-@jit(inline="always")
+@jit
 def step_finish(fpar, ipar, arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out, act_force, lim_force, con_force,
                 use_sn, sn, sn_edges):
-    """Stages 4–6 of a SAP step on what :func:`step_prepare` returned: Newton (dense Cholesky per island, or
+    """Stages 4–6 of a SAP step on what :func:`step_prepare` returned (:func:`finish_stages`, then the integration
+    into the *_out arrays) as an entry kernel: the second call of the two-call step of islands above the dense
+    limit (``stepping.compiled``), after the supernodal analysis made in Python; the run loop inlines the same
+    stages. Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative residual, gamma (nc, 3),
+    force_world (nc, 3) [N]); status STEP_TOO_LARGE: nothing was solved (an island above the dense limit
+    without ``use_sn``, or ``sn_edges`` misses an edge of the graph)."""
+    status, sap_status, iterations, ls_evals, resid, gamma, force, v_next = finish_stages(
+        fpar, ipar, arrays, prep, act_force, lim_force, con_force, use_sn, sn, sn_edges)
+    if status != STEP_OK:
+        return status, -1, sap_status, iterations, ls_evals, resid, gamma, force
+    if len(arrays) == NO_TREES:     # a constant where this kernel is compiled: one variant per model kind
+        bad = integrate_bodies(fpar, ints(arrays, 3), kinematic_flags(arrays), q, v, v_next, q_out, v_out)
+    else:
+        bad = integrate_forest(fpar, forest_views(arrays), ints(arrays, 3), kinematic_flags(arrays), q, v, tq,
+                               v_next, q_out, v_out, tq_out, tv_out)
+    return STEP_OK if bad < 0 else STEP_NONFINITE_END, bad, sap_status, iterations, ls_evals, resid, gamma, force
+
+
+@jit(inline="always")
+def finish_stages(fpar, ipar, arrays, prep, act_force, lim_force, con_force, use_sn, sn, sn_edges):
+    """Stages 4–5 of a SAP step on what :func:`step_prepare` returned: Newton (dense Cholesky per island, or
     with ``use_sn`` the supernodal factor of the analysis ``sn`` of the pattern ``sn_edges``; see
-    :func:`newton_solve`), impulses to world forces and joint forces, integration into the *_out arrays.
+    :func:`newton_solve`), impulses to world forces and joint forces, the solved velocities back into v.
     Writes actuator_force (nact,), limit_force (nlim,) and joint-coupler force (ncoupler,) [N·m or N] (γ/dt on
-    its joint; zeros when no problem was solved).
+    its joint; zeros when no problem was solved). The caller integrates (stage 6, by model kind).
 
     The prepared arrays v* and v₀ are overwritten (v* by the new velocities, v₀ by Newton's iterate): a
-    prepared step is finished once. Returns (status, bad_body, sap_status, iterations, ls_evaluations, relative
-    residual, gamma (nc, 3), force_world (nc, 3) [N]); status STEP_TOO_LARGE: nothing was solved (an island above the dense limit without
-    ``use_sn``, or ``sn_edges`` misses an edge of the graph)."""
+    prepared step is finished once. Returns (status, sap_status, iterations, ls_evaluations, relative residual,
+    gamma (nc, 3), force_world (nc, 3) [N], v_next) with status STEP_OK, STEP_TOO_LARGE (nothing solved: an
+    island above the dense limit without ``use_sn``, or ``sn_edges`` misses an edge of the graph) or
+    STEP_SOLVER_FAILED."""
     geoms, phi, point, normal, R_WC, v_star, new_index, problem, rows, edges, constraint_edge = prep
     sizes, cstart, A_ptr, A_red, vs_red, v_red, cl_red, J_ptr, J_values, kind, cpar = problem
     nr, row_kind, row_owner, row_J, njr, jr_index = rows
@@ -299,16 +301,15 @@ def step_finish(fpar, ipar, arrays, q, v, tq, prep, q_out, v_out, tq_out, tv_out
             fpar, ipar, cstart, sizes, A_ptr, A_red, vs_red, cl_red, J_ptr, J_values, kind, cpar, v_red, edges,
             constraint_edge, use_sn, sn, sn_edges)
         if too_large:
-            return STEP_TOO_LARGE, -1, 0, 0, 0, 0.0, gamma, force
+            return STEP_TOO_LARGE, 0, 0, 0, 0.0, gamma, force, v_next
         resid = rr / ss if ss > 0 else rr
         contact_impulses(R_WC, gamma_all, fpar[F_DT], gamma, force)
         sap_joint_forces(gamma_all, nc, nr, row_kind, row_owner, row_J, njr, jr_index, fpar[F_DT], act_force,
                          lim_force, con_force)
         scatter_cliques(new_index, ints(arrays, FA0 + 23), ints(arrays, FA0 + 24), cstart, v_red, v_next)
         if solve_failed(status, v_next, ipar[I_STRICT]):
-            return STEP_SOLVER_FAILED, -1, status, iterations, ls_evals, resid, gamma, force
-    bad = integration_stage(arrays[4], fpar, arrays, q, v, tq, v_next, q_out, v_out, tq_out, tv_out)
-    return STEP_OK if bad < 0 else STEP_NONFINITE_END, bad, status, iterations, ls_evals, resid, gamma, force
+            return STEP_SOLVER_FAILED, status, iterations, ls_evals, resid, gamma, force, v_next
+    return STEP_OK, status, iterations, ls_evals, resid, gamma, force, v_next
 
 
 @jit
@@ -361,11 +362,17 @@ def run_kernel(fpar, ipar, arrays, t0, q, v, tq, tv, ctl, law, params, k0, n_tot
             return status, taken, nf, ncr, bad, 0, 0
         if max_n > ipar[I_ISLAND_MAX_DOFS]:       # the caller takes this step with the supernodal factor
             return STEP_TOO_LARGE, taken, nf, ncr, -1, 0, 0
-        status, bad, sap_status, iterations, ls_evals, resid, gamma, force = step_finish(
-            fpar, ipar, arrays, q, v, tq, prep, q_new, v_new, tq_new, tv_new, act_force, lim_force, con_force, False,
-            sn, sn_edges)
+        status, sap_status, iterations, ls_evals, resid, gamma, force, v_next = finish_stages(
+            fpar, ipar, arrays, prep, act_force, lim_force, con_force, False, sn, sn_edges)
         if status != STEP_OK:
-            return status, taken, nf, ncr, bad, sap_status, iterations
+            return status, taken, nf, ncr, -1, sap_status, iterations
+        if len(arrays) == NO_TREES:     # stage 6, by model kind (as step_finish)
+            bad = integrate_bodies(fpar, ints(arrays, 3), kinematic_flags(arrays), q, v, v_next, q_new, v_new)
+        else:
+            bad = integrate_forest(fpar, forest_views(arrays), ints(arrays, 3), kinematic_flags(arrays), q, v, tq,
+                                   v_next, q_new, v_new, tq_new, tv_new)
+        if bad >= 0:
+            return STEP_NONFINITE_END, taken, nf, ncr, bad, sap_status, iterations
         geoms, phi, point, normal = prep[0], prep[1], prep[2], prep[3]
         nc = phi.shape[0]
         quiet = prep[7][9].shape[0] == 0           # no problem was solved: StepInfo's defaults
