@@ -516,13 +516,23 @@ def _jobs_for(groups: list[str]) -> list[str]:
     return [name for name in _ORDER if name in seen]
 
 
-def _run_jobs(names: list[str], steps: int, progress: bool, jobs: int) -> int:
+def _ready(waiting: list[str], done: set, planned: list[str], fillers: tuple[str, ...] = ()) -> list[str]:
+    """The jobs of ``waiting`` whose needs (:data:`NEEDS`) have ended, in ``waiting``'s order; a job of
+    ``fillers`` only when no other job is ready (it takes a worker the plan would leave idle)."""
+    ready = [n for n in waiting if all(d in done or d not in planned for d in NEEDS.get(n, ()))]
+    required = [n for n in ready if n not in fillers]
+    return required or ready
+
+
+def _run_jobs(names: list[str], steps: int, progress: bool, jobs: int, fillers: tuple[str, ...] = ()) -> int:
     """Run the jobs ``names`` (in :data:`_ORDER`), each once all it needs (:data:`NEEDS`) has ended, in at most
     ``jobs`` worker processes (this process if ``jobs`` is 1); returns the kernels compiled. The workers share
     NUMBA_CACHE_DIR (numba's cache writes are atomic renames, safe across processes). A job whose worker
-    fails is run again here, so that its error, if real, surfaces in this process."""
+    fails is run again here, so that its error, if real, surfaces in this process. ``fillers``: jobs of
+    ``names`` started only on a worker that has nothing else to do (:func:`_ready`), and dropped if none ever
+    has: a later path's kernels compiled in time the plan would leave idle."""
     if jobs <= 1 or len(names) <= 1:
-        return sum(_run_job(name, steps, progress) for name in names)
+        return sum(_run_job(name, steps, progress) for name in names if name not in fillers)
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -531,12 +541,16 @@ def _run_jobs(names: list[str], steps: int, progress: bool, jobs: int) -> int:
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)),
                              mp_context=multiprocessing.get_context("spawn")) as pool:
         while waiting or running:
-            for name in [n for n in waiting if all(d in done or d not in names for d in NEEDS.get(n, ()))]:
+            if not any(n not in fillers for n in waiting) and not any(n not in fillers for n in running.values()):
+                waiting = []                     # only fillers left, none started: the plan is done
+            for name in _ready(waiting, done, names, fillers):
                 if len(running) < jobs:
                     waiting.remove(name)
                     running[pool.submit(_run_job, name, steps, progress)] = name
-            if not running:          # cannot happen with an acyclic NEEDS; never spin
-                raise RuntimeError(f"warm-up jobs {waiting} wait for each other")
+            if not running:
+                if not waiting:
+                    break
+                raise RuntimeError(f"warm-up jobs {waiting} wait for each other")   # an acyclic NEEDS never does
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 name = running.pop(future)
@@ -551,12 +565,13 @@ def _run_jobs(names: list[str], steps: int, progress: bool, jobs: int) -> int:
 
 
 def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None,
-            groups: list[str] | tuple[str, ...] | None = None) -> float:
+            groups: list[str] | tuple[str, ...] | None = None, fillers: tuple[str, ...] = ()) -> float:
     """Compile (or load from the disk cache) the kernels of the warm-up ``groups`` (default: all of
     :data:`GROUPS`) and of the shared kernels they need (:data:`LEAVES`, :data:`NEEDS`), in ``jobs`` worker
     processes (default: one per core), each job once what it needs has ended; and write the modules'
     bytecode (:func:`write_bytecode`). Returns the wall time [s]. With ``progress`` a line on stderr at least
-    every :data:`PROGRESS_EVERY_S` s while kernels compile.
+    every :data:`PROGRESS_EVERY_S` s while kernels compile. ``fillers``: leaves compiled only on a worker the
+    groups' plan leaves idle (:func:`_run_jobs`).
 
     Why so: numba compiles one kernel at a time per process, and every kernel compiled on its own carries
     the machine code of its callees. The shared kernels compiled first, in parallel, are then loaded from the
@@ -571,8 +586,10 @@ def warm_up(*, steps: int = 3, progress: bool = True, jobs: int | None = None,
 
         raise InputError(f"unknown warm-up group(s) {unknown}; known: {sorted(GROUPS)}")
     names = _jobs_for(list(GROUPS) if groups is None else list(groups))
+    fillers = tuple(f for f in fillers if f in LEAVES and f not in names)
+    names = [name for name in _ORDER if name in names or name in fillers]
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
-    _run_jobs(names, steps, progress, jobs)
+    _run_jobs(names, steps, progress, jobs, fillers)
     return _time.perf_counter() - t0
 
 
@@ -646,6 +663,12 @@ def run_groups(model, solver: str) -> list[str]:
     return groups
 
 
+FILLERS = {"sap-bodies": ("forest",)}
+"""Leaves a group's first run compiles on a worker its own plan leaves idle (``make demo``: while one process
+compiles the free-body step, the other compiles the trees' kinematics and dynamics, so that a robot run after the
+demo waits only for its step)."""
+
+
 def ensure_warm(model, solver: str, *, jobs: int | None = None) -> float | None:
     """Before a run: when the kernels of its groups (:func:`run_groups`) are not in the disk cache yet, compile
     them now with :func:`warm_up` in parallel processes, saying so on stderr with the time it took. Returns
@@ -660,7 +683,8 @@ def ensure_warm(model, solver: str, *, jobs: int | None = None) -> float | None:
     print(f"compiling the kernels of the compiled {solver.upper()} step for "
           f"{'kinematic trees' if model.has_trees else 'free bodies'} (first run; cached for later runs)…",
           file=sys.stderr, flush=True)
-    seconds = warm_up(groups=groups, jobs=jobs)
+    fillers = tuple(f for g in groups for f in FILLERS.get(g, ()))
+    seconds = warm_up(groups=groups, jobs=jobs, fillers=fillers)
     print(f"compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
     return seconds
 
@@ -752,7 +776,7 @@ def _main(argv=None) -> int:
     return 0
 
 
-__all__ = ["warm_up", "ensure_warm", "is_warm", "cache_root", "run_group", "run_groups", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
+__all__ = ["warm_up", "ensure_warm", "FILLERS", "is_warm", "cache_root", "run_group", "run_groups", "LEAVES", "NEEDS", "write_bytecode", "kernels_compiled_by_shipped_scenes", "check_shipped_scenes", "GROUPS", "WARMUP_SCENE",
            "WARMUP_TREE_SCENE"]
 
 

@@ -82,3 +82,33 @@ def test_only_models_with_islands_above_the_dense_limit_warm_the_large_step(monk
     assert warmup.run_groups(small, "sap") == ["sap-bodies", "sap-large"]
     robot, _, _ = prepare(warmup.WARMUP_TREE_SCENE, solver="sap")
     assert warmup.run_groups(robot, "sap") == ["sap-trees", "sap-large-trees"]   # the step's tree variant
+
+
+def test_a_filler_takes_only_a_worker_the_plan_leaves_idle():
+    """``_ready``: a filler job (a later path's leaf) is offered only when no planned job is ready; the demo's
+    plan then compiles the trees' leaf while one worker compiles the free-body step."""
+    plan = warmup._jobs_for(["sap-bodies"]) + ["forest"]
+    fillers = warmup.FILLERS["sap-bodies"]
+    assert fillers == ("forest",) and "forest" not in warmup._jobs_for(["sap-bodies"])
+    assert "forest" not in warmup._ready(list(plan), set(), plan, fillers)              # leaves are ready first
+    leaves = {"convex", "broadphase", "newton", "boxes", "step-parts"}
+    assert warmup._ready(["collision", "sap-bodies", "forest"], leaves, plan, fillers) == ["collision"]
+    assert warmup._ready(["sap-bodies", "forest"], leaves, plan, fillers) == ["forest"]  # collision running
+    assert warmup._ready(["sap-bodies", "forest"], leaves | {"collision"}, plan, fillers)[0] == "sap-bodies"
+
+
+def test_fillers_are_skipped_in_one_process_and_passed_by_a_first_run(monkeypatch):
+    ran = []
+    monkeypatch.setattr(warmup, "_JOBS", {name: (lambda steps, n=name: ran.append(n)) for name in warmup._JOBS})
+    monkeypatch.setattr(warmup, "_mark_warm", lambda group: None)
+    monkeypatch.setattr(warmup, "write_bytecode", lambda: True)
+    warmup.warm_up(groups=["sap-bodies"], jobs=1, progress=False, fillers=("forest",))
+    assert "forest" not in ran and ran[-1] == "sap-bodies"      # one process: nothing is idle to fill
+    from convexsim.simulate import prepare
+
+    model, _, _ = prepare("box_stack", solver="sap")
+    calls = []
+    monkeypatch.setattr(warmup, "warm_up", lambda **kw: calls.append(kw) or 1.0)
+    monkeypatch.setattr(warmup, "is_warm", lambda group: False)
+    warmup.ensure_warm(model, "sap")
+    assert calls[0]["groups"] == ["sap-bodies"] and calls[0]["fillers"] == ("forest",)
