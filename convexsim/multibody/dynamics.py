@@ -26,73 +26,104 @@ from dataclasses import replace
 import numpy as np
 
 from convexsim._jit import jit
-from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics, small_matmul, small_matvec
+from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics
 from convexsim.multibody.model import JOINT_NV, MultibodyModel
 
 
 @jit
 def spatial_inertia_kernel(R_WB, p_WB, mass, com, inertia, out):
-    """Spatial inertia about O in W of every body into out (nbody, 6, 6)."""
+    """Spatial inertia about O in W of every body into out (nbody, 6, 6): with c = p + R·com and I_c = R I Rᵀ,
+    [[I_c + m [c]×[c]×ᵀ, m [c]×], [m [c]×ᵀ, m 1]]. Scalar loops over two 3 × 3 work arrays (no allocation per
+    body: the step calls this for every link)."""
+    RI = np.empty((3, 3))
+    cx = np.empty((3, 3))
     for b in range(mass.shape[0]):
         R = R_WB[b]
-        c = p_WB[b] + small_matvec(R, com[b])
-        Ic = small_matmul(small_matmul(R, inertia[b]), R.T)
+        c0 = p_WB[b, 0] + (R[0, 0] * com[b, 0] + R[0, 1] * com[b, 1] + R[0, 2] * com[b, 2])
+        c1 = p_WB[b, 1] + (R[1, 0] * com[b, 0] + R[1, 1] * com[b, 1] + R[1, 2] * com[b, 2])
+        c2 = p_WB[b, 2] + (R[2, 0] * com[b, 0] + R[2, 1] * com[b, 1] + R[2, 2] * com[b, 2])
+        for r in range(3):
+            for k in range(3):
+                RI[r, k] = R[r, 0] * inertia[b, 0, k] + R[r, 1] * inertia[b, 1, k] + R[r, 2] * inertia[b, 2, k]
+        cx[0, 0], cx[0, 1], cx[0, 2] = 0.0, -c2, c1
+        cx[1, 0], cx[1, 1], cx[1, 2] = c2, 0.0, -c0
+        cx[2, 0], cx[2, 1], cx[2, 2] = -c1, c0, 0.0
         m = mass[b]
-        cx = np.zeros((3, 3))
-        cx[0, 1], cx[0, 2], cx[1, 2] = -c[2], c[1], -c[0]
-        cx[1, 0], cx[2, 0], cx[2, 1] = c[2], -c[1], c[0]
-        out[b, :3, :3] = Ic + m * small_matmul(cx, cx.T)
-        out[b, :3, 3:] = m * cx
-        out[b, 3:, :3] = m * cx.T
-        out[b, 3:, 3:] = 0.0
-        for k in range(3):
-            out[b, 3 + k, 3 + k] = m
+        for r in range(3):
+            for k in range(3):
+                Ic = RI[r, 0] * R[k, 0] + RI[r, 1] * R[k, 1] + RI[r, 2] * R[k, 2]
+                cc = cx[r, 0] * cx[k, 0] + cx[r, 1] * cx[k, 1] + cx[r, 2] * cx[k, 2]
+                out[b, r, k] = Ic + m * cc
+                out[b, r, 3 + k] = m * cx[r, k]
+                out[b, 3 + r, k] = m * cx[k, r]
+                out[b, 3 + r, 3 + k] = m if r == k else 0.0
 
 
 @jit
 def crba_kernel(parent, dofadr, nvj, S, Ib, M):
     """Composite-rigid-body algorithm: M (nv, nv) written (armature not included). Ib is overwritten
-    with the composite inertias."""
+    with the composite inertias. F = I_b S_b and the blocks S_jᵀ F by scalar loops into one work array (no
+    allocation per body)."""
     nb = parent.shape[0]
     M[:, :] = 0.0
+    F = np.empty((6, 6))
     for b in range(nb - 1, -1, -1):
         n = nvj[b]
         if n > 0:
             d = dofadr[b]
-            Sb = S[:, d:d + n]
-            F = small_matmul(Ib[b], Sb)
-            Mbb = small_matmul(Sb.T, F)
-            M[d:d + n, d:d + n] = 0.5 * (Mbb + Mbb.T)  # exactly symmetric
+            for r in range(6):
+                for k in range(n):
+                    acc = 0.0
+                    for m in range(6):
+                        acc += Ib[b, r, m] * S[m, d + k]
+                    F[r, k] = acc
+            for r in range(n):
+                for k in range(r, n):      # the diagonal block, exactly symmetric: ½(Mbb + Mbbᵀ)
+                    a_rk, a_kr = 0.0, 0.0
+                    for m in range(6):
+                        a_rk += S[m, d + r] * F[m, k]
+                        a_kr += S[m, d + k] * F[m, r]
+                    M[d + r, d + k] = 0.5 * (a_rk + a_kr)
+                    M[d + k, d + r] = 0.5 * (a_kr + a_rk)
             j = parent[b]
             while j >= 0:
                 nj = nvj[j]
-                if nj > 0:
-                    dj = dofadr[j]
-                    blk = small_matmul(S[:, dj:dj + nj].T, F)
-                    M[dj:dj + nj, d:d + n] = blk
-                    M[d:d + n, dj:dj + nj] = blk.T
+                dj = dofadr[j]
+                for r in range(nj):
+                    for k in range(n):
+                        acc = 0.0
+                        for m in range(6):
+                            acc += S[m, dj + r] * F[m, k]
+                        M[dj + r, d + k] = acc
+                        M[d + k, dj + r] = acc
                 j = parent[j]
         p = parent[b]
         if p >= 0:
-            Ib[p] += Ib[b]
+            for r in range(6):
+                for k in range(6):
+                    Ib[p, r, k] += Ib[b, r, k]
 
 
-@jit
-def _cross_motion(V, X):
-    """V ×ₘ X for spatial motions (ω, v): (ω × ω₂, ω × v₂ + v × ω₂)."""
-    out = np.empty(6)
-    out[0:3] = np.cross(V[0:3], X[0:3])
-    out[3:6] = np.cross(V[0:3], X[3:6]) + np.cross(V[3:6], X[0:3])
-    return out
+@jit(inline="always")
+def _cross_motion_into(V, X, out):
+    """out = V ×ₘ X for spatial motions (ω, v): (ω × ω₂, ω × v₂ + v × ω₂)."""
+    out[0] = V[1] * X[2] - V[2] * X[1]
+    out[1] = V[2] * X[0] - V[0] * X[2]
+    out[2] = V[0] * X[1] - V[1] * X[0]
+    out[3] = (V[1] * X[5] - V[2] * X[4]) + (V[4] * X[2] - V[5] * X[1])
+    out[4] = (V[2] * X[3] - V[0] * X[5]) + (V[5] * X[0] - V[3] * X[2])
+    out[5] = (V[0] * X[4] - V[1] * X[3]) + (V[3] * X[1] - V[4] * X[0])
 
 
-@jit
-def _cross_force(V, f):
-    """V ×* f for a spatial force f = (n, f): (ω × n + v × f, ω × f)."""
-    out = np.empty(6)
-    out[0:3] = np.cross(V[0:3], f[0:3]) + np.cross(V[3:6], f[3:6])
-    out[3:6] = np.cross(V[0:3], f[3:6])
-    return out
+@jit(inline="always")
+def _cross_force_into(V, F, out):
+    """out = V ×* F for a spatial force F = (n, f): (ω × n + v × f, ω × f)."""
+    out[0] = (V[1] * F[2] - V[2] * F[1]) + (V[4] * F[5] - V[5] * F[4])
+    out[1] = (V[2] * F[0] - V[0] * F[2]) + (V[5] * F[3] - V[3] * F[5])
+    out[2] = (V[0] * F[1] - V[1] * F[0]) + (V[3] * F[4] - V[4] * F[3])
+    out[3] = V[1] * F[5] - V[2] * F[4]
+    out[4] = V[2] * F[3] - V[0] * F[5]
+    out[5] = V[0] * F[4] - V[1] * F[3]
 
 
 @jit
@@ -100,40 +131,69 @@ def rnea_kernel(parent, jtype, dofadr, nvj, S, Ib, v, a, gravity, f_ext, tau):
     """Recursive Newton–Euler: τ = M a + C v + g − Σ J_bᵀ f_ext,b, written into tau (nv,).
 
     f_ext (nbody, 6): external spatial forces on the bodies (world Plücker about O: (moment about O, force)).
-    """
+    Per body, spatial motions (ω, v) and forces (n, f): V_b = V_p + S_b q̇_b, A_b = A_p + S_b q̈_b + c_b with
+    c_b = V_p ×ₘ S_b q̇_b (revolute, prismatic, ball) or (0, v_b × ω_b) (a free joint's twist in its own
+    coordinates), the root's A_p = (0, −g); f_b = I_b A_b + V_b ×* (I_b V_b) − f_ext,b; then τ_b = S_bᵀ f_b
+    and f_p += f_b from the leaves to the root. Scalar loops over work arrays allocated once per call."""
     nb = parent.shape[0]
     V = np.zeros((nb, 6))
     A = np.zeros((nb, 6))
     f = np.zeros((nb, 6))
-    a0 = np.zeros(6)
-    a0[3:6] = -gravity
+    Vp = np.zeros(6)
+    vJ = np.empty(6)
+    c = np.empty(6)
+    IV = np.empty(6)
     for b in range(nb):
         p = parent[b]
-        Vp = np.zeros(6) if p < 0 else V[p]
-        Ap = a0 if p < 0 else A[p]
         n = nvj[b]
         d = dofadr[b]
-        Sb = S[:, d:d + n]
-        vJ = small_matvec(Sb, v[d:d + n])
-        V[b] = Vp + vJ
         t = jtype[b]
+        for r in range(6):
+            Vp[r] = V[p, r] if p >= 0 else 0.0
+            acc = 0.0
+            for k in range(n):
+                acc += S[r, d + k] * v[d + k]
+            vJ[r] = acc
+            V[b, r] = Vp[r] + acc
+        c[:] = 0.0
         if t == FREE:
-            c = np.zeros(6)
-            c[3:6] = np.cross(v[d + 3:d + 6], v[d:d + 3])
+            c[3] = v[d + 4] * v[d + 2] - v[d + 5] * v[d + 1]
+            c[4] = v[d + 5] * v[d + 0] - v[d + 3] * v[d + 2]
+            c[5] = v[d + 3] * v[d + 1] - v[d + 4] * v[d + 0]
         elif t == REVOLUTE or t == PRISMATIC or t == BALL:
-            c = _cross_motion(Vp, vJ)
-        else:
-            c = np.zeros(6)
-        A[b] = Ap + small_matvec(Sb, a[d:d + n]) + c
-        IV = small_matvec(Ib[b], V[b])
-        f[b] = small_matvec(Ib[b], A[b]) + _cross_force(V[b], IV) - f_ext[b]
+            _cross_motion_into(Vp, vJ, c)
+        for r in range(6):
+            acc = 0.0
+            for k in range(n):
+                acc += S[r, d + k] * a[d + k]
+            if p >= 0:
+                ap = A[p, r]
+            else:
+                ap = -gravity[r - 3] if r >= 3 else 0.0
+            A[b, r] = ap + acc + c[r]
+        for r in range(6):
+            acc = 0.0
+            for k in range(6):
+                acc += Ib[b, r, k] * V[b, k]
+            IV[r] = acc
+        _cross_force_into(V[b], IV, c)
+        for r in range(6):
+            acc = 0.0
+            for k in range(6):
+                acc += Ib[b, r, k] * A[b, k]
+            f[b, r] = acc + c[r] - f_ext[b, r]
     for b in range(nb - 1, -1, -1):
         n = nvj[b]
         d = dofadr[b]
-        tau[d:d + n] = small_matvec(S[:, d:d + n].T, f[b])
+        for k in range(n):
+            acc = 0.0
+            for r in range(6):
+                acc += S[r, d + k] * f[b, r]
+            tau[d + k] = acc
         p = parent[b]
         if p >= 0:
-            f[p] += f[b]
+            for r in range(6):
+                f[p, r] += f[b, r]
 
 
 @jit

@@ -29,82 +29,67 @@ from convexsim.spatial import quat_exp, quat_log, quat_multiply, quat_to_matrix,
 FIXED, REVOLUTE, PRISMATIC, BALL, FREE = (int(t) for t in JointType)
 
 
-@jit
-def small_matmul(A, B):
-    """A @ B for small matrices by explicit loops (k ascending): a numba ``@`` calls BLAS, whose call costs
-    more than the product at the sizes of a tree's kinematics (3 x 3, 6 x 6, 6 x nv_joint)."""
-    n, m, p = A.shape[0], A.shape[1], B.shape[1]
-    out = np.empty((n, p))
-    for i in range(n):
-        for j in range(p):
-            acc = 0.0
-            for k in range(m):
-                acc += A[i, k] * B[k, j]
-            out[i, j] = acc
-    return out
-
-
-@jit
-def small_matvec(A, x):
-    """A @ x for a small matrix and vector by explicit loops (:func:`small_matmul`)."""
-    n, m = A.shape[0], A.shape[1]
-    out = np.empty(n)
-    for i in range(n):
-        acc = 0.0
-        for k in range(m):
-            acc += A[i, k] * x[k]
-        out[i] = acc
-    return out
-
-
-@jit
-def _axis_rotation(ax: float, ay: float, az: float, theta: float) -> np.ndarray:
-    """Rodrigues: rotation by θ [rad] about the unit axis (ax, ay, az)."""
+@jit(inline="always")
+def _axis_rotation_into(ax: float, ay: float, az: float, theta: float, R) -> None:
+    """Rodrigues: R (3, 3) = the rotation by θ [rad] about the unit axis (ax, ay, az), written."""
     c, s = math.cos(theta), math.sin(theta)
     C = 1.0 - c
-    R = np.empty((3, 3))
     R[0, 0], R[0, 1], R[0, 2] = c + ax * ax * C, ax * ay * C - az * s, ax * az * C + ay * s
     R[1, 0], R[1, 1], R[1, 2] = ay * ax * C + az * s, c + ay * ay * C, ay * az * C - ax * s
     R[2, 0], R[2, 1], R[2, 2] = az * ax * C - ay * s, az * ay * C + ax * s, c + az * az * C
-    return R
+
+
+@jit(inline="always")
+def _matmul3_into(A, B, out) -> None:
+    """out = A B for 3 × 3 matrices by explicit loops (k ascending; a numba ``@`` calls BLAS, whose call costs more
+    than the product at this size); out must not alias A or B."""
+    for i in range(3):
+        for j in range(3):
+            acc = 0.0
+            for k in range(3):
+                acc += A[i, k] * B[k, j]
+            out[i, j] = acc
 
 
 @jit
 def fk_kernel(parent, jtype, axis, jpos, jrot, qadr, q, R_WB, p_WB, R_WJ):
     """World poses of every body (R_WB, p_WB) and joint frame orientations R_WJ, written in place.
 
-    X_WB = X_WP · X_PJ · X_JB(q_b), parents first.
-    """
+    X_WB = X_WP · X_PJ · X_JB(q_b), parents first (the world's pose for a root: identity). Products by scalar
+    loops into work arrays allocated once per call (ball and free joints: one rotation matrix each)."""
+    eye = np.eye(3)
+    zero = np.zeros(3)
+    Rq = np.empty((3, 3))
     for b in range(parent.shape[0]):
         p = parent[b]
-        if p < 0:
-            RP = np.eye(3)
-            pP = np.zeros(3)
-        else:
-            RP = R_WB[p]
-            pP = p_WB[p]
-        RJ = small_matmul(RP, jrot[b])
-        pJ = pP + small_matvec(RP, jpos[b])
+        RP = eye if p < 0 else R_WB[p]
+        pP = zero if p < 0 else p_WB[p]
+        RJ = R_WJ[b]
+        _matmul3_into(RP, jrot[b], RJ)
+        pj0 = pP[0] + (RP[0, 0] * jpos[b, 0] + RP[0, 1] * jpos[b, 1] + RP[0, 2] * jpos[b, 2])
+        pj1 = pP[1] + (RP[1, 0] * jpos[b, 0] + RP[1, 1] * jpos[b, 1] + RP[1, 2] * jpos[b, 2])
+        pj2 = pP[2] + (RP[2, 0] * jpos[b, 0] + RP[2, 1] * jpos[b, 1] + RP[2, 2] * jpos[b, 2])
         t = jtype[b]
         a = qadr[b]
         if t == REVOLUTE:
-            RB = small_matmul(RJ, _axis_rotation(axis[b, 0], axis[b, 1], axis[b, 2], q[a]))
-            pB = pJ
-        elif t == PRISMATIC:
-            RB = RJ.copy()
-            pB = pJ + q[a] * small_matvec(RJ, axis[b])
+            _axis_rotation_into(axis[b, 0], axis[b, 1], axis[b, 2], q[a], Rq)
+            _matmul3_into(RJ, Rq, R_WB[b])
         elif t == BALL:
-            RB = small_matmul(RJ, quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3]))
-            pB = pJ
+            _matmul3_into(RJ, quat_to_rot(q[a], q[a + 1], q[a + 2], q[a + 3]), R_WB[b])
         elif t == FREE:
-            RB = small_matmul(RJ, quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6]))
-            pB = pJ + small_matvec(RJ, q[a:a + 3])
+            _matmul3_into(RJ, quat_to_rot(q[a + 3], q[a + 4], q[a + 5], q[a + 6]), R_WB[b])
         else:
-            RB = RJ.copy()
-            pB = pJ
-        R_WJ[b] = RJ
-        R_WB[b] = RB
-        p_WB[b] = pB
+            R_WB[b, :, :] = RJ
+        if t == PRISMATIC:
+            x = q[a]
+            pj0 += x * (RJ[0, 0] * axis[b, 0] + RJ[0, 1] * axis[b, 1] + RJ[0, 2] * axis[b, 2])
+            pj1 += x * (RJ[1, 0] * axis[b, 0] + RJ[1, 1] * axis[b, 1] + RJ[1, 2] * axis[b, 2])
+            pj2 += x * (RJ[2, 0] * axis[b, 0] + RJ[2, 1] * axis[b, 1] + RJ[2, 2] * axis[b, 2])
+        elif t == FREE:
+            pj0 += RJ[0, 0] * q[a] + RJ[0, 1] * q[a + 1] + RJ[0, 2] * q[a + 2]
+            pj1 += RJ[1, 0] * q[a] + RJ[1, 1] * q[a + 1] + RJ[1, 2] * q[a + 2]
+            pj2 += RJ[2, 0] * q[a] + RJ[2, 1] * q[a + 1] + RJ[2, 2] * q[a + 2]
+        p_WB[b, 0], p_WB[b, 1], p_WB[b, 2] = pj0, pj1, pj2
 
 
 @jit
@@ -123,13 +108,16 @@ def subspace_kernel(jtype, axis, dofadr, R_WJ, p_WB, S):
         d = dofadr[b]
         p = p_WB[b]
         if t == REVOLUTE or t == PRISMATIC:
-            u = small_matvec(R_WJ[b], axis[b])
+            R = R_WJ[b]
+            u0 = R[0, 0] * axis[b, 0] + R[0, 1] * axis[b, 1] + R[0, 2] * axis[b, 2]
+            u1 = R[1, 0] * axis[b, 0] + R[1, 1] * axis[b, 1] + R[1, 2] * axis[b, 2]
+            u2 = R[2, 0] * axis[b, 0] + R[2, 1] * axis[b, 1] + R[2, 2] * axis[b, 2]
             if t == REVOLUTE:
-                col[0], col[1], col[2] = u[0], u[1], u[2]
-                _cross_into(p[0], p[1], p[2], u[0], u[1], u[2], col, 3)
+                col[0], col[1], col[2] = u0, u1, u2
+                _cross_into(p[0], p[1], p[2], u0, u1, u2, col, 3)
             else:
                 col[0] = col[1] = col[2] = 0.0
-                col[3], col[4], col[5] = u[0], u[1], u[2]
+                col[3], col[4], col[5] = u0, u1, u2
             S[:, d] = col
         elif t == BALL or t == FREE:
             for k in range(3):
@@ -400,7 +388,5 @@ __all__ = [
     "link_rows_kernel",
     "normalize_q",
     "qdot",
-    "small_matmul",
-    "small_matvec",
     "subspace_kernel",
 ]
