@@ -277,8 +277,14 @@ def solve3(M, b):
 
 @jit
 def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_values, v_star):
-    """A blocks (6 x 6 per moving body, angular first) and v* (``dynamics.free_motion``)."""
+    """A blocks (6 x 6 per moving body, angular first) and v* (``dynamics.free_motion``). The 3 × 3 and 3-vector
+    work arrays are allocated once per call, not per body (a pile's step calls this for every body)."""
     dt = fpar[F_DT]
+    R = np.empty((3, 3))
+    RI = np.empty((3, 3))
+    IW = np.empty((3, 3))
+    Iw = np.empty(3)
+    tau = np.empty(3)
     for m in range(moving.shape[0]):
         b = moving[m]
         w = q[b, 3]
@@ -286,18 +292,15 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
         y = q[b, 5]
         z = q[b, 6]
         e = rotation_entries_kernel(w, x, y, z)      # the one quaternion → rotation formula (as stored)
-        R = np.empty((3, 3))
         for i in range(3):
             for j in range(3):
                 R[i, j] = e[3 * i + j]
-        RI = np.empty((3, 3))
         for i in range(3):
             for j in range(3):
                 acc = R[i, 0] * inertia[b, 0, j]
                 acc += R[i, 1] * inertia[b, 1, j]
                 acc += R[i, 2] * inertia[b, 2, j]
                 RI[i, j] = acc
-        IW = np.empty((3, 3))
         for i in range(3):
             for j in range(3):
                 acc = RI[i, 0] * R[j, 0]
@@ -311,13 +314,11 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
             for j in range(3):
                 A_values[p + 6 * i + j] = IW[i, j]
             A_values[p + 6 * (3 + i) + 3 + i] = mass[b]
-        Iw = np.empty(3)
         for i in range(3):
             acc = IW[i, 0] * v[b, 0]
             acc += IW[i, 1] * v[b, 1]
             acc += IW[i, 2] * v[b, 2]
             Iw[i] = acc
-        tau = np.empty(3)
         tau[0] = -(v[b, 1] * Iw[2] - v[b, 2] * Iw[1])
         tau[1] = -(v[b, 2] * Iw[0] - v[b, 0] * Iw[2])
         tau[2] = -(v[b, 0] * Iw[1] - v[b, 1] * Iw[0])

@@ -35,15 +35,24 @@ def quat_to_rot(w: float, x: float, y: float, z: float) -> np.ndarray:
 
     A zero quaternion yields the identity (the Python wrapper rejects it before calling).
     """
+    R = np.empty((3, 3))
+    quat_to_rot_into(w, x, y, z, R)
+    return R
+
+
+@jit(inline="always")
+def quat_to_rot_into(w: float, x: float, y: float, z: float, R) -> None:
+    """:func:`quat_to_rot` written into R (3, 3): no allocation, for kernels that rotate many bodies per step."""
     n = math.sqrt(w * w + x * x + y * y + z * z)
-    R = np.eye(3)
     if n == 0.0:
-        return R
+        for i in range(3):
+            for j in range(3):
+                R[i, j] = 1.0 if i == j else 0.0
+        return
     e = rotation_entries_kernel(w / n, x / n, y / n, z / n)
     for i in range(3):
         for j in range(3):
             R[i, j] = e[3 * i + j]
-    return R
 
 
 @jit
@@ -97,10 +106,12 @@ def geom_world_poses_kernel(
     ngeom = geom_body.shape[0]
     pos = np.empty((ngeom, 3))
     rot = np.empty((ngeom, 3, 3))
+    R_WB = np.empty((3, 3))
+    R_BG = np.empty((3, 3))
     for g in range(ngeom):
         b = geom_body[g]
-        R_WB = quat_to_rot(q[b, 3], q[b, 4], q[b, 5], q[b, 6])
-        R_BG = quat_to_rot(geom_quat[g, 0], geom_quat[g, 1], geom_quat[g, 2], geom_quat[g, 3])
+        quat_to_rot_into(q[b, 3], q[b, 4], q[b, 5], q[b, 6], R_WB)
+        quat_to_rot_into(geom_quat[g, 0], geom_quat[g, 1], geom_quat[g, 2], geom_quat[g, 3], R_BG)
         for i in range(3):
             s = q[b, i]
             for k in range(3):
