@@ -219,6 +219,23 @@ def blas_threads_setting(threads: int | str | None = None) -> int | None:
     return n or None
 
 
+_BLAS_POOLS: list = [-1, None]
+"""[len(sys.modules) when the pools were found, their threadpoolctl controller]."""
+
+
+def blas_pools():
+    """The process's BLAS thread pools (a ``threadpoolctl.ThreadpoolController`` of user_api "blas"). Finding them
+    walks the loaded shared libraries (≈ 0.7 ms, more than a thousand small steps of a run), so they are found
+    once and again only after a module was imported since: a BLAS arrives with the extension module that
+    links it (numpy, scipy.linalg, …)."""
+    if _BLAS_POOLS[0] != len(sys.modules):
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_POOLS[1] = ThreadpoolController().select(user_api="blas")
+        _BLAS_POOLS[0] = len(sys.modules)
+    return _BLAS_POOLS[1]
+
+
 class blas_thread_limit:
     """Within the block, the BLAS pools (OpenBLAS, MKL, BLIS of numpy, scipy and numba's LAPACK) use at
     most ``blas_threads_setting(threads)`` threads (threadpoolctl); restored on exit. Reusable: the pools
@@ -229,9 +246,7 @@ class blas_thread_limit:
         self._controller = None
         self._limiter = None
         if self.threads is not None:
-            from threadpoolctl import ThreadpoolController
-
-            ctl = ThreadpoolController().select(user_api="blas")
+            ctl = blas_pools()
             if any(lib.num_threads != self.threads for lib in ctl.lib_controllers):
                 self._controller = ctl
 
@@ -684,6 +699,10 @@ def _state_arrays_fit(q, v, tq, tv) -> bool:
     return True
 
 
+_RUN_ENTRIES: dict = {}
+"""Per model (``packing.per_model``): {(no controls, law, no RunFrames): the run kernel's entry point}."""
+
+
 class RunKernel:
     """The compiled run loop's kernel for one model (``sap_composition.run_kernel``; a free-body model is a
     forest of zero trees) with its frame and contact buffers, shared by :func:`run_model` and
@@ -696,7 +715,7 @@ class RunKernel:
         from convexsim.stepping import status as K
         from convexsim.controls import no_controls
         from convexsim.stepping.compiled import no_law
-        from convexsim.stepping.packing import packed, packed_forest, step_arrays
+        from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays
         from convexsim.stepping.sap_composition import run_kernel
 
         self.K = K
@@ -714,7 +733,7 @@ class RunKernel:
                             [f"limit:{n}" for n in pf.limit_names],
                             [f"constraint:{n}" for n in pf.coupler_names])
         self.grow_contacts(256)
-        self._entry = None
+        self._entries = per_model(_RUN_ENTRIES, model, lambda _m: {})
 
     def _frame_buffers(self, frames: int) -> None:
         if self.bufs.get("fr_step") is None or self.bufs["fr_step"].shape[0] < frames:
@@ -751,18 +770,24 @@ class RunKernel:
             out["fr_step"], out["fr_q"], out["fr_v"], out["fr_stat"], out["fr_resid"],
             out["fr_nc"], out["fr_act"], out["fr_lim"], out["fr_con"], b["st"], out["c_body"], out["c_geom"],
             out["c_point"], out["c_normal"], out["c_phi"], out["c_gamma"], out["c_force"])
-        if self._entry is not None and _state_arrays_fit(q, v, tq, tv):
-            return self._entry(*call_args)
+        key = (ctl is None, None if law is None else law.kernel_law, frames is None)
+        entry = self._entries.get(key)
+        if entry is not None and _state_arrays_fit(q, v, tq, tv):
+            return entry(*call_args)
         out = self._run_kernel(*call_args)
-        self._entry = self._entry_point(call_args)
+        entry = self._entry_point(call_args)
+        if entry is not None:
+            self._entries[key] = entry
         return out
 
     def _entry_point(self, call_args: tuple):
         """The compiled entry point of the run kernel for these arguments' types, or None. Calling it skips
         numba's dispatch (typing every argument, choosing the overload): ≈ 10 µs of a ~50 µs one-step call,
-        what a ``Simulation.step()`` loop pays per step. Every argument but the state is built here or by
-        ``convexsim.controls``/``convexsim.controllers`` with fixed types, and :func:`_state_arrays_fit`
-        checks the state's, so the types of later calls are these."""
+        what a ``Simulation.step()`` loop pays per step, and typing the 33 arguments again costs ≈ 0.5 ms per
+        ``run_model`` call. Every argument but the state is built here or by ``convexsim.controls``/
+        ``convexsim.controllers`` with fixed types for a model (given whether there are controls, which law and
+        whether the frames go to a ``RunFrames``: the key of the model's entries, kept across runs), and
+        :func:`_state_arrays_fit` checks the state's, so the types of later calls are these."""
         try:
             sig = tuple(self._run_kernel.typeof_pyval(a) for a in call_args)
             return self._run_kernel.overloads[sig].entry_point

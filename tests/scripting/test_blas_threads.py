@@ -81,3 +81,20 @@ def test_bad_settings_name_their_source(monkeypatch):
     with pytest.raises(ValueError, match="blas_threads: must be a thread count"):
         blas_threads_setting(-2)
     assert blas_threads_setting(4) == 4 and blas_threads_setting("default") is None
+
+
+def test_the_pools_are_found_once_and_again_after_an_import(monkeypatch):
+    """Finding the pools walks the loaded libraries: done once, and again only when a module was imported since
+    (a BLAS comes with the extension module that links it), so a later-loaded BLAS is still limited."""
+    import sys
+    import types
+
+    from convexsim.simulate import blas_pools
+
+    first = blas_pools()
+    assert blas_pools() is first
+    monkeypatch.setitem(sys.modules, "_convexsim_test_new_module", types.ModuleType("_convexsim_test_new_module"))
+    again = blas_pools()
+    assert again is not first
+    assert {lib.internal_api for lib in again.lib_controllers} == {lib.internal_api for lib in first.lib_controllers}
+    assert blas_pools() is again

@@ -403,6 +403,11 @@ def run_side_by_side(model: Model, state: State, duration: float,
     return [RUNNERS[e](model, state, n) for e in engines]
 
 
+def _ms(x: float) -> str:
+    """ms/step to four significant digits (a one-sphere step is a few µs, a 500-body pile's tens of ms)."""
+    return f"{x:.4g}" if 1e-4 <= abs(x) < 1e5 else f"{x:.3e}"
+
+
 def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list[str]:
     """Table rows: engine, ms/step, ratio to convexsim, the largest final-position difference to convexsim
     and the difference of the bodies' mean final height (a pile's settled statistic: individual balls of a
@@ -415,8 +420,8 @@ def format_side_by_side(scene: str, model: Model, runs: list[EngineRun]) -> list
         dz = r.position[moving, 2].mean() - ref.position[moving, 2].mean() if dp.size else 0.0
         ratio = r.ms_per_step / ref.ms_per_step if ref.ms_per_step > 0 else float("nan")
         cpu_ratio = r.cpu_ms_per_step / ref.cpu_ms_per_step if ref.cpu_ms_per_step > 0 else float("nan")
-        rows.append(f"{scene:<20}{r.engine:<11}{r.steps:>7}{r.ms_per_step:>10.3f}{ratio:>10.2f}"
-                    f"{r.cpu_ms_per_step:>10.3f}{cpu_ratio:>10.2f}"
+        rows.append(f"{scene:<20}{r.engine:<11}{r.steps:>7}{_ms(r.ms_per_step):>10}{ratio:>10.2f}"
+                    f"{_ms(r.cpu_ms_per_step):>10}{cpu_ratio:>10.2f}"
                     f"{(dp.max() if dp.size else 0.0) * 1e3:>14.3f}{dz * 1e3:>16.3f}")
     return rows
 
