@@ -780,9 +780,10 @@ def _scatter_update(C, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, 
             row = base + upd_rel[rp + i - a] * wt
             e = min(i + 1, b)
             if contiguous:
-                dst = row + c0 - a
-                for j in range(a, e):
-                    values[dst + j] -= C[i, j]
+                dst = values[row + c0:row + c0 + e - a]
+                src = C[i, a:e]
+                for j in range(e - a):
+                    dst[j] -= src[j]
             else:
                 for j in range(a, e):
                     values[row + upd_rel[rp + j - a]] -= C[i, j]
