@@ -105,13 +105,14 @@ def _along_ray(vc, dvc, i, alpha):
 
 
 @jit
-def eval_along_ray(kind, cpar, vc, dvc, alpha):
+def eval_along_ray(kind, cpar, vc, dvc, alpha, work):
     """Constraint part of the cost along v + α dv: (ℓ_R(α), dℓ_R/dα, d²ℓ_R/dα²).
 
     ℓ_R(α) = Σ ℓ_i(vc_i + α dvc_i),  dℓ_R/dα = −Σ dvc_iᵀ γ_i,  d²ℓ_R/dα² = Σ dvc_iᵀ G_i dvc_i.  O(nk).
+    ``work`` (>= 12,): one constraint's γ (its first 3) and G (the next 9), so that an evaluation allocates nothing.
     """
-    gamma = np.empty(3)
-    G = np.empty((3, 3))
+    gamma = work[:3]
+    G = work[3:12].reshape(3, 3)
     ell = 0.0
     d1 = 0.0
     d2 = 0.0
@@ -127,9 +128,10 @@ def eval_along_ray(kind, cpar, vc, dvc, alpha):
 
 
 @jit
-def cost_along_ray(kind, cpar, vc, dvc, alpha):
-    """ℓ_R(α) and dℓ_R/dα only (no Hessian blocks), for the backtracking line search."""
-    gamma = np.empty(3)
+def cost_along_ray(kind, cpar, vc, dvc, alpha, work):
+    """ℓ_R(α) and dℓ_R/dα only (no Hessian blocks), for the backtracking line search; ``work`` (>= 3,): one
+    constraint's γ."""
+    gamma = work[:3]
     ell = 0.0
     d1 = 0.0
     for i in range(kind.shape[0]):

@@ -23,19 +23,20 @@ LS_MAX_ITERATIONS = 3
 
 
 @jit
-def _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha):
-    ell_r, d1, d2 = eval_along_ray(kind, cpar, vc, dvc, alpha)
+def _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha, work):
+    ell_r, d1, d2 = eval_along_ray(kind, cpar, vc, dvc, alpha, work)
     return ell_a0 + alpha * a1 + 0.5 * alpha * alpha * a2 + ell_r, a1 + alpha * a2 + d1, a2 + d2
 
 
 @jit
 def exact_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_max, max_evaluations, cost_abs_tol,
-                      cost_rel_tol):
+                      cost_rel_tol, work):
     """Minimize the convex ℓ(α) on [0, α_max] by Newton's method with bisection safeguard on ℓ'(α) = 0.
 
     The root of f(α) = ℓ'(α)/(−ℓ'(0)) is bracketed by [0, α_max] (unless ℓ'(α_max) ≤ 0, then α_max is
     returned). Start α0 = min(−ℓ'(0)/ℓ''(α_max), α_max); stop when |f| < 1e-8 or the step < 1e-8 α0.
 
+    ``work`` (>= 12,): the per-constraint γ and G of each evaluation (``constraints.eval_along_ray``).
     ``ell0`` = ℓ(v) and ``dell0`` = ∇ℓ(v)·dv are passed in: the solver has them already (and ∇ℓ·dv is
     computed without the cancellation of a1 − dvcᵀγ near the optimum), so α = 0 costs no evaluation.
 
@@ -46,7 +47,7 @@ def exact_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_ma
         return 0.0, 1, LS_NOT_FINITE
     if dell0 >= 0.0:
         return 0.0, 1, LS_NOT_DESCENT
-    ell_m, dell_m, d2ell_m = _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha_max)
+    ell_m, dell_m, d2ell_m = _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha_max, work)
     if not (math.isfinite(ell_m) and math.isfinite(dell_m) and math.isfinite(d2ell_m)):
         return 0.0, 1, LS_NOT_FINITE
     if dell_m <= 0.0:
@@ -61,7 +62,7 @@ def exact_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_ma
     dx_old = hi - lo
     dx = dx_old
     for it in range(1, max_evaluations + 1):
-        ell, dell, d2ell = _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha)
+        ell, dell, d2ell = _derivs(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha, work)
         f = dell / scale
         df = d2ell / scale
         if not (math.isfinite(f) and math.isfinite(df)) or df < 0.0:
@@ -87,15 +88,16 @@ def exact_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_ma
 
 
 @jit
-def _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha):
-    ell_r, d1 = cost_along_ray(kind, cpar, vc, dvc, alpha)
+def _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha, work):
+    ell_r, d1 = cost_along_ray(kind, cpar, vc, dvc, alpha, work)
     return ell_a0 + alpha * a1 + 0.5 * alpha * alpha * a2 + ell_r, a1 + alpha * a2 + d1
 
 
 @jit
 def backtracking_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, alpha_max, max_iterations, armijo,
-                             rho, relative_slop):
-    """Armijo backtracking α = α_max ρ^m (docs/sap.md), exploiting convexity of ℓ(α); dell0 = ∇ℓ·dv.
+                             rho, relative_slop, work):
+    """Armijo backtracking α = α_max ρ^m (docs/sap.md), exploiting convexity of ℓ(α); dell0 = ∇ℓ·dv; ``work``
+    (>= 3,): the per-constraint γ of each evaluation (``constraints.cost_along_ray``).
 
     Returns:
         (alpha, evaluations, status).
@@ -105,7 +107,7 @@ def backtracking_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, a
     if dell0 >= 0.0:
         return 0.0, 1, LS_NOT_DESCENT
     alpha = alpha_max
-    ell, dell = _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha)
+    ell, dell = _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha, work)
     if not math.isfinite(ell):
         return 0.0, 1, LS_NOT_FINITE
     slop = 0.1 * relative_slop * max(1.0, 0.5 * (abs(ell) + abs(ell0)))
@@ -115,7 +117,7 @@ def backtracking_line_search(kind, cpar, vc, dvc, ell0, ell_a0, a1, a2, dell0, a
     alpha_prev = alpha
     for it in range(2, max_iterations + 2):
         alpha = rho * alpha
-        ell, dell = _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha)
+        ell, dell = _cost(kind, cpar, vc, dvc, ell_a0, a1, a2, alpha, work)
         if not math.isfinite(ell):
             return 0.0, it, LS_NOT_FINITE
         if abs((ell - ell_prev) / (alpha - alpha_prev)) < slop:

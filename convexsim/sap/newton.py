@@ -100,10 +100,11 @@ def clique_graph(cliques):
 
 
 @jit
-def islands(ncl, edges):
-    """Connected components of the clique graph: (island of each clique, number of islands); islands are
-    numbered in the order of their lowest clique."""
-    parent = np.arange(ncl)
+def islands_into(ncl, edges, parent, island):
+    """Connected components of the clique graph into ``island`` (ncl,): the island of each clique, numbered in the
+    order of their lowest clique; ``parent`` (>= ncl,) is work. Returns the number of islands."""
+    for c in range(ncl):
+        parent[c] = c
     for e in range(edges.shape[0]):
         a = edges[e, 0]
         b = edges[e, 1]
@@ -116,7 +117,8 @@ def islands(ncl, edges):
                 parent[b] = a
             else:
                 parent[a] = b
-    island = -np.ones(ncl, np.int64)
+    for c in range(ncl):
+        island[c] = -1
     count = 0
     for c in range(ncl):
         r = c
@@ -126,6 +128,15 @@ def islands(ncl, edges):
             island[r] = count
             count += 1
         island[c] = island[r]
+    return count
+
+
+@jit
+def islands(ncl, edges):
+    """Connected components of the clique graph: (island of each clique, number of islands); islands are
+    numbered in the order of their lowest clique (:func:`islands_into`)."""
+    island = np.empty(ncl, np.int64)
+    count = islands_into(ncl, edges, np.empty(ncl, np.int64), island)
     return island, count
 
 
@@ -181,37 +192,38 @@ def _pattern_edges(cliques, ncl, sn_edges):
 
 
 @jit(inline="always")
-def _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, nv):
-    """D = diag(A)^(-1/2) (nv,): the scaling of the momentum residual r = ‖D ∇ℓ‖ and of its scale s."""
-    D = np.empty(nv)
+def _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, D):
+    """D = diag(A)^(-1/2) (nv,), in place: the scaling of the momentum residual r = ‖D ∇ℓ‖ and of its scale s."""
     for c in range(clique_sizes.shape[0]):
         n = clique_sizes[c]
         for k in range(n):
             D[clique_start[c] + k] = 1.0 / math.sqrt(A_values[A_ptr[c] + k * (n + 1)])
-    return D
 
 
 @jit(inline="always")
-def _island_layout(clique_sizes, island, nisl):
+def _island_layout(clique_sizes, island, nisl, iw):
     """Where each clique's dofs sit in its island's dense matrix: (dofs per island, offset of each clique in
     its island, island → cliques as CSR (``isl_ptr``, ``isl_cliques``, cliques in increasing order), the
-    largest island's dofs)."""
+    largest island's dofs), as views of the int64 work array ``iw`` (>= 3 nisl + 2 ncl + 1)."""
     ncl = clique_sizes.shape[0]
-    isl_size = np.zeros(nisl, np.int64)
-    pos_in_island = np.empty(ncl, np.int64)
+    isl_size = iw[:nisl]
+    pos_in_island = iw[nisl:nisl + ncl]
+    isl_ptr = iw[nisl + ncl:2 * nisl + ncl + 1]
+    fill = iw[2 * nisl + ncl + 1:3 * nisl + ncl + 1]
+    isl_cliques = iw[3 * nisl + ncl + 1:3 * nisl + 2 * ncl + 1]
+    isl_size[:] = 0
     for c in range(ncl):
         pos_in_island[c] = isl_size[island[c]]
         isl_size[island[c]] += clique_sizes[c]
     max_n = 0
     for i in range(nisl):
         max_n = max(max_n, isl_size[i])
-    isl_ptr = np.zeros(nisl + 1, np.int64)
+    isl_ptr[:] = 0
     for c in range(ncl):
         isl_ptr[island[c] + 1] += 1
     for i in range(nisl):
         isl_ptr[i + 1] += isl_ptr[i]
-    fill = isl_ptr[:-1].copy()
-    isl_cliques = np.empty(ncl, np.int64)
+    fill[:] = isl_ptr[:-1]
     for c in range(ncl):
         isl_cliques[fill[island[c]]] = c
         fill[island[c]] += 1
@@ -219,22 +231,26 @@ def _island_layout(clique_sizes, island, nisl):
 
 
 @jit(inline="always")
-def _hessian_storage(clique_sizes, edges):
-    """Storage of H's blocks: (offset of each diagonal block, their values, offset of each edge block, their
-    values), row-major n_c × n_c and n_b × n_a blocks, as ``blocks.assemble_hessian_blocks`` writes them."""
-    ncl = clique_sizes.shape[0]
-    diag_ptr = np.empty(ncl, np.int64)
+def _hessian_offsets(clique_sizes, edges, diag_ptr, edge_ptr):
+    """Offsets of H's blocks in their value arrays, in place: diag_ptr (ncl,) of the row-major n_c × n_c diagonal
+    blocks, edge_ptr (ne,) of the n_b × n_a edge blocks, as ``blocks.assemble_hessian_blocks`` writes them.
+    Returns the two arrays' lengths."""
     total = 0
-    for c in range(ncl):
+    for c in range(clique_sizes.shape[0]):
         diag_ptr[c] = total
         total += clique_sizes[c] * clique_sizes[c]
-    diag_values = np.empty(total)
-    edge_ptr = np.empty(edges.shape[0], np.int64)
-    total = 0
+    etotal = 0
     for e in range(edges.shape[0]):
-        edge_ptr[e] = total
-        total += clique_sizes[edges[e, 0]] * clique_sizes[edges[e, 1]]
-    return diag_ptr, diag_values, edge_ptr, np.empty(total)
+        edge_ptr[e] = etotal
+        etotal += clique_sizes[edges[e, 0]] * clique_sizes[edges[e, 1]]
+    return total, etotal
+
+
+@jit(inline="always")
+def _padded(n):
+    """n rounded up to a multiple of 8: the work arrays carved from one buffer start on 64-byte boundaries, as
+    separate allocations would (the BLAS dot products see the same alignment)."""
+    return (n + 7) // 8 * 8
 
 
 @jit(inline="always")
@@ -350,26 +366,26 @@ def _newton_direction(clique_start, clique_sizes, A_ptr, A_values, cliques, J_pt
 
 
 @jit(inline="always")
-def _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0):
+def _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, work):
     """The step length α along dv by the exact (``ipar[I_LINE_SEARCH]`` 0) or the backtracking line search:
-    (α, cost evaluations, ``sap.linesearch`` code)."""
+    (α, cost evaluations, ``sap.linesearch`` code); ``work`` (12,): the searches' per-constraint γ and G."""
     if ipar[I_LINE_SEARCH] == 0:
         return exact_line_search(kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, fpar[F_EXACT_ALPHA_MAX],
-                                 ipar[I_EXACT_MAX_ITERATIONS], fpar[F_COST_ABS_TOL], fpar[F_COST_REL_TOL])
+                                 ipar[I_EXACT_MAX_ITERATIONS], fpar[F_COST_ABS_TOL], fpar[F_COST_REL_TOL], work)
     return backtracking_line_search(kind, cpar, vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / fpar[F_RHO],
                                     ipar[I_BACKTRACKING_MAX_ITERATIONS], fpar[F_ARMIJO], fpar[F_RHO],
-                                    fpar[F_RELATIVE_SLOP])
+                                    fpar[F_RELATIVE_SLOP], work)
 
 
 @jit(inline="always")
-def _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha):
+def _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha, work):
     """ℓ(v + α dv) from the ray's terms of ``sap.linesearch`` (a1 = dpᵀ(v − v*), a2 = dvᵀ dp). O(nk)."""
-    return ell_a + alpha * a1 + 0.5 * alpha * alpha * a2 + cost_along_ray(kind, cpar, vc, dvc, alpha)[0]
+    return ell_a + alpha * a1 + 0.5 * alpha * alpha * a2 + cost_along_ray(kind, cpar, vc, dvc, alpha, work)[0]
 
 
 @jit(inline="always")
 def _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques, J_ptr, J_values, kind, cpar,
-                 vc, vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha, dv2, dp2, dvc2):
+                 vc, vmv, grad, ell, ell_a, dv, dvc, a1, a2, alpha, dv2, dp2, dvc2, work):
     """The stiction-predicted direction dv2 against the first one (dv, its α, a1, a2): dv2 is line-searched
     if it is a descent direction and replaces dv (copied into dv, dvc) when its step reaches a lower cost.
     Returns (α of the step taken, line-search evaluations, whether dv2 was taken)."""
@@ -382,11 +398,11 @@ def _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, clique
     b2 = _dot(dv2, dp2)
     if not b2 > 0.0:
         return alpha, 0, False
-    alpha2, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc2, ell, ell_a, b1, b2, dell0)
+    alpha2, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc2, ell, ell_a, b1, b2, dell0, work)
     if code != LS_OK:
         return alpha, nev, False
-    if not (_ray_cost(kind, cpar, vc, dvc2, ell_a, b1, b2, alpha2)
-            < _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha)):
+    if not (_ray_cost(kind, cpar, vc, dvc2, ell_a, b1, b2, alpha2, work)
+            < _ray_cost(kind, cpar, vc, dvc, ell_a, a1, a2, alpha, work)):
         return alpha, nev + 2, False
     dv[:] = dv2
     dvc[:, :] = dvc2
@@ -409,36 +425,61 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
     nv = v.shape[0]
     nk = cliques.shape[0]
     ncl = clique_sizes.shape[0]
-    vc = np.empty((nk, 3))
-    dvc = np.empty((nk, 3))
     gamma = np.empty((nk, 3))
-    G = np.empty((nk, 3, 3))
-    p_star = np.empty(nv)
-    blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v_star, p_star)
-    D = _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, nv)
     if use_sn:
         edges = sn_edges
         constraint_edge = _pattern_edges(cliques, ncl, sn_edges)
         if nk > 0 and constraint_edge[0] == -2:
             return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
-    island, nisl = islands(ncl, edges)
-    isl_size, pos_in_island, isl_ptr, isl_cliques, max_n = _island_layout(clique_sizes, island, nisl)
+    ne = edges.shape[0]
+    iw = np.empty(7 * ncl + 1 + ne, np.int64)      # every int64 work array of the solve, carved below (the
+    island = iw[:ncl]                              # islands' parent links are dead once the layout overwrites them)
+    nisl = islands_into(ncl, edges, iw[ncl:2 * ncl], island)
+    isl_size, pos_in_island, isl_ptr, isl_cliques, max_n = _island_layout(clique_sizes, island, nisl,
+                                                                          iw[ncl:6 * ncl + 1])
     if max_n > ipar[I_ISLAND_MAX_DOFS] and not use_sn:
         return SAP_CONVERGED, 0, 0, 0.0, 0.0, gamma, True
-    diag_ptr, diag_values, edge_ptr, edge_values = _hessian_storage(clique_sizes, edges)
-    Av, jc, dp, dv, tmp, grad, Avp, vmv = (np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv),
-                                           np.empty(nv), np.empty(nv), np.empty(nv))
-    dv2, dvc2 = np.empty(nv), np.empty((nk, 3))   # the stiction-predicted direction (grad2 in dp, jc2 in tmp)
+    diag_ptr = iw[6 * ncl + 1:7 * ncl + 1]
+    edge_ptr = iw[7 * ncl + 1:7 * ncl + 1 + ne]
+    n_diag, n_edge = _hessian_offsets(clique_sizes, edges, diag_ptr, edge_ptr)
+    n_sn = sn[SN_VALPTR][-1] if use_sn else 0
     if use_sn:
         max_n = 0
-        sn_values = np.empty(sn[SN_VALPTR][-1])
-        sn_x = np.empty((nv, 1))
-    else:
-        sn_values = np.empty(0)
-        sn_x = np.empty((0, 1))
-    H = np.empty((max_n, max_n))
-    rhs = np.empty(max_n)
-    xs = np.empty(max_n)
+    p3, p9, pv = _padded(3 * nk), _padded(9 * nk), _padded(nv)
+    fw = np.empty(3 * p3 + p9 + 12 * pv + _padded(n_diag) + _padded(n_edge) + _padded(n_sn)
+                  + _padded(max_n * max_n) + 2 * _padded(max_n) + 16)   # every float work array, carved below
+    o = 0
+    vc = fw[o:o + 3 * nk].reshape(nk, 3)
+    o += p3
+    dvc = fw[o:o + 3 * nk].reshape(nk, 3)
+    o += p3
+    dvc2 = fw[o:o + 3 * nk].reshape(nk, 3)      # the stiction-predicted direction (grad2 in dp, jc2 in tmp)
+    o += p3
+    G = fw[o:o + 9 * nk].reshape(nk, 3, 3)
+    o += p9
+    ls_work = fw[o:o + 12]                        # the line search's γ (3) and G (3 × 3) of one constraint
+    o += 16
+    p_star, D, Av, jc, dp, dv, tmp, grad, Avp, vmv, dv2 = (
+        fw[o:o + nv], fw[o + pv:o + pv + nv], fw[o + 2 * pv:o + 2 * pv + nv], fw[o + 3 * pv:o + 3 * pv + nv],
+        fw[o + 4 * pv:o + 4 * pv + nv], fw[o + 5 * pv:o + 5 * pv + nv], fw[o + 6 * pv:o + 6 * pv + nv],
+        fw[o + 7 * pv:o + 7 * pv + nv], fw[o + 8 * pv:o + 8 * pv + nv], fw[o + 9 * pv:o + 9 * pv + nv],
+        fw[o + 10 * pv:o + 10 * pv + nv])
+    o += 11 * pv
+    sn_x = fw[o:o + (nv if use_sn else 0)].reshape(nv if use_sn else 0, 1)
+    o += pv
+    diag_values = fw[o:o + n_diag]
+    o += _padded(n_diag)
+    edge_values = fw[o:o + n_edge]
+    o += _padded(n_edge)
+    sn_values = fw[o:o + n_sn]
+    o += _padded(n_sn)
+    H = fw[o:o + max_n * max_n].reshape(max_n, max_n)
+    o += _padded(max_n * max_n)
+    rhs = fw[o:o + max_n]
+    o += _padded(max_n)
+    xs = fw[o:o + max_n]
+    blocks.block_diag_matvec(clique_start, clique_sizes, A_ptr, A_values, v_star, p_star)
+    _scaling_diagonal(clique_start, clique_sizes, A_ptr, A_values, D)
     kappa = fpar[F_SLIP_CURVATURE]
     ell_prev = np.inf
     alpha_last = 1.0
@@ -468,7 +509,8 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
         if not a2 > 0.0:
             return _FACTORIZATION_FAILED, iterations, ls_evaluations, r, s, gamma, False
         a1 = _dot(dp, vmv)
-        alpha, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, _dot(grad, dv))
+        alpha, nev, code = _line_search(fpar, ipar, kind, cpar, vc, dvc, ell, ell_a, a1, a2, _dot(grad, dv),
+                                        ls_work)
         ls_evaluations += nev
         iterations += 1
         if code != LS_OK:
@@ -487,7 +529,7 @@ def newton_solve(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, v_star
                                  sn_x, dp, H, rhs, xs, dv2):
                 alpha, nev, _ = _better_step(fpar, ipar, clique_start, clique_sizes, A_ptr, A_values, cliques,
                                              J_ptr, J_values, kind, cpar, vc, vmv, grad, ell, ell_a, dv, dvc, a1,
-                                             a2, alpha, dv2, dp, dvc2)
+                                             a2, alpha, dv2, dp, dvc2, ls_work)
                 ls_evaluations += nev
         for k in range(nv):
             v[k] += alpha * dv[k]

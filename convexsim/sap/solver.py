@@ -263,6 +263,7 @@ class _NewtonRun:
         self.dvc = np.empty((nk, 3))
         self.gamma = np.empty((nk, 3))
         self.G = np.empty((nk, 3, 3))
+        self._ls_work = np.empty(12)       # the line searches' per-constraint γ and G
         self.Av = np.empty(nv)
         self.jc = np.empty(nv)
         self.dp = np.empty(nv)
@@ -417,7 +418,7 @@ class _NewtonRun:
 
     def _ray_cost(self, dvc, ell_a, a1, a2, alpha):
         """ℓ(v + α dv) from the ray's terms (``sap.linesearch``)."""
-        ell_r, _ = cost_along_ray(self.kind, self.cpar, self.vc, dvc, alpha)
+        ell_r, _ = cost_along_ray(self.kind, self.cpar, self.vc, dvc, alpha, self._ls_work)
         return ell_a + alpha * a1 + 0.5 * alpha * alpha * a2 + ell_r
 
     def _line_search(self, dvc, ell, ell_a, a1, a2, dell0):
@@ -425,9 +426,9 @@ class _NewtonRun:
         if prm.line_search == "exact":
             return exact_line_search(
                 self.kind, self.cpar, self.vc, dvc, ell, ell_a, a1, a2, dell0, prm.exact_alpha_max,
-                prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance,
+                prm.exact_max_iterations, prm.cost_abs_tolerance, prm.cost_rel_tolerance, self._ls_work,
             )
         return backtracking_line_search(
             self.kind, self.cpar, self.vc, dvc, ell, ell_a, a1, a2, dell0, 1.0 / prm.rho,
-            prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop,
+            prm.backtracking_max_iterations, prm.armijo, prm.rho, prm.relative_slop, self._ls_work,
         )
