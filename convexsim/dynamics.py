@@ -280,11 +280,12 @@ def free_motion_kernel(fpar, gravity, body_dof, mass, inertia, q, v, moving, A_v
     """A blocks (6 x 6 per moving body, angular first) and v* (``dynamics.free_motion``). The 3 × 3 and 3-vector
     work arrays are allocated once per call, not per body (a pile's step calls this for every body)."""
     dt = fpar[F_DT]
-    R = np.empty((3, 3))
-    RI = np.empty((3, 3))
-    IW = np.empty((3, 3))
-    Iw = np.empty(3)
-    tau = np.empty(3)
+    work = np.empty((4, 3, 3))        # R, R·I, I_W and (I_W ω, τ) as rows: one allocation per call
+    R = work[0]
+    RI = work[1]
+    IW = work[2]
+    Iw = work[3, 0]
+    tau = work[3, 1]
     for m in range(moving.shape[0]):
         b = moving[m]
         w = q[b, 3]

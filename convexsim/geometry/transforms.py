@@ -106,8 +106,9 @@ def geom_world_poses_kernel(
     ngeom = geom_body.shape[0]
     pos = np.empty((ngeom, 3))
     rot = np.empty((ngeom, 3, 3))
-    R_WB = np.empty((3, 3))
-    R_BG = np.empty((3, 3))
+    work = np.empty((2, 3, 3))
+    R_WB = work[0]
+    R_BG = work[1]
     for g in range(ngeom):
         b = geom_body[g]
         quat_to_rot_into(q[b, 3], q[b, 4], q[b, 5], q[b, 6], R_WB)

@@ -72,10 +72,15 @@ def _dot(a, b):
 def clique_graph(cliques):
     """Edges (ne, 2) of coupled clique pairs (a < b, sorted unique) and the edge of each constraint."""
     nk = cliques.shape[0]
-    keys = np.empty(nk, np.int64)
     big = 1
+    m = 0
     for i in range(nk):
         big = max(big, cliques[i, 0] + 1, cliques[i, 1] + 1)
+        if cliques[i, 1] >= 0:
+            m += 1
+    if m == 0:                          # no constraint couples two cliques (e.g. contacts with the ground only)
+        return np.empty((0, 2), np.int64), -np.ones(nk, np.int64)
+    keys = np.empty(m, np.int64)
     m = 0
     for i in range(nk):
         if cliques[i, 1] >= 0:
@@ -83,8 +88,6 @@ def clique_graph(cliques):
             b = max(cliques[i, 0], cliques[i, 1])
             keys[m] = a * big + b
             m += 1
-    if m == 0:                          # no constraint couples two cliques (e.g. contacts with the ground only)
-        return np.empty((0, 2), np.int64), -np.ones(nk, np.int64)
     uniq = np.unique(keys[:m])
     edges = np.empty((uniq.shape[0], 2), np.int64)
     for e in range(uniq.shape[0]):

@@ -341,9 +341,10 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     """
     nbody = fixed.shape[0]
     ngeom = geom_type.shape[0]
-    share = np.empty(nbody)
+    margins = np.empty(nbody + ngeom)      # the bodies' shares, then the geometries' margins
+    share = margins[:nbody]
     margin_shares(fpar, fixed, body_dof, body_rb, v, share)
-    gmargin = np.empty(ngeom)
+    gmargin = margins[nbody:]
     for g in range(ngeom):
         gmargin[g] = share[geom_body[g]]
     pos, rot = geom_world_poses_kernel(q, geom_body, geom_pos, geom_quat)
@@ -369,9 +370,10 @@ def collide_and_filter(fpar, fixed, body_dof, body_rb, geom_type, geom_size, geo
     ccap = max(16, 4 * npairs)
     while True:
         geoms = np.empty((ccap, 2), np.int64)
-        phi = np.empty(ccap)
-        point = np.empty((ccap, 3))
-        normal = np.empty((ccap, 3))
+        rows = np.empty(7 * ccap)          # φ, then the points, then the normals
+        phi = rows[:ccap]
+        point = rows[ccap:4 * ccap].reshape(ccap, 3)
+        normal = rows[4 * ccap:].reshape(ccap, 3)
         nc = narrow_phase(sorted_pairs, npairs, geom_type, geom_size, pos, rot, gmargin, geoms, phi, point,
                           normal)
         if nc <= ccap:

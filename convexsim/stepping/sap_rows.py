@@ -63,7 +63,7 @@ from convexsim.sap.hunt_crossley import hc_kernel_parameters
 from convexsim.sap.joint_constraints import (BETA_JOINT, KIND_COUPLER, KIND_HOLONOMIC, KIND_LIMIT, KIND_PD,
                                              LIMIT_STIFFNESS, delassus_row, holonomic_row, holonomic_row_kernel,
                                              limit_in_window, pd_row_kernel, pd_target)
-from convexsim.sap.newton import F_BETA, F_DT, F_SIGMA, F_VS, I_CONTACT_KIND, clique_graph, islands
+from convexsim.sap.newton import F_BETA, F_DT, F_SIGMA, F_VS, I_CONTACT_KIND, clique_graph, islands_into
 from convexsim.spatial import quat_to_matrix, rotation_log, skew
 from convexsim.stepping.contacts import combine_materials
 from convexsim.stepping.jacobians import known_contact_velocities
@@ -81,28 +81,26 @@ def contact_parameters(fpar, ipar, geoms, phi, w, vn0, geom_k, geom_mu, geom_tau
     kind_code = ipar[I_CONTACT_KIND]
     kind = np.full(nc, kind_code, np.int64)
     cpar = np.zeros((nc, NPAR))
-    k_arr = np.empty(nc)
-    mu_arr = np.empty(nc)
-    tau_arr = np.empty(nc)
-    d_arr = np.empty(nc)
-    for c in range(nc):
-        ga = geoms[c, 0]
-        gb = geoms[c, 1]
-        k_arr[c], mu_arr[c], tau_arr[c], d_arr[c] = combine_materials(
-            geom_k[ga], geom_k[gb], geom_mu[ga], geom_mu[gb], geom_tau[ga], geom_tau[gb], geom_d[ga], geom_d[gb])
-    if kind_code == KIND_SAP:
+    if kind_code == KIND_SAP:              # the materials contact by contact: nothing else allocated
         for c in range(nc):
-            Rt, Rn, vn_hat = regularization(dt, k_arr[c], tau_arr[c], w[c], fpar[F_BETA], fpar[F_SIGMA],
-                                            phi[c])
-            cpar[c, 0] = mu_arr[c]
+            ga = geoms[c, 0]
+            gb = geoms[c, 1]
+            k, mu, tau, _ = combine_materials(geom_k[ga], geom_k[gb], geom_mu[ga], geom_mu[gb], geom_tau[ga],
+                                              geom_tau[gb], geom_d[ga], geom_d[gb])
+            Rt, Rn, vn_hat = regularization(dt, k, tau, w[c], fpar[F_BETA], fpar[F_SIGMA], phi[c])
+            cpar[c, 0] = mu
             cpar[c, 1] = Rt
             cpar[c, 2] = Rn
             cpar[c, 5] = vn_hat
     else:
-        fe0 = np.empty(nc)
+        mat = np.empty((4, nc))            # k, μ, d, fe0 = −k φ per contact, as hc_kernel_parameters takes them
         for c in range(nc):
-            fe0[c] = -k_arr[c] * phi[c]
-        hc_kernel_parameters(dt, k_arr, d_arr, mu_arr, fe0, vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
+            ga = geoms[c, 0]
+            gb = geoms[c, 1]
+            mat[0, c], mat[1, c], _, mat[2, c] = combine_materials(
+                geom_k[ga], geom_k[gb], geom_mu[ga], geom_mu[gb], geom_tau[ga], geom_tau[gb], geom_d[ga], geom_d[gb])
+            mat[3, c] = -mat[0, c] * phi[c]
+        hc_kernel_parameters(dt, mat[0], mat[2], mat[1], mat[3], vn0, fpar[F_SIGMA], w, fpar[F_VS], cpar)
     return kind, cpar
 
 
@@ -118,7 +116,7 @@ def contact_kernel_rows(fpar, ipar, geoms, phi, cstart, sizes, A_ptr, A_red, cl,
     for c in range(nc):
         if not w[c] > 0.0:
             w[c] = 1.0
-    vn0 = np.empty(0)
+    vn0 = w[:0]                        # no normal velocities for SAP contacts
     if ipar[I_CONTACT_KIND] != KIND_SAP:
         vc0 = np.empty((nc, 3))
         blocks.constraint_velocities(cstart, sizes, cl, J_ptr, J_values, v_red, vc0)
@@ -208,13 +206,20 @@ def body_problem(moving, v, A_values, v_star, cliques):
 @jit(inline="always")
 def largest_island(ncl, sizes, cl):
     """(edges, constraint_edge, dofs of the largest island) of the clique graph of the constraints' cliques
-    ``cl`` (``sap.newton.clique_graph``, ``islands``)."""
+    ``cl`` (``sap.newton.clique_graph``, ``islands_into``)."""
     edges, constraint_edge = clique_graph(cl)
-    island, nisl = islands(ncl, edges)
-    isl_size = np.zeros(nisl, np.int64)
+    max_n = 0
+    if edges.shape[0] == 0:            # every clique its own island
+        for c in range(ncl):
+            max_n = max(max_n, sizes[c])
+        return edges, constraint_edge, max_n
+    work = np.empty(3 * ncl, np.int64)    # parent links, island of each clique, dofs per island
+    island = work[ncl:2 * ncl]
+    nisl = islands_into(ncl, edges, work[:ncl], island)
+    isl_size = work[2 * ncl:2 * ncl + nisl]
+    isl_size[:] = 0
     for c in range(ncl):
         isl_size[island[c]] += sizes[c]
-    max_n = 0
     for i in range(nisl):
         max_n = max(max_n, isl_size[i])
     return edges, constraint_edge, max_n
