@@ -595,8 +595,10 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
         dst = diag_dst[i]
         st = diag_stride[i]
         for a in range(ni):
+            row = values[dst + a * st:dst + a * st + a + 1]
+            hrow = diag_values[src + a * ni:src + a * ni + a + 1]
             for b in range(a + 1):
-                values[dst + a * st + b] = diag_values[src + a * ni + b]
+                row[b] = hrow[b]
     for e in range(edges.shape[0]):
         ni = sizes[edges[e, 0]]
         nj = sizes[edges[e, 1]]
@@ -605,8 +607,10 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
         st = edge_stride[e]
         if edge_transposed[e] == 0:  # stored H_ji (nj x ni) is the L-pattern block
             for a in range(nj):
+                row = values[dst + a * st:dst + a * st + ni]
+                hrow = edge_values[src + a * ni:src + a * ni + ni]
                 for b in range(ni):
-                    values[dst + a * st + b] = edge_values[src + a * ni + b]
+                    row[b] = hrow[b]
         else:  # L-pattern block is H_ij = H_ji^T (ni x nj)
             for a in range(nj):
                 for b in range(ni):
