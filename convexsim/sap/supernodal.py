@@ -5,8 +5,8 @@
 A *supernode* is a run of consecutive columns of L whose strictly-lower row patterns coincide (after the
 supernode's own rows), so the columns form one dense panel ``[L_d; L_b]`` (L_d: w x w lower triangular,
 L_b: r x w). Factoring it costs one small dense Cholesky, one triangular solve ``L_b <- L_b L_d^{-T}`` and
-one product ``L_b L_bᵀ`` (BLAS dgemm through numba's ``np.dot``) scattered into the panels of later
-supernodes (right-looking). Compared with ``block_sparse`` (one 6x6 block at a time, scalar loops) the
+one product ``L_b L_bᵀ`` (numba loops on register tiles of four rows; BLAS dgemm through numba's ``np.dot``
+with ``use_blas``) scattered into the panels of later supernodes (right-looking). Compared with ``block_sparse`` (one 6x6 block at a time, scalar loops) the
 flops are the same but they run in dense kernels.
 
 Analysis (``analyze``), once per clique graph:
