@@ -37,7 +37,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.sap import block_sparse as bs
 from convexsim.sap.block_sparse import sorted_find
-from convexsim.sap.blocks import back_substitution_transposed, cholesky_in_place, forward_substitution
+from convexsim.sap.blocks import cholesky_in_place
 
 __all__ = ["ORDERINGS", "SupernodalFactor", "SupernodalSymbolic", "analyze", "factor", "solve"]
 
@@ -595,8 +595,10 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
         dst = diag_dst[i]
         st = diag_stride[i]
         for a in range(ni):
+            row = values[dst + a * st:dst + a * st + a + 1]
+            hrow = diag_values[src + a * ni:src + a * ni + a + 1]
             for b in range(a + 1):
-                values[dst + a * st + b] = diag_values[src + a * ni + b]
+                row[b] = hrow[b]
     for e in range(edges.shape[0]):
         ni = sizes[edges[e, 0]]
         nj = sizes[edges[e, 1]]
@@ -605,8 +607,10 @@ def _scatter_h(sizes, edges, diag_ptr, edge_ptr, diag_values, edge_values, diag_
         st = edge_stride[e]
         if edge_transposed[e] == 0:  # stored H_ji (nj x ni) is the L-pattern block
             for a in range(nj):
+                row = values[dst + a * st:dst + a * st + ni]
+                hrow = edge_values[src + a * ni:src + a * ni + ni]
                 for b in range(ni):
-                    values[dst + a * st + b] = edge_values[src + a * ni + b]
+                    row[b] = hrow[b]
         else:  # L-pattern block is H_ij = H_ji^T (ni x nj)
             for a in range(nj):
                 for b in range(ni):
@@ -618,11 +622,11 @@ CHOL_BLOCK = 32
 
 
 @jit
-def _chol_lower(D, pbuf, ptbuf, dtbuf, acc):
+def _chol_lower(D, ptbuf, acc):
     """Lower Cholesky of the w x w row-major D in place (lower triangle read, strict upper zeroed), blocked
-    by CHOL_BLOCK columns: factor the diagonal block, solve the panel below, update the trailing lower
-    triangle with row axpys. Work buffers: pbuf, ptbuf (>= w·CHOL_BLOCK), dtbuf (>= CHOL_BLOCK²), acc (>= w).
-    Returns -1 on success or the failing column."""
+    by CHOL_BLOCK columns: factor the diagonal block, solve the panel below (:func:`_solve_lower_rows` on its
+    transpose), update the trailing lower triangle (:func:`_syrk_rows4`, four rows at a time). Work buffers:
+    ptbuf (>= w·CHOL_BLOCK), acc (>= w). Returns -1 on success or the failing column."""
     w = D.shape[0]
     nbk = CHOL_BLOCK
     for k0 in range(0, w, nbk):
@@ -635,24 +639,24 @@ def _chol_lower(D, pbuf, ptbuf, dtbuf, acc):
         m = w - k1
         if m == 0:
             break
-        P = pbuf[:m * kb].reshape(m, kb)
-        for i in range(m):
-            for t in range(kb):
-                P[i, t] = D[k1 + i, k0 + t]
-        DT = dtbuf[:kb * kb].reshape(kb, kb)
-        for i in range(kb):
-            for j in range(kb):
-                DT[j, i] = Dk[i, j] if j <= i else 0.0
-        _trsm_right_lower_t(P, Dk, DT)
         PT = ptbuf[:kb * m].reshape(kb, m)
         for i in range(m):
             for t in range(kb):
-                D[k1 + i, k0 + t] = P[i, t]
-                PT[t, i] = P[i, t]
+                PT[t, i] = D[k1 + i, k0 + t]
+        _solve_lower_rows(Dk, PT)
         for i in range(m):
-            _product_row(P, PT, i, acc)
+            for t in range(kb):
+                D[k1 + i, k0 + t] = PT[t, i]
+        T = D.reshape(w * w)[k1:k1 + (w - 1) * w].reshape(w - 1, w)  # T[k1 + i, j] is D[k1 + i, k1 + j]
+        i = 0
+        while i + 4 <= m:
+            _syrk_rows4(PT, i, T, k1 + i, True)   # also writes D's strict upper triangle, zeroed at the end
+            i += 4
+        while i < m:
+            _product_row(D[k1:, k0:k1], PT, i, acc)
             for j in range(i + 1):
                 D[k1 + i, k1 + j] -= acc[j]
+            i += 1
     for i in range(w):
         for j in range(i + 1, w):
             D[i, j] = 0.0
@@ -673,78 +677,132 @@ def _product_row(B, BT, i, acc):
 
 
 @jit
-def _trsm_right_lower_t(B, D, DT):
-    """B <- B D^{-T} in place (rows of B solved by forward substitution against the lower D; DT = Dᵀ
-    makes every inner loop a contiguous axpy)."""
-    r, w = B.shape
-    for i in range(r):
-        for j in range(w):
-            x = B[i, j] / D[j, j]
-            B[i, j] = x
-            for k in range(j + 1, w):
-                B[i, k] -= x * DT[j, k]
+def _solve_lower_rows(D, X):
+    """X <- D⁻¹ X in place for the lower-triangular w × w D and X of w rows (X = Bᵀ: B <- B D⁻ᵀ), by blocks of
+    four rows j0..j0+3: minus D[j0 + q, k..k+3] times rows k..k+3 of X for every block k < j0 (16 multiply-adds
+    per pass over the rows, contiguous), then the 4 × 4 triangle row by row (:func:`_finish_row`)."""
+    w = D.shape[1]
+    r = X.shape[1]
+    j0 = 0
+    while j0 + 4 <= w:
+        for k in range(0, j0, 4):
+            a0, a1, a2, a3 = D[j0, k], D[j0, k + 1], D[j0, k + 2], D[j0, k + 3]
+            b0, b1, b2, b3 = D[j0 + 1, k], D[j0 + 1, k + 1], D[j0 + 1, k + 2], D[j0 + 1, k + 3]
+            c0, c1, c2, c3 = D[j0 + 2, k], D[j0 + 2, k + 1], D[j0 + 2, k + 2], D[j0 + 2, k + 3]
+            d0, d1, d2, d3 = D[j0 + 3, k], D[j0 + 3, k + 1], D[j0 + 3, k + 2], D[j0 + 3, k + 3]
+            for i in range(r):
+                x = X[k, i]
+                y = X[k + 1, i]
+                z = X[k + 2, i]
+                u = X[k + 3, i]
+                X[j0, i] -= a0 * x + a1 * y + a2 * z + a3 * u
+                X[j0 + 1, i] -= b0 * x + b1 * y + b2 * z + b3 * u
+                X[j0 + 2, i] -= c0 * x + c1 * y + c2 * z + c3 * u
+                X[j0 + 3, i] -= d0 * x + d1 * y + d2 * z + d3 * u
+        for j in range(j0, j0 + 4):
+            _finish_row(D, X, j, j0)
+        j0 += 4
+    for j in range(j0, w):
+        _finish_row(D, X, j, 0)
 
 
 @jit
-def _product_rows4(B, BT, i0, acc4):
-    """acc4[q, :i0+4] = row i0+q of B Bᵀ (columns up to i0+3; q = 0..3, rows must exist): four rows share
-    every load of BT (register blocking), inner loops are contiguous axpys."""
-    w = B.shape[1]
+def _finish_row(D, X, j, k0):
+    """X[j] <- (X[j] − Σ_(k0 <= k < j) D[j, k] X[k]) / D[j, j] (rows k already final)."""
+    r = X.shape[1]
+    for k in range(k0, j):
+        d = D[j, k]
+        for i in range(r):
+            X[j, i] -= d * X[k, i]
+    djj = D[j, j]
+    for i in range(r):
+        X[j, i] = X[j, i] / djj
+
+
+@jit
+def _syrk_rows4(BT, i0, out, o, subtract):
+    """Rows i0..i0+3 of B Bᵀ up to column i0+3 into out[o + q, j] (q = 0..3, j < i0 + 4; rows i0..i0+3 must
+    exist), BT = Bᵀ (w × r, column t of B contiguous): stored (``subtract`` False) or subtracted (True). Four rows
+    of B Bᵀ share every load of BT[t, j] and four columns t are summed per pass over j (contiguous, vectorized by
+    the compiler), so each pass reads and writes the output rows once for 16 multiply-adds. The sum over t runs
+    in order, four products at a time (round-off as any order)."""
+    w = BT.shape[0]
     n = i0 + 4
-    for q in range(4):
-        for j in range(n):
-            acc4[q, j] = 0.0
-    for t in range(w):
-        b0 = B[i0, t]
-        b1 = B[i0 + 1, t]
-        b2 = B[i0 + 2, t]
-        b3 = B[i0 + 3, t]
+    if not subtract:
+        for q in range(4):
+            for j in range(n):
+                out[o + q, j] = 0.0
+    t = 0
+    while t + 4 <= w:
+        a0, a1, a2, a3 = BT[t, i0], BT[t, i0 + 1], BT[t, i0 + 2], BT[t, i0 + 3]
+        b0, b1, b2, b3 = BT[t + 1, i0], BT[t + 1, i0 + 1], BT[t + 1, i0 + 2], BT[t + 1, i0 + 3]
+        c0, c1, c2, c3 = BT[t + 2, i0], BT[t + 2, i0 + 1], BT[t + 2, i0 + 2], BT[t + 2, i0 + 3]
+        d0, d1, d2, d3 = BT[t + 3, i0], BT[t + 3, i0 + 1], BT[t + 3, i0 + 2], BT[t + 3, i0 + 3]
+        if subtract:
+            a0, a1, a2, a3, b0, b1, b2, b3 = -a0, -a1, -a2, -a3, -b0, -b1, -b2, -b3
+            c0, c1, c2, c3, d0, d1, d2, d3 = -c0, -c1, -c2, -c3, -d0, -d1, -d2, -d3
         for j in range(n):
             x = BT[t, j]
-            acc4[0, j] += b0 * x
-            acc4[1, j] += b1 * x
-            acc4[2, j] += b2 * x
-            acc4[3, j] += b3 * x
+            y = BT[t + 1, j]
+            z = BT[t + 2, j]
+            u = BT[t + 3, j]
+            out[o, j] += a0 * x + b0 * y + c0 * z + d0 * u
+            out[o + 1, j] += a1 * x + b1 * y + c1 * z + d1 * u
+            out[o + 2, j] += a2 * x + b2 * y + c2 * z + d2 * u
+            out[o + 3, j] += a3 * x + b3 * y + c3 * z + d3 * u
+        t += 4
+    while t < w:
+        a0, a1, a2, a3 = BT[t, i0], BT[t, i0 + 1], BT[t, i0 + 2], BT[t, i0 + 3]
+        if subtract:
+            a0, a1, a2, a3 = -a0, -a1, -a2, -a3
+        for j in range(n):
+            x = BT[t, j]
+            out[o, j] += a0 * x
+            out[o + 1, j] += a1 * x
+            out[o + 2, j] += a2 * x
+            out[o + 3, j] += a3 * x
+        t += 1
 
 
 @jit
-def _scatter_row(i, row_acc, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
-                 values):
-    """values[T_g row of i, T_g columns] -= row_acc[j] for the columns j <= i of every group g of s."""
+def _scatter_update(C, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values):
+    """Subtract the lower triangle of C (r × r) from the targets of s, group by group: C's columns a_g..b_g-1 are
+    columns rel_g[0..] of target T_g and row i >= a_g is T_g's panel row rel_g[i - a_g] (each target's rows in
+    increasing order; a contiguous run of target columns is one plain loop)."""
     g0 = upd_ptr[s]
     g1 = upd_ptr[s + 1]
     for g in range(g0, g1):
         a = upd_first[g]
-        if a > i:
-            break
         b = upd_first[g + 1] if g + 1 < g1 else r
         t_sn = upd_target[g]
         wt = sn_col[t_sn + 1] - sn_col[t_sn]
+        base = sn_valptr[t_sn]
         rp = upd_relptr[g]
-        row = sn_valptr[t_sn] + upd_rel[rp + i - a] * wt
-        for j in range(a, min(i + 1, b)):
-            values[row + upd_rel[rp + j - a]] -= row_acc[j]
+        c0 = upd_rel[rp]
+        contiguous = upd_rel[rp + b - 1 - a] - c0 == b - 1 - a    # rel increases: first and last tell
+        for i in range(a, r):
+            row = base + upd_rel[rp + i - a] * wt
+            e = min(i + 1, b)
+            if contiguous:
+                dst = values[row + c0:row + c0 + e - a]
+                src = C[i, a:e]
+                for j in range(e - a):
+                    dst[j] -= src[j]
+            else:
+                for j in range(a, e):
+                    values[row + upd_rel[rp + j - a]] -= C[i, j]
 
 
 @jit
-def _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
-                 acc4):
-    """Subtract C = B Bᵀ (lower part) of supernode s from its targets, four rows of C at a time
-    (:func:`_product_rows4`), each row scattered group by group: columns a_g..b_g-1 of C are columns of
-    target T_g and row i is T_g's panel row rel_g[i - a_g]."""
-    r = B.shape[0]
-    i = 0
-    while i + 4 <= r:
-        _product_rows4(B, BT, i, acc4)
-        for q in range(4):
-            _scatter_row(i + q, acc4[q], s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr,
-                         upd_rel, values)
-        i += 4
-    while i < r:
-        _product_row(B, BT, i, acc4[0])
-        _scatter_row(i, acc4[0], s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
-                     values)
-        i += 1
+def _update_rows(BT, r, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values, c_buf):
+    """Subtract C = B Bᵀ (lower part, r × r) of supernode s from its targets: C four rows at a time
+    (:func:`_syrk_rows4`; BT = Bᵀ with its columns padded by zeros to a multiple of four), then scattered target
+    by target (:func:`_scatter_update`). Work buffer: c_buf (>= BT.shape[1]²)."""
+    rp = BT.shape[1]
+    C = c_buf[:rp * rp].reshape(rp, rp)
+    for i in range(0, rp, 4):
+        _syrk_rows4(BT, i, C, i, False)
+    _scatter_update(C, s, r, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values)
 
 
 @jit
@@ -778,37 +836,39 @@ def _factor_kernel(sn_col, sn_rowptr, sn_valptr, upd_ptr, upd_target, upd_first,
         rmax = max(rmax, sn_rowptr[s + 1] - sn_rowptr[s])
         wmax = max(wmax, sn_col[s + 1] - sn_col[s])
     acc = np.empty(max(rmax, wmax))
-    acc4 = np.empty((4, rmax + 4))
-    dt_buf = np.empty(wmax * wmax)
-    bt_buf = np.empty(wmax * rmax)
-    pbuf = np.empty(wmax * CHOL_BLOCK)
+    bt_buf = np.empty(wmax * (4 * ((rmax + 3) // 4)))
     ptbuf = np.empty(wmax * CHOL_BLOCK)
+    rpad = 4 * ((rmax + 3) // 4)
+    c_buf = np.empty(rpad * rpad)
     for s in range(ns):
         w = sn_col[s + 1] - sn_col[s]
         r = sn_rowptr[s + 1] - sn_rowptr[s]
         off = sn_valptr[s]
         D = values[off:off + w * w].reshape(w, w)
-        bad = _chol_lower(D, pbuf, ptbuf, dt_buf, acc)
+        bad = _chol_lower(D, ptbuf, acc)
         if bad >= 0:
             return sn_col[s] + bad
         if r == 0:
             continue
         B = values[off + w * w:off + (w + r) * w].reshape(r, w)
-        DT = dt_buf[:w * w].reshape(w, w)
-        for i in range(w):
-            for j in range(w):
-                DT[j, i] = D[i, j]
-        _trsm_right_lower_t(B, D, DT)
-        BT = bt_buf[:w * r].reshape(w, r)  # column t of B, contiguous
+        rp = 4 * ((r + 3) // 4)
+        BT = bt_buf[:w * rp].reshape(w, rp)  # column t of B contiguous, zero-padded to rp rows of B
+        for t in range(w):
+            for i in range(r, rp):
+                BT[t, i] = 0.0
         for i in range(r):
             for t in range(w):
                 BT[t, i] = B[i, t]
+        _solve_lower_rows(D, BT)           # B <- B D^{-T} (the zero padding stays zero)
+        for i in range(r):
+            for t in range(w):
+                B[i, t] = BT[t, i]
         if use_blas:
-            _update_blas(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
+            _update_blas(B, BT[:, :r], s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
                          values)
         else:
-            _update_rows(B, BT, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel,
-                         values, acc4)
+            _update_rows(BT, r, s, sn_col, sn_valptr, upd_ptr, upd_target, upd_first, upd_relptr, upd_rel, values,
+                         c_buf)
     return -1
 
 
@@ -824,26 +884,102 @@ def _panel(s, sn_col, sn_rowptr, sn_valptr, values):
 
 @jit
 def _solve_kernel(sn_col, sn_rowptr, sn_rows, sn_valptr, values, x):
-    """x (n x m, permuted order) <- H^{-1} x: forward L y = x, backward Lᵀ z = y, supernode by supernode."""
+    """x (n x m, permuted order) <- H^{-1} x: forward L y = x, backward Lᵀ z = y, supernode by supernode, one
+    column of x at a time through a contiguous copy y of the supernode's entries."""
     ns = sn_col.size - 1
-    nrhs = x.shape[1]
+    wmax = 1
     for s in range(ns):
-        c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
-        for c in range(nrhs):
-            forward_substitution(P, x, c0, c)
-            for i in range(r):
-                acc = 0.0
-                for t in range(w):
-                    acc += P[w + i, t] * x[c0 + t, c]
-                x[sn_rows[sn_rowptr[s] + i], c] -= acc
-    for s in range(ns - 1, -1, -1):
-        c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
-        for c in range(nrhs):
+        wmax = max(wmax, sn_col[s + 1] - sn_col[s])
+    y = np.empty(wmax)
+    for c in range(x.shape[1]):
+        for s in range(ns):
+            c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
+            for t in range(w):
+                y[t] = x[c0 + t, c]
+            _forward_panel(P, w, y)
+            for t in range(w):
+                x[c0 + t, c] = y[t]
+            _subtract_below(P, w, r, y, sn_rows, sn_rowptr[s], x, c)
+        for s in range(ns - 1, -1, -1):
+            c0, w, r, P = _panel(s, sn_col, sn_rowptr, sn_valptr, values)
+            for t in range(w):
+                y[t] = x[c0 + t, c]
             for i in range(r):
                 xi = x[sn_rows[sn_rowptr[s] + i], c]
                 for t in range(w):
-                    x[c0 + t, c] -= P[w + i, t] * xi
-            back_substitution_transposed(P, x, c0, c)
+                    y[t] -= P[w + i, t] * xi
+            _backward_panel(P, w, y)
+            for t in range(w):
+                x[c0 + t, c] = y[t]
+
+
+@jit
+def _forward_panel(P, w, y):
+    """y[:w] <- L_d⁻¹ y for the panel's lower-triangular top L_d = P[:w]: y_j = (y_j − Σ_(t<j) P[j, t] y_t) / P[j, j],
+    four rows' sums over t < j0 at a time (independent chains), each sum in ascending t."""
+    j0 = 0
+    while j0 + 4 <= w:
+        s0 = y[j0]
+        s1 = y[j0 + 1]
+        s2 = y[j0 + 2]
+        s3 = y[j0 + 3]
+        for t in range(j0):
+            yt = y[t]
+            s0 -= P[j0, t] * yt
+            s1 -= P[j0 + 1, t] * yt
+            s2 -= P[j0 + 2, t] * yt
+            s3 -= P[j0 + 3, t] * yt
+        y[j0] = s0 / P[j0, j0]
+        s1 -= P[j0 + 1, j0] * y[j0]
+        y[j0 + 1] = s1 / P[j0 + 1, j0 + 1]
+        s2 -= P[j0 + 2, j0] * y[j0]
+        s2 -= P[j0 + 2, j0 + 1] * y[j0 + 1]
+        y[j0 + 2] = s2 / P[j0 + 2, j0 + 2]
+        s3 -= P[j0 + 3, j0] * y[j0]
+        s3 -= P[j0 + 3, j0 + 1] * y[j0 + 1]
+        s3 -= P[j0 + 3, j0 + 2] * y[j0 + 2]
+        y[j0 + 3] = s3 / P[j0 + 3, j0 + 3]
+        j0 += 4
+    for j in range(j0, w):
+        sj = y[j]
+        for t in range(j):
+            sj -= P[j, t] * y[t]
+        y[j] = sj / P[j, j]
+
+
+@jit
+def _subtract_below(P, w, r, y, sn_rows, rp, x, c):
+    """x[row_i, c] −= P[w + i, :w] · y for the r rows below the panel (four dot products at a time)."""
+    i = 0
+    while i + 4 <= r:
+        a0 = a1 = a2 = a3 = 0.0
+        for t in range(w):
+            yt = y[t]
+            a0 += P[w + i, t] * yt
+            a1 += P[w + i + 1, t] * yt
+            a2 += P[w + i + 2, t] * yt
+            a3 += P[w + i + 3, t] * yt
+        x[sn_rows[rp + i], c] -= a0
+        x[sn_rows[rp + i + 1], c] -= a1
+        x[sn_rows[rp + i + 2], c] -= a2
+        x[sn_rows[rp + i + 3], c] -= a3
+        i += 4
+    while i < r:
+        a0 = 0.0
+        for t in range(w):
+            a0 += P[w + i, t] * y[t]
+        x[sn_rows[rp + i], c] -= a0
+        i += 1
+
+
+@jit
+def _backward_panel(P, w, y):
+    """y[:w] <- L_d⁻ᵀ y: for j = w−1 … 0, y_j /= P[j, j], then y[:j] −= y_j P[j, :j] (a contiguous row of P)."""
+    for j in range(w - 1, -1, -1):
+        yj = y[j] / P[j, j]
+        y[j] = yj
+        for t in range(j):
+            y[t] -= P[j, t] * yj
 
 
 def factor(sym: SupernodalSymbolic, diag_values, edge_values, out: np.ndarray | None = None, *,
