@@ -197,16 +197,14 @@ def contact_frame(n, R):
     j = (i + 1) % 3
     k = (j + 1) % 3
     s = math.sqrt(max(1.0 - n[i] * n[i], 1e-300))
-    t1 = np.zeros(3)
-    t1[j] = -n[k] / s
-    t1[k] = n[j] / s
-    t2 = np.empty(3)
-    t2[0] = n[1] * t1[2] - n[2] * t1[1]
-    t2[1] = n[2] * t1[0] - n[0] * t1[2]
-    t2[2] = n[0] * t1[1] - n[1] * t1[0]
+    for r in range(3):                  # t1: −n_k/s at j, n_j/s at k, 0 at i (written into R's first column)
+        R[r, 0] = 0.0
+    R[j, 0] = -n[k] / s
+    R[k, 0] = n[j] / s
+    R[0, 1] = n[1] * R[2, 0] - n[2] * R[1, 0]    # t2 = n × t1
+    R[1, 1] = n[2] * R[0, 0] - n[0] * R[2, 0]
+    R[2, 1] = n[0] * R[1, 0] - n[1] * R[0, 0]
     for r in range(3):
-        R[r, 0] = t1[r]
-        R[r, 1] = t2[r]
         R[r, 2] = n[r]
 
 
@@ -216,22 +214,17 @@ def jacobian_block(R, point, q, body, sign, out, off):
     r0 = point[0] - q[body, 0]
     r1 = point[1] - q[body, 1]
     r2 = point[2] - q[body, 2]
-    # −[r]ₓ
-    M = np.empty((3, 3))
-    M[0, 0] = -0.0
-    M[0, 1] = r2
-    M[0, 2] = -r1
-    M[1, 0] = -r2
-    M[1, 1] = -0.0
-    M[1, 2] = r0
-    M[2, 0] = r1
-    M[2, 1] = -r0
-    M[2, 2] = -0.0
-    for i in range(3):
-        for j in range(3):
-            acc = R[0, i] * M[0, j]
-            acc += R[1, i] * M[1, j]
-            acc += R[2, i] * M[2, j]
+    for j in range(3):                  # column j of −[r]ₓ = [[−0, r2, −r1], [−r2, −0, r0], [r1, −r0, −0]]
+        if j == 0:
+            m0, m1, m2 = -0.0, -r2, r1
+        elif j == 1:
+            m0, m1, m2 = r2, -0.0, -r0
+        else:
+            m0, m1, m2 = -r1, r0, -0.0
+        for i in range(3):
+            acc = R[0, i] * m0
+            acc += R[1, i] * m1
+            acc += R[2, i] * m2
             out[off + 6 * i + j] = sign * acc
             out[off + 6 * i + 3 + j] = sign * R[j, i]
 
