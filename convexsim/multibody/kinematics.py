@@ -184,9 +184,9 @@ def link_rows_kernel(parent, dofadr, nvj, com, R_WB, p_WB, S, v, link_body, body
     for b in range(parent.shape[0]):
         m = link_body[b]
         R = R_WB[b]
-        c = p_WB[b] + R @ com[b]
-        for i in range(3):
-            body_q[m, i] = c[i]
+        for i in range(3):                # the COM c = p_WB + R_WB com (scalar loops: no BLAS call per body)
+            body_q[m, i] = p_WB[b, i] + (R[i, 0] * com[b, 0] + R[i, 1] * com[b, 1] + R[i, 2] * com[b, 2])
+        c0, c1, c2 = body_q[m, 0], body_q[m, 1], body_q[m, 2]
         rot_to_quat(R, quat)
         for i in range(4):
             body_q[m, 3 + i] = quat[i]
@@ -201,7 +201,7 @@ def link_rows_kernel(parent, dofadr, nvj, com, R_WB, p_WB, S, v, link_body, body
                 w1 += S[1, col] * v[col]
                 w2 += S[2, col] * v[col]
             j = parent[j]
-        path_point_jacobian(parent, dofadr, nvj, S, b, c[0], c[1], c[2], 0, J)
+        path_point_jacobian(parent, dofadr, nvj, S, b, c0, c1, c2, 0, J)
         body_v[m, 0], body_v[m, 1], body_v[m, 2] = w0, w1, w2
         for i in range(3):
             acc = 0.0

@@ -223,12 +223,42 @@ def pd_row_kernel(dt, q0, q_target, v_target, u_ff, kp, kd, w, beta):
     return 1.0 / (dt * c), (-kp * (q0 - q_target) + kd * v_target + u_ff) / c
 
 
+@jit(inline="always")
+def interp_scalar(t, times, values):
+    """``np.interp(t, times, values)`` for a scalar t, without allocating (numba's np.interp builds arrays for a
+    scalar): values[0] before times[0] (and for a single sample), values[-1] from times[-1] on, the sample itself at a
+    sample time, else v_i + s (t − t_i) on the segment t_i < t < t_(i+1), s = (v_(i+1) − v_i)/(t_(i+1) − t_i);
+    numpy's fallbacks where that is NaN (an infinite slope): v_(i+1) + s (t − t_(i+1)), then v_i if v_i = v_(i+1).
+    NaN t gives NaN."""
+    n = times.shape[0]
+    if n == 1:
+        return values[0]
+    if math.isnan(t):
+        return t
+    if t < times[0]:
+        return values[0]
+    if t >= times[n - 1]:
+        return values[n - 1]
+    for i in range(n - 1):
+        if times[i] <= t < times[i + 1]:
+            if times[i] == t:
+                return values[i]
+            slope = (values[i + 1] - values[i]) / (times[i + 1] - times[i])
+            q = slope * (t - times[i]) + values[i]
+            if math.isnan(q):
+                q = slope * (t - times[i + 1]) + values[i + 1]
+                if math.isnan(q) and values[i] == values[i + 1]:
+                    q = values[i]
+            return q
+    return values[n - 1]
+
+
 @jit
 def pd_target(t, times, values, velocity):
     """(q_d, v_d) of a piecewise-linear target through (times, values) at time t [s] (numba twin of
-    ``multibody.forest.Actuator.target``): q_d by linear interpolation, held outside; v_d = ``velocity`` unless it is NaN,
-    else the slope of the current segment (0 outside)."""
-    q_d = np.interp(t, times, values)
+    ``multibody.forest.Actuator.target``): q_d by linear interpolation (:func:`interp_scalar`), held outside;
+    v_d = ``velocity`` unless it is NaN, else the slope of the current segment (0 outside)."""
+    q_d = interp_scalar(t, times, values)
     if not math.isnan(velocity):
         return q_d, velocity
     for i in range(times.shape[0] - 1):

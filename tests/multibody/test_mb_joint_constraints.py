@@ -243,3 +243,27 @@ def test_reference_solve_finds_the_minimum_of_mixed_rows():
         ref = scipy.optimize.minimize(cost, np.zeros(n), jac=True, method="BFGS", options={"gtol": 1e-11})
         assert cost(res.v)[0] <= ref.fun + 1e-12 * abs(ref.fun) + 1e-12
         np.testing.assert_allclose(res.v, ref.x, rtol=0, atol=1e-5 * max(np.abs(ref.x).max(), 1.0))
+
+
+def test_scalar_interpolation_of_targets_is_numpys():
+    """The compiled PD targets interpolate without allocating (``interp_scalar``); numpy's np.interp is the
+    reference: exactly the same values (the same formula) inside, at and between the samples, before and after
+    them, for one sample, a repeated time (an infinite slope) and NaN."""
+    from convexsim.sap.joint_constraints import interp_scalar, pd_target
+
+    rng = np.random.default_rng(11)
+    times = np.cumsum(rng.uniform(0.05, 0.3, 6))
+    values = rng.normal(0.0, 1.0, 6)
+    probes = np.concatenate([times, rng.uniform(times[0] - 0.5, times[-1] + 0.5, 200), [times[0] - 1.0, 1e9]])
+    for t in probes:
+        assert interp_scalar(float(t), times, values) == np.interp(t, times, values)
+    one = np.array([0.3])
+    assert interp_scalar(-2.0, one, np.array([1.5])) == 1.5 and interp_scalar(7.0, one, np.array([1.5])) == 1.5
+    steps = np.array([0.0, 1.0, 1.0, 2.0])          # a jump at t = 1
+    jump = np.array([0.0, 1.0, 3.0, 3.0])
+    for t in (0.5, 1.0, 1.5, 2.0, 2.5):
+        assert interp_scalar(t, steps, jump) == np.interp(t, steps, jump)
+    assert math.isnan(interp_scalar(math.nan, times, values))
+    q_d, v_d = pd_target(float(times[2] + 0.01), times, values, math.nan)
+    assert q_d == np.interp(times[2] + 0.01, times, values)
+    assert v_d == pytest.approx((values[3] - values[2]) / (times[3] - times[2]), rel=1e-15)
