@@ -46,19 +46,28 @@ from convexsim.geometry.primitives import MIN_OVERLAP
 from convexsim.geometry.transforms import (
     TINY,
     add3,
+    add3t,
     axpy3,
+    axpy3t,
     clamp_to_box,
+    clamp_to_box_t,
     closest_params_segments,
+    col3t,
     column3,
-    cross3,
+    cross3t,
     dot3,
     norm3,
     rot_mul,
+    rot_mul_3t,
     rot_mul_t,
+    rot_mul_t_3t,
     scale3,
+    scale3t,
     sub3,
+    sub3t,
     unit3,
     write_contact,
+    write_contact_t,
 )
 
 FACE_BIAS = 1e-6
@@ -107,13 +116,13 @@ def _sign(x: float) -> float:
 def halfspace_box(ph: np.ndarray, Rh: np.ndarray, c: np.ndarray, R: np.ndarray, half: np.ndarray,
                   margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Halfspace vs box: one contact per box vertex v with n·(v − ph) <= margin (≤ 8)."""
-    n = column3(Rh, 2)
+    n = col3t(Rh, 2)
     count = 0
     for corner in range(8):
         v = _box_vertex(c, R, half, corner)
-        height = dot3(n, sub3(v, ph))
+        height = dot3(n, sub3t(v, ph))
         if height <= margin:
-            write_contact(count, height, axpy3(v, -height, n), v, n, phi, point, normal)
+            write_contact_t(count, height, axpy3t(v, -height, n), v, n, phi, point, normal)
             count += 1
     return count
 
@@ -186,8 +195,8 @@ def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
 def _closer_pair(best_d2: float, xa: np.ndarray, xb: np.ndarray, pa: np.ndarray, pb: np.ndarray
                  ) -> tuple[float, np.ndarray, np.ndarray]:
     """The closer of two candidate pairs of closest points: (|pa − pb|², pa, pb) if |pa − pb|² < best_d2, else
-    (best_d2, xa, xb) (the earlier candidate wins ties)."""
-    diff = sub3(pa, pb)
+    (best_d2, xa, xb) (the earlier candidate wins ties). Vectors as arrays or tuples (all four of one kind)."""
+    diff = sub3t(pa, pb)
     d2 = dot3(diff, diff)
     if d2 < best_d2:
         return d2, pa, pb
@@ -426,8 +435,8 @@ def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarr
                                      normal)
 
 
-@jit("int64(float64[:, ::1], int64, float64[::1], float64, float64[:, ::1])")  # explicit: no per-literal specializations
-def _clip_polygon(poly: np.ndarray, count: int, n: np.ndarray, offset: float, out: np.ndarray) -> int:
+@jit("int64(float64[:, ::1], int64, UniTuple(float64, 3), float64, float64[:, ::1])")  # explicit: no per-literal specializations
+def _clip_polygon(poly: np.ndarray, count: int, n: tuple, offset: float, out: np.ndarray) -> int:
     """Sutherland–Hodgman: keep the part of polygon poly[:count] with n·x <= offset; returns size."""
     m = 0
     for i in range(count):
@@ -455,94 +464,91 @@ def _box_radius(R: np.ndarray, half: np.ndarray, L: np.ndarray) -> float:
     return total
 
 
-@jit("int64(float64[::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float64[::1], int64, float64[::1], boolean, float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
+@jit("int64(float64[::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float64[::1], int64, UniTuple(float64, 3), boolean, float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def _box_box_faces(cr: np.ndarray, Rr: np.ndarray, hr: np.ndarray, ci: np.ndarray, Ri: np.ndarray,
-                   hi: np.ndarray, axis: int, nr: np.ndarray, ref_is_a: bool, margin: float, phi: np.ndarray,
+                   hi: np.ndarray, axis: int, nr: tuple, ref_is_a: bool, margin: float, phi: np.ndarray,
                    point: np.ndarray, normal: np.ndarray) -> int:
     """Face contacts: clip the incident box's face against face ``axis`` of the reference box.
 
     ``nr`` = ±Rr[:, axis] is the reference face's outward normal (pointing towards the incident box).
+    One allocation per call: the (≤ 8)-gon being clipped and the clipper's output.
     """
     # Incident face: outward normal most anti-parallel to nr.
-    inc_axes = np.empty((3, 3))  # rows: incident box axes
-    cosines = np.empty(3)
-    for j in range(3):
-        for i in range(3):
-            inc_axes[j, i] = Ri[i, j]
-        cosines[j] = dot3(inc_axes[j], nr)
     k = 0
+    cos_k = dot3(col3t(Ri, 0), nr)
     for j in range(1, 3):
-        if abs(cosines[j]) > abs(cosines[k]):
-            k = j
-    s = -_sign(cosines[k])
+        cosine = dot3(col3t(Ri, j), nr)
+        if abs(cosine) > abs(cos_k):
+            k, cos_k = j, cosine
+    s = -_sign(cos_k)
     u = (k + 1) % 3
     v = (k + 2) % 3
-    face_c = axpy3(ci, s * hi[k], inc_axes[k])
-    poly = np.empty((8, 3))
+    face_c = axpy3t(ci, s * hi[k], col3t(Ri, k))
+    work = np.empty((2, 8, 3))
+    poly = work[0]
+    scratch = work[1]
     for corner in range(4):
         su = 1.0 if corner == 0 or corner == 3 else -1.0
         sv = 1.0 if corner < 2 else -1.0
         for i in range(3):
-            poly[corner, i] = face_c[i] + su * hi[u] * inc_axes[u, i] + sv * hi[v] * inc_axes[v, i]
-    scratch = np.empty((8, 3))
+            poly[corner, i] = face_c[i] + su * hi[u] * Ri[i, u] + sv * hi[v] * Ri[i, v]
     count = 4
     for j in range(3):
         if j == axis:
             continue
-        side = column3(Rr, j)
+        side = col3t(Rr, j)
         offset = dot3(side, cr)
         for sgn_index in range(2):
             sgn = 1.0 if sgn_index == 0 else -1.0
-            count = _clip_polygon(poly, count, scale3(side, sgn), sgn * offset + hr[j], scratch)
+            count = _clip_polygon(poly, count, scale3t(side, sgn), sgn * offset + hr[j], scratch)
             poly, scratch = scratch, poly
             if count == 0:
                 return 0
-    ref_c = axpy3(cr, hr[axis], nr)
-    n_out = nr if ref_is_a else scale3(nr, -1.0)
+    ref_c = axpy3t(cr, hr[axis], nr)
+    n_out = nr if ref_is_a else scale3t(nr, -1.0)
     out = 0
     for m in range(count):
-        p = poly[m].copy()
-        depth = dot3(nr, sub3(p, ref_c))
+        p = (poly[m, 0], poly[m, 1], poly[m, 2])
+        depth = dot3(nr, sub3t(p, ref_c))
         if depth <= margin:
-            on_ref = axpy3(p, -depth, nr)
+            on_ref = axpy3t(p, -depth, nr)
             if ref_is_a:
-                write_contact(out, depth, on_ref, p, n_out, phi, point, normal)
+                write_contact_t(out, depth, on_ref, p, n_out, phi, point, normal)
             else:
-                write_contact(out, depth, p, on_ref, n_out, phi, point, normal)
+                write_contact_t(out, depth, p, on_ref, n_out, phi, point, normal)
             out += 1
     return out
 
 
 @jit
-def _box_vertex(c: np.ndarray, R: np.ndarray, half: np.ndarray, corner: int) -> np.ndarray:
-    """Vertex ``corner`` (bit i set: +half[i]) of a box, world frame."""
-    v = np.empty(3)
-    for i in range(3):
-        v[i] = c[i]
+def _box_vertex(c: np.ndarray, R: np.ndarray, half: np.ndarray, corner: int) -> tuple[float, float, float]:
+    """Vertex ``corner`` (bit i set: +half[i]) of a box, world frame: c + Σ_j ±h_j R[:, j], as a tuple."""
+    x, y, z = c[0], c[1], c[2]
     for j in range(3):
         s = half[j] if (corner >> j) & 1 else -half[j]
-        for i in range(3):
-            v[i] += s * R[i, j]
-    return v
+        x += s * R[0, j]
+        y += s * R[1, j]
+        z += s * R[2, j]
+    return x, y, z
 
 
 @jit
-def _closest_point_on_box(c: np.ndarray, R: np.ndarray, half: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Closest point of the solid box to x (world frame)."""
-    return add3(c, rot_mul(R, clamp_to_box(rot_mul_t(R, sub3(x, c)), half)))
+def _closest_point_on_box(c: np.ndarray, R: np.ndarray, half: np.ndarray, x) -> tuple[float, float, float]:
+    """Closest point of the solid box to x (world frame), as a tuple."""
+    return add3t(c, rot_mul_3t(R, clamp_to_box_t(rot_mul_t_3t(R, sub3t(x, c)), half)))
 
 
 @jit
 def _box_box_closest(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray,
-                     hb: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Distance and closest points (on A, on B) of two disjoint boxes.
+                     hb: np.ndarray) -> tuple[float, tuple, tuple]:
+    """Distance and closest points (on A, on B, as tuples) of two disjoint boxes.
 
     The minimum over two disjoint convex polytopes is attained vertex–solid or edge–edge: the 8
     vertices of each box against the other (clamped into it) and the 12 × 12 edge pairs.
     """
     best = np.inf
-    xa = ca
-    xb = cb
+    xa = (ca[0], ca[1], ca[2])
+    xb = (cb[0], cb[1], cb[2])
     for corner in range(8):
         va = _box_vertex(ca, Ra, ha, corner)
         best, xa, xb = _closer_pair(best, xa, xb, va, _closest_point_on_box(cb, Rb, hb, va))
@@ -551,14 +557,14 @@ def _box_box_closest(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndar
     for ea in range(12):
         ia = ea // 4
         a0 = _box_vertex(ca, Ra, ha, _edge_corner(ia, ea % 4))
-        da = scale3(column3(Ra, ia), 2.0 * ha[ia])
-        a1 = add3(a0, da)
+        da = scale3t(col3t(Ra, ia), 2.0 * ha[ia])
+        a1 = add3t(a0, da)
         for eb in range(12):
             ib = eb // 4
             b0 = _box_vertex(cb, Rb, hb, _edge_corner(ib, eb % 4))
-            db = scale3(column3(Rb, ib), 2.0 * hb[ib])
-            s, u = closest_params_segments(a0, a1, b0, add3(b0, db))
-            best, xa, xb = _closer_pair(best, xa, xb, axpy3(a0, s, da), axpy3(b0, u, db))
+            db = scale3t(col3t(Rb, ib), 2.0 * hb[ib])
+            s, u = closest_params_segments(a0, a1, b0, add3t(b0, db))
+            best, xa, xb = _closer_pair(best, xa, xb, axpy3t(a0, s, da), axpy3t(b0, u, db))
     return np.sqrt(best), xa, xb
 
 
@@ -588,14 +594,14 @@ def _box_box_separated(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.nd
     if dist > margin:
         return 0
     if dist < TINY:  # touching: the SAT normal would be needed; use the centre line
-        n = sub3(cb, ca)
-        n = scale3(n, 1.0 / max(norm3(n), TINY))
+        n = sub3t(cb, ca)
+        n = scale3t(n, 1.0 / max(norm3(n), TINY))
     else:
-        n = scale3(sub3(xb, xa), 1.0 / dist)
+        n = scale3t(sub3t(xb, xa), 1.0 / dist)
     best_cos = -1.0
     best_f = 0
     for f in range(6):
-        axis = column3(Ra, f) if f < 3 else column3(Rb, f - 3)
+        axis = col3t(Ra, f) if f < 3 else col3t(Rb, f - 3)
         cosine = abs(dot3(axis, n))
         if cosine > best_cos:
             best_cos, best_f = cosine, f
@@ -603,7 +609,7 @@ def _box_box_separated(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.nd
         count = _box_box_face_axis(ca, Ra, ha, cb, Rb, hb, n, best_f, margin, phi, point, normal)
         if count > 0 and _lowest(phi, count) <= dist * (1.0 + 1e-9) + TINY:
             return count
-    write_contact(0, dist, xa, xb, n, phi, point, normal)
+    write_contact_t(0, dist, xa, xb, n, phi, point, normal)
     return 1
 
 
@@ -615,16 +621,16 @@ def _min3(h: np.ndarray) -> float:
 
 @jit
 def _box_box_face_axis(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray,
-                       hb: np.ndarray, t: np.ndarray, face: int, margin: float, phi: np.ndarray,
+                       hb: np.ndarray, t: tuple, face: int, margin: float, phi: np.ndarray,
                        point: np.ndarray, normal: np.ndarray) -> int:
     """Clipped face contacts for face axis ``face`` (0..2 of A, 3..5 of B), the face normal oriented along
     t (the centre line cb − ca, or the gap direction of separated boxes)."""
     if face < 3:
-        axis = column3(Ra, face)
-        nr = scale3(axis, _sign(dot3(t, axis)))
+        axis = col3t(Ra, face)
+        nr = scale3t(axis, _sign(dot3(t, axis)))
         return _box_box_faces(ca, Ra, ha, cb, Rb, hb, face, nr, True, margin, phi, point, normal)
-    axis = column3(Rb, face - 3)
-    nr = scale3(axis, -_sign(dot3(t, axis)))
+    axis = col3t(Rb, face - 3)
+    nr = scale3t(axis, -_sign(dot3(t, axis)))
     return _box_box_faces(cb, Rb, hb, ca, Ra, ha, face - 3, nr, False, margin, phi, point, normal)
 
 
@@ -632,12 +638,12 @@ def _box_box_face_axis(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.nd
 def box_box(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: np.ndarray, hb: np.ndarray,
             margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Box vs box by the separating-axis test and face clipping; ≤ 8 contacts (module docstring)."""
-    t = sub3(cb, ca)
+    t = sub3t(cb, ca)
     # Face axes: 0..2 of A, 3..5 of B. Separation along L: |t·L| − rA(L) − rB(L).
     best_face = 0
     best_face_sep = -np.inf
     for f in range(6):
-        L = column3(Ra, f) if f < 3 else column3(Rb, f - 3)
+        L = col3t(Ra, f) if f < 3 else col3t(Rb, f - 3)
         sep = abs(dot3(t, L)) - _box_radius(Ra, ha, L) - _box_radius(Rb, hb, L)
         if f == 0 or sep > best_face_sep + FACE_BIAS * abs(best_face_sep) + TINY:
             best_face_sep = sep
@@ -647,19 +653,19 @@ def box_box(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: 
     best_edge_sep = best_face_sep + FACE_BIAS * abs(best_face_sep) + TINY
     best_i = -1
     best_j = -1
-    best_L = np.zeros(3)
+    best_L = (0.0, 0.0, 0.0)
     for i in range(3):
         for j in range(3):
-            L = cross3(column3(Ra, i), column3(Rb, j))
+            L = cross3t(col3t(Ra, i), col3t(Rb, j))
             ln = norm3(L)
             if ln < 1e-6:
                 continue  # parallel edges: covered by the face axes
-            L = scale3(L, 1.0 / ln)
+            L = scale3t(L, 1.0 / ln)
             sep = abs(dot3(t, L)) - _box_radius(Ra, ha, L) - _box_radius(Rb, hb, L)
             if sep > best_edge_sep:
                 best_edge_sep = sep
                 best_i, best_j = i, j
-                best_L = scale3(L, _sign(dot3(t, L)))  # A -> B
+                best_L = scale3t(L, _sign(dot3(t, L)))  # A -> B
     if (best_edge_sep if best_i >= 0 else best_face_sep) > 0.0:
         return _box_box_separated(ca, Ra, ha, cb, Rb, hb, margin, phi, point, normal)
     if best_i < 0:
@@ -670,26 +676,26 @@ def box_box(ca: np.ndarray, Ra: np.ndarray, ha: np.ndarray, cb: np.ndarray, Rb: 
         # Kept if its deepest point is the edge contact seen along the face normal e_f: depth·|L·e_f| >=
         # overlap (equality for the point clipped over the supporting edge, since L ⊥ that edge); a face
         # whose clipped points lie above the supporting edge (a corner dipping beside an edge) is rejected.
-        face_axis = column3(Ra, best_face) if best_face < 3 else column3(Rb, best_face - 3)
+        face_axis = col3t(Ra, best_face) if best_face < 3 else col3t(Rb, best_face - 3)
         depth = -_lowest(phi, count) if count > 0 else -np.inf
         if count > 0 and depth * abs(dot3(best_L, face_axis)) >= -best_edge_sep * (1.0 - 1e-9) - TINY:
             return count
     # Edge–edge: A's edge along A_i supporting +n, B's edge along B_j supporting −n.
-    pa = ca
-    pb = cb
+    pa = (ca[0], ca[1], ca[2])
+    pb = (cb[0], cb[1], cb[2])
     for k in range(3):
-        axis_a = column3(Ra, k)
-        axis_b = column3(Rb, k)
+        axis_a = col3t(Ra, k)
+        axis_b = col3t(Rb, k)
         if k != best_i:
-            pa = axpy3(pa, _sign(dot3(axis_a, best_L)) * ha[k], axis_a)
+            pa = axpy3t(pa, _sign(dot3(axis_a, best_L)) * ha[k], axis_a)
         if k != best_j:
-            pb = axpy3(pb, -_sign(dot3(axis_b, best_L)) * hb[k], axis_b)
-    da = scale3(column3(Ra, best_i), 2.0 * ha[best_i])
-    db = scale3(column3(Rb, best_j), 2.0 * hb[best_j])
-    pa0 = axpy3(pa, -0.5, da)
-    pb0 = axpy3(pb, -0.5, db)
-    s, u = closest_params_segments(pa0, add3(pa0, da), pb0, add3(pb0, db))
-    xa = axpy3(pa0, s, da)
-    xb = axpy3(pb0, u, db)
-    write_contact(0, best_edge_sep, xa, xb, best_L, phi, point, normal)
+            pb = axpy3t(pb, -_sign(dot3(axis_b, best_L)) * hb[k], axis_b)
+    da = scale3t(col3t(Ra, best_i), 2.0 * ha[best_i])
+    db = scale3t(col3t(Rb, best_j), 2.0 * hb[best_j])
+    pa0 = axpy3t(pa, -0.5, da)
+    pb0 = axpy3t(pb, -0.5, db)
+    s, u = closest_params_segments(pa0, add3t(pa0, da), pb0, add3t(pb0, db))
+    xa = axpy3t(pa0, s, da)
+    xb = axpy3t(pb0, u, db)
+    write_contact_t(0, best_edge_sep, xa, xb, best_L, phi, point, normal)
     return 1

@@ -151,9 +151,7 @@ def dot3(a: np.ndarray, b: np.ndarray) -> float:
 def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a×b for 3-vectors."""
     out = np.empty(3)
-    out[0] = a[1] * b[2] - a[2] * b[1]
-    out[1] = a[2] * b[0] - a[0] * b[2]
-    out[2] = a[0] * b[1] - a[1] * b[0]
+    out[0], out[1], out[2] = cross3t(a, b)
     return out
 
 
@@ -165,14 +163,77 @@ def norm3(a: np.ndarray) -> float:
 
 # Small 3-vector helpers. Kernels use these instead of numpy array expressions: numba compiles
 # every array expression as a separate function, which multiplies compile time.
+#
+# Each formula lives in its tuple form (name ending in ``t``): it takes 3-vectors as arrays or tuples and
+# returns a tuple (x, y, z), which numba keeps in registers -- no allocation. The array forms (``sub3``,
+# ``rot_mul``, ...) copy that tuple into a new array (one allocation each, ~25 ns plus reference counting);
+# per-step kernels use the tuple forms.
+
+
+@jit
+def cross3t(a, b) -> tuple[float, float, float]:
+    """a×b for 3-vectors, as a tuple (allocation-free form of :func:`cross3`)."""
+    return a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]
+
+
+@jit
+def add3t(a, b) -> tuple[float, float, float]:
+    """a + b as a tuple (allocation-free form of :func:`add3`)."""
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+
+@jit
+def sub3t(a, b) -> tuple[float, float, float]:
+    """a − b as a tuple (allocation-free form of :func:`sub3`)."""
+    return a[0] - b[0], a[1] - b[1], a[2] - b[2]
+
+
+@jit
+def scale3t(a, s: float) -> tuple[float, float, float]:
+    """s a as a tuple (allocation-free form of :func:`scale3`)."""
+    return s * a[0], s * a[1], s * a[2]
+
+
+@jit
+def axpy3t(a, s: float, d) -> tuple[float, float, float]:
+    """a + s d as a tuple (allocation-free form of :func:`axpy3`)."""
+    return a[0] + s * d[0], a[1] + s * d[1], a[2] + s * d[2]
+
+
+@jit
+def col3t(R: np.ndarray, j: int) -> tuple[float, float, float]:
+    """Column j of a 3×3 matrix as a tuple (allocation-free form of :func:`column3`)."""
+    return R[0, j], R[1, j], R[2, j]
+
+
+@jit
+def clamp_to_box_t(p, half) -> tuple[float, float, float]:
+    """Componentwise clamp of p into [−half, half], as a tuple (allocation-free form of :func:`clamp_to_box`)."""
+    return (min(max(p[0], -half[0]), half[0]), min(max(p[1], -half[1]), half[1]),
+            min(max(p[2], -half[2]), half[2]))
+
+
+@jit
+def rot_mul_3t(R: np.ndarray, x) -> tuple[float, float, float]:
+    """R x as a tuple (allocation-free form of :func:`rot_mul`)."""
+    return (R[0, 0] * x[0] + R[0, 1] * x[1] + R[0, 2] * x[2],
+            R[1, 0] * x[0] + R[1, 1] * x[1] + R[1, 2] * x[2],
+            R[2, 0] * x[0] + R[2, 1] * x[1] + R[2, 2] * x[2])
+
+
+@jit
+def rot_mul_t_3t(R: np.ndarray, x) -> tuple[float, float, float]:
+    """Rᵀ x as a tuple (allocation-free form of :func:`rot_mul_t`)."""
+    return (R[0, 0] * x[0] + R[1, 0] * x[1] + R[2, 0] * x[2],
+            R[0, 1] * x[0] + R[1, 1] * x[1] + R[2, 1] * x[2],
+            R[0, 2] * x[0] + R[1, 2] * x[1] + R[2, 2] * x[2])
 
 
 @jit
 def add3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a + b."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = a[i] + b[i]
+    out[0], out[1], out[2] = add3t(a, b)
     return out
 
 
@@ -180,8 +241,7 @@ def add3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def sub3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a − b."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = a[i] - b[i]
+    out[0], out[1], out[2] = sub3t(a, b)
     return out
 
 
@@ -189,8 +249,7 @@ def sub3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def scale3(a: np.ndarray, s: float) -> np.ndarray:
     """s a."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = s * a[i]
+    out[0], out[1], out[2] = scale3t(a, s)
     return out
 
 
@@ -198,8 +257,7 @@ def scale3(a: np.ndarray, s: float) -> np.ndarray:
 def axpy3(a: np.ndarray, s: float, d: np.ndarray) -> np.ndarray:
     """a + s d."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = a[i] + s * d[i]
+    out[0], out[1], out[2] = axpy3t(a, s, d)
     return out
 
 
@@ -207,8 +265,7 @@ def axpy3(a: np.ndarray, s: float, d: np.ndarray) -> np.ndarray:
 def column3(R: np.ndarray, j: int) -> np.ndarray:
     """Column j of a 3×3 matrix as a new contiguous vector."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = R[i, j]
+    out[0], out[1], out[2] = col3t(R, j)
     return out
 
 
@@ -224,8 +281,7 @@ def unit3(i: int, s: float) -> np.ndarray:
 def clamp_to_box(p: np.ndarray, half: np.ndarray) -> np.ndarray:
     """Componentwise clamp of p into [−half, half]."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = min(max(p[i], -half[i]), half[i])
+    out[0], out[1], out[2] = clamp_to_box_t(p, half)
     return out
 
 
@@ -276,9 +332,9 @@ def closest_params_segments(
     2×2 normal equations). Degenerate segments (zero length) and parallel segments are handled;
     for parallel segments the returned pair is one of the (non-unique) minimizers.
     """
-    d1 = sub3(q1, p1)
-    d2 = sub3(q2, p2)
-    a, b, e, c, f = gram2(d1, d2, sub3(p1, p2))
+    d1 = sub3t(q1, p1)
+    d2 = sub3t(q2, p2)
+    a, b, e, c, f = gram2(d1, d2, sub3t(p1, p2))
     eps = TINY * TINY
     if a <= eps and e <= eps:
         return 0.0, 0.0
@@ -300,6 +356,16 @@ def closest_params_segments(
     return s, t
 
 
+@jit("void(int64, float64, UniTuple(float64, 3), UniTuple(float64, 3), UniTuple(float64, 3), float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
+def write_contact_t(k: int, phi_value: float, surface_a, surface_b, n, phi: np.ndarray, point: np.ndarray,
+                    normal: np.ndarray) -> None:
+    """:func:`write_contact` with the 3-vectors as tuples (allocation-free callers)."""
+    phi[k] = phi_value
+    for i in range(3):
+        point[k, i] = 0.5 * (surface_a[i] + surface_b[i])
+        normal[k, i] = n[i]
+
+
 @jit("void(int64, float64, float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
 def write_contact(
     k: int,
@@ -312,18 +378,15 @@ def write_contact(
     normal: np.ndarray,
 ) -> None:
     """Store contact k: phi, the midpoint of the two surface points, and the unit normal n (A→B)."""
-    phi[k] = phi_value
-    for i in range(3):
-        point[k, i] = 0.5 * (surface_a[i] + surface_b[i])
-        normal[k, i] = n[i]
+    write_contact_t(k, phi_value, (surface_a[0], surface_a[1], surface_a[2]), (surface_b[0], surface_b[1], surface_b[2]),
+                    (n[0], n[1], n[2]), phi, point, normal)
 
 
 @jit
 def rot_mul(R: np.ndarray, x: np.ndarray) -> np.ndarray:
     """R x for a 3×3 matrix and a 3-vector (no BLAS; works on strided views)."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = R[i, 0] * x[0] + R[i, 1] * x[1] + R[i, 2] * x[2]
+    out[0], out[1], out[2] = rot_mul_3t(R, x)
     return out
 
 
@@ -331,6 +394,5 @@ def rot_mul(R: np.ndarray, x: np.ndarray) -> np.ndarray:
 def rot_mul_t(R: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Rᵀ x for a 3×3 matrix and a 3-vector."""
     out = np.empty(3)
-    for i in range(3):
-        out[i] = R[0, i] * x[0] + R[1, i] * x[1] + R[2, i] * x[2]
+    out[0], out[1], out[2] = rot_mul_t_3t(R, x)
     return out
