@@ -471,7 +471,9 @@ def _box_box_faces(cr: np.ndarray, Rr: np.ndarray, hr: np.ndarray, ci: np.ndarra
     """Face contacts: clip the incident box's face against face ``axis`` of the reference box.
 
     ``nr`` = ±Rr[:, axis] is the reference face's outward normal (pointing towards the incident box).
-    One allocation per call: the (≤ 8)-gon being clipped and the clipper's output.
+    The polygon being clipped (≤ 8 vertices) and the clipper's output live in ``point`` and ``normal`` (8 rows,
+    room for the ≤ 8 contacts), which receive the contacts only after the clipping (contact out from vertex
+    m >= out, read before it is written): a call allocates nothing (a work array if they have < 8 rows).
     """
     # Incident face: outward normal most anti-parallel to nr.
     k = 0
@@ -484,9 +486,13 @@ def _box_box_faces(cr: np.ndarray, Rr: np.ndarray, hr: np.ndarray, ci: np.ndarra
     u = (k + 1) % 3
     v = (k + 2) % 3
     face_c = axpy3t(ci, s * hi[k], col3t(Ri, k))
-    work = np.empty((2, 8, 3))
-    poly = work[0]
-    scratch = work[1]
+    if point.shape[0] >= 8 and normal.shape[0] >= 8:
+        poly = point
+        scratch = normal
+    else:
+        work = np.empty((2, 8, 3))
+        poly = work[0]
+        scratch = work[1]
     for corner in range(4):
         su = 1.0 if corner == 0 or corner == 3 else -1.0
         sv = 1.0 if corner < 2 else -1.0
