@@ -204,40 +204,43 @@ def _closer_pair(best_d2: float, xa: np.ndarray, xb: np.ndarray, pa: np.ndarray,
 
 
 @jit(inline="always")
-def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: int
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate c of :func:`_segment_box_closest` (box frame): c = 0, 1 the segment end P0 or P1 and its clamp into
-    the box; c = 2 + 4j + corner the closest points of the segment and the box edge along e_j at ``corner``
-    (bit 0: +h along e_(j+1), bit 1: +h along e_(j+2))."""
+def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: int) -> tuple[tuple, tuple]:
+    """Candidate c of :func:`_segment_box_closest` (box frame), as tuples: c = 0, 1 the segment end P0 or P1 and its
+    clamp into the box; c = 2 + 4j + corner the closest points of the segment and the box edge along e_j at
+    ``corner`` (bit 0: +h along e_(j+1), bit 1: +h along e_(j+2))."""
     if c < 2:
         P = P0 if c == 0 else P1
-        return P, clamp_to_box(P, half)
+        return (P[0], P[1], P[2]), clamp_to_box_t(P, half)
     j = (c - 2) // 4
     corner = (c - 2) % 4
     k1 = (j + 1) % 3
-    k2 = (j + 2) % 3
-    e0 = np.zeros(3)
-    e0[k1] = half[k1] if corner & 1 else -half[k1]
-    e0[k2] = half[k2] if corner & 2 else -half[k2]
-    e1 = e0.copy()
-    e0[j] = -half[j]
-    e1[j] = half[j]
+    x1 = half[k1] if corner & 1 else -half[k1]
+    x2 = half[(j + 2) % 3] if corner & 2 else -half[(j + 2) % 3]
+    e0 = _edge_point(j, -half[j], k1, x1, x2)
+    e1 = _edge_point(j, half[j], k1, x1, x2)
     s, t = closest_params_segments(P0, P1, e0, e1)
-    return axpy3(P0, s, sub3(P1, P0)), axpy3(e0, t, sub3(e1, e0))
+    return axpy3t(P0, s, sub3t(P1, P0)), axpy3t(e0, t, sub3t(e1, e0))
+
+
+@jit(inline="always")
+def _edge_point(j: int, xj: float, k1: int, x1: float, x2: float) -> tuple[float, float, float]:
+    """The point with coordinate xj along e_j, x1 along e_k1 (k1 = j + 1 mod 3) and x2 along the third axis."""
+    return (xj if j == 0 else (x1 if k1 == 0 else x2), xj if j == 1 else (x1 if k1 == 1 else x2),
+            xj if j == 2 else (x1 if k1 == 2 else x2))
 
 
 @jit
 def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
-                         ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Distance and closest points (segment, box) for a segment that does not meet the box.
+                         ) -> tuple[float, tuple, tuple]:
+    """Distance and closest points (segment, box; tuples) for a segment that does not meet the box.
 
     Box frame. The minimum is attained at a segment end (vs its clamp into the box) or between the
     segment and one of the 12 box edges (a segment parallel to a face has an equally close point
     on an edge of that face), so these 14 candidates give the exact distance.
     """
     best_d2 = np.inf
-    best_seg = P0
-    best_box = P0
+    best_seg = (P0[0], P0[1], P0[2])
+    best_box = best_seg
     for c in range(14):
         xs, xb = _segment_box_candidate(P0, P1, half, c)
         best_d2, best_seg, best_box = _closer_pair(best_d2, best_seg, best_box, xs, xb)
@@ -291,9 +294,9 @@ def _segment_contact(value: float, xs: np.ndarray, xb: np.ndarray, n_local: np.n
     normal −R_b·n_local (capsule into box). Returns 1, or 0 (nothing written) if ``value`` > ``margin``."""
     if value > margin:
         return 0
-    n = rot_mul(Rb, scale3(n_local, -1.0))
-    on_capsule = add3(cb, rot_mul(Rb, axpy3(xs, -r, n_local)))
-    write_contact(0, value, on_capsule, add3(cb, rot_mul(Rb, xb)), n, phi, point, normal)
+    n = rot_mul_3t(Rb, scale3t(n_local, -1.0))
+    on_capsule = add3t(cb, rot_mul_3t(Rb, axpy3t(xs, -r, n_local)))
+    write_contact_t(0, value, on_capsule, add3t(cb, rot_mul_3t(Rb, xb)), n, phi, point, normal)
     return 1
 
 
@@ -308,7 +311,7 @@ def _capsule_box_apart(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.n
         return -1
     if dist - r > margin:
         return 0
-    n_local = scale3(sub3(xs, xb), 1.0 / dist)  # box -> capsule
+    n_local = scale3t(sub3t(xs, xb), 1.0 / dist)  # box -> capsule
     i = 0
     for k in range(1, 3):
         if abs(n_local[k]) > abs(n_local[i]):
