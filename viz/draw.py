@@ -28,6 +28,7 @@ bodies moves that root over time (live.py, playback.py).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -216,6 +217,22 @@ def nice_step(span: float) -> float:
     return 10.0 * e
 
 
+GROUND_HALF_RANGE = (0.25, 1.0e4)
+"""Smallest and largest half size of a drawn ground slab [m]."""
+
+
+def ground_size(span: float, center_xy) -> tuple[float, np.ndarray]:
+    """(half size, centre) of a ground slab covering ``span`` [m] around ``center_xy``, within GROUND_HALF_RANGE;
+    a span or centre that is not finite (a trajectory whose bodies flew off to 1e300 m) gives the smallest slab
+    at the origin instead of a grid of infinitely many lines."""
+    lo, hi = GROUND_HALF_RANGE
+    c = np.asarray(center_xy, dtype=np.float64)
+    if not np.all(np.isfinite(c)) or np.any(np.abs(c) > 1e12):
+        c = np.zeros(2)
+    half = float(span) if math.isfinite(span) else lo
+    return min(max(half, lo), hi), c
+
+
 def ground_objects(rgba, opacity_factor: float, center_xy, half_size: float):
     """(name, object, T_G_node) for a ground slab with grid lines, in the halfspace frame G (top at z = 0)."""
     import meshcat.geometry as mg
@@ -325,11 +342,11 @@ def model_commands(model: Model, prefix: str, q0: np.ndarray, *, opacity: float 
                 continue
             T_WG = pose_matrix(q0[b, :3], q0[b, 3:7]) @ pose_matrix(model.geom_pos[g], model.geom_quat[g])
             c_G = T_WG[:3, :3].T @ (bounds.center - T_WG[:3, 3])
-            half = max(2.0 * bounds.radius, 0.25)
+            half, c_xy = ground_size(2.0 * bounds.radius, c_G[:2])
             floor = T_WG[2, 2] > 0.9          # outward normal within ~25° of +z: a floor
             cmds.append(cmd_transform(gpath, pose_matrix(model.geom_pos[g], model.geom_quat[g])))
             parts = ground_objects(model.geom_color[g], opacity if floor else WALL_OPACITY * opacity,
-                                   c_G[:2], half)
+                                   c_xy, half)
             for part, obj, T in (parts if floor else parts[:1]):
                 cmds.append(cmd_object(f"{gpath}/{part}", obj))
                 cmds.append(cmd_transform(f"{gpath}/{part}", T))

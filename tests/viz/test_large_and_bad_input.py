@@ -295,3 +295,23 @@ def test_a_stalled_viewer_never_blocks_a_100_body_run():
     release.set()
     viewer.close()                                            # sends the latest frame first
     assert viewer.sent == 2 and viewer.offered == viewer.sent + viewer.dropped
+
+
+def test_bodies_far_away_give_a_bounded_ground_and_a_page(tmp_path):
+    """A trajectory whose body ends at 1e300 m (finite, but its bounds overflow to inf) is drawn: the ground slab
+    keeps a finite size within GROUND_HALF_RANGE (before, the grid spacing became NaN and the export crashed)."""
+    import math
+
+    from convexsim.simulate import simulate
+    from convexsim.viz.draw import GROUND_HALF_RANGE, ground_size
+
+    lo, hi = GROUND_HALF_RANGE
+    assert ground_size(math.inf, [0.0, 0.0]) == (lo, pytest.approx(np.zeros(2)))
+    assert ground_size(math.nan, [1.0, 2.0])[0] == lo
+    assert ground_size(3.0, [math.inf, 0.0])[1].tolist() == [0.0, 0.0]
+    assert ground_size(1e9, [1.0, 2.0])[0] == hi and ground_size(2.0, [1.0, 2.0])[0] == 2.0
+    traj = simulate("box_slide", duration=0.003)
+    traj.position[-1, 1] = [1e300, -1e300, 1e300]
+    out = tmp_path / "far.html"
+    export_html([traj], out)
+    assert out.stat().st_size > 0
