@@ -45,28 +45,19 @@ from convexsim._jit import jit
 from convexsim.geometry.primitives import MIN_OVERLAP
 from convexsim.geometry.transforms import (
     TINY,
-    add3,
     add3t,
-    axpy3,
     axpy3t,
-    clamp_to_box,
     clamp_to_box_t,
     closest_params_segments,
     col3t,
-    column3,
     cross3t,
     dot3,
     norm3,
-    rot_mul,
     rot_mul_3t,
-    rot_mul_t,
     rot_mul_t_3t,
-    scale3,
     scale3t,
-    sub3,
     sub3t,
-    unit3,
-    write_contact,
+    unit3t,
     write_contact_t,
 )
 
@@ -136,13 +127,12 @@ def sphere_box(c: np.ndarray, r: float, cb: np.ndarray, Rb: np.ndarray, half: np
     Centre inside (or on the surface): exit through the face i minimizing h_i − |p_i| (lowest i
     on ties, p_i = 0 exits through +e_i), phi = −(h_i − |p_i|) − r.
     """
-    p = rot_mul_t(Rb, sub3(c, cb))
-    q = clamp_to_box(p, half)
-    diff = sub3(p, q)
+    p = rot_mul_t_3t(Rb, sub3t(c, cb))
+    q = clamp_to_box_t(p, half)
+    diff = sub3t(p, q)
     dist = norm3(diff)
-    n_local = np.zeros(3)  # box -> sphere, box frame
     if dist > TINY:
-        n_local = scale3(diff, 1.0 / dist)
+        n_local = scale3t(diff, 1.0 / dist)  # box -> sphere, box frame
         value = dist - r
     else:
         best = 0
@@ -150,18 +140,23 @@ def sphere_box(c: np.ndarray, r: float, cb: np.ndarray, Rb: np.ndarray, half: np
             if half[i] - abs(p[i]) < half[best] - abs(p[best]):
                 best = i
         s = _sign(p[best])
-        n_local[best] = s
+        n_local = unit3t(best, s)
         depth = half[best] - abs(p[best])
-        q = p.copy()
-        q[best] = s * half[best]
+        q = _with3(p, best, s * half[best])
         value = -depth - r
     if value > margin:
         return 0
-    n = rot_mul(Rb, scale3(n_local, -1.0))  # sphere -> box, world
-    on_box = add3(cb, rot_mul(Rb, q))
-    on_sphere = axpy3(c, r, n)
-    write_contact(0, value, on_sphere, on_box, n, phi, point, normal)
+    n = rot_mul_3t(Rb, scale3t(n_local, -1.0))  # sphere -> box, world
+    on_box = add3t(cb, rot_mul_3t(Rb, q))
+    on_sphere = axpy3t(c, r, n)
+    write_contact_t(0, value, on_sphere, on_box, n, phi, point, normal)
     return 1
+
+
+@jit(inline="always")
+def _with3(p, i: int, x: float) -> tuple[float, float, float]:
+    """The 3-vector p with component i replaced by x, as a tuple."""
+    return x if i == 0 else p[0], x if i == 1 else p[1], x if i == 2 else p[2]
 
 
 @jit
@@ -214,19 +209,15 @@ def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: 
     j = (c - 2) // 4
     corner = (c - 2) % 4
     k1 = (j + 1) % 3
+    k2 = (j + 2) % 3
     x1 = half[k1] if corner & 1 else -half[k1]
-    x2 = half[(j + 2) % 3] if corner & 2 else -half[(j + 2) % 3]
-    e0 = _edge_point(j, -half[j], k1, x1, x2)
-    e1 = _edge_point(j, half[j], k1, x1, x2)
+    x2 = half[k2] if corner & 2 else -half[k2]
+    mid = _with3(unit3t(k1, x1), k2, x2)  # the edge's midpoint
+    e0 = _with3(mid, j, -half[j])
+    e1 = _with3(mid, j, half[j])
     s, t = closest_params_segments(P0, P1, e0, e1)
     return axpy3t(P0, s, sub3t(P1, P0)), axpy3t(e0, t, sub3t(e1, e0))
 
-
-@jit(inline="always")
-def _edge_point(j: int, xj: float, k1: int, x1: float, x2: float) -> tuple[float, float, float]:
-    """The point with coordinate xj along e_j, x1 along e_k1 (k1 = j + 1 mod 3) and x2 along the third axis."""
-    return (xj if j == 0 else (x1 if k1 == 0 else x2), xj if j == 1 else (x1 if k1 == 1 else x2),
-            xj if j == 2 else (x1 if k1 == 2 else x2))
 
 
 @jit
@@ -247,8 +238,8 @@ def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
     return np.sqrt(best_d2), best_seg, best_box
 
 
-@jit("int64(float64[::1], float64[::1], float64[::1], int64, float64, float64, float64[::1], float64[:, ::1], float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
-def _capsule_face_contacts(P0: np.ndarray, d: np.ndarray, half: np.ndarray, face: int, s: float, r: float,
+@jit("int64(UniTuple(float64, 3), UniTuple(float64, 3), float64[::1], int64, float64, float64, float64[::1], float64[:, ::1], float64, float64[::1], float64[:, ::1], float64[:, ::1])")  # explicit: no per-literal specializations
+def _capsule_face_contacts(P0: tuple, d: tuple, half: np.ndarray, face: int, s: float, r: float,
                            cb: np.ndarray, Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray,
                            normal: np.ndarray) -> int:
     """Contacts of a capsule segment against box face s·e_face (box frame in, world out).
@@ -269,19 +260,19 @@ def _capsule_face_contacts(P0: np.ndarray, d: np.ndarray, half: np.ndarray, face
             t0, t1 = _slab_clip(P0[k], d[k], half[k], t0, t1)
     if t0 > t1:
         return -1
-    n_local = unit3(face, s)
-    n = rot_mul(Rb, unit3(face, -s))  # capsule -> box, world
+    n_local = unit3t(face, s)
+    n = rot_mul_3t(Rb, unit3t(face, -s))  # capsule -> box, world
     nends = 2 if (t1 - t0) * norm3(d) > MIN_OVERLAP else 1
     count = 0
     for e in range(nends):
         t = t0 if e == 0 else t1
-        P = axpy3(P0, t, d)
+        P = axpy3t(P0, t, d)
         height = s * P[face] - half[face]
         value = height - r
         if value <= margin:
-            on_box = add3(cb, rot_mul(Rb, axpy3(P, -height, n_local)))
-            on_capsule = add3(cb, rot_mul(Rb, axpy3(P, -r, n_local)))
-            write_contact(count, value, on_capsule, on_box, n, phi, point, normal)
+            on_box = add3t(cb, rot_mul_3t(Rb, axpy3t(P, -height, n_local)))
+            on_capsule = add3t(cb, rot_mul_3t(Rb, axpy3t(P, -r, n_local)))
+            write_contact_t(count, value, on_capsule, on_box, n, phi, point, normal)
             count += 1
     return count
 
@@ -346,23 +337,21 @@ def _segment_face_axis(P0: np.ndarray, P1: np.ndarray, half: np.ndarray) -> tupl
 
 @jit(inline="always")
 def _segment_edge_axis(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, limit: float
-                       ) -> tuple[int, float, np.ndarray]:
+                       ) -> tuple[int, float, tuple]:
     """The edge axis L ∝ d × e_j of least overlap below ``limit`` (box frame): (j, or −1 if none is below,
     overlap [m], unit L oriented box → segment)."""
     best_edge = -1
     best_edge_overlap = limit
-    edge_normal = np.zeros(3)
+    edge_normal = (0.0, 0.0, 0.0)
     dn = norm3(d)
     for j in range(3):
         if dn < TINY:
             break
-        L = np.zeros(3)  # d × e_j
-        L[(j + 1) % 3] = d[(j + 2) % 3]
-        L[(j + 2) % 3] = -d[(j + 1) % 3]
+        L = _with3(unit3t((j + 1) % 3, d[(j + 2) % 3]), (j + 2) % 3, -d[(j + 1) % 3])  # d × e_j
         ln = norm3(L)
         if ln < 1e-6 * dn:
             continue
-        L = scale3(L, 1.0 / ln)
+        L = scale3t(L, 1.0 / ln)
         rb = half[0] * abs(L[0]) + half[1] * abs(L[1]) + half[2] * abs(L[2])
         a = dot3(P0, L)
         b = dot3(P1, L)
@@ -372,7 +361,7 @@ def _segment_edge_axis(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.n
         if ov < best_edge_overlap:
             best_edge_overlap = ov
             best_edge = j
-            edge_normal = L if up <= down else scale3(L, -1.0)
+            edge_normal = L if up <= down else scale3t(L, -1.0)
     return best_edge, best_edge_overlap, edge_normal
 
 
@@ -382,9 +371,9 @@ def _capsule_box_face_fallback(P0: np.ndarray, P1: np.ndarray, half: np.ndarray,
                                phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """One contact along the face axis at the segment's deepest end (for a clipped face segment that came out
     empty: unreachable for a segment meeting the box, kept as a guard)."""
-    n_local = unit3(face, sign)
+    n_local = unit3t(face, sign)
     xs = P0 if sign * P0[face] <= sign * P1[face] else P1
-    return _segment_contact(-overlap - r, xs, axpy3(xs, overlap, n_local), n_local, r, cb, Rb, margin, phi, point,
+    return _segment_contact(-overlap - r, xs, axpy3t(xs, overlap, n_local), n_local, r, cb, Rb, margin, phi, point,
                             normal)
 
 
@@ -394,14 +383,11 @@ def _capsule_box_edge_contact(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, hal
                               margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """One contact on the edge axis: closest points between the segment and the box edge along e_edge that
     supports the edge normal (box frame)."""
-    e0 = np.zeros(3)
-    for k in range(3):
-        e0[k] = _sign(edge_normal[k]) * half[k]
-    e1 = e0.copy()
-    e0[edge] = -half[edge]
-    e1[edge] = half[edge]
+    corner = (_sign(edge_normal[0]) * half[0], _sign(edge_normal[1]) * half[1], _sign(edge_normal[2]) * half[2])
+    e0 = _with3(corner, edge, -half[edge])
+    e1 = _with3(corner, edge, half[edge])
     s, t = closest_params_segments(P0, P1, e0, e1)
-    return _segment_contact(-overlap - r, axpy3(P0, s, d), axpy3(e0, t, sub3(e1, e0)), edge_normal, r, cb, Rb,
+    return _segment_contact(-overlap - r, axpy3t(P0, s, d), axpy3t(e0, t, sub3t(e1, e0)), edge_normal, r, cb, Rb,
                             margin, phi, point, normal)
 
 
@@ -410,10 +396,10 @@ def capsule_box(cc: np.ndarray, Rc: np.ndarray, r: float, h: float, cb: np.ndarr
                 half: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray
                 ) -> int:
     """Capsule vs box, normal from the capsule into the box; ≤ 2 contacts (see module docstring)."""
-    axis_local = rot_mul_t(Rb, column3(Rc, 2))
-    P0 = axpy3(rot_mul_t(Rb, sub3(cc, cb)), -h, axis_local)
-    P1 = axpy3(P0, 2.0 * h, axis_local)
-    d = sub3(P1, P0)
+    axis_local = rot_mul_t_3t(Rb, col3t(Rc, 2))
+    P0 = axpy3t(rot_mul_t_3t(Rb, sub3t(cc, cb)), -h, axis_local)
+    P1 = axpy3t(P0, 2.0 * h, axis_local)
+    d = sub3t(P1, P0)
     if not _segment_hits_box(P0, d, half):
         count = _capsule_box_apart(P0, P1, d, half, r, cb, Rb, margin, phi, point, normal)
         if count >= 0:

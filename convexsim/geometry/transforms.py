@@ -272,9 +272,15 @@ def column3(R: np.ndarray, j: int) -> np.ndarray:
 @jit("float64[::1](int64, float64)")  # explicit: no per-literal specializations
 def unit3(i: int, s: float) -> np.ndarray:
     """s e_i."""
-    out = np.zeros(3)
-    out[i] = s
+    out = np.empty(3)
+    out[0], out[1], out[2] = unit3t(i, s)
     return out
+
+
+@jit
+def unit3t(i: int, s: float) -> tuple[float, float, float]:
+    """s e_i as a tuple (allocation-free form of :func:`unit3`)."""
+    return s if i == 0 else 0.0, s if i == 1 else 0.0, s if i == 2 else 0.0
 
 
 @jit
