@@ -3,6 +3,9 @@
 Same calling convention as ``primitives.py``: ``first_second(..., margin, phi, point, normal) -> n``,
 normal from the first geometry into the second one. A box is (c, R, half) with centre c, rotation
 R (columns are the box axes in W) and half extents ``half`` (3,).
+The kernels allocate nothing per call: 3-vectors are tuples (x, y, z) (``transforms``' tuple forms ``sub3t``,
+``rot_mul_3t``, ...), and the box–box face clipping builds its polygon in the pair's 8-row ``point``/``normal``
+output (MAX_PAIR_CONTACTS rows; with fewer it allocates one work array).
 
 Methods:
 
@@ -171,7 +174,7 @@ def _slab_clip(p: float, dk: float, h: float, t0: float, t1: float) -> tuple[flo
 
 
 @jit
-def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
+def _segment_hits_box(P0: tuple, d: tuple, half: np.ndarray) -> bool:
     """True if the segment P0 + t d, t ∈ [0, 1], meets the closed box [−half, half] (box frame)."""
     t0 = 0.0
     t1 = 1.0
@@ -187,8 +190,7 @@ def _segment_hits_box(P0: np.ndarray, d: np.ndarray, half: np.ndarray) -> bool:
 
 
 @jit(inline="always")
-def _closer_pair(best_d2: float, xa: np.ndarray, xb: np.ndarray, pa: np.ndarray, pb: np.ndarray
-                 ) -> tuple[float, np.ndarray, np.ndarray]:
+def _closer_pair(best_d2: float, xa: tuple, xb: tuple, pa: tuple, pb: tuple) -> tuple[float, tuple, tuple]:
     """The closer of two candidate pairs of closest points: (|pa − pb|², pa, pb) if |pa − pb|² < best_d2, else
     (best_d2, xa, xb) (the earlier candidate wins ties). Vectors as arrays or tuples (all four of one kind)."""
     diff = sub3t(pa, pb)
@@ -199,7 +201,7 @@ def _closer_pair(best_d2: float, xa: np.ndarray, xb: np.ndarray, pa: np.ndarray,
 
 
 @jit(inline="always")
-def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: int) -> tuple[tuple, tuple]:
+def _segment_box_candidate(P0: tuple, P1: tuple, half: np.ndarray, c: int) -> tuple[tuple, tuple]:
     """Candidate c of :func:`_segment_box_closest` (box frame), as tuples: c = 0, 1 the segment end P0 or P1 and its
     clamp into the box; c = 2 + 4j + corner the closest points of the segment and the box edge along e_j at
     ``corner`` (bit 0: +h along e_(j+1), bit 1: +h along e_(j+2))."""
@@ -221,7 +223,7 @@ def _segment_box_candidate(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, c: 
 
 
 @jit
-def _segment_box_closest(P0: np.ndarray, P1: np.ndarray, half: np.ndarray
+def _segment_box_closest(P0: tuple, P1: tuple, half: np.ndarray
                          ) -> tuple[float, tuple, tuple]:
     """Distance and closest points (segment, box; tuples) for a segment that does not meet the box.
 
@@ -278,7 +280,7 @@ def _capsule_face_contacts(P0: tuple, d: tuple, half: np.ndarray, face: int, s: 
 
 
 @jit(inline="always")
-def _segment_contact(value: float, xs: np.ndarray, xb: np.ndarray, n_local: np.ndarray, r: float, cb: np.ndarray,
+def _segment_contact(value: float, xs: tuple, xb: tuple, n_local: tuple, r: float, cb: np.ndarray,
                      Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """One capsule–box contact from box-frame closest points xs (on the segment) and xb (on the box) and the unit
     normal n_local (box → capsule, box frame): phi = ``value``, the capsule's witness xs − r·n_local, the world
@@ -292,7 +294,7 @@ def _segment_contact(value: float, xs: np.ndarray, xb: np.ndarray, n_local: np.n
 
 
 @jit(inline="always")
-def _capsule_box_apart(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, r: float, cb: np.ndarray,
+def _capsule_box_apart(P0: tuple, P1: tuple, d: tuple, half: np.ndarray, r: float, cb: np.ndarray,
                        Rb: np.ndarray, margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """Contacts of a segment that misses the box (box frame): the closest points, or the clipped face segment when
     their normal is nearly a face normal and its deepest end is as close. Returns the count, or −1 when the
@@ -317,7 +319,7 @@ def _capsule_box_apart(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.n
 
 
 @jit(inline="always")
-def _segment_face_axis(P0: np.ndarray, P1: np.ndarray, half: np.ndarray) -> tuple[int, float, float]:
+def _segment_face_axis(P0: tuple, P1: tuple, half: np.ndarray) -> tuple[int, float, float]:
     """The face axis of least overlap of a segment meeting the box (box frame): (axis i, sign ±1 of the push
     ±e_i that separates the segment, overlap [m])."""
     best_face = 0
@@ -336,7 +338,7 @@ def _segment_face_axis(P0: np.ndarray, P1: np.ndarray, half: np.ndarray) -> tupl
 
 
 @jit(inline="always")
-def _segment_edge_axis(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, limit: float
+def _segment_edge_axis(P0: tuple, P1: tuple, d: tuple, half: np.ndarray, limit: float
                        ) -> tuple[int, float, tuple]:
     """The edge axis L ∝ d × e_j of least overlap below ``limit`` (box frame): (j, or −1 if none is below,
     overlap [m], unit L oriented box → segment)."""
@@ -366,7 +368,7 @@ def _segment_edge_axis(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.n
 
 
 @jit(inline="always")
-def _capsule_box_face_fallback(P0: np.ndarray, P1: np.ndarray, half: np.ndarray, face: int, sign: float,
+def _capsule_box_face_fallback(P0: tuple, P1: tuple, half: np.ndarray, face: int, sign: float,
                                overlap: float, r: float, cb: np.ndarray, Rb: np.ndarray, margin: float,
                                phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """One contact along the face axis at the segment's deepest end (for a clipped face segment that came out
@@ -378,8 +380,8 @@ def _capsule_box_face_fallback(P0: np.ndarray, P1: np.ndarray, half: np.ndarray,
 
 
 @jit(inline="always")
-def _capsule_box_edge_contact(P0: np.ndarray, P1: np.ndarray, d: np.ndarray, half: np.ndarray, edge: int,
-                              overlap: float, edge_normal: np.ndarray, r: float, cb: np.ndarray, Rb: np.ndarray,
+def _capsule_box_edge_contact(P0: tuple, P1: tuple, d: tuple, half: np.ndarray, edge: int,
+                              overlap: float, edge_normal: tuple, r: float, cb: np.ndarray, Rb: np.ndarray,
                               margin: float, phi: np.ndarray, point: np.ndarray, normal: np.ndarray) -> int:
     """One contact on the edge axis: closest points between the segment and the box edge along e_edge that
     supports the edge normal (box frame)."""
@@ -445,7 +447,7 @@ def _clip_polygon(poly: np.ndarray, count: int, n: tuple, offset: float, out: np
 
 
 @jit
-def _box_radius(R: np.ndarray, half: np.ndarray, L: np.ndarray) -> float:
+def _box_radius(R: np.ndarray, half: np.ndarray, L: tuple) -> float:
     """Half-width Σ h_i |R[:, i]·L| of a box projected on the unit axis L."""
     total = 0.0
     for i in range(3):
