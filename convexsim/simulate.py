@@ -802,10 +802,14 @@ class RunKernel:
     def failure(self, code: int, k: int, t: float, bad: int, sap_status: int, extra: int) -> SimulationError | None:
         """The SimulationError of a failed step (the kernel stopped at step k, time t [s]), or None."""
         K, dt = self.K, self.model.time_step
+        from convexsim.stepping.compiled import nonfinite_error
+        from convexsim.stepping.types import singular_mass_error
+
         if code in (K.STEP_NONFINITE_START, K.STEP_NONFINITE_END):
             end = code == K.STEP_NONFINITE_END
-            return SimulationError(f"non-finite state of bodies {self.model.body_names[bad]}", step=k + end,
-                                   time=t + (dt if end else 0.0))
+            return nonfinite_error(self.model, None, bad, k + end, t + (dt if end else 0.0))
+        if code == K.STEP_SINGULAR_MASS:
+            return singular_mass_error(self.model, bad, k, t)
         if code == K.STEP_SOLVER_FAILED:
             from convexsim.sap.newton import SAP_STATUS_NAMES
 

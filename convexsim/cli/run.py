@@ -142,7 +142,7 @@ def _cmd_run(args, viewer=None) -> int:
         say(_summary(model, traj, stats, target, rounding, compiled), quiet=args.quiet)
         if traj.failure:        # the cause is in the summary's result line: said once, here what to do
             say(f"FAILED: the {model.solver.kind.upper()} run stopped early (the summary's result line says why); "
-                f"the {traj.num_frames} frames recorded before it are in {target}.\n{failure_hint(model)}",
+                f"the {traj.num_frames} frames recorded before it are in {target}.\n{failure_hint(model, traj.failure)}",
                 file=sys.stderr)
             status = EXIT_FAILURE
 
@@ -232,8 +232,13 @@ def _run_viewer(args):
     return viz.RunViewer(realtime=args.realtime, joint_frames=args.joint_frames, **display_kwargs(args))
 
 
-def failure_hint(model) -> str:
-    """What to try after a run that stopped early."""
+def failure_hint(model, failure: str = "") -> str:
+    """What to try after a run that stopped early (``failure``: the trajectory's failure message)."""
+    from convexsim.stepping.types import SINGULAR_MASS_CAUSE
+
+    if SINGULAR_MASS_CAUSE in failure:
+        return ("Try: check the named joints' offsets and their links' masses and inertias for a wrong unit "
+                "(scenes are in m, kg, kg·m²); a smaller --time-step does not help here.")
     if model.solver.kind == "lcp":
         return ("Try: --solver sap (one convex problem per step, whatever the number of contacts), a smaller "
                 "scene (README: which scenes the LCP stepper handles), or a smaller --time-step.")

@@ -28,6 +28,7 @@ import numpy as np
 from convexsim._jit import jit
 from convexsim.multibody.kinematics import BALL, FREE, PRISMATIC, REVOLUTE, Kinematics
 from convexsim.multibody.model import JOINT_NV, MultibodyModel
+from convexsim.sap.blocks import dense_cholesky_solve
 
 
 @jit
@@ -219,13 +220,28 @@ def forest_free_motion(parent, jtype, dofadr, nvj, S, R_WB, p_WB, mass, com, ine
     force = np.empty(nv)
     for d in range(nv):
         force[d] = -(tau[d] + armature[d] * 0.0) - damping[d] * v[d]
+    x = np.empty(nv)
+    solve_tree_blocks(A, force, tree_vstart, tree_nv, x)
+    for d in range(nv):
+        v_star[d] = v[d] + dt * x[d]
+
+
+@jit
+def solve_tree_blocks(A, rhs, tree_vstart, tree_nv, x):
+    """x = A⁻¹ rhs (nv,) on the trees' diagonal blocks ``tree_vstart[k] : tree_vstart[k] + tree_nv[k]`` of the
+    symmetric positive definite A = M(q) + dt·D (nv, nv) (zero off the blocks), by a Cholesky factor of each
+    block (A is not written). A block that is not positive definite in double precision (its links' masses,
+    inertias and lever arms spanning ~16 orders of magnitude: M is then singular to round-off) gets NaN in x,
+    which the step reports (``stepping.status.STEP_SINGULAR_MASS``). Returns the first such tree, or −1. The
+    numpy reference is ``numpy.linalg.solve`` on each block."""
+    failed = -1
     for k in range(tree_nv.shape[0]):
         s, n = tree_vstart[k], tree_nv[k]
-        if n == 0:
-            continue
-        x = np.linalg.solve(np.ascontiguousarray(A[s:s + n, s:s + n]), np.ascontiguousarray(force[s:s + n]))
-        for i in range(n):
-            v_star[s + i] = v[s + i] + dt * x[i]
+        if dense_cholesky_solve(A[s:s + n, s:s + n].copy(), rhs[s:s + n], x[s:s + n]) != 0:
+            x[s:s + n] = np.nan
+            if failed < 0:
+                failed = k
+    return failed
 
 
 def spatial_inertias(model: MultibodyModel, kin: Kinematics) -> np.ndarray:
@@ -323,6 +339,7 @@ def potential_energy(model: MultibodyModel, q) -> float:
 __all__ = [
     "bias_forces",
     "forest_free_motion",
+    "solve_tree_blocks",
     "body_spatial_mass",
     "gravity_forces",
     "inverse_dynamics",

@@ -91,14 +91,19 @@ def _one_dof(model: MultibodyModel, joint: int, what: str) -> tuple[int, int]:
 
 
 def free_motion(model: MultibodyModel, q, v, dt: float, tau=None) -> tuple[np.ndarray, np.ndarray]:
-    """(A, v*) of the step: A = M(q) + dt·D, v* = v + dt·A⁻¹ (τ − h(q, v) − D v)."""
+    """(A, v*) of the step: A = M(q) + dt·D, v* = v + dt·A⁻¹ (τ − h(q, v) − D v); v* is NaN where A is singular to
+    round-off (the step reports it, as the compiled ``multibody.dynamics.solve_tree_blocks``)."""
     kin = Kinematics(model, q)
     A = mass_matrix(model, q, kin=kin)
     A[np.diag_indices(model.nv)] += dt * model.dof_damping
     force = -bias_forces(model, q, v, kin=kin) - model.dof_damping * v
     if tau is not None:
         force = force + np.asarray(tau, dtype=float)
-    return A, v + dt * np.linalg.solve(A, force)
+    try:
+        x = np.linalg.solve(A, force)
+    except np.linalg.LinAlgError:       # M(q) singular to round-off: NaN, which the step reports (STEP_SINGULAR_MASS)
+        x = np.full(model.nv, np.nan)
+    return A, v + dt * x
 
 
 def constraint_rows(model: MultibodyModel, q, v, v_star, A_diag, dt: float, limits=(), actuators=(),

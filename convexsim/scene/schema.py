@@ -966,7 +966,8 @@ def unit_problems(spec: "SceneSpec") -> list[tuple[Loc, str, Any]]:
     """Values of a valid scene outside :data:`UNIT_RANGES`, as (field path, message, value) triples.
 
     Checks dt, |g|, the shape sizes of moving bodies (sphere/capsule radius, box edges, capsule length),
-    their density m / Σ V (or the mass of a body without solid shapes), and the initial |p|, |v|, |ω|.
+    their density m / Σ V (or the mass of a body without solid shapes), the initial |p|, |v|, |ω|, and the
+    joints' offsets (|position|, |child_offset| against the |p| range).
     Returns [] when ``spec.unit_warnings`` is False.
     """
     if spec.unit_warnings is False:
@@ -986,6 +987,13 @@ def unit_problems(spec: "SceneSpec") -> list[tuple[Loc, str, Any]]:
     for g_i, grid in enumerate(spec.grids):
         out += [(("grids", g_i, "template") + loc, msg, value)
                 for loc, msg, value in _body_unit_problems(grid.template)]
+    for j, joint in enumerate(getattr(spec, "joints", ())):
+        for fname in ("position", "child_offset"):
+            d = math.hypot(*getattr(joint, fname))
+            if _outside("position", d):
+                out.append((("joints", j, fname), f"a lever of {d:g} m in one joint (is it in mm?); beyond ~1e8 "
+                            "times a link's size its mass matrix is singular in double precision",
+                            list(getattr(joint, fname))))
     return out
 
 

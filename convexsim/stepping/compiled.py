@@ -33,7 +33,7 @@ from convexsim.stepping import sap_composition as C
 from convexsim.stepping import status as K
 from convexsim.stepping.free_motion import motor_forces_kernel
 from convexsim.stepping.packing import packed, packed_forest, per_model, step_arrays, tree_arrays
-from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo
+from convexsim.stepping.types import ConvergenceWarning, Handoff, SimulationError, StepInfo, singular_mass_error
 
 SAP_STATUS_NAMES = N.SAP_STATUS_NAMES
 
@@ -203,6 +203,8 @@ def _result(model, state, plan, status, bad, sap_status, iterations, ls_evals, r
         return Handoff(K.STEP_STATUS_NAMES[status])
     if status == K.STEP_NONFINITE_START:
         raise nonfinite_error(model, state, bad, state.step, state.t)
+    if status == K.STEP_SINGULAR_MASS:
+        raise singular_mass_error(model, bad, state.step, state.t)
     if status == K.STEP_SOLVER_FAILED:
         raise SimulationError(f"{solver} did not converge ({SAP_STATUS_NAMES[sap_status]}) after {int(iterations)} "
                               "iterations", step=state.step, time=state.t)

@@ -37,9 +37,11 @@ from convexsim.model import Model, State
 from convexsim.multibody.dynamics import forest_free_motion
 from convexsim.multibody.kinematics import Kinematics, fk_kernel, subspace_kernel
 from convexsim.multibody.model import ConeLimit
+from convexsim.sap.blocks import dense_cholesky_solve
 from convexsim.sap.joint_constraints import KIND_LIMIT
 from convexsim.sap.newton import F_DT
 from convexsim.stepping.contacts import model_forest
+from convexsim.stepping.types import singular_mass_error
 
 
 @jit(inline="always")
@@ -179,7 +181,9 @@ def add_joint_forces(fa, dt, A_tree, vs_tree, tau):
         s, n = tree_vstart[k], tree_nv[k]
         if not _any_nonzero(tau[s:s + n]):
             continue
-        x = np.linalg.solve(np.ascontiguousarray(A_tree[s:s + n, s:s + n]), np.ascontiguousarray(tau[s:s + n]))
+        x = np.empty(n)
+        if dense_cholesky_solve(A_tree[s:s + n, s:s + n].copy(), tau[s:s + n], x) != 0:
+            x[:] = np.nan                    # M(q) singular to round-off: the step reports it (STEP_SINGULAR_MASS)
         for i in range(n):
             vs_tree[s + i] += dt * x[i]
 
@@ -294,6 +298,8 @@ def assemble(model: Model, state: State, controls=None,
         if wrench is not None:
             tau = link_wrench_torques(tree, kins[-1], wrench) + (0.0 if tau is None else tau)
         A, vs, J, par, kd, owners, pdr = tree_step_data(tree, q, v, dt, state.t, tau, controls)
+        if not np.all(np.isfinite(vs)) and np.all(np.isfinite(q)) and np.all(np.isfinite(v)):
+            raise singular_mass_error(model, off - 6 * free.size, state.step, state.t)
         tree_clique.append(len(blocks))
         blocks.append(A)
         sizes.append(tree.nv)

@@ -29,8 +29,8 @@ from convexsim.stepping.contacts import combined_friction
 from convexsim.stepping.lcp_info import LcpStepInfo, validate_settings
 from convexsim.stepping.lcp_rows import NORMAL_REGULARIZATION
 from convexsim.stepping.packing import lcp_packed, packed, packed_forest, per_model, tree_arrays
-from convexsim.stepping.status import J_NDIR, LCP_OK, LCP_STATUS_NAMES
-from convexsim.stepping.types import Handoff
+from convexsim.stepping.status import J_NDIR, LCP_OK, LCP_SINGULAR_MASS, LCP_STATUS_NAMES
+from convexsim.stepping.types import Handoff, singular_mass_error
 
 _ARGS: dict = {}
 
@@ -71,9 +71,11 @@ def compiled_lcp_step(model: Model, state: State, ctx=None, *, warm_start: bool 
               np.empty_like(tq), np.empty_like(tv))
     if pf.fa[15].shape[0] > 0:            # the model kind, by the tuple's length (lcp_composition.NO_TREES)
         forest = (*forest, True)
-    (status, _where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
+    (status, where, geoms, phi, point, normal, gamma, force, act_force, lim_force, con_force, pivots, nrows, nisl,
      basic_pc, keys) = lcp_composition.lcp_step_kernel(fpar, mb, q, v, lp.U, lp.stabilization, jpar, lp.lpar, q_out,
                                                        v_out, forest, rule, ctl)
+    if status == LCP_SINGULAR_MASS:
+        raise singular_mass_error(model, int(where), state.step, state.t)
     if status != LCP_OK:
         return Handoff(LCP_STATUS_NAMES[status])
     geom_body = mb[9]

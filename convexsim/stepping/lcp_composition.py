@@ -28,6 +28,8 @@ the tree step's large size.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from convexsim._jit import jit
@@ -41,7 +43,7 @@ from convexsim.stepping.lcp_solve import (contact_cliques, contact_islands_kerne
                                           solve_dense_lcp, solve_island)
 from convexsim.stepping.post_solve import actuator_forces, lcp_contact_impulses, lcp_joint_forces, world_forces
 from convexsim.stepping.status import (J_DENSE_WORK, J_NDIR, J_WARM_MIN, LCP_NONFINITE_END, LCP_NONFINITE_START,
-                                       LCP_OK, LCP_TOO_LARGE, LCP_WARM_SIZE)
+                                       LCP_OK, LCP_SINGULAR_MASS, LCP_TOO_LARGE, LCP_WARM_SIZE)
 
 
 NO_TREES = 9
@@ -161,6 +163,11 @@ def step_forest(fpar, mb, fa, ra, t, q, v, tq, tv, U, stabilization, eps, large_
     nact, nlim, njc = ra[6].shape[0], ra[1].shape[0], ra[23].shape[0]
     act_force, lim_force, con_force = np.zeros(nact), np.zeros(nlim), np.zeros(njc)
     A, v_star, S = dense_free_motion(fpar, mb, fa, q, v, tq, tv, ctl[2], ctl[3])
+    for d in range(6 * nmov, v_star.shape[0]):    # finite start: a tree's M(q) singular, or forces overflow
+        if not math.isfinite(v_star[d]):
+            e3 = np.zeros((phi.shape[0], 3))
+            return (LCP_SINGULAR_MASS, d - 6 * nmov, geoms, phi, point, normal, e3, e3.copy(), act_force, lim_force,
+                    con_force, 0, 0, 0, np.zeros((0, jpar[J_NDIR] + 2), np.bool_), np.zeros((0, 3), np.int64))
     act_c, act_f0, act_sat = np.zeros(nact), np.zeros(nact), np.zeros(nact)
     act_saturated = np.zeros(nact, np.bool_)
     fold_forest_pd(fa, ra, t, dt, tq, nmov, A, v_star, ctl[0], ctl[1], act_c, act_f0, act_sat, act_saturated)

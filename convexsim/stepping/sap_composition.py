@@ -30,6 +30,8 @@ entry point repeats the cost of compiling the step; a single step is the run ker
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from convexsim._jit import jit
@@ -46,8 +48,8 @@ from convexsim.stepping.sap_rows import (body_problem, contact_kernel_rows, cont
                                          forest_problem, forest_used_cliques, joint_row_blocks, joint_row_entries,
                                          kinematic_contact_rows, largest_island)
 from convexsim.stepping.status import (RUN_CHUNK_END, RUN_DONE, RUN_NEED_CONTACT_SPACE, STEP_BAD_MARGIN,
-                                       STEP_NONFINITE_END, STEP_NONFINITE_START, STEP_OK, STEP_SOLVER_FAILED,
-                                       STEP_TOO_LARGE)
+                                       STEP_NONFINITE_END, STEP_NONFINITE_START, STEP_OK, STEP_SINGULAR_MASS,
+                                       STEP_SOLVER_FAILED, STEP_TOO_LARGE)
 
 
 FA0 = 17
@@ -222,8 +224,8 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     forces (nvt,), external wrenches (nbody, 6); ``convexsim.controls.ControlArrays``). The joint forces are the
     step's work array: the links' wrenches are added into it (``free_motion.applied_forces``).
 
-    Returns (status, bad_body, largest island in dofs, prepared) with status STEP_OK, STEP_NONFINITE_START or
-    STEP_BAD_MARGIN, and prepared = (geoms (nc, 2), φ, point, normal, R_WC, v* over v = (free bodies | trees),
+    Returns (status, bad_body, largest island in dofs, prepared) with status STEP_OK, STEP_NONFINITE_START,
+    STEP_BAD_MARGIN or STEP_SINGULAR_MASS (then ``bad_body`` is a tree dof of the singular mass matrix), and prepared = (geoms (nc, 2), φ, point, normal, R_WC, v* over v = (free bodies | trees),
     new_index (per clique), the problem (sizes, clique_start, A_ptr, A_values, v*, v₀ of the participating
     cliques, cliques (nk, 2), J_ptr, J_values, kind, cpar), the joint rows (nr, row_kind, row_owner, row_J, njr,
     jr_index), edges (ne, 2), constraint_edge) as :func:`step_finish` takes it."""
@@ -245,6 +247,10 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
         R_WC, v_next, new_index, problem, rows = tree_rows_stage(fpar, ipar, mb, kinematic_flags(arrays),
                                                                  forest_views(arrays), row_views(arrays), t, q, v,
                                                                  tq, tv, ctl, geoms, phi, point, normal)
+        nfree = 6 * mb[3].shape[0]
+        for d in range(nfree, v_next.shape[0]):    # finite start: M(q) singular, or forces overflow
+            if not math.isfinite(v_next[d]):
+                return STEP_SINGULAR_MASS, d - nfree, 0, no_prepared(mb[3].shape[0])
     sizes, cl_red = problem[0], problem[6]
     edges, constraint_edge, max_n = largest_island(sizes.shape[0], sizes, cl_red)
     return STEP_OK, -1, max_n, (geoms, phi, point, normal, R_WC, v_next, new_index, problem, rows, edges,

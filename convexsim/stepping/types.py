@@ -19,6 +19,26 @@ class SimulationError(RuntimeError):
         self.contacts = contacts or []
 
 
+SINGULAR_MASS_CAUSE = "joint-space mass matrix"
+"""A phrase of :func:`singular_mass_error`'s message (the CLI's hint after a failed run looks for it)."""
+
+
+def singular_mass_error(model, dof: int, step: int, t: float) -> SimulationError:
+    """The error of a step whose free motion of a tree is not finite from a finite state (``STEP_SINGULAR_MASS``;
+    ``dof``: an index into ``State.tree_v`` in that tree): its joint-space A = M(q) + dt·D was not positive
+    definite in double precision, or its forces overflowed."""
+    trees, k, start = model.forest.trees, 0, 0
+    while k + 1 < len(trees) and dof >= start + trees[k].nv:
+        start += trees[k].nv
+        k += 1
+    joints = [name for name, (tree, _) in model.forest.joint_index.items() if tree == k]
+    return SimulationError(
+        f"the free motion of the tree with joints {', '.join(joints)} is not finite: its {SINGULAR_MASS_CAUSE} "
+        "M(q) + dt·D is singular in double precision (link masses, inertias and lever arms spanning ~16 orders of "
+        "magnitude: check the joints' offsets and the links' masses for a wrong unit) or its forces overflow",
+        step=step, time=t)
+
+
 class ConvergenceWarning(RuntimeWarning):
     """The solver did not reach its tolerance in a step; the step's result was used anyway."""
 
@@ -80,4 +100,4 @@ class StepInfo:
         return out
 
 
-__all__ = ["SimulationError", "ConvergenceWarning", "StepInfo", "Handoff"]
+__all__ = ["SimulationError", "SINGULAR_MASS_CAUSE", "singular_mass_error", "ConvergenceWarning", "StepInfo", "Handoff"]

@@ -17,6 +17,7 @@ from fuzz_kit import check_cli, error_lines
 
 from convexsim.io import TrajectoryFormatError, load_trajectory, save_trajectory
 from convexsim.scene import SceneError, scene_from_yaml
+from repo_paths import SCENES as REPO_SCENES
 
 
 def _sphere_scene(radius: str, mass: str = "1.0", extra: str = "") -> str:
@@ -222,3 +223,23 @@ def test_an_empty_data_file_is_refused_by_learn_in_one_line(tmp_path):
     status, _, err = check_cli(["learn", empty, "--out", tmp_path / "report", "--restarts", "1"])
     lines = error_lines(err)
     assert status == 2 and len(lines) == 1 and "not a readable npz file" in lines[0], err
+
+
+@pytest.mark.parametrize("solver", ["sap", "lcp"])
+def test_a_joint_lever_of_1e15_m_fails_the_run_cleanly(solver, tmp_path):
+    """Found by the scene fuzzer (varying seed): double_pendulum with the elbow's child_offset 1e15 m exited 70
+    with numpy's LinAlgError ("Matrix is singular to machine precision") from the tree's free-motion solve: M(q)'s
+    entries (~1e30) leave its Schur complement (~1) to round-off. Now it warns at load (a joint's lever beyond
+    1e4 m) and the run fails with status 1 and its frames so far: stopped at step 0 naming the tree's joints
+    when M(q)'s Cholesky pivot comes out ≤ 0, or by a later non-finite state when round-off leaves it positive
+    (either, by machine) — never an internal error."""
+    text = (REPO_SCENES / "double_pendulum.yaml").read_text(encoding="utf-8")
+    head, sep, tail = text.rpartition("child_offset: [0, 0, -1.0]")      # the elbow's
+    assert sep
+    scene = tmp_path / "lever.yaml"
+    scene.write_text(head + "child_offset: [1.0e15, 0, -1.0]" + tail, encoding="utf-8")
+    out = tmp_path / "run.npz"
+    status, _, err = check_cli(["run", scene, "--duration", "0.002", "--solver", solver, "--out", out])
+    assert status == 1, err
+    assert "joints[1].child_offset: a lever of 1e+15 m" in err
+    assert load_trajectory(out).num_frames >= 1
