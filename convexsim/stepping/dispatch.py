@@ -26,7 +26,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from convexsim.stepping.types import Handoff
+import numpy as np
+
+from convexsim.stepping.types import Handoff, SimulationError
 
 if TYPE_CHECKING:
     from convexsim.model import Model, State
@@ -143,8 +145,16 @@ def route(model: Model, path: str = "auto", *, controlled: bool = False) -> Rout
 
 
 def _call(key: tuple[str, str, str], model, state, ctx, options: dict):
+    """The runner ``key`` on the step. A LinAlgError of its dense algebra (LAPACK's LU finding an exactly zero
+    pivot in a matrix the model made singular in double precision: a tree's M(q) whose links' masses and lever
+    arms span ~16 orders of magnitude) is this step's SimulationError, with numpy's message and the step."""
     spec, takes = RUNNERS[key]
-    return resolve(spec)(model, state, ctx, **{k: options[k] for k in takes})
+    try:
+        return resolve(spec)(model, state, ctx, **{k: options[k] for k in takes})
+    except np.linalg.LinAlgError as exc:
+        raise SimulationError(f"the {key[1].upper()} step's linear algebra failed ({exc}): a matrix of the step "
+                              "is singular in double precision (check the joints' offsets and the links' masses "
+                              "for a wrong unit)", step=state.step, time=state.t) from exc
 
 
 def step(model: Model, state: State, ctx: StepContext | None = None, *, strict: bool = False,

@@ -76,3 +76,22 @@ def test_singular_mass_matrix_stops_a_run_with_its_frames():
     model, state = _massless_elbow()
     traj, _ = run_model(model, state, duration=0.01)
     assert traj.num_frames == 1 and "shoulder, elbow" in traj.failure
+
+
+def test_a_runners_linalg_error_is_the_steps_error(monkeypatch):
+    """Any dense solve left on LAPACK's LU (the LCP's A⁻¹, the PD fold) raises numpy's LinAlgError on an exactly
+    zero pivot; the dispatcher reports it as that step's SimulationError with numpy's message, chained."""
+    from convexsim.stepping import dispatch
+
+    model, state, _ = prepare(SCENES / "double_pendulum.yaml")
+    state = dataclasses.replace(state, step=7, t=0.007)
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("Matrix is singular to machine precision.")
+
+    runners, resolve = {spec for spec, _ in dispatch.RUNNERS.values()}, dispatch.resolve
+    monkeypatch.setattr(dispatch, "resolve", lambda spec: singular if spec in runners else resolve(spec))
+    with pytest.raises(SimulationError, match=r"step 7 \(t = 0.007 s\): the SAP step's linear algebra failed "
+                                              r"\(Matrix is singular") as err:
+        step(model, state, StepContext())
+    assert isinstance(err.value.__cause__, np.linalg.LinAlgError)
