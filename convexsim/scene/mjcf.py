@@ -83,7 +83,8 @@ def load_mjcf_model(path: str | Path):
     try:
         return mujoco.MjModel.from_xml_path(str(path))
     except ValueError as err:           # MuJoCo's compiler errors name the element and line
-        raise MjcfError([f"{source}: MuJoCo cannot compile the file: {err}"], source) from None
+        said = "; ".join(part.strip() for part in str(err).splitlines() if part.strip())   # its lines in one
+        raise MjcfError([f"{source}: MuJoCo cannot compile the file: {said}"], source) from None
 
 
 def mjcf_to_scene(path: str | Path, keyframe: str | None = None) -> dict:

@@ -297,6 +297,13 @@ def test_import_mjcf_cli(tmp_path, capsys, tree):
     assert len(err) == 1 and "ellipsoid" in err[0]
     with pytest.raises(SceneError):
         load_scene(bad)
+    # MuJoCo's compiler error spans lines (message, element and line, blank lines): one line here as well
+    # (found by tests/fuzz/test_fuzz_mjcf.py: an actuator naming a default class that was removed).
+    bad.write_text('<mujoco><worldbody><body><joint name="j"/><geom size="0.1"/></body></worldbody>'
+                   '<actuator><position class="gone" joint="j"/></actuator></mujoco>', encoding="utf-8")
+    assert main(["import-mjcf", str(bad)]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MuJoCo cannot compile" in err[0] and "'gone'" in err[0] and "line 1" in err[0], err
 
 
 SERVO = """<mujoco model="servo">
