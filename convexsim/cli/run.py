@@ -142,8 +142,8 @@ def _cmd_run(args, viewer=None) -> int:
         say(_summary(model, traj, stats, target, rounding, compiled), quiet=args.quiet)
         if traj.failure:        # the cause is in the summary's result line: said once, here what to do
             say(f"FAILED: the {model.solver.kind.upper()} run stopped early (the summary's result line says why); "
-                f"the {traj.num_frames} frames recorded before it are in {target}.\n{failure_hint(model, traj.failure)}",
-                file=sys.stderr)
+                f"the {traj.num_frames} frames recorded before it are in {target}.\n"
+                f"{failure_hint(model, traj.failure)}", file=sys.stderr)
             status = EXIT_FAILURE
 
     if viewer is not None and len(kinds) > 1:     # side by side on one page, in lockstep, as they run

@@ -44,6 +44,7 @@ Every problem names the file and the element (``gripper.xml: joint 'finger' (bod
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +72,9 @@ class MjcfError(UrdfError):
 
 
 def load_mjcf_model(path: str | Path):
-    """Compile an MJCF file with MuJoCo: ``mujoco.MjModel``. MjcfError when mujoco is missing or refuses."""
+    """Compile an MJCF file with MuJoCo: ``mujoco.MjModel``. MjcfError when mujoco is missing or refuses; what
+    MuJoCo warns while compiling (e.g. an inertia matrix singular at qpos0) becomes a SceneWarning naming the file,
+    instead of MuJoCo's log file in the working folder."""
     source = str(path)
     try:
         import mujoco
@@ -80,11 +83,21 @@ def load_mjcf_model(path: str | Path):
                          "(the scene it writes runs without it)"], source) from None
     if not Path(path).is_file():
         raise MjcfError([f"{source}: no such file"], source)
+    warned: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(warned.append)    # not MuJoCo's default: a MUJOCO_LOG.TXT in the working folder
     try:
-        return mujoco.MjModel.from_xml_path(str(path))
+        model = mujoco.MjModel.from_xml_path(str(path))
     except ValueError as err:           # MuJoCo's compiler errors name the element and line
         said = "; ".join(part.strip() for part in str(err).splitlines() if part.strip())   # its lines in one
         raise MjcfError([f"{source}: MuJoCo cannot compile the file: {said}"], source) from None
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    from convexsim.scene.load import SceneWarning
+
+    for text in dict.fromkeys(warned):
+        warnings.warn(f"{source}: MuJoCo warned while compiling it: {text}", SceneWarning, stacklevel=2)
+    return model
 
 
 def mjcf_to_scene(path: str | Path, keyframe: str | None = None) -> dict:

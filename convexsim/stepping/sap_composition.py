@@ -225,10 +225,11 @@ def step_prepare(fpar, ipar, arrays, t, q, v, tq, tv, ctl):
     step's work array: the links' wrenches are added into it (``free_motion.applied_forces``).
 
     Returns (status, bad_body, largest island in dofs, prepared) with status STEP_OK, STEP_NONFINITE_START,
-    STEP_BAD_MARGIN or STEP_SINGULAR_MASS (then ``bad_body`` is a tree dof of the singular mass matrix), and prepared = (geoms (nc, 2), φ, point, normal, R_WC, v* over v = (free bodies | trees),
-    new_index (per clique), the problem (sizes, clique_start, A_ptr, A_values, v*, v₀ of the participating
-    cliques, cliques (nk, 2), J_ptr, J_values, kind, cpar), the joint rows (nr, row_kind, row_owner, row_J, njr,
-    jr_index), edges (ne, 2), constraint_edge) as :func:`step_finish` takes it."""
+    STEP_BAD_MARGIN or STEP_SINGULAR_MASS (then ``bad_body`` is a tree dof of the singular mass matrix), and
+    prepared = (geoms (nc, 2), φ, point, normal, R_WC, v* over v = (free bodies | trees), new_index (per
+    clique), the problem (sizes, clique_start, A_ptr, A_values, v*, v₀ of the participating cliques, cliques
+    (nk, 2), J_ptr, J_values, kind, cpar), the joint rows (nr, row_kind, row_owner, row_J, njr, jr_index), edges
+    (ne, 2), constraint_edge) as :func:`step_finish` takes it."""
     mb = model_views(arrays)
     fixed, body_rb, geom_body = mb[1], mb[6], mb[9]
     body_sweep = ints(arrays, FA0 + 21)

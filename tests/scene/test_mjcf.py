@@ -11,7 +11,7 @@ import pytest
 mujoco = pytest.importorskip("mujoco")
 
 from convexsim.cli import EXIT_OK, EXIT_USAGE, main  # noqa: E402
-from convexsim.scene import SceneError, load_scene  # noqa: E402
+from convexsim.scene import SceneError, SceneWarning, load_scene  # noqa: E402
 from convexsim.scene.mjcf import MjcfError, mjcf_to_scene  # noqa: E402
 from convexsim.simulate import simulate  # noqa: E402
 from convexsim.spatial import quat_to_matrix  # noqa: E402
@@ -338,3 +338,22 @@ def test_position_servo_settles_where_mujocos_does(tmp_path):
     q_cs = float(np.arctan2(rel[0, 2], rel[0, 0]))
     assert abs(q_cs - q_mj) < 1e-6
     assert abs(q_mj - 0.2 / 1.5) > 0.05
+
+
+def test_mujocos_compile_warnings_are_scene_warnings_not_a_log_file(tmp_path, monkeypatch):
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working folder; the importer routes what
+    MuJoCo warns while compiling (here: a hinge whose own inertia, 1e-5, is lost to round-off beside its child's
+    1e12 about the same axis, so M's pivot at qpos0 is below mjMINVAL) to a SceneWarning naming the file, and
+    restores MuJoCo's handler."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "heavy.xml"
+    path.write_text('<mujoco><worldbody><body><joint name="a" axis="0 0 1"/>'
+                    '<inertial pos="0 0 0" mass="1e-5" diaginertia="1e-5 1e-5 1e-5"/>'
+                    '<body><joint name="b" axis="0 0 1"/>'
+                    '<inertial pos="0 0 0" mass="1e12" diaginertia="1e12 1e12 1e12"/>'
+                    '</body></body></worldbody></mujoco>', encoding="utf-8")
+    before = mujoco.get_mju_user_warning()
+    with pytest.warns(SceneWarning, match=r"heavy\.xml: MuJoCo warned while compiling it: Inertia matrix"):
+        mjcf_to_scene(path)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert mujoco.get_mju_user_warning() is before
