@@ -292,7 +292,12 @@ class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
         return super().resolve(kind, value, implicit)
 
 
-for _cls in (_Loader, _FastLoader):
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes the strings ``_Loader`` would read as floats (a name ``1e3`` is written ``'1e3'``):
+    what :func:`dump_scene` writes reads back the same."""
+
+
+for _cls in (_Loader, _FastLoader, _Dumper):
     _cls.add_implicit_resolver(
         "tag:yaml.org,2002:float",
         re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -875,7 +880,7 @@ def dump_scene(spec: SceneSpec) -> str:
     """
     d = spec.model_dump(mode="json", exclude_none=True)
     d["bodies"] = [_ordered(b, ("name",)) for b in d["bodies"]]
-    return yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=10_000, allow_unicode=True)
+    return yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=10_000, allow_unicode=True)
 
 
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(-?)(Infinity|NaN)\b|(?<![\d.])(-?\d+)([eE][-+]?\d+)')

@@ -2,9 +2,10 @@
 kind, a default class, a geared position servo and joint/weld equalities, with elements and attributes removed,
 given bad values (non-finite, huge, tiny, wrong arity, words), duplicated, renamed, or with unknown children.
 
-Property: `convexsim import-mjcf` and `convexsim validate` end with status 0 or 2 and no traceback (MuJoCo's
-compiler refuses most mutants; what it accepts reaches the conversion), 2 with messages naming the file; a
-mutant that validates runs two steps with status 0 or 1, and status 0 wrote a loadable trajectory.
+Property: `convexsim import-mjcf` (from qpos0 and from the `home` keyframe) and `convexsim validate` end with
+status 0 or 2 and no traceback (MuJoCo's compiler refuses most mutants; what it accepts reaches the
+conversion), 2 with messages naming the file; a scene the importer wrote validates; a mutant that validates
+runs two steps with status 0 or 1, and status 0 wrote a loadable trajectory.
 """
 
 from __future__ import annotations
@@ -99,8 +100,12 @@ def check_mjcf(name: str, text: str, tmp: Path, run: bool) -> None:
         tmp = tmp / "robot"
     path = tmp / "mutant.xml"
     path.write_text(text, encoding="utf-8")
-    status, _, err = check_cli(["import-mjcf", path, "--out", tmp / "out.yaml"])
-    assert status in (0, 2), err
+    for extra in ([], ["--keyframe", "home"]):
+        status, _, err = check_cli(["import-mjcf", path, *extra, "--out", tmp / "out.yaml"])
+        assert status in (0, 2), err
+        if status == 0:            # what the importer wrote loads as it is
+            status, _, err = check_cli(["validate", tmp / "out.yaml"])
+            assert status == 0, err
     status, _, err = check_cli(["validate", path])
     assert status in (0, 2), err
     event("valid" if status == 0 else "refused")

@@ -101,6 +101,16 @@ def test_dump_then_load_gives_an_equal_spec(name):
     assert dump_scene(again) == text  # dumping is a fixed point
 
 
+def test_dump_quotes_names_the_loader_would_read_as_numbers():
+    """The loader reads ``1e3`` (no dot) as a float, YAML 1.1's dumper writes the string unquoted: a body named
+    ``1e400`` (found by the MJCF fuzzer: an imported scene that did not load) must come back a name."""
+    spec = scene_from_yaml('bodies: [{name: "1e400", mass: 1, geometries: [{shape: sphere, radius: 1}]}, '
+                           '{name: "-2E-3", fixed: true}, {name: "3e+07", fixed: true}]')
+    text = dump_scene(spec)
+    assert scene_from_yaml(text) == spec
+    assert [b.name for b in scene_from_yaml(text).bodies] == ["1e400", "-2E-3", "3e+07"]
+
+
 def test_dump_is_fully_resolved():
     d = yaml.safe_load(dump_scene(scene_from_yaml("bodies: [{name: b, mass: 1, geometries: [{shape: sphere, radius: 1}]}]")))
     # Every default is written out, so the file does not depend on the defaults of the reading version.
