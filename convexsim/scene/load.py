@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from convexsim.errors import InputError
+from convexsim.errors import InputError, SceneWarning
 from convexsim.scene.schema import (
     DEFAULT_MATERIAL,
     FieldProblems,
@@ -52,10 +52,6 @@ class SceneError(InputError):
         n = len(self.problems)
         head = f"{source}: {n} problem{'s' if n != 1 else ''} in scene"
         super().__init__(head + "\n" + "\n".join(f"  - {p}" for p in self.problems))
-
-
-class SceneWarning(UserWarning):
-    """A scene that loads but probably does not do what its author meant (the message says why)."""
 
 
 class UnitWarning(SceneWarning):

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from convexsim.errors import SceneWarning
 from convexsim.scene.urdf import UrdfError, matrix_to_quaternion
 from convexsim.spatial import quat_to_matrix
 
@@ -93,8 +94,6 @@ def load_mjcf_model(path: str | Path):
         raise MjcfError([f"{source}: MuJoCo cannot compile the file: {said}"], source) from None
     finally:
         mujoco.set_mju_user_warning(previous)
-    from convexsim.scene.load import SceneWarning
-
     for text in dict.fromkeys(warned):
         warnings.warn(f"{source}: MuJoCo warned while compiling it: {text}", SceneWarning, stacklevel=2)
     return model
