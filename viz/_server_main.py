@@ -289,6 +289,14 @@ def main(argv: list[str] | None = None) -> int:
                 self.zmq_socket.send(f"error: {type(exc).__name__}: {exc}".encode("utf-8"))
 
     bridge = LoopbackBridge(args.port)
+
+    def stop(*_):
+        bridge.ioloop.add_callback_from_signal(bridge.ioloop.stop)
+
+    # Before the start-up lines: the parent may stop the server as soon as it has read them (a script that exits
+    # right after start()), and a SIGTERM before these handlers would kill it uncleanly (exit −15, log kept).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
     try:
         sys.stdout.write(f"zmq_url={bridge.zmq_url}\nweb_url={bridge.web_url}\n")
         sys.stdout.flush()
@@ -297,11 +305,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = open(os.devnull, "w")
     log(f"convexsim meshcat server pid {os.getpid()} serving {bridge.web_url}")
 
-    def stop(*_):
-        bridge.ioloop.add_callback_from_signal(bridge.ioloop.stop)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
     orphaned = []
     if args.parent_pid is not None:
         def watchdog():

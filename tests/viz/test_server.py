@@ -245,3 +245,15 @@ def test_a_crashed_server_keeps_its_log_and_says_where(capsys):
     finally:
         server.stop()
         log.unlink(missing_ok=True)
+
+
+def test_a_stop_right_after_start_is_clean():
+    """The server installs its signal handlers before it prints the start-up lines the parent waits for: a stop at
+    once (a script that ends right after ``start()``) is a clean exit (0) that removes the log, never a SIGTERM
+    death (−15) that keeps it (seen on a loaded CI machine before the order was fixed)."""
+    for _ in range(5):
+        s = MeshcatServer(port=0).start()
+        log = s.log_path
+        s.stop()
+        assert s.proc.returncode == 0
+        assert not Path(log).exists()
