@@ -9,9 +9,11 @@ import math
 from collections import Counter
 from typing import Any
 
+from hypothesis import event
 from hypothesis import strategies as st
 
 from convexsim.cli import main
+from convexsim.io import load_trajectory
 
 ALLOWED_STATUS = (0, 1, 2)
 """Statuses any command may end with on any input: ok, a failed run or check, a refusal of the input."""
@@ -83,3 +85,30 @@ def get(doc: Any, loc: tuple) -> Any:
     for k in loc:
         doc = doc[k]
     return doc
+
+
+def check_robot_file(path, tmp, import_argvs: list[list], time_step: float, run: bool) -> None:
+    """The importer fuzzers' property on one robot file ``path`` (URDF or MJCF): each ``import_argvs`` command
+    ends 0 or 2 (and a scene it wrote with ``--out tmp/out.yaml`` validates); ``validate path`` ends 0 or 2, 2
+    with every error line naming the file; with ``run``, a file that validates runs two steps of
+    ``time_step`` [s] with status 0 or 1, and 0 wrote a loadable three-frame trajectory."""
+    out_yaml = tmp / "out.yaml"
+    for argv in import_argvs:
+        status, _, err = check_cli(argv)
+        assert status in (0, 2), err
+        if status == 0 and out_yaml in argv:      # what the importer wrote loads as it is
+            status, _, err = check_cli(["validate", out_yaml])
+            assert status == 0, err
+    status, _, err = check_cli(["validate", path])
+    assert status in (0, 2), err
+    event("valid" if status == 0 else "refused")
+    if status == 2:
+        assert all(str(path) in ln or ln.startswith("  - ") for ln in error_lines(err)), err
+    elif run:
+        out = tmp / "run.npz"
+        out.unlink(missing_ok=True)
+        rs, _, err = check_cli(["run", path, "--duration", str(2 * time_step), "--time-step", str(time_step),
+                                "--quiet", "--out", out])
+        assert rs in (0, 1), err
+        if rs == 0:
+            assert load_trajectory(out).num_frames == 3

@@ -19,11 +19,9 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from fuzz_kit import check_cli, error_lines  # noqa: E402
-from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from fuzz_kit import check_robot_file  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from convexsim.io import load_trajectory  # noqa: E402
 
 SUPPRESS = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 MENAGERIE = Path(__file__).resolve().parents[1] / "data" / "menagerie"
@@ -100,24 +98,8 @@ def check_mjcf(name: str, text: str, tmp: Path, run: bool) -> None:
         tmp = tmp / "robot"
     path = tmp / "mutant.xml"
     path.write_text(text, encoding="utf-8")
-    for extra in ([], ["--keyframe", "home"]):
-        status, _, err = check_cli(["import-mjcf", path, *extra, "--out", tmp / "out.yaml"])
-        assert status in (0, 2), err
-        if status == 0:            # what the importer wrote loads as it is
-            status, _, err = check_cli(["validate", tmp / "out.yaml"])
-            assert status == 0, err
-    status, _, err = check_cli(["validate", path])
-    assert status in (0, 2), err
-    event("valid" if status == 0 else "refused")
-    if status == 2:
-        assert all(str(path) in ln or ln.startswith("  - ") for ln in error_lines(err)), err
-    elif run:
-        out = tmp / "run.npz"
-        out.unlink(missing_ok=True)
-        rs, _, err = check_cli(["run", path, "--duration", "0.004", "--time-step", "0.002", "--quiet", "--out", out])
-        assert rs in (0, 1), err
-        if rs == 0:
-            assert load_trajectory(out).num_frames == 3
+    check_robot_file(path, tmp, [["import-mjcf", path, *extra, "--out", tmp / "out.yaml"]
+                                 for extra in ([], ["--keyframe", "home"])], 0.002, run)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESS)

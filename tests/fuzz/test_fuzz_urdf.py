@@ -15,12 +15,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from fuzz_kit import check_cli, error_lines
-from hypothesis import HealthCheck, event, given, settings
+from fuzz_kit import check_cli, check_robot_file
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import SCENES
-
-from convexsim.io import load_trajectory
 
 SUPPRESS = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
@@ -131,25 +129,8 @@ def mutated_urdfs(draw, max_mutations: int = 2):
 def check_urdf(text: str, tmp: Path, run: bool) -> None:
     path = tmp / "robot.urdf"
     path.write_text(text, encoding="utf-8")
-    status, _, err = check_cli(["import-urdf", path, "--out", tmp / "out.yaml"])
-    assert status in (0, 2), err
-    if status == 0:                     # the scene the importer wrote loads as it is
-        status, _, err = check_cli(["validate", tmp / "out.yaml"])
-        assert status == 0, err
-    status, _, err = check_cli(["import-urdf", path, "--floating-base"])
-    assert status in (0, 2), err
-    status, _, err = check_cli(["validate", path])
-    assert status in (0, 2), err
-    event("valid" if status == 0 else "refused")
-    if status == 2:
-        assert all(str(path) in ln or ln.startswith("  - ") for ln in error_lines(err)), err
-    elif run:
-        out = tmp / "run.npz"
-        out.unlink(missing_ok=True)
-        rs, _, err = check_cli(["run", path, "--duration", "0.002", "--time-step", "0.001", "--quiet", "--out", out])
-        assert rs in (0, 1), err
-        if rs == 0:
-            assert load_trajectory(out).num_frames == 3
+    check_robot_file(path, tmp, [["import-urdf", path, "--out", tmp / "out.yaml"],
+                                 ["import-urdf", path, "--floating-base"]], 0.001, run)
 
 
 def test_missing_urdf_file_and_directory(tmp_path):
